@@ -1,0 +1,531 @@
+"""Batching with dedupe, bounded buffers and backoff — the hot path for task results and Redis writes.
+
+This is Netflix Eureka's replication batcher (``AcceptorExecutor`` + ``TaskExecutors`` + ``TrafficShaper``)
+rebuilt for asyncio, with its known weak spots fixed:
+
+* **No polling.** Eureka's acceptor thread sleeps 10 ms in a loop. Here one loop task waits on an
+  :class:`asyncio.Event`; a submit sets it only when the queue becomes non-empty or a batch fills up, and a
+  single :meth:`Clock.call_later` timer is armed for the next deadline (batch delay or end of backoff).
+  An idle batcher has no timer armed at all.
+* **A hot id cannot starve.** Eureka replaces the pending holder on every update, so its submit time
+  moves forward and an id updated faster than the batch delay is never "old enough". Here a newer payload
+  replaces the old one *in place*: it keeps its queue position and its first submit time.
+* **A batch leaves when it is full**, not only when its oldest item is old (Eureka waits for the delay
+  unless the whole buffer is full).
+* **Shutdown is bounded.** ``close(drain=True)`` flushes what is queued, still honouring backoff, and
+  gives up at a deadline, counting what it abandoned.
+
+Walk-through, ``max_batch_size=3, max_batch_delay_s=0.02``::
+
+    t=0.000  submit(a, 1)   queue [a]          loop arms a timer for t=0.020
+    t=0.005  submit(a, 2)   queue [a]          payload replaced; a still dates from t=0
+    t=0.010  submit(b, 1)   queue [a, b]
+    t=0.020  timer fires    batch [a=2, b=1]   processor -> TRANSIENT_ERROR
+                            retry [a, b]       backoff 0.1 s (transient base), jittered
+    t≈0.120  backoff ends   batch [a, b]       processor -> SUCCESS, backoff reset
+
+Delivery contract: at least once per *latest payload* of an id, unless the item expires, overflows, is
+refused as permanent, or is abandoned at close — each of which is counted in :class:`BatcherStats`. With
+``max_in_flight > 1`` two versions of one id are never in flight at the same time, so per-id order holds.
+Design notes and tuning: ``docs/batcher.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+from collections import deque
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Generic, TypeVar, Union
+
+from sparkyard.clock import Cancellable, Clock
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+ItemId = Hashable
+
+# Items per processor call: one Redis pipeline of 500 small writes takes a few ms, so ten calls carry 5,000/s.
+DEFAULT_MAX_BATCH_SIZE = 500
+# Longest wait for company: noise next to a Spark task (seconds), yet it folds a busy worker's results together.
+DEFAULT_MAX_BATCH_DELAY_S = 0.02
+# Queued items before the overflow policy applies: 10 s at 5,000/s, a leader failover (5 s lease) with room to spare.
+DEFAULT_MAX_BUFFER = 50_000
+# Reprocess-queue bound in batches per in-flight slot: failed items leave first, so more only piles up in a storm.
+REPROCESS_BATCHES = 4
+# Concurrent processor calls: one keeps per-id order trivial and suffices when a call is one pipeline.
+DEFAULT_MAX_IN_FLIGHT = 1
+# How long close(drain=True) may flush: well inside a 15 s task lease, so a stopping worker's results still count.
+DEFAULT_CLOSE_TIMEOUT_S = 10.0
+# First backoff after congestion or a timeout: the other side is overloaded, give it room.
+DEFAULT_CONGESTION_BASE_S = 0.5
+# First backoff after a transient error (connection reset, failover): retrying soon usually works.
+DEFAULT_TRANSIENT_BASE_S = 0.1
+# Backoff ceiling: results still arrive within a task lease once an outage ends.
+DEFAULT_MAX_BACKOFF_S = 5.0
+# Backoff growth per consecutive failure.
+DEFAULT_BACKOFF_MULTIPLIER = 2.0
+# Relative jitter, delay x [1 - j, 1 + j]: de-synchronises workers retrying against one master, and with a
+# multiplier of 2 successive delays still strictly grow (2 x 0.8 > 1.2).
+DEFAULT_JITTER = 0.2
+_MAX_EXPONENT = 64  # caps multiplier ** n so hours of failures cannot overflow a float
+
+
+class Outcome(str, Enum):
+    """What a processor reports for a batch (or for one item of it)."""
+
+    SUCCESS = "success"
+    CONGESTION = "congestion"
+    TRANSIENT_ERROR = "transient_error"
+    PERMANENT_ERROR = "permanent_error"
+
+
+class OverflowPolicy(str, Enum):
+    """What happens to a submit when ``max_buffer`` items are queued."""
+
+    REJECT_NEW = "reject_new"
+    DROP_OLDEST = "drop_oldest"
+    BLOCK = "block"
+
+
+@dataclass(slots=True, eq=False)
+class Item(Generic[T]):
+    """One queued payload. ``first_submit`` and ``expires_at`` are on the clock's monotonic scale."""
+
+    id: ItemId
+    payload: T
+    first_submit: float
+    expires_at: float
+    attempts: int = 0
+
+
+BatchResult = Union[Outcome, Mapping[ItemId, Outcome]]
+"""An :class:`Outcome` for the whole batch, or per-item outcomes; ids absent from the mapping succeeded."""
+Processor = Callable[[list[Item[T]]], Awaitable[BatchResult]]
+
+
+@dataclass(frozen=True)
+class BackoffPolicy:
+    """Exponential backoff with bounded jitter; congestion and transient errors start from their own base."""
+
+    congestion_base_s: float = DEFAULT_CONGESTION_BASE_S
+    transient_base_s: float = DEFAULT_TRANSIENT_BASE_S
+    max_s: float = DEFAULT_MAX_BACKOFF_S
+    multiplier: float = DEFAULT_BACKOFF_MULTIPLIER
+    jitter: float = DEFAULT_JITTER
+
+    def __post_init__(self) -> None:
+        if self.congestion_base_s <= 0 or self.transient_base_s <= 0:
+            raise ValueError("backoff bases must be > 0")
+        if self.max_s < max(self.congestion_base_s, self.transient_base_s):
+            raise ValueError("backoff max_s must be >= both bases")
+        if self.multiplier < 1:
+            raise ValueError("backoff multiplier must be >= 1")
+        if not 0 <= self.jitter < 1:
+            raise ValueError("backoff jitter must be in [0, 1)")
+
+    def delay(self, outcome: Outcome, failures: int, rng: random.Random) -> float:
+        """Delay after the ``failures``-th consecutive failure, the last one being ``outcome``."""
+        base = self.congestion_base_s if outcome is Outcome.CONGESTION else self.transient_base_s
+        raw = min(self.max_s, base * self.multiplier ** min(max(failures - 1, 0), _MAX_EXPONENT))
+        if self.jitter:
+            raw *= 1.0 + rng.uniform(-self.jitter, self.jitter)
+        return min(self.max_s, raw)
+
+
+@dataclass(slots=True)
+class BatcherStats:
+    """Counters, in items unless noted. ``overflowed`` counts refused submits and evicted items alike."""
+
+    accepted: int = 0
+    deduped: int = 0
+    expired: int = 0
+    overflowed: int = 0
+    processed: int = 0
+    permanent_failures: int = 0
+    transient_retries: int = 0
+    congestion_retries: int = 0
+    abandoned: int = 0
+    batches: int = 0
+
+
+class Batcher(Generic[T]):
+    """Collects ``(id, payload)`` submits into batches for an async ``processor``; see the module docstring."""
+
+    def __init__(
+        self,
+        name: str,
+        processor: Processor[T],
+        *,
+        clock: Clock,
+        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        max_batch_delay_s: float = DEFAULT_MAX_BATCH_DELAY_S,
+        max_buffer: int = DEFAULT_MAX_BUFFER,
+        overflow: OverflowPolicy = OverflowPolicy.REJECT_NEW,
+        item_expiry_s: float = 0.0,
+        max_reprocess: int | None = None,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        backoff: BackoffPolicy | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if max_batch_size < 1 or max_buffer < 1 or max_in_flight < 1:
+            raise ValueError("max_batch_size, max_buffer and max_in_flight must be >= 1")
+        if max_batch_delay_s < 0 or item_expiry_s < 0:
+            raise ValueError("max_batch_delay_s and item_expiry_s must be >= 0")
+        if max_reprocess is not None and max_reprocess < 1:
+            raise ValueError("max_reprocess must be >= 1")
+        self.name = name
+        self._processor = processor
+        self._clock = clock
+        self._max_batch_size = max_batch_size
+        self._max_batch_delay_s = max_batch_delay_s
+        self._max_buffer = max_buffer
+        self._overflow = overflow
+        self._item_expiry_s = item_expiry_s
+        self._max_reprocess = max_reprocess or max_batch_size * max_in_flight * REPROCESS_BATCHES
+        self._max_in_flight = max_in_flight
+        self._backoff = backoff or BackoffPolicy()
+        self._rng = rng or random.Random()
+
+        self._accept: deque[Item[T]] = deque()
+        self._retry: deque[Item[T]] = deque()
+        self._index: dict[ItemId, Item[T]] = {}  # every queued item (either deque), by id
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._in_flight_ids: set[ItemId] = set()  # only maintained when max_in_flight > 1
+        self._stalled = False  # everything queued is held back behind an in-flight version of its id
+        self._wake = asyncio.Event()
+        self._space = asyncio.Event()
+        self._failures = 0
+        self._backoff_s = 0.0
+        self._backoff_until = -math.inf
+        self._timer: Cancellable | None = None
+        self._timer_at = math.nan
+        self._loop_task: asyncio.Task[None] | None = None
+        self._deadline: Cancellable | None = None
+        self._closing = False
+        self._drain = True
+        self._deadline_passed = False
+        self._stats = BatcherStats()
+
+    # ------------------------------------------------------------------------------------------ public
+
+    @property
+    def stats(self) -> BatcherStats:
+        """A snapshot of the counters."""
+        return replace(self._stats)
+
+    @property
+    def pending(self) -> int:
+        """Items queued (accept + reprocess), not counting batches in flight."""
+        return len(self._accept) + len(self._retry)
+
+    @property
+    def in_flight(self) -> int:
+        """Processor calls under way."""
+        return len(self._in_flight)
+
+    @property
+    def backoff_s(self) -> float:
+        """The backoff chosen after the last failure; 0 once a batch went through."""
+        return self._backoff_s
+
+    def start(self) -> None:
+        """Start the processing loop on the running event loop (idempotent)."""
+        if self._closing:
+            raise RuntimeError(f"batcher {self.name} is closed")
+        if self._loop_task is None:
+            self._loop_task = asyncio.get_running_loop().create_task(self._run(), name=f"batcher-{self.name}")
+
+    def submit(self, item_id: ItemId, payload: T, expiry_s: float | None = None) -> bool:
+        """Queue ``payload`` under ``item_id``; False if refused (closed, or full under REJECT_NEW / BLOCK).
+
+        A pending item with the same id gets the new payload and expiry but keeps its place and its first
+        submit time. ``expiry_s`` overrides ``item_expiry_s`` for this payload (0 = never expires).
+        """
+        if self._closing:
+            return False
+        now = self._clock.monotonic()
+        seconds = self._item_expiry_s if expiry_s is None else expiry_s
+        if seconds < 0:
+            raise ValueError(f"expiry_s must be >= 0 (0 = never), got {seconds}")
+        expires_at = now + seconds if seconds > 0 else math.inf
+        item = self._index.get(item_id)
+        if item is not None:
+            item.payload = payload
+            item.expires_at = expires_at
+            self._stats.accepted += 1
+            self._stats.deduped += 1
+            return True
+        if len(self._accept) >= self._max_buffer and not self._make_room(now):
+            self._stats.overflowed += 1
+            return False
+        item = Item(item_id, payload, now, expires_at)
+        self._accept.append(item)
+        self._index[item_id] = item
+        self._stats.accepted += 1
+        queued = len(self._accept) + len(self._retry)
+        if queued == 1 or queued >= self._max_batch_size:
+            self._wake.set()
+        return True
+
+    async def submit_wait(self, item_id: ItemId, payload: T, expiry_s: float | None = None) -> bool:
+        """Like :meth:`submit`, but under :attr:`OverflowPolicy.BLOCK` waits for room instead of refusing."""
+        if self._overflow is OverflowPolicy.BLOCK:
+            while (
+                not self._closing
+                and item_id not in self._index
+                and len(self._accept) >= self._max_buffer
+                and not self._purge_expired(self._clock.monotonic())
+            ):
+                self._space.clear()
+                await self._space.wait()
+        return self.submit(item_id, payload, expiry_s)
+
+    async def close(self, drain: bool = True, timeout_s: float = DEFAULT_CLOSE_TIMEOUT_S) -> None:
+        """Stop accepting; with ``drain`` flush what is queued, giving up ``timeout_s`` from now.
+
+        Without ``drain`` queued items are abandoned at once and only batches already in flight may finish
+        (until the same deadline). Whatever is left at the deadline is cancelled and counted as abandoned.
+        Backoff is honoured while draining, so a processor that keeps failing is called a few times, not
+        in a loop.
+        """
+        if not drain:
+            self._drain = False
+        if not self._closing:
+            self._closing = True
+            self._deadline = self._clock.call_later(timeout_s, self._on_deadline)
+            self._space.set()
+            if self._loop_task is None:
+                self._loop_task = asyncio.get_running_loop().create_task(self._run(), name=f"batcher-{self.name}")
+        self._wake.set()
+        assert self._loop_task is not None
+        await self._loop_task
+
+    # ------------------------------------------------------------------------------------- the loop
+
+    async def _run(self) -> None:
+        try:
+            while not self._should_stop():
+                self._wake.clear()
+                now = self._clock.monotonic()
+                at = self._dispatch_at(now)
+                if at <= now:
+                    self._dispatch(now)
+                    continue
+                if at == math.inf:
+                    self._disarm()
+                elif at != self._timer_at:
+                    self._disarm()
+                    self._timer = self._clock.call_later(at - now, self._on_timer)
+                    self._timer_at = at
+                await self._wake.wait()
+        finally:
+            await self._shut_down()
+
+    def _should_stop(self) -> bool:
+        if self._deadline_passed:
+            return True
+        queued = self._drain and bool(self._accept or self._retry)
+        return self._closing and not self._in_flight and not queued
+
+    def _dispatch_at(self, now: float) -> float:
+        """When the next batch may leave: ``<= now`` means now, ``inf`` means only after an event."""
+        if self._stalled or len(self._in_flight) >= self._max_in_flight or not self._drain:
+            return math.inf
+        if not self._accept and not self._retry:
+            return math.inf
+        if self._retry or self._closing or len(self._accept) >= self._max_batch_size:
+            ready = now
+        else:
+            ready = self._accept[0].first_submit + self._max_batch_delay_s
+        return max(ready, self._backoff_until)
+
+    def _dispatch(self, now: float) -> None:
+        batch = self._take_batch(now)
+        if not batch:
+            return
+        self._stats.batches += 1
+        task = asyncio.get_running_loop().create_task(self._process(batch))
+        self._in_flight.add(task)
+        task.add_done_callback(self._on_batch_done)
+
+    def _take_batch(self, now: float) -> list[Item[T]]:
+        """Reprocess queue first, then accept queue; expired items are dropped on the way."""
+        batch: list[Item[T]] = []
+        size = self._max_batch_size
+        index = self._index
+        guard = self._in_flight_ids if self._max_in_flight > 1 else None
+        held = 0
+        for queue in (self._retry, self._accept):
+            skipped: list[Item[T]] = []
+            while queue and len(batch) < size:
+                item = queue.popleft()
+                if guard is not None and item.id in guard:
+                    skipped.append(item)
+                    continue
+                del index[item.id]
+                if item.expires_at <= now:
+                    self._stats.expired += 1
+                else:
+                    batch.append(item)
+            if skipped:
+                held += len(skipped)
+                queue.extendleft(reversed(skipped))
+        if guard is not None:
+            guard.update(item.id for item in batch)
+        self._stalled = held > 0 and not batch
+        if self._overflow is OverflowPolicy.BLOCK and len(self._accept) < self._max_buffer:
+            self._space.set()
+        return batch
+
+    async def _process(self, batch: list[Item[T]]) -> None:
+        try:
+            try:
+                result = await self._processor(batch)
+                if not isinstance(result, (Outcome, Mapping)):
+                    raise TypeError(f"processor returned {type(result).__name__}, not an Outcome or a mapping")
+            except asyncio.CancelledError:
+                self._stats.abandoned += len(batch)
+                raise
+            except TimeoutError:
+                log.warning("batcher %s: processor timed out; %d items back off (congestion)", self.name, len(batch))
+                result = Outcome.CONGESTION
+            except Exception:
+                log.warning("batcher %s: processor failed; retrying %d items", self.name, len(batch), exc_info=True)
+                result = Outcome.TRANSIENT_ERROR
+        finally:
+            if self._max_in_flight > 1:
+                self._in_flight_ids.difference_update(item.id for item in batch)
+        self._settle(batch, result)
+
+    def _settle(self, batch: list[Item[T]], result: BatchResult) -> None:
+        """Apply a batch's outcome(s): count, requeue, and steer the backoff."""
+        stats = self._stats
+        if result is Outcome.SUCCESS:
+            stats.processed += len(batch)
+            self._register_success()
+            return
+        outcomes: list[Outcome]
+        if isinstance(result, Outcome):
+            outcomes = [result] * len(batch)
+        else:
+            outcomes = [result.get(item.id, Outcome.SUCCESS) for item in batch]
+        retry: list[Item[T]] = []
+        congestion = False
+        permanent = 0
+        for item, outcome in zip(batch, outcomes):
+            if outcome is Outcome.SUCCESS:
+                stats.processed += 1
+            elif outcome is Outcome.PERMANENT_ERROR:
+                permanent += 1
+            elif outcome is Outcome.CONGESTION:
+                stats.congestion_retries += 1
+                congestion = True
+                retry.append(item)
+            else:
+                stats.transient_retries += 1
+                retry.append(item)
+        if permanent:
+            self._stats.permanent_failures += permanent
+            log.warning("batcher %s: dropped %d items after a permanent error", self.name, permanent)
+        if retry:
+            self._requeue(retry)
+            self._register_failure(Outcome.CONGESTION if congestion else Outcome.TRANSIENT_ERROR)
+        else:
+            self._register_success()
+
+    def _requeue(self, items: list[Item[T]]) -> None:
+        """Put failed items at the back of the reprocess queue, unless a newer payload is already queued.
+
+        The reprocess queue is bounded: beyond ``max_reprocess`` its oldest items are dropped (overflowed).
+        """
+        now = self._clock.monotonic()
+        stats = self._stats
+        for item in items:
+            item.attempts += 1
+            if item.id in self._index:
+                stats.deduped += 1
+            elif item.expires_at <= now:
+                stats.expired += 1
+            else:
+                self._retry.append(item)
+                self._index[item.id] = item
+        while len(self._retry) > self._max_reprocess:
+            dropped = self._retry.popleft()
+            del self._index[dropped.id]
+            stats.overflowed += 1
+
+    def _register_failure(self, outcome: Outcome) -> None:
+        self._failures += 1
+        self._backoff_s = self._backoff.delay(outcome, self._failures, self._rng)
+        self._backoff_until = max(self._backoff_until, self._clock.monotonic() + self._backoff_s)
+
+    def _register_success(self) -> None:
+        self._failures = 0
+        self._backoff_s = 0.0
+        self._backoff_until = -math.inf
+
+    # ------------------------------------------------------------------------------------- plumbing
+
+    def _purge_expired(self, now: float) -> bool:
+        """Drop expired items from the head of the accept queue; True if that made room."""
+        accept = self._accept
+        while accept and accept[0].expires_at <= now:
+            del self._index[accept.popleft().id]
+            self._stats.expired += 1
+        return len(accept) < self._max_buffer
+
+    def _make_room(self, now: float) -> bool:
+        """At a full buffer: first drop expired items, then apply the overflow policy."""
+        if self._purge_expired(now):
+            return True
+        if self._overflow is not OverflowPolicy.DROP_OLDEST:
+            return False
+        del self._index[self._accept.popleft().id]
+        self._stats.overflowed += 1
+        return True
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = math.nan
+        self._wake.set()
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+            self._timer_at = math.nan
+
+    def _on_deadline(self) -> None:
+        self._deadline_passed = True
+        self._wake.set()
+
+    def _on_batch_done(self, task: asyncio.Task[None]) -> None:
+        self._in_flight.discard(task)
+        self._stalled = False
+        self._wake.set()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("batcher %s: batch bookkeeping failed", self.name, exc_info=task.exception())
+
+    async def _shut_down(self) -> None:
+        """Cancel what is still in flight, count what is left as abandoned, release blocked submitters."""
+        self._closing = True
+        self._disarm()
+        if self._deadline is not None:
+            self._deadline.cancel()
+        tasks = list(self._in_flight)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._stats.abandoned += len(self._accept) + len(self._retry)
+        self._accept.clear()
+        self._retry.clear()
+        self._index.clear()
+        self._space.set()
+        if self._stats.abandoned:
+            log.warning("batcher %s: closed with %d items abandoned", self.name, self._stats.abandoned)

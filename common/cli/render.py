@@ -1,0 +1,149 @@
+"""How the CLI prints: JSON for machines (``--json``), rich tables for people.
+
+JSON follows the API's field names with three conventions: times are RFC 3339 UTC with milliseconds,
+enum values drop their type prefix (``"state": "SUCCEEDED"``), and ``result_json`` is parsed into
+``result``. Every field is present, zeros included (``free_slots: 0`` matters).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+from rich.console import Console
+from rich.table import Table
+
+from sparkyard.timeutil import format_duration, rfc3339_ms
+
+_ENUM_PREFIXES = ("JOB_STATE_", "RUN_STATE_", "TASK_STATE_", "ATTEMPT_STATE_", "JOB_", "RUN_", "TASK_", "ATTEMPT_",
+                  "RUNNER_", "ROUTING_", "MISFIRE_", "OVERLAP_")
+
+
+def _enum_name(field: FieldDescriptor, number: int) -> str:
+    value = field.enum_type.values_by_number.get(number)
+    name = value.name if value else str(number)
+    for prefix in _ENUM_PREFIXES:
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return name
+
+
+def _value(field: FieldDescriptor, value: Any) -> Any:
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        full = field.message_type.full_name
+        if full == "google.protobuf.Timestamp":
+            return rfc3339_ms(value.ToMilliseconds()) if (value.seconds or value.nanos) else None
+        if full == "google.protobuf.Duration":
+            return value.ToMilliseconds() / 1000
+        return to_dict(value)
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        return _enum_name(field, value)
+    if field.type == FieldDescriptor.TYPE_BYTES:
+        return value.decode(errors="replace")
+    return value
+
+
+def to_dict(message: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for field in message.DESCRIPTOR.fields:
+        value = getattr(message, field.name)
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            out[field.name] = {k: _value(value_field, v) for k, v in value.items()}
+        elif field.is_repeated:
+            out[field.name] = [_value(field, v) for v in value]
+        elif field.type == FieldDescriptor.TYPE_MESSAGE and not message.HasField(field.name):
+            out[field.name] = None
+        elif field.containing_oneof is not None and message.WhichOneof(field.containing_oneof.name) != field.name:
+            continue
+        else:
+            out[field.name] = _value(field, value)
+    if "result_json" in out:
+        text = out.pop("result_json")
+        try:
+            out["result"] = json.loads(text) if text else None
+        except ValueError:
+            out["result"] = text
+    return out
+
+
+def console() -> Console:
+    """A console for tables: wide enough for full ids when the output is a pipe or a file."""
+    import sys
+
+    return Console() if sys.stdout.isatty() else Console(width=240)
+
+
+def _table(id_column: str, *columns: str) -> Table:
+    table = Table()
+    table.add_column(id_column, no_wrap=True)
+    for column in columns:
+        table.add_column(column)
+    return table
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=False))
+
+
+def _ts(message: Message, field: str) -> str:
+    ts = getattr(message, field)
+    return rfc3339_ms(ts.ToMilliseconds()) if message.HasField(field) else "-"
+
+
+def _elapsed(message: Message, start: str, end: str) -> str:
+    if not (message.HasField(start) and message.HasField(end)):
+        return "-"
+    return format_duration((getattr(message, end).ToMilliseconds() - getattr(message, start).ToMilliseconds()) / 1000)
+
+
+def _state(message: Message) -> str:
+    return _enum_name(message.DESCRIPTOR.fields_by_name["state"], getattr(message, "state"))
+
+
+def jobs_table(console: Console, jobs: Sequence[Any]) -> None:
+    table = _table("job", "name", "state", "trigger", "group", "prio", "runs", "next fire")
+    for job in jobs:
+        trig = job.spec.trigger
+        kind = trig.WhichOneof("kind") or "now"
+        detail = {"cron": lambda: f"cron {trig.cron.expr}" + (f" {trig.cron.tz}" if trig.cron.tz else ""),
+                  "every": lambda: f"every {format_duration(trig.every.interval.ToMilliseconds() / 1000)}"
+                                   + (" fixed-delay" if trig.every.fixed_delay else ""),
+                  "delay": lambda: f"delay {format_duration(trig.delay.ToMilliseconds() / 1000)}",
+                  "at": lambda: f"at {_ts(trig, 'at')}"}.get(kind, lambda: kind)()
+        table.add_row(job.id, job.spec.name, _state(job), detail, job.spec.group, str(job.spec.priority),
+                      str(job.runs), _ts(job, "next_fire_at"))
+    console.print(table)
+
+
+def runs_table(console: Console, runs: Sequence[Any]) -> None:
+    table = _table("run", "state", "scheduled", "late", "took", "tasks ok/failed/cancelled", "reason")
+    for run in runs:
+        table.add_row(run.id, _state(run), _ts(run, "scheduled_at"), _elapsed(run, "scheduled_at", "fired_at"),
+                      _elapsed(run, "started_at", "finished_at"),
+                      f"{run.tasks_succeeded}/{run.tasks_failed}/{run.tasks_cancelled} of {run.task_count}",
+                      run.reason)
+    console.print(table)
+
+
+def run_detail(console: Console, run: Any) -> None:
+    runs_table(console, [run])
+    table = _table("task", "state", "attempt", "worker", "token", "started", "took", "result / error")
+    for task in run.tasks:
+        if not task.attempts:
+            table.add_row(task.id, _state(task), "-", "-", "-", "-", "-", task.error)
+        for a in task.attempts:
+            outcome = a.result_json if a.result_json else a.error
+            table.add_row(task.id, _state(task), f"{a.number} {_state(a)}", a.worker, str(a.fencing_token),
+                          _ts(a, "started_at"), _elapsed(a, "started_at", "finished_at"), outcome[:120])
+    console.print(table)
+
+
+def workers_table(console: Console, workers: Sequence[Any]) -> None:
+    table = _table("worker", "group", "host", "slots", "free", "alive", "draining", "tasks", "last seen")
+    for w in workers:
+        table.add_row(w.id, w.group, w.host, str(w.slots), str(w.free_slots), "yes" if w.alive else "no",
+                      "yes" if w.draining else "", str(len(w.tasks)), _ts(w, "last_seen"))
+    console.print(table)

@@ -1,0 +1,216 @@
+"""One frozen config per process, filled from defaults < config file (TOML) < environment < flags.
+
+The TOML file has one table per process (``[master]``, ``[worker]``, ``[client]``) whose keys are the
+field names below. Environment variables are ``SPARKYARD_`` + the field name in upper case
+(``SPARKYARD_TOKEN``, ``SPARKYARD_MASTER``). Every default is a named constant with the reason for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, TypeVar, get_type_hints
+
+from sparkyard.keys import DEFAULT_NAMESPACE
+
+# The master's gRPC address when none is given; loopback so a fresh install exposes nothing.
+DEFAULT_LISTEN = "127.0.0.1:7070"
+DEFAULT_MASTER = "127.0.0.1:7070"
+# Where an embedded Redis and the master's files live (relative to the working directory).
+DEFAULT_DATA_DIR = ".sparkyard"
+# Task lease and worker heartbeat (DESIGN §5): a lease must survive several missed heartbeats and a
+# master failover (leader lease 5 s), so 15 s with a 3 s heartbeat.
+DEFAULT_LEASE_S = 15.0
+DEFAULT_HEARTBEAT_S = 3.0
+# A worker that misses this many heartbeats is marked dead (its leases then expire on their own).
+DEFAULT_DEAD_AFTER_HEARTBEATS = 3
+# How often the reaper looks for expired leases and master-side timeouts; bounds requeue delay.
+DEFAULT_REAPER_INTERVAL_S = 1.0
+# A task whose lease expires more than this many times is a poison task and goes DEAD.
+DEFAULT_MAX_LOST = 3
+# The master fails an attempt this long after its task timeout if the worker has not (worker hung).
+DEFAULT_TIMEOUT_GRACE_S = 10.0
+# A client retrying a submit within this window with the same idempotency key gets the same job.
+DEFAULT_IDEMPOTENCY_TTL_S = 24 * 3600.0
+# Upper bound of tasks claimed in one dispatch round (one Lua call); keeps one call under ~10 ms.
+DEFAULT_DISPATCH_BATCH = 512
+# Schedule entries due within this horizon are preloaded into the timing wheel (LTS PreLoader).
+DEFAULT_PRELOAD_HORIZON_S = 60.0
+# The longest a WaitRun call may block; clients loop for longer waits.
+DEFAULT_WAIT_MAX_S = 3600.0
+# A firing that happens this much later than its scheduled time is a misfire (master was down, job
+# paused) and the job's misfire policy decides what to do with it.
+DEFAULT_MISFIRE_THRESHOLD_S = 5.0
+# Messages queued for one worker's stream before the master stops dispatching to it (backpressure).
+DEFAULT_OUTBOUND_QUEUE = 1024
+# Grace given to in-flight RPCs on shutdown.
+DEFAULT_SHUTDOWN_GRACE_S = 5.0
+# Largest task result kept (JSON bytes); larger results fail the attempt with a clear error.
+DEFAULT_RESULT_MAX_BYTES = 1024 * 1024
+# Worker: slots, node group, runner; how long a draining worker lets running tasks finish.
+DEFAULT_SLOTS = 2
+DEFAULT_GROUP = "default"
+DEFAULT_RUNNER = "session"
+DEFAULT_DRAIN_TIMEOUT_S = 60.0
+# Worker: kill a task when its lease could not be renewed for (lease - margin) — before the master
+# can give the task to another worker (self-fencing).
+DEFAULT_SELF_FENCE_MARGIN_S = 2.0
+# Client: deadline of a unary call (WaitRun sets its own).
+DEFAULT_CALL_TIMEOUT_S = 30.0
+
+C = TypeVar("C")
+
+
+class ConfigError(ValueError):
+    """A config value is malformed; the message names the source and the field."""
+
+
+@dataclass(frozen=True)
+class MasterConfig:
+    listen: str = DEFAULT_LISTEN
+    redis_url: str = ""
+    data_dir: str = DEFAULT_DATA_DIR
+    namespace: str = DEFAULT_NAMESPACE
+    token: str = ""
+    lease_s: float = DEFAULT_LEASE_S
+    heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    dead_after_heartbeats: int = DEFAULT_DEAD_AFTER_HEARTBEATS
+    reaper_interval_s: float = DEFAULT_REAPER_INTERVAL_S
+    max_lost: int = DEFAULT_MAX_LOST
+    timeout_grace_s: float = DEFAULT_TIMEOUT_GRACE_S
+    idempotency_ttl_s: float = DEFAULT_IDEMPOTENCY_TTL_S
+    dispatch_batch: int = DEFAULT_DISPATCH_BATCH
+    preload_horizon_s: float = DEFAULT_PRELOAD_HORIZON_S
+    wait_max_s: float = DEFAULT_WAIT_MAX_S
+    misfire_threshold_s: float = DEFAULT_MISFIRE_THRESHOLD_S
+    outbound_queue: int = DEFAULT_OUTBOUND_QUEUE
+    shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
+    result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES
+    log_level: str = "INFO"
+
+    def validate(self) -> MasterConfig:
+        _positive(self, "lease_s", "heartbeat_s", "reaper_interval_s", "dispatch_batch", "outbound_queue",
+                  "preload_horizon_s", "wait_max_s", "dead_after_heartbeats")
+        if self.heartbeat_s * 2 > self.lease_s:
+            raise ConfigError(f"heartbeat_s ({self.heartbeat_s}) must be at most half of lease_s ({self.lease_s})")
+        if self.max_lost < 0:
+            raise ConfigError("max_lost must not be negative")
+        _host_port(self.listen, "listen")
+        return self
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    master: str = DEFAULT_MASTER  # comma-separated list; the worker tries them in turn
+    slots: int = DEFAULT_SLOTS
+    group: str = DEFAULT_GROUP
+    runner: str = DEFAULT_RUNNER
+    spark_master: str = ""  # '' = local[1] per spark-submit, local[slots] for the session
+    work_dir: str = ""  # '' = .sparkyard/worker-<id>
+    id: str = ""  # '' = <host>-<pid>
+    token: str = ""
+    drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
+    self_fence_margin_s: float = DEFAULT_SELF_FENCE_MARGIN_S
+    result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES
+    labels: dict[str, str] = field(default_factory=dict)
+    log_level: str = "INFO"
+
+    def validate(self) -> WorkerConfig:
+        _positive(self, "slots", "drain_timeout_s", "result_max_bytes")
+        if self.runner not in ("submit", "session"):
+            raise ConfigError(f"runner {self.runner!r}: use submit or session")
+        for address in self.masters:
+            _host_port(address, "master")
+        return self
+
+    @property
+    def masters(self) -> list[str]:
+        return [m.strip() for m in self.master.split(",") if m.strip()]
+
+    @property
+    def worker_id(self) -> str:
+        return self.id or f"{socket.gethostname()}-{os.getpid()}"
+
+    @property
+    def work_path(self) -> Path:
+        return Path(self.work_dir or Path(DEFAULT_DATA_DIR) / f"worker-{self.worker_id}").resolve()
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    master: str = DEFAULT_MASTER
+    token: str = ""
+    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+
+
+def _positive(cfg: Any, *names: str) -> None:
+    for name in names:
+        if getattr(cfg, name) <= 0:
+            raise ConfigError(f"{name} must be positive (got {getattr(cfg, name)})")
+
+
+def _host_port(address: str, name: str) -> None:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"{name} {address!r} is not HOST:PORT")
+
+
+def _convert(kind: Any, value: Any, where: str) -> Any:
+    try:
+        if kind is bool:
+            if isinstance(value, bool):
+                return value
+            return str(value).strip().lower() in ("1", "true", "yes", "on")
+        if kind is int:
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError(value)
+            return int(value)
+        if kind is float:
+            return float(value)
+        if kind == dict[str, str]:
+            if isinstance(value, Mapping):
+                return {str(k): str(v) for k, v in value.items()}
+            pairs = [p.strip() for p in str(value).split(",") if p.strip()]
+            return {k.strip(): v.strip() for k, v in (p.split("=", 1) for p in pairs)}
+        return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: {value!r} is not a valid {getattr(kind, '__name__', kind)}") from None
+
+
+def load(cls: type[C], section: str, *, config_file: str | None = None,
+         environ: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None) -> C:
+    """Build ``cls`` from its defaults, then ``[section]`` of the TOML file, env vars, then overrides.
+
+    ``overrides`` holds command-line flags; entries whose value is None (flag not given) are ignored.
+    """
+    env = os.environ if environ is None else environ
+    hints = get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    values: dict[str, Any] = {}
+    path = config_file or env.get("SPARKYARD_CONFIG")
+    if path:
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} not found") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {path}: {exc}") from None
+        table = data.get(section, {})
+        for key, value in table.items():
+            if key not in names:
+                raise ConfigError(f"config file {path}: [{section}] has no setting {key!r}")
+            values[key] = _convert(hints[key], value, f"{path} [{section}] {key}")
+    for name in names:
+        var = f"SPARKYARD_{name.upper()}"
+        if var in env:
+            values[name] = _convert(hints[name], env[var], var)
+    for name, value in (overrides or {}).items():
+        if value is not None:
+            values[name] = _convert(hints[name], value, f"--{name.replace('_', '-')}")
+    cfg = cls(**values)
+    validate = getattr(cfg, "validate", None)
+    return validate() if validate else cfg

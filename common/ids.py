@@ -1,0 +1,60 @@
+"""Job, run and task ids (format documented in :mod:`sparkyard.keys`).
+
+A run id is derived from its job id and scheduled fire time, never random, so two masters that fire the
+same schedule entry compute the same id and the ``SETNX`` in the fire script lets only one create it.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from enum import Enum
+
+JOB_ID = re.compile(r"j[0-9a-f]{17}")
+RUN_ID = re.compile(r"(j[0-9a-f]{17})\.(\d{13})")
+TASK_ID = re.compile(r"(j[0-9a-f]{17})\.(\d{13})\.(\d{5})")
+# Task indexes are zero-padded to this many digits so task ids of one run sort in index order.
+TASK_INDEX_DIGITS = 5
+MAX_TASK_INDEX = 10**TASK_INDEX_DIGITS - 1
+
+
+class IdKind(str, Enum):
+    JOB = "job"
+    RUN = "run"
+    TASK = "task"
+
+
+@dataclass(frozen=True)
+class ParsedId:
+    kind: IdKind
+    job_id: str
+    run_id: str = ""
+    task_id: str = ""
+
+
+def new_job_id(now_ms: int) -> str:
+    """A new job id: creation time (sortable) plus 24 random bits."""
+    return f"j{now_ms:011x}{secrets.randbits(24):06x}"
+
+
+def run_id(job_id: str, scheduled_ms: int) -> str:
+    return f"{job_id}.{scheduled_ms:013d}"
+
+
+def task_id(run: str, index: int) -> str:
+    if not 0 <= index <= MAX_TASK_INDEX:
+        raise ValueError(f"task index {index} out of range 0..{MAX_TASK_INDEX}")
+    return f"{run}.{index:0{TASK_INDEX_DIGITS}d}"
+
+
+def parse_id(text: str) -> ParsedId:
+    """Tell a job, run or task id apart; raise ValueError naming the text when it is none of them."""
+    if m := TASK_ID.fullmatch(text):
+        return ParsedId(IdKind.TASK, m.group(1), f"{m.group(1)}.{m.group(2)}", text)
+    if m := RUN_ID.fullmatch(text):
+        return ParsedId(IdKind.RUN, m.group(1), text)
+    if JOB_ID.fullmatch(text):
+        return ParsedId(IdKind.JOB, text)
+    raise ValueError(f"{text!r} is not a job, run or task id (e.g. j19a8c2f3a1b2c3d45, "
+                     f"j19a8c2f3a1b2c3d45.1732262400000, j19a8c2f3a1b2c3d45.1732262400000.00000)")

@@ -1,0 +1,151 @@
+"""Every Redis key Sparkyard uses, and the only place that formats one.
+
+All keys live under a namespace prefix (default ``sy``) so several clusters can share one Redis.
+``P`` below stands for that prefix.
+
+====================================  ======  =========================================================
+key                                   type    meaning
+====================================  ======  =========================================================
+P:job:{job}                           hash    job record: spec (JSON), state, created_ms, updated_ms,
+                                              next_fire_ms, runs, skipped, last_run_id, group, priority, name,
+                                              w:{index} (worker that last ran task index)
+P:jobs                                zset    job id → created_ms (listing, newest first)
+P:idem:{key}                          string  job id submitted under a client idempotency key (TTL)
+P:schedule                            zset    job id → next fire time in ms (durable triggers)
+P:awaiting                            set     fixed-delay jobs whose next fire time waits for their
+                                              current run to end
+P:job:{job}:runs                      zset    run id → scheduled_ms (a job's runs)
+P:job:{job}:active                    set     run ids of the job that are not terminal (overlap policy)
+P:run:{run}                           hash    run record: state, job_id, scheduled_ms, fired_ms,
+                                              started_ms, finished_ms, task_count, succeeded, dead,
+                                              cancelled, reason
+P:task:{task}                         hash    task record: state, run_id, job_id, index, group,
+                                              priority, inputs (JSON), attempts, lost, token, worker,
+                                              prev_worker, lease_ms, result, error, not_before_ms
+P:task:{task}:attempts                hash    attempt number → attempt record (JSON)
+P:ready:{group}                       zset    task id → priority/time score (the ready queue)
+P:groups                              set     node groups that have had a ready queue
+P:delayed                             zset    task id → retry-after time in ms (FAILED, in backoff)
+P:leases                              zset    task id → lease deadline in ms (Redis TIME)
+P:timeouts                            zset    task id → attempt deadline in ms (master-side backstop)
+P:worker:{worker}:leases              set     task ids leased to the worker
+P:workers                             hash    worker id → worker record (JSON)
+P:fence                               string  the fencing-token counter (INCR, strictly increasing)
+====================================  ======  =========================================================
+
+Ids: a job id is ``j`` + 11 hex digits of creation ms + 6 random hex digits; a run id is
+``{job}.{scheduled_ms:013d}``; a task id is ``{run}.{index:05d}`` — so every id names its parents, ids of
+one kind sort by time, and a run id is the same whichever master fires it (DESIGN §3).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+DEFAULT_NAMESPACE = "sy"
+# The namespace is rendered into Lua source, so it is restricted to characters that need no quoting.
+NAMESPACE_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+# Lua scripts build keys of records they find by id (a task id read from a queue) with these templates;
+# ``{}`` is replaced by the id. They are rendered into the script prelude by :meth:`Keys.lua_prelude`.
+_TEMPLATES: dict[str, str] = {
+    "job": "job:{}",
+    "job_runs": "job:{}:runs",
+    "job_active": "job:{}:active",
+    "run": "run:{}",
+    "task": "task:{}",
+    "attempts": "task:{}:attempts",
+    "ready": "ready:{}",
+    "worker_leases": "worker:{}:leases",
+    "idem": "idem:{}",
+}
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key builder bound to one namespace."""
+
+    namespace: str = DEFAULT_NAMESPACE
+
+    def __post_init__(self) -> None:
+        if not NAMESPACE_PATTERN.fullmatch(self.namespace):
+            raise ValueError(f"namespace {self.namespace!r}: use 1-64 of A-Z a-z 0-9 _ . -")
+
+    def _k(self, name: str, ident: str) -> str:
+        return f"{self.namespace}:{_TEMPLATES[name].format(ident)}"
+
+    def job(self, job_id: str) -> str:
+        return self._k("job", job_id)
+
+    def job_runs(self, job_id: str) -> str:
+        return self._k("job_runs", job_id)
+
+    def job_active(self, job_id: str) -> str:
+        return self._k("job_active", job_id)
+
+    def run(self, run_id: str) -> str:
+        return self._k("run", run_id)
+
+    def task(self, task_id: str) -> str:
+        return self._k("task", task_id)
+
+    def attempts(self, task_id: str) -> str:
+        return self._k("attempts", task_id)
+
+    def ready(self, group: str) -> str:
+        return self._k("ready", group)
+
+    def worker_leases(self, worker_id: str) -> str:
+        return self._k("worker_leases", worker_id)
+
+    def idempotency(self, key: str) -> str:
+        return self._k("idem", key)
+
+    @property
+    def jobs(self) -> str:
+        return f"{self.namespace}:jobs"
+
+    @property
+    def schedule(self) -> str:
+        return f"{self.namespace}:schedule"
+
+    @property
+    def awaiting(self) -> str:
+        return f"{self.namespace}:awaiting"
+
+    @property
+    def groups(self) -> str:
+        return f"{self.namespace}:groups"
+
+    @property
+    def delayed(self) -> str:
+        return f"{self.namespace}:delayed"
+
+    @property
+    def leases(self) -> str:
+        return f"{self.namespace}:leases"
+
+    @property
+    def timeouts(self) -> str:
+        return f"{self.namespace}:timeouts"
+
+    @property
+    def workers(self) -> str:
+        return f"{self.namespace}:workers"
+
+    @property
+    def fence(self) -> str:
+        return f"{self.namespace}:fence"
+
+    def lua_prelude(self) -> str:
+        """Lua functions ``K.job(id)``, ``K.task(id)``… that build the same keys as this class."""
+        lines = ["local K = {}"]
+        for name, template in _TEMPLATES.items():
+            head, _, tail = template.partition("{}")
+            lines.append(
+                f"K.{name} = function(id) return '{self.namespace}:{head}' .. id .. '{tail}' end"
+            )
+        for name in ("jobs", "schedule", "awaiting", "groups", "delayed", "leases", "timeouts", "workers", "fence"):
+            lines.append(f"K.{name} = '{getattr(self, name)}'")
+        return "\n".join(lines)

@@ -1,0 +1,63 @@
+-- cancel.lua — cancel a job (no more firings), runs and tasks.
+--
+-- KEYS[1] schedule
+-- ARGV[1] reason   ARGV[2] job id to cancel ('' to leave the job alone)
+-- ARGV[3] number of run ids m, then m run ids (every active run of the job when cancelling a job),
+-- then the task ids to cancel (the tasks of those runs, or a single task).
+-- Returns {status, cancelled ids, leased, ended runs}:
+--   status 'ok', or 'retry' when the job has an active run the caller did not list (a firing raced the
+--   cancel: nothing was changed, read again and call again);
+--   cancelled: ids (job, runs, tasks) whose state changed; leased: flat (task id, worker, token) of
+--   tasks that were running, whose workers must be told to kill them; ended runs: flat (run id, state).
+--
+-- Invariant: a cancelled task leaves every queue and index in the same step (ready, delayed, leases),
+-- so nothing can dispatch, retry or requeue it afterwards; terminal tasks and runs are left as they are.
+local now = now_ms()
+local reason = ARGV[1]
+local job_id = ARGV[2]
+local m = tonumber(ARGV[3])
+local listed = {}
+for i = 4, 3 + m do listed[ARGV[i]] = true end
+local cancelled, leased, ended = {}, {}, {}
+
+if job_id ~= '' then
+  for _, run_id in ipairs(redis.call('SMEMBERS', K.job_active(job_id))) do
+    if not listed[run_id] then return {'retry', {}, {}, {}} end
+  end
+  local state = redis.call('HGET', K.job(job_id), 'state')
+  if state and may('job', state, 'CANCELLED') then
+    redis.call('HSET', K.job(job_id), 'state', 'CANCELLED', 'updated_ms', now, 'next_fire_ms', '')
+    redis.call('ZREM', KEYS[1], job_id)
+    cancelled[#cancelled + 1] = job_id
+  end
+end
+for i = 4, 3 + m do
+  local rkey = K.run(ARGV[i])
+  local state = redis.call('HGET', rkey, 'state')
+  if state and may('run', state, 'CANCELLED') then
+    redis.call('HSET', rkey, 'reason', reason)
+  end
+end
+for i = 4 + m, #ARGV do
+  local task_id = ARGV[i]
+  local t = load_task(task_id)
+  if t and may('task', t.state, 'CANCELLED') then
+    if t.state == 'LEASED' then
+      drop_lease(task_id, t)
+      update_attempt(task_id, t.attempts, {state = 'CANCELLED', finished_ms = now, error = reason})
+      push(leased, task_id, t.worker, t.token)
+    elseif t.state == 'READY' then
+      redis.call('ZREM', K.ready(t.group), task_id)
+    else
+      redis.call('ZREM', K.delayed, task_id)
+    end
+    redis.call('HSET', K.task(task_id), 'state', 'CANCELLED', 'worker', '', 'error', reason, 'finished_ms', now)
+    cancelled[#cancelled + 1] = task_id
+    local run_state = task_terminal(t.run_id, 'cancelled', now)
+    if run_state ~= '' then
+      push(ended, t.run_id, run_state)
+      cancelled[#cancelled + 1] = t.run_id
+    end
+  end
+end
+return {'ok', cancelled, leased, ended}

@@ -1,0 +1,86 @@
+-- fire.lua — one firing of a job: create the run and its READY tasks, and advance the schedule.
+--
+-- KEYS[1] job:{job}   KEYS[2] run:{run}   KEYS[3] job:{job}:runs   KEYS[4] job:{job}:active
+-- KEYS[5] schedule    KEYS[6] ready:{group}   KEYS[7] groups
+-- ARGV[1] job id   ARGV[2] run id   ARGV[3] scheduled ms
+-- ARGV[4] 'manual' (a user's trigger; the schedule is left alone) or the schedule entry's expected
+--         time in ms: the firing happens only if the entry still says so, and the schedule advances
+--         (it may differ from ARGV[3] when a misfire plan fires a later time than the one that was due)
+-- ARGV[5] next fire ms after this one (-1: none, the job completes; -2: after this run ends, for
+--         fixed-delay jobs — the job joins `awaiting`; ignored in manual mode)
+-- ARGV[6] overlap policy: 'allow' | 'forbid' (skip while a run is active) | 'replace' (caller cancelled)
+-- ARGV[7] skip reason: non-empty records this firing as a SKIPPED run with no tasks (misfire skip)
+-- ARGV[8] group  ARGV[9] priority  ARGV[10] max attempts  ARGV[11] backoff ms  ARGV[12] backoff multiplier
+-- ARGV[13] max backoff ms  ARGV[14] timeout ms  ARGV[15] routing key  ARGV[16] max concurrent per run
+-- ARGV[17] routing strategy   ARGV[18] task count n, then n pairs: task id, inputs JSON
+-- A task's previous worker starts as the worker that last ran the same task index of this job
+-- (job field w:{index}), so a recurring job keeps landing on a warm worker (Doris' previous BE).
+-- Returns {status, fired_ms, run state}; status: created | skipped | exists | stale | inactive.
+--
+-- Invariant: a (job, scheduled time) pair yields at most one run whoever fires it (SETNX semantics on
+-- the run key), and the schedule entry moves forward in the same step, so a firing is never lost
+-- between "run created" and "schedule advanced".
+local now = now_ms()
+local job_state = redis.call('HGET', KEYS[1], 'state')
+if not job_state then return {'inactive', now, ''} end
+local manual = ARGV[4] == 'manual'
+if manual then
+  if job_state == 'CANCELLED' then return {'inactive', now, ''} end
+else
+  if job_state ~= 'ACTIVE' then return {'inactive', now, ''} end
+  local due = redis.call('ZSCORE', KEYS[5], ARGV[1])
+  if not due or tonumber(due) ~= tonumber(ARGV[4]) then return {'stale', now, ''} end
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then return {'exists', now, redis.call('HGET', KEYS[2], 'state')} end
+
+if not manual then
+  local next_fire = tonumber(ARGV[5])
+  if next_fire >= 0 then
+    redis.call('ZADD', KEYS[5], next_fire, ARGV[1])
+    redis.call('HSET', KEYS[1], 'next_fire_ms', next_fire)
+  elseif next_fire == -2 then
+    redis.call('ZREM', KEYS[5], ARGV[1])
+    redis.call('HSET', KEYS[1], 'next_fire_ms', '')
+    redis.call('SADD', K.awaiting, ARGV[1])
+  else
+    redis.call('ZREM', KEYS[5], ARGV[1])
+    redis.call('HSET', KEYS[1], 'next_fire_ms', '')
+    if may('job', job_state, 'COMPLETED') then redis.call('HSET', KEYS[1], 'state', 'COMPLETED') end
+  end
+end
+redis.call('HSET', KEYS[1], 'updated_ms', now, 'last_run_id', ARGV[2])
+redis.call('ZADD', KEYS[3], tonumber(ARGV[3]), ARGV[2])
+
+local skip_reason = ARGV[7]
+if skip_reason == '' and ARGV[6] == 'forbid' and redis.call('SCARD', KEYS[4]) > 0 then
+  skip_reason = 'overlap forbidden: run ' .. redis.call('SRANDMEMBER', KEYS[4]) .. ' is still active'
+end
+if skip_reason ~= '' then
+  redis.call('HSET', KEYS[2], 'state', 'SKIPPED', 'job_id', ARGV[1], 'scheduled_ms', ARGV[3],
+             'fired_ms', now, 'finished_ms', now, 'task_count', 0, 'succeeded', 0, 'dead', 0,
+             'cancelled', 0, 'leased', 0, 'reason', skip_reason)
+  redis.call('HINCRBY', KEYS[1], 'skipped', 1)
+  return {'skipped', now, 'SKIPPED'}
+end
+redis.call('HINCRBY', KEYS[1], 'runs', 1)
+
+local n = tonumber(ARGV[18])
+redis.call('HSET', KEYS[2], 'state', 'SCHEDULED', 'job_id', ARGV[1], 'scheduled_ms', ARGV[3],
+           'fired_ms', now, 'task_count', n, 'succeeded', 0, 'dead', 0, 'cancelled', 0, 'leased', 0,
+           'max_concurrent', ARGV[16], 'reason', '')
+redis.call('SADD', KEYS[4], ARGV[2])
+local score = ready_score(ARGV[9], ARGV[3])
+for i = 0, n - 1 do
+  local task_id = ARGV[19 + 2 * i]
+  local prev = ''
+  if i < AFFINITY_MAX_INDEX then prev = redis.call('HGET', KEYS[1], 'w:' .. i) or '' end
+  redis.call('HSET', K.task(task_id), 'state', 'READY', 'run_id', ARGV[2], 'job_id', ARGV[1],
+             'index', i, 'group', ARGV[8], 'priority', ARGV[9], 'score', score,
+             'inputs', ARGV[20 + 2 * i], 'attempts', 0, 'failures', 0, 'lost', 0, 'token', 0,
+             'worker', '', 'prev_worker', prev, 'max_attempts', ARGV[10], 'backoff_ms', ARGV[11],
+             'backoff_mult', ARGV[12], 'backoff_max_ms', ARGV[13], 'timeout_ms', ARGV[14],
+             'route', ARGV[15], 'routing', ARGV[17])
+  redis.call('ZADD', KEYS[6], score, task_id)
+end
+redis.call('SADD', KEYS[7], ARGV[8])
+return {'created', now, 'SCHEDULED'}

@@ -1,0 +1,51 @@
+-- reap.lua — end leases that can no longer produce a result, and attempts past their deadline.
+--
+-- KEYS[1] leases   KEYS[2] timeouts
+-- ARGV[1] max times a task may be lost before it is DEAD (poison task)   ARGV[2] max tasks per call
+-- ARGV[3] mode: 'expired' — leases whose deadline (Redis TIME) has passed, and attempts whose
+--                           master-side timeout has passed (failed as TIMED_OUT);
+--               'worker'  — ARGV[4] is a worker id that reconnected without the tasks in ARGV[5..]:
+--                           those leases end now (the worker restarted and lost them).
+-- Returns a flat list of groups of 7: task id, what ('lost' | 'timeout'), new task state, run id,
+-- run state ('' unless the run just ended), worker that held it, retry time in ms (0 if none).
+--
+-- Invariant: idempotent — each lease ends once (the task leaves LEASED here), so two masters running
+-- the reaper at once cannot requeue a task twice; the next claim gives it a new, higher token.
+local now = now_ms()
+local max_lost = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local out = {}
+local function emit(...) push(out, ...) end
+if ARGV[3] == 'worker' then
+  for i = 5, #ARGV do
+    local t = load_task(ARGV[i])
+    if t and t.state == 'LEASED' and t.worker == ARGV[4] then
+      local state, run_state = lose_lease(ARGV[i], t, now, max_lost, 'worker ' .. ARGV[4] .. ' restarted')
+      emit(ARGV[i], 'lost', state, t.run_id, run_state, t.worker, 0)
+    end
+  end
+  return out
+end
+for _, task_id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)) do
+  local t = load_task(task_id)
+  if t and t.state == 'LEASED' then
+    local state, run_state = lose_lease(task_id, t, now, max_lost, 'lease expired on worker ' .. t.worker)
+    emit(task_id, 'lost', state, t.run_id, run_state, t.worker, 0)
+  else
+    redis.call('ZREM', KEYS[1], task_id)
+  end
+end
+for _, task_id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)) do
+  local t = load_task(task_id)
+  if t and t.state == 'LEASED' then
+    local worker = t.worker
+    drop_lease(task_id, t)
+    local msg = 'timed out: no result from worker ' .. worker .. ' within the task timeout'
+    update_attempt(task_id, t.attempts, {state = 'TIMED_OUT', finished_ms = now, error = msg})
+    local state, run_state, not_before = fail_attempt(task_id, t, now, msg)
+    emit(task_id, 'timeout', state, t.run_id, run_state, worker, not_before)
+  else
+    redis.call('ZREM', KEYS[2], task_id)
+  end
+end
+return out

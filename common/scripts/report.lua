@@ -1,0 +1,56 @@
+-- report.lua — apply a batch of worker reports: attempts started and attempts finished.
+--
+-- KEYS[1] leases   KEYS[2] delayed   KEYS[3] timeouts
+-- ARGV: groups of 9: task id, fencing token, outcome, result JSON, error, traceback, started ms,
+--       finished ms, log path. outcome: STARTED | SUCCEEDED | FAILED | TIMED_OUT | CANCELLED | RELEASED
+-- Returns per report a flat group of 6: task id, verdict, task state, run id, run state ('' unless the
+-- run just ended), not-before ms (retry time, 0 if none).
+-- verdict: accepted | stale (token is not the task's current one) | terminal (task not LEASED) | unknown
+--
+-- Invariant (the fencing rule): a report changes a task only if it carries the task's current token
+-- and the task is LEASED; a late result of an older attempt can never overwrite a newer one, and a
+-- terminal task never changes again. Failures retry after the backoff (task FAILED, in delayed) while
+-- attempts remain, else the task is DEAD. CANCELLED/RELEASED from the worker itself hand the task back
+-- to the ready queue without using up an attempt.
+local now = now_ms()
+local out = {}
+local function emit(...) push(out, ...) end
+for i = 1, #ARGV, 9 do
+  local task_id, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local t = load_task(task_id)
+  if not t then
+    emit(task_id, 'unknown', '', '', '', 0)
+  elseif t.token ~= token then
+    emit(task_id, 'stale', t.state, t.run_id, '', 0)
+  elseif t.state ~= 'LEASED' then
+    emit(task_id, 'terminal', t.state, t.run_id, '', 0)
+  elseif outcome == 'STARTED' then
+    update_attempt(task_id, t.attempts, {started_ms = tonumber(ARGV[i + 6]), log_path = ARGV[i + 8]})
+    emit(task_id, 'accepted', t.state, t.run_id, '', 0)
+  else
+    drop_lease(task_id, t)
+    local fields = {state = outcome, finished_ms = now, log_path = ARGV[i + 8]}
+    if ARGV[i + 6] ~= '' and ARGV[i + 6] ~= '0' then fields.started_ms = tonumber(ARGV[i + 6]) end
+    if ARGV[i + 7] ~= '' and ARGV[i + 7] ~= '0' then fields.worker_finished_ms = tonumber(ARGV[i + 7]) end
+    if outcome == 'SUCCEEDED' then fields.result = ARGV[i + 3] else
+      fields.error = ARGV[i + 4]; fields.traceback = ARGV[i + 5]
+    end
+    update_attempt(task_id, t.attempts, fields)
+    local tkey = K.task(task_id)
+    if outcome == 'SUCCEEDED' then
+      redis.call('HSET', tkey, 'state', 'SUCCEEDED', 'result', ARGV[i + 3], 'error', '', 'finished_ms', now)
+      if tonumber(t.index) < AFFINITY_MAX_INDEX then
+        redis.call('HSET', K.job(t.job_id), 'w:' .. t.index, t.worker)
+      end
+      emit(task_id, 'accepted', 'SUCCEEDED', t.run_id, task_terminal(t.run_id, 'succeeded', now), 0)
+    elseif outcome == 'FAILED' or outcome == 'TIMED_OUT' then
+      local state, run_state, not_before = fail_attempt(task_id, t, now, ARGV[i + 4])
+      emit(task_id, 'accepted', state, t.run_id, run_state, not_before)
+    else
+      redis.call('HSET', tkey, 'state', 'READY', 'prev_worker', t.worker, 'worker', '')
+      enqueue_ready(task_id, t)
+      emit(task_id, 'accepted', 'READY', t.run_id, '', 0)
+    end
+  end
+end
+return out

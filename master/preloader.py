@@ -1,0 +1,195 @@
+"""From durable schedule to timing wheel to fired runs (LTS's PreLoader, without its 1-second pull).
+
+The schedule lives in Redis (``schedule``: job id → next fire ms). The preloader loads every entry due
+within the horizon (60 s by default) into the timing wheel, tops the wheel up every half horizon, and
+arms new entries as they are written (submit, resume, next fire time). When an entry's timer expires,
+the job is fired:
+
+1. read the job (state, spec, runs so far) and plan the firing(s) with its misfire policy
+   (:func:`sparkyard.master.triggers.plan`);
+2. for overlap REPLACE, cancel the job's active runs first;
+3. split the run into tasks (:mod:`sparkyard.master.splitter`);
+4. ``fire.lua``: create the run and READY tasks and advance the schedule in one step — only if the entry
+   still says what we planned from, so a second master firing the same entry finds it ``stale``/``exists``;
+5. arm the next fire time and wake the scheduler.
+
+Firings are processed by a small pool of coroutines fed by a queue, so 10,000 jobs due in the same second
+make 10,000 Redis calls in flight a few at a time rather than 10,000 concurrent tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Awaitable, Callable
+
+from sparkyard.master import triggers
+from sparkyard.master.core import MasterCore
+from sparkyard.master.splitter import SplitInput, SplitSpec, split
+from sparkyard.master.timer import TimerTask
+from sparkyard.states import JobState
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+# Coroutines firing due jobs concurrently (each is one Redis round trip at a time).
+FIRE_CONCURRENCY = 16
+
+_OVERLAP = {
+    pb.OVERLAP_UNSPECIFIED: "allow",
+    pb.OVERLAP_ALLOW: "allow",
+    pb.OVERLAP_FORBID: "forbid",
+    pb.OVERLAP_REPLACE: "replace",
+}
+
+
+def split_spec(spec: pb.JobSpec) -> SplitSpec:
+    s = spec.split
+    return SplitSpec(
+        inputs=tuple(SplitInput(i.value, i.mark) for i in s.inputs),
+        parallelism=s.parallelism,
+        max_bytes_per_sec=s.max_bytes_per_sec,
+        max_records_per_sec=s.max_records_per_sec,
+        task_bytes_per_sec=s.task_bytes_per_sec,
+        task_records_per_sec=s.task_records_per_sec,
+    )
+
+
+class Preloader:
+    def __init__(self, core: MasterCore, cancel_runs: Callable[[str, list[str], str], Awaitable[None]]) -> None:
+        self._core = core
+        self._store = core.store
+        self._timer = core.timer
+        self._clock = core.clock
+        self._horizon_ms = int(core.cfg.preload_horizon_s * 1000)
+        self._threshold_ms = int(core.cfg.misfire_threshold_s * 1000)
+        self._cancel_runs = cancel_runs
+        self._armed: dict[str, tuple[int, TimerTask]] = {}
+        self._queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+        self._workers: list[asyncio.Task[None]] = []
+        self._topup: TimerTask | None = None
+        self.fired = 0
+        core.on_next_fire = self.consider
+
+    @property
+    def armed(self) -> int:
+        return len(self._armed)
+
+    async def start(self) -> None:
+        self._workers = [asyncio.create_task(self._fire_loop(), name=f"fire-{i}") for i in range(FIRE_CONCURRENCY)]
+        await self._load()
+        await self._recover_awaiting()
+
+    async def stop(self) -> None:
+        if self._topup is not None:
+            self._topup.cancel()
+        for _, task in self._armed.values():
+            task.cancel()
+        self._armed.clear()
+        for worker in self._workers:
+            worker.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+
+    def _now_ms(self) -> int:
+        return int(self._clock.now() * 1000)
+
+    async def _load(self) -> None:
+        """Arm every entry due within the horizon, then schedule the next top-up."""
+        until = self._now_ms() + self._horizon_ms
+        for job_id, due_ms in await self._store.due_schedule(until):
+            self.consider(job_id, due_ms)
+        self._topup = self._timer.schedule(self._horizon_ms / 2000.0, self._on_topup)
+
+    def _on_topup(self) -> None:
+        self._core.spawn(self._load(), "preload-topup")
+
+    async def _recover_awaiting(self) -> None:
+        """Fixed-delay jobs whose run ended while no master was watching get their next fire time now."""
+        for job_id in await self._store.awaiting_jobs():
+            job = await self._store.get_job(job_id)
+            if job is None or not job.last_run_id:
+                continue
+            run = await self._store.get_run(job.last_run_id, with_tasks=False)
+            if run is not None and run.finished_ms:
+                self._core.run_ended(run.id, run.state.value)
+
+    def consider(self, job_id: str, due_ms: int) -> None:
+        """Arm (or move) the timer of a schedule entry if it falls within the horizon."""
+        if due_ms < 0:
+            return
+        current = self._armed.get(job_id)
+        if current is not None:
+            if current[0] == due_ms:
+                return
+            current[1].cancel()
+            del self._armed[job_id]
+        if due_ms > self._now_ms() + self._horizon_ms:
+            return  # the next top-up arms it
+
+        def expire() -> None:
+            if self._armed.get(job_id, (None,))[0] == due_ms:
+                del self._armed[job_id]
+            self._queue.put_nowait((job_id, due_ms))
+
+        self._armed[job_id] = (due_ms, self._timer.schedule_at_wall(due_ms / 1000.0, expire))
+
+    def forget(self, job_id: str) -> None:
+        current = self._armed.pop(job_id, None)
+        if current is not None:
+            current[1].cancel()
+
+    async def _fire_loop(self) -> None:
+        while True:
+            job_id, due_ms = await self._queue.get()
+            try:
+                await self.fire_due(job_id, due_ms)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("firing job=%s due=%d failed; retrying at the next top-up", job_id, due_ms)
+
+    async def fire_due(self, job_id: str, due_ms: int) -> None:
+        """Fire the schedule entry (job, due time) according to the job's policies."""
+        job = await self._store.get_job(job_id)
+        if job is None or job.state != JobState.ACTIVE:
+            return
+        spec = job.spec
+        plan = triggers.plan(spec, due_ms, self._now_ms(), self._threshold_ms, job.runs)
+        overlap = _OVERLAP.get(spec.overlap, "allow")
+        expected = due_ms
+        if plan.skipped_at != triggers.NONE:
+            after = plan.fires[0] if plan.fires else plan.next_ms
+            run_id, res = await self._store.fire(job_id, spec, plan.skipped_at, expected_ms=expected,
+                                                 next_fire_ms=after, overlap=overlap, inputs=[],
+                                                 skip_reason=plan.skip_reason)
+            log.info("job=%s run=%s %s: %s", job_id, run_id, res.status, plan.skip_reason)
+            if res.status not in ("skipped", "created"):
+                return
+            expected = after
+        for i, scheduled in enumerate(plan.fires):
+            next_ms = plan.fires[i + 1] if i + 1 < len(plan.fires) else plan.next_ms
+            if overlap == "replace":
+                active = await self._store.active_runs(job_id)
+                if active:
+                    await self._cancel_runs(job_id, active, f"replaced by the firing due at {scheduled}")
+            run_id, res = await self._store.fire(job_id, spec, scheduled, expected_ms=expected, next_fire_ms=next_ms,
+                                                 overlap=overlap, inputs=split(split_spec(spec)))
+            log.info("job=%s run=%s fire %s (late %d ms)", job_id, run_id, res.status, res.fired_ms - scheduled)
+            if res.status not in ("created", "skipped"):
+                return
+            self.fired += 1
+            expected = next_ms
+            if res.status == "created":
+                self._core.wake()
+        if plan.next_ms >= 0:
+            self.consider(job_id, plan.next_ms)
+
+    async def trigger_now(self, job_id: str, spec: pb.JobSpec) -> tuple[str, str]:
+        """A user's manual firing: a run now, outside the schedule (which is left as it is)."""
+        now = await self._store.time_ms()
+        run_id, res = await self._store.fire(job_id, spec, now, expected_ms=None, next_fire_ms=triggers.NONE,
+                                             overlap=_OVERLAP.get(spec.overlap, "allow"),
+                                             inputs=split(split_spec(spec)))
+        if res.status == "created":
+            self._core.wake()
+        return run_id, res.status

@@ -1,0 +1,180 @@
+"""What the store reads back from Redis: jobs, runs, tasks and attempts as typed records.
+
+The hashes' field names are documented in :mod:`sparkyard.keys`. Parsing is lenient about missing
+fields (a record written by an older version still reads) and strict about types.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from google.protobuf import json_format
+
+from sparkyard.states import AttemptState, JobState, RunState, TaskState
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+
+def spec_to_json(spec: pb.JobSpec) -> str:
+    """A JobSpec as stored in Redis: compact JSON with proto field names (readable in redis-cli)."""
+    return json_format.MessageToJson(spec, preserving_proto_field_name=True, indent=None)
+
+
+def spec_from_json(text: str) -> pb.JobSpec:
+    return json_format.Parse(text, pb.JobSpec(), ignore_unknown_fields=True)
+
+
+def inputs_to_json(inputs: list[pb.SplitInput] | tuple[Any, ...]) -> str:
+    return json.dumps([[i.value, i.mark] for i in inputs], separators=(",", ":"))
+
+
+def inputs_from_json(text: str | None) -> list[pb.SplitInput]:
+    if not text:
+        return []
+    return [pb.SplitInput(value=v, mark=m) for v, m in json.loads(text)]
+
+
+def _int(value: str | None, default: int = 0) -> int:
+    if value is None or value == "":
+        return default
+    return int(float(value))
+
+
+@dataclass
+class JobRecord:
+    id: str
+    spec: pb.JobSpec
+    state: JobState
+    created_ms: int
+    updated_ms: int
+    next_fire_ms: int  # -1 when none
+    runs: int
+    last_run_id: str
+
+    @classmethod
+    def from_hash(cls, job_id: str, h: Mapping[str, str]) -> JobRecord:
+        return cls(
+            id=job_id,
+            spec=spec_from_json(h["spec"]),
+            state=JobState(h["state"]),
+            created_ms=_int(h.get("created_ms")),
+            updated_ms=_int(h.get("updated_ms")),
+            next_fire_ms=_int(h.get("next_fire_ms"), -1),
+            runs=_int(h.get("runs")),
+            last_run_id=h.get("last_run_id", ""),
+        )
+
+
+@dataclass
+class AttemptRecord:
+    number: int
+    worker: str
+    token: int
+    state: AttemptState
+    leased_ms: int
+    started_ms: int = 0
+    finished_ms: int = 0
+    result: str = ""
+    error: str = ""
+    traceback: str = ""
+    log_path: str = ""
+
+    @classmethod
+    def from_json(cls, text: str) -> AttemptRecord:
+        d = json.loads(text)
+        return cls(
+            number=int(d["number"]),
+            worker=str(d.get("worker", "")),
+            token=int(d.get("token", 0)),
+            state=AttemptState(d.get("state", "RUNNING")),
+            leased_ms=int(d.get("leased_ms", 0)),
+            started_ms=int(d.get("started_ms", 0) or 0),
+            finished_ms=int(d.get("finished_ms", 0) or 0),
+            result=str(d.get("result", "")),
+            error=str(d.get("error", "")),
+            traceback=str(d.get("traceback", "")),
+            log_path=str(d.get("log_path", "")),
+        )
+
+
+@dataclass
+class TaskRecord:
+    id: str
+    run_id: str
+    job_id: str
+    index: int
+    state: TaskState
+    group: str
+    inputs: list[pb.SplitInput]
+    token: int
+    worker: str
+    prev_worker: str
+    attempts_started: int
+    failures: int
+    lost: int
+    result: str
+    error: str
+    not_before_ms: int
+    lease_deadline_ms: int
+    timeout_ms: int
+    attempts: list[AttemptRecord] = field(default_factory=list)
+
+    @classmethod
+    def from_hash(cls, task_id: str, h: Mapping[str, str], attempts: Mapping[str, str] | None = None) -> TaskRecord:
+        parsed = sorted((AttemptRecord.from_json(v) for v in (attempts or {}).values()), key=lambda a: a.number)
+        return cls(
+            id=task_id,
+            run_id=h.get("run_id", ""),
+            job_id=h.get("job_id", ""),
+            index=_int(h.get("index")),
+            state=TaskState(h["state"]),
+            group=h.get("group", ""),
+            inputs=inputs_from_json(h.get("inputs")),
+            token=_int(h.get("token")),
+            worker=h.get("worker", ""),
+            prev_worker=h.get("prev_worker", ""),
+            attempts_started=_int(h.get("attempts")),
+            failures=_int(h.get("failures")),
+            lost=_int(h.get("lost")),
+            result=h.get("result", ""),
+            error=h.get("error", ""),
+            not_before_ms=_int(h.get("not_before_ms")),
+            lease_deadline_ms=_int(h.get("lease_ms")),
+            timeout_ms=_int(h.get("timeout_ms")),
+            attempts=parsed,
+        )
+
+
+@dataclass
+class RunRecord:
+    id: str
+    job_id: str
+    state: RunState
+    scheduled_ms: int
+    fired_ms: int
+    started_ms: int
+    finished_ms: int
+    task_count: int
+    succeeded: int
+    dead: int
+    cancelled: int
+    reason: str
+    tasks: list[TaskRecord] = field(default_factory=list)
+
+    @classmethod
+    def from_hash(cls, run_id: str, h: Mapping[str, str]) -> RunRecord:
+        return cls(
+            id=run_id,
+            job_id=h.get("job_id", ""),
+            state=RunState(h["state"]),
+            scheduled_ms=_int(h.get("scheduled_ms")),
+            fired_ms=_int(h.get("fired_ms")),
+            started_ms=_int(h.get("started_ms")),
+            finished_ms=_int(h.get("finished_ms")),
+            task_count=_int(h.get("task_count")),
+            succeeded=_int(h.get("succeeded")),
+            dead=_int(h.get("dead")),
+            cancelled=_int(h.get("cancelled")),
+            reason=h.get("reason", ""),
+        )

@@ -1,0 +1,135 @@
+"""The workers connected to this master, their slots and what they hold (Doris FE's BE slot view).
+
+A worker's idle slots are ``slots − leased`` where ``leased`` is the master's own count of the tasks it
+leased to the worker and has not yet seen end. The count is rebuilt from what a worker reports when it
+(re)connects, so a master restart loses nothing. A draining worker has no idle slots; so has a worker
+whose outbound queue is full (backpressure: its stream is not keeping up).
+
+Each session owns a bounded outbound queue that its ``Connect`` stream drains; everything the master
+sends a worker goes through :meth:`WorkerRegistry.send`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from sparkyard.clock import Clock
+from sparkyard.master.routing import WorkerLoad
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class WorkerSession:
+    """One connected worker (one Connect stream)."""
+
+    worker_id: str
+    group: str
+    slots: int
+    host: str
+    pid: int
+    labels: dict[str, str]
+    default_runner: int
+    registered_at: float  # wall clock
+    last_seen: float  # monotonic
+    outbound: asyncio.Queue[pb.MasterMessage]
+    leased: set[str] = field(default_factory=set)
+    stuck: int = 0  # slots held by attempts that ended but whose code has not returned (worker's report)
+    draining: bool = False
+    closed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def idle(self) -> int:
+        if self.draining or self.closed.is_set() or self.outbound.full():
+            return 0
+        return max(0, self.slots - len(self.leased) - self.stuck)
+
+    def close(self, reason: str) -> None:
+        if not self.closed.is_set():
+            log.info("worker=%s stream closed: %s", self.worker_id, reason)
+            self.closed.set()
+
+
+class WorkerRegistry:
+    """Connected workers by id and by node group."""
+
+    def __init__(self, clock: Clock, on_capacity: Callable[[], None]) -> None:
+        self._clock = clock
+        self._sessions: dict[str, WorkerSession] = {}
+        self._on_capacity = on_capacity
+
+    def add(self, session: WorkerSession) -> WorkerSession | None:
+        """Register a session; a previous session of the same worker id is closed and returned."""
+        old = self._sessions.get(session.worker_id)
+        if old is not None and old is not session:
+            old.close("replaced by a new connection of the same worker")
+        self._sessions[session.worker_id] = session
+        self._on_capacity()
+        return old
+
+    def remove(self, session: WorkerSession) -> None:
+        """Forget a session if it is still the current one for its worker id."""
+        session.close("disconnected")
+        if self._sessions.get(session.worker_id) is session:
+            del self._sessions[session.worker_id]
+
+    def get(self, worker_id: str) -> WorkerSession | None:
+        return self._sessions.get(worker_id)
+
+    def sessions(self) -> list[WorkerSession]:
+        return list(self._sessions.values())
+
+    def groups(self) -> set[str]:
+        return {s.group for s in self._sessions.values()}
+
+    def loads(self, group: str) -> list[WorkerLoad]:
+        """Routing's view of a group: only workers that can take a task now count their slots."""
+        return [
+            WorkerLoad(s.worker_id, s.slots, len(s.leased) if s.idle else s.slots)
+            for s in self._sessions.values() if s.group == group
+        ]
+
+    def idle_slots(self, group: str) -> int:
+        return sum(s.idle for s in self._sessions.values() if s.group == group)
+
+    def touch(self, session: WorkerSession) -> None:
+        session.last_seen = self._clock.monotonic()
+
+    def lease(self, worker_id: str, task_ids: Iterable[str]) -> None:
+        session = self._sessions.get(worker_id)
+        if session is not None:
+            session.leased.update(task_ids)
+
+    def release(self, worker_id: str, task_id: str) -> None:
+        """A task no longer runs on ``worker_id``: its slot is free again."""
+        session = self._sessions.get(worker_id)
+        if session is not None and task_id in session.leased:
+            session.leased.discard(task_id)
+            self._on_capacity()
+
+    def release_anywhere(self, task_id: str) -> None:
+        for session in self._sessions.values():
+            if task_id in session.leased:
+                session.leased.discard(task_id)
+                self._on_capacity()
+
+    def send(self, worker_id: str, message: pb.MasterMessage) -> bool:
+        """Queue a message for a worker; False if it is not connected or its queue is full."""
+        session = self._sessions.get(worker_id)
+        if session is None or session.closed.is_set():
+            return False
+        try:
+            session.outbound.put_nowait(message)
+            return True
+        except asyncio.QueueFull:
+            log.warning("worker=%s outbound queue full (%d); message dropped", worker_id, session.outbound.maxsize)
+            return False
+
+    def stale(self, dead_after_s: float) -> list[WorkerSession]:
+        """Sessions that have not been heard from for ``dead_after_s``."""
+        now = self._clock.monotonic()
+        return [s for s in self._sessions.values() if now - s.last_seen > dead_after_s]

@@ -1,0 +1,155 @@
+"""The slot scheduler (Doris FE's routine-load scheduler): ready tasks → idle worker slots.
+
+It is event driven. Anything that can make a dispatch possible — a task becoming READY (fired,
+retried, requeued), a slot freeing, a worker connecting — calls :meth:`SlotScheduler.wake`; the loop
+then runs dispatch rounds until no group has both an idle slot and a ready task, and sleeps on its
+event again. It never polls.
+
+One round for one node group:
+
+1. ``idle`` = Σ idle slots of the group's workers (a draining or backed-up worker has none);
+2. peek the first ``min(idle, dispatch_batch)`` tasks of the group's ready queue (priority order);
+3. route them (:mod:`sparkyard.master.routing`);
+4. claim them in one Lua call (lease, fencing token, attempt record);
+5. send each worker ONE ``TaskBatch`` with its tasks — never more than its idle slots.
+
+Tasks that cannot be placed stay READY in Redis; the master keeps no queue of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from typing import Awaitable, Callable
+
+from sparkyard.clock import Clock
+from sparkyard.master.records import inputs_from_json
+from sparkyard.master.registry import WorkerRegistry
+from sparkyard.master.routing import Router
+from sparkyard.master.store import Claim, Report, Store
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+# After an unexpected error (Redis down) the loop waits this long before trying again, doubling up to
+# the maximum, so a broken Redis is not hammered; any wake() during the pause is kept.
+ERROR_BACKOFF_S = 0.1
+ERROR_BACKOFF_MAX_S = 5.0
+
+
+class SlotScheduler:
+    def __init__(self, store: Store, registry: WorkerRegistry, clock: Clock, *, lease_ms: int,
+                 timeout_grace_ms: int, dispatch_batch: int, router: Router | None = None,
+                 on_claimed: Callable[[list[Claim]], Awaitable[None]] | None = None) -> None:
+        self._store = store
+        self._registry = registry
+        self._clock = clock
+        self._lease_ms = lease_ms
+        self._grace_ms = timeout_grace_ms
+        self._batch = dispatch_batch
+        self._router = router or Router()
+        self._on_claimed = on_claimed
+        self._event = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.dispatched = 0
+
+    def wake(self) -> None:
+        self._event.set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="slot-scheduler")
+        self.wake()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def _run(self) -> None:
+        backoff = ERROR_BACKOFF_S
+        while True:
+            await self._event.wait()
+            self._event.clear()
+            try:
+                while await self.dispatch_round():
+                    pass
+                backoff = ERROR_BACKOFF_S
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("dispatch round failed; retrying in %.1fs", backoff)
+                await self._clock.sleep(backoff)
+                backoff = min(backoff * 2, ERROR_BACKOFF_MAX_S)
+                self._event.set()
+
+    async def dispatch_round(self) -> bool:
+        """One round over every group; True when another round may place more tasks."""
+        more = False
+        for group in sorted(self._registry.groups()):
+            idle = self._registry.idle_slots(group)
+            if idle == 0:
+                continue
+            want = min(idle, self._batch)
+            ready = await self._store.peek_ready(group, want)
+            if not ready:
+                continue
+            pairs = self._router.assign(group, ready, self._registry.loads(group))
+            if not pairs:
+                continue
+            claims = await self._store.claim(group, pairs, lease_ms=self._lease_ms, timeout_grace_ms=self._grace_ms)
+            await self._deliver(claims)
+            if len(ready) == want and claims:
+                more = True
+        return more
+
+    async def _deliver(self, claims: list[Claim]) -> None:
+        by_worker: dict[str, list[Claim]] = defaultdict(list)
+        for claim in claims:
+            by_worker[claim.worker].append(claim)
+        undeliverable: list[Claim] = []
+        for worker_id, batch in by_worker.items():
+            assignments = []
+            for claim in batch:
+                spec = await self._store.get_spec(claim.job_id)
+                if spec is None:
+                    undeliverable.append(claim)
+                    continue
+                assignments.append(self._assignment(claim, spec))
+            self._registry.lease(worker_id, (c.task_id for c in batch))
+            message = pb.MasterMessage(batch=pb.TaskBatch(tasks=assignments))
+            if not self._registry.send(worker_id, message):
+                undeliverable.extend(batch)
+                for claim in batch:
+                    self._registry.release(worker_id, claim.task_id)
+                continue
+            self.dispatched += len(assignments)
+            log.debug("worker=%s batch of %d tasks", worker_id, len(assignments))
+        if undeliverable:
+            # The worker vanished between routing and sending: hand the tasks straight back (same
+            # token, so the report is accepted) instead of waiting for their leases to expire.
+            log.info("returning %d undeliverable tasks to the ready queue", len(undeliverable))
+            await self._store.report([Report(c.task_id, c.token, "RELEASED", error="undeliverable") for c in undeliverable])
+            self.wake()
+        if self._on_claimed is not None:
+            await self._on_claimed(claims)
+
+    def _assignment(self, claim: Claim, spec: pb.JobSpec) -> pb.TaskAssignment:
+        a = pb.TaskAssignment(
+            task_id=claim.task_id,
+            run_id=claim.run_id,
+            job_id=claim.job_id,
+            index=claim.index,
+            task_count=claim.task_count,
+            attempt=claim.attempt,
+            fencing_token=claim.token,
+            spec=spec,
+            inputs=inputs_from_json(claim.inputs_json),
+        )
+        a.scheduled_at.FromMilliseconds(claim.scheduled_ms)
+        a.lease.FromMilliseconds(self._lease_ms)
+        return a

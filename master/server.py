@@ -1,0 +1,184 @@
+"""One master process: Redis (embedded or given), the components, and the gRPC server around them.
+
+Start-up order matters for "a master can die and another takes over with nothing lost": the components
+rebuild their memory from Redis (schedule entries into the wheel, retry backoffs, fixed-delay jobs that
+await a run) before the port opens; workers then reconnect and re-declare their leases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from redis.asyncio import Redis
+
+from sparkyard.clock import Clock, SystemClock
+from sparkyard.config import MasterConfig
+from sparkyard.keys import Keys
+from sparkyard.master.auth import TokenAuthInterceptor, is_loopback
+from sparkyard.master.connection import WorkerConnection
+from sparkyard.master.core import MasterCore
+from sparkyard.master.embedded_redis import EmbeddedRedis
+from sparkyard.master.jobs import JobManager
+from sparkyard.master.logs import LogRelay
+from sparkyard.master.preloader import Preloader
+from sparkyard.master.reaper import Reaper
+from sparkyard.master.services import ClusterService, JobService, WorkerService, master_id
+from sparkyard.master.store import Store
+from sparkyard.master.timer import SystemTimer
+from sparkyard.retry import with_redis_retry
+from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.v1 import sparkyard_pb2_grpc as pbg
+
+log = logging.getLogger(__name__)
+
+# How long start-up waits for a given Redis to answer.
+REDIS_CONNECT_WAIT_S = 30.0
+# gRPC messages up to this size (a bulk submit of many jobs, a log chunk).
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# Keepalive pings let both sides notice a dead peer on an idle stream (a worker with no tasks).
+KEEPALIVE_MS = 10_000
+
+
+class StartupError(RuntimeError):
+    """The master cannot start with this configuration (message says why and what to do)."""
+
+
+def redact(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+class MasterServer:
+    def __init__(self, cfg: MasterConfig, clock: Clock | None = None) -> None:
+        self.cfg = cfg
+        self.clock = clock or SystemClock()
+        self.port = 0
+        self.redis_url = ""
+        self._embedded: EmbeddedRedis | None = None
+        self._redis: Redis | None = None
+        self._server: grpc.aio.Server | None = None
+        self._health: health.aio.HealthServicer | None = None
+        self.core: MasterCore | None = None
+        self._preloader: Preloader | None = None
+        self._reaper: Reaper | None = None
+        self._timer: SystemTimer | None = None
+        self._stopped = asyncio.Event()
+
+    async def start(self) -> None:
+        cfg = self.cfg
+        host = cfg.listen.rpartition(":")[0]
+        if not cfg.token and not is_loopback(host):
+            raise StartupError(
+                f"refusing to listen on {cfg.listen} without a token: anyone who can reach this port could run "
+                "code on your workers. Set --token/SPARKYARD_TOKEN, or listen on 127.0.0.1."
+            )
+        if cfg.redis_url:
+            self.redis_url = cfg.redis_url
+        else:
+            self._embedded = EmbeddedRedis(Path(cfg.data_dir) / "redis")
+            self.redis_url = await asyncio.to_thread(self._embedded.start)
+        self._redis = Redis.from_url(self.redis_url, decode_responses=True, health_check_interval=30)
+        try:
+            await with_redis_retry(self._redis.ping, REDIS_CONNECT_WAIT_S)
+        except Exception as exc:
+            raise StartupError(f"cannot reach redis at {redact(self.redis_url)}: {exc}") from None
+        store = Store(self._redis, Keys(cfg.namespace))
+
+        self._timer = SystemTimer(self.clock)
+        self._timer.start()
+        core = self.core = MasterCore(cfg, store, self.clock, self._timer)
+        logs = LogRelay(core.registry)
+        jobs: JobManager
+        self._preloader = Preloader(core, lambda job_id, runs, reason: jobs.cancel_runs(job_id, runs, reason))
+        jobs = JobManager(core, self._preloader)
+
+        async def worker_dead(worker_id: str) -> None:
+            workers = await store.get_workers()
+            if worker_id in workers:
+                await store.put_worker(worker_id, {**workers[worker_id], "alive": False})
+
+        self._reaper = Reaper(core, worker_dead)
+
+        await self._preloader.start()
+        for task_id, not_before_ms in await store.delayed_entries():
+            core.arm_release(task_id, not_before_ms)
+
+        server = self._server = grpc.aio.server(
+            interceptors=[TokenAuthInterceptor(cfg.token)] if cfg.token else [],
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.keepalive_time_ms", KEEPALIVE_MS),
+                ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+            ],
+        )
+        started_at = self.clock.now()
+        mid = master_id(cfg.listen)
+        pbg.add_JobServiceServicer_to_server(JobService(jobs, logs), server)
+        pbg.add_WorkerServiceServicer_to_server(WorkerService(WorkerConnection(core, logs)), server)
+        pbg.add_ClusterServiceServicer_to_server(
+            ClusterService(core, mid, redact(self.redis_url), started_at, lambda: self._timer.size if self._timer else 0),
+            server,
+        )
+        self._health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        names = [d.full_name for d in pb.DESCRIPTOR.services_by_name.values()]
+        reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+        try:
+            self.port = server.add_insecure_port(cfg.listen)
+        except RuntimeError as exc:
+            raise StartupError(f"cannot listen on {cfg.listen}: {exc}") from None
+        if self.port == 0:
+            raise StartupError(f"cannot listen on {cfg.listen} (address in use?)")
+        await server.start()
+        core.scheduler.start()
+        self._reaper.start()
+        for name in ["", *names]:
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        log.info("master %s listening on %s:%d (redis %s)", mid, host, self.port, redact(self.redis_url))
+
+    @property
+    def address(self) -> str:
+        return f"{self.cfg.listen.rpartition(':')[0]}:{self.port}"
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    async def stop(self) -> None:
+        """Graceful stop: refuse new calls, let in-flight ones finish (grace), then release everything."""
+        if self._stopped.is_set():
+            return
+        started = time.monotonic()
+        if self._health is not None:
+            await self._health.enter_graceful_shutdown()
+        if self._reaper is not None:
+            self._reaper.stop()
+        if self.core is not None:
+            await self.core.scheduler.stop()
+            for session in self.core.registry.sessions():
+                session.close("master shutting down")
+        if self._server is not None:
+            await self._server.stop(self.cfg.shutdown_grace_s)
+        if self._preloader is not None:
+            await self._preloader.stop()
+        if self.core is not None:
+            await self.core.stop()
+        if self._timer is not None:
+            self._timer.close()
+        if self._redis is not None:
+            await self._redis.aclose()
+        if self._embedded is not None:
+            await asyncio.to_thread(self._embedded.stop)
+        log.info("master stopped in %.1fs", time.monotonic() - started)
+        self._stopped.set()

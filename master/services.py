@@ -1,0 +1,214 @@
+"""The gRPC servicers: proto in, domain call, proto out — and every domain error mapped to a status code
+in one place (:func:`_status_of`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import socket
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
+
+import grpc
+import redis.exceptions
+
+from sparkyard import __version__
+from sparkyard.errors import InvalidArgument, NotFound, SparkyardError
+from sparkyard.master.connection import WorkerConnection
+from sparkyard.master.convert import job_to_proto, run_to_proto
+from sparkyard.master.core import MasterCore
+from sparkyard.master.jobs import JobManager
+from sparkyard.master.logs import LogRelay
+from sparkyard.states import JobState, from_proto
+from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.v1 import sparkyard_pb2_grpc as pbg
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+
+def _status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
+    if isinstance(exc, SparkyardError):
+        return grpc.StatusCode[exc.code_name], str(exc)
+    if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+        return grpc.StatusCode.UNAVAILABLE, f"redis unavailable: {exc}"
+    if isinstance(exc, redis.exceptions.ResponseError) and "OOM" in str(exc):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED, f"redis is out of memory (noeviction): {exc}"
+    return None
+
+
+def mapped(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
+    """Turn domain errors of a unary handler into gRPC statuses; anything else is INTERNAL (and logged)."""
+
+    @functools.wraps(method)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> R:
+        try:
+            return await method(self, request, context)
+        except Exception as exc:
+            status = _status_of(exc)
+            if status is None:
+                log.exception("%s failed", method.__name__)
+                status = (grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+            await context.abort(*status)
+            raise AssertionError("unreachable: abort raises")
+
+    return wrapper
+
+
+def _state_filter(state: int) -> JobState | None:
+    return None if state == pb.JOB_STATE_UNSPECIFIED else from_proto(JobState, pb.JobState.Name(state))
+
+
+class JobService(pbg.JobServiceServicer):
+    def __init__(self, jobs: JobManager, logs: LogRelay) -> None:
+        self._jobs = jobs
+        self._logs = logs
+
+    @mapped
+    async def SubmitJob(self, request: pb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> pb.SubmitJobResponse:
+        done = await self._jobs.submit(request.spec, request.idempotency_key)
+        return pb.SubmitJobResponse(job=job_to_proto(done.job), duplicate=done.duplicate)
+
+    @mapped
+    async def SubmitJobs(self, request: pb.SubmitJobsRequest, context: grpc.aio.ServicerContext) -> pb.SubmitJobsResponse:
+        done = await self._jobs.submit_many([(r.spec, r.idempotency_key) for r in request.jobs])
+        return pb.SubmitJobsResponse(jobs=[pb.SubmitJobResponse(job=job_to_proto(d.job), duplicate=d.duplicate)
+                                           for d in done])
+
+    @mapped
+    async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
+        return job_to_proto(await self._jobs.get_job(request.job_id))
+
+    @mapped
+    async def ListJobs(self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext) -> pb.ListJobsResponse:
+        jobs = await self._jobs.list_jobs(request.limit, _state_filter(request.state), request.group)
+        return pb.ListJobsResponse(jobs=[job_to_proto(j) for j in jobs])
+
+    @mapped
+    async def Cancel(self, request: pb.CancelRequest, context: grpc.aio.ServicerContext) -> pb.CancelResponse:
+        return pb.CancelResponse(cancelled=await self._jobs.cancel(request.id, request.reason))
+
+    @mapped
+    async def PauseJob(self, request: pb.JobIdRequest, context: grpc.aio.ServicerContext) -> pb.Job:
+        return job_to_proto(await self._jobs.pause(request.job_id))
+
+    @mapped
+    async def ResumeJob(self, request: pb.JobIdRequest, context: grpc.aio.ServicerContext) -> pb.Job:
+        return job_to_proto(await self._jobs.resume(request.job_id))
+
+    @mapped
+    async def TriggerJob(self, request: pb.JobIdRequest, context: grpc.aio.ServicerContext) -> pb.TriggerJobResponse:
+        return pb.TriggerJobResponse(run=run_to_proto(await self._jobs.trigger(request.job_id)))
+
+    @mapped
+    async def ListRuns(self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext) -> pb.ListRunsResponse:
+        runs = await self._jobs.list_runs(request.job_id, request.limit, request.with_tasks)
+        return pb.ListRunsResponse(runs=[run_to_proto(r) for r in runs])
+
+    @mapped
+    async def GetRun(self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext) -> pb.Run:
+        return run_to_proto(await self._jobs.get_run(request.run_id))
+
+    @mapped
+    async def WaitRun(self, request: pb.WaitRunRequest, context: grpc.aio.ServicerContext) -> pb.WaitRunResponse:
+        timeout = request.timeout.seconds + request.timeout.nanos / 1e9
+        run, timed_out = await self._jobs.wait_run(request.run_id, timeout)
+        if run is None:  # not fired yet: only its identity is known
+            return pb.WaitRunResponse(run=pb.Run(id=request.run_id, job_id=request.run_id.split(".", 1)[0]),
+                                      timed_out=True)
+        return pb.WaitRunResponse(run=run_to_proto(run), timed_out=timed_out)
+
+    async def StreamTaskLog(self, request: pb.StreamTaskLogRequest,
+                            context: grpc.aio.ServicerContext) -> AsyncIterator[pb.LogChunk]:
+        try:
+            task = await self._jobs.get_task(request.task_id)
+            if not task.attempts:
+                raise NotFound(f"task {task.id} has not started yet (state {task.state.value})")
+            number = request.attempt or task.attempts[-1].number
+            attempt = next((a for a in task.attempts if a.number == number), None)
+            if attempt is None:
+                raise NotFound(f"task {task.id} has no attempt {number} (it has {len(task.attempts)})")
+            if request.offset < 0:
+                raise InvalidArgument("offset: must not be negative")
+            async for chunk in self._logs.stream(attempt.worker, task.id, number, attempt.log_path,
+                                                 request.offset, request.follow):
+                yield chunk
+        except Exception as exc:
+            status = _status_of(exc)
+            if status is None:
+                log.exception("StreamTaskLog failed")
+                status = (grpc.StatusCode.INTERNAL, f"internal error: {exc}")
+            await context.abort(*status)
+
+
+class WorkerService(pbg.WorkerServiceServicer):
+    def __init__(self, connection: WorkerConnection) -> None:
+        self._connection = connection
+
+    async def Connect(self, request_iterator: AsyncIterator[pb.WorkerMessage],
+                      context: grpc.aio.ServicerContext) -> AsyncIterator[pb.MasterMessage]:
+        try:
+            async for message in self._connection.serve(request_iterator, context.peer()):
+                yield message
+        except Exception as exc:
+            status = _status_of(exc)
+            if status is None:
+                log.exception("worker stream failed")
+                status = (grpc.StatusCode.INTERNAL, f"internal error: {exc}")
+            await context.abort(*status)
+
+
+class ClusterService(pbg.ClusterServiceServicer):
+    def __init__(self, core: MasterCore, master_id: str, redis_url: str, started_at: float,
+                 timers_pending: Callable[[], int]) -> None:
+        self._core = core
+        self._master_id = master_id
+        self._redis_url = redis_url
+        self._started_at = started_at
+        self._timers_pending = timers_pending
+
+    @mapped
+    async def ListWorkers(self, request: pb.ListWorkersRequest, context: grpc.aio.ServicerContext) -> pb.ListWorkersResponse:
+        stored = await self._core.store.get_workers()
+        out = []
+        for worker_id, info in sorted(stored.items()):
+            session = self._core.registry.get(worker_id)
+            alive = session is not None
+            if not alive and not request.include_dead:
+                continue
+            w = pb.WorkerInfo(
+                id=worker_id, group=info.get("group", ""), host=info.get("host", ""), pid=int(info.get("pid", 0)),
+                slots=int(info.get("slots", 0)), alive=alive, draining=bool(info.get("draining", False)),
+                labels=info.get("labels", {}), default_runner=int(info.get("runner", 0)),
+            )
+            if session is not None:
+                w.free_slots = max(0, session.slots - len(session.leased))
+                w.tasks.extend(sorted(session.leased))
+                w.draining = session.draining
+            if info.get("registered_ms"):
+                w.registered_at.FromMilliseconds(int(info["registered_ms"]))
+            if info.get("last_seen_ms"):
+                w.last_seen.FromMilliseconds(int(info["last_seen_ms"]))
+            out.append(w)
+        return pb.ListWorkersResponse(workers=out)
+
+    @mapped
+    async def GetStatus(self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext) -> pb.StatusResponse:
+        sessions = self._core.registry.sessions()
+        counts = await self._core.store.counts()
+        out = pb.StatusResponse(
+            version=__version__, master_id=self._master_id,
+            workers_alive=len(sessions),
+            slots_total=sum(s.slots for s in sessions),
+            slots_free=sum(max(0, s.slots - len(s.leased)) for s in sessions),
+            ready_by_group=await self._core.store.ready_counts(),
+            leased=counts["leased"], timers_pending=self._timers_pending(),
+            jobs_scheduled=counts["scheduled"], redis=self._redis_url,
+        )
+        out.started_at.FromMilliseconds(int(self._started_at * 1000))
+        return out
+
+
+def master_id(listen: str) -> str:
+    return f"{socket.gethostname()}:{listen.rpartition(':')[2]}"

@@ -1,0 +1,409 @@
+"""The master's view of Redis: every mutation is one Lua script call, every read a pipeline.
+
+The Store holds no state of its own (beyond an immutable job-spec cache), so any number of masters can
+use the same Redis; the scripts' invariants make concurrent use safe. Method names follow the path of
+a job (DESIGN §4): submit → fire → peek/claim → renew → report → release/reap, plus cancel and reads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from redis.asyncio import Redis
+
+from sparkyard.keys import Keys
+from sparkyard.master.records import (
+    JobRecord,
+    RunRecord,
+    TaskRecord,
+    inputs_to_json,
+    spec_from_json,
+    spec_to_json,
+)
+from sparkyard.master.routing import Routable
+from sparkyard.master.scripts import ScriptLibrary
+from sparkyard.states import JobState
+from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard import ids
+
+# Specs are immutable once submitted; this many are kept in memory to build task assignments.
+SPEC_CACHE_SIZE = 10_000
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    job_id: str
+    duplicate: bool
+    created_ms: int
+    next_fire_ms: int
+
+
+@dataclass(frozen=True)
+class FireResult:
+    status: str  # created | skipped | exists | stale | inactive
+    fired_ms: int
+    run_state: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    task_id: str
+    worker: str
+    token: int
+    attempt: int
+    run_id: str
+    job_id: str
+    index: int
+    inputs_json: str
+    scheduled_ms: int
+    task_count: int
+
+
+@dataclass(frozen=True)
+class RenewResult:
+    renewed: list[tuple[str, int]]
+    lost: list[tuple[str, int]]
+    deadline_ms: int
+
+
+@dataclass(frozen=True)
+class Report:
+    """One worker report: an attempt started, or finished with an outcome."""
+
+    task_id: str
+    token: int
+    outcome: str  # STARTED | SUCCEEDED | FAILED | TIMED_OUT | CANCELLED | RELEASED
+    result_json: str = ""
+    error: str = ""
+    traceback: str = ""
+    started_ms: int = 0
+    finished_ms: int = 0
+    log_path: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    task_id: str
+    verdict: str  # accepted | stale | terminal | unknown
+    task_state: str
+    run_id: str
+    run_state: str  # '' unless the run just ended
+    not_before_ms: int
+
+
+@dataclass(frozen=True)
+class Reaped:
+    task_id: str
+    what: str  # lost | timeout
+    task_state: str
+    run_id: str
+    run_state: str
+    worker: str
+    not_before_ms: int
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    status: str
+    cancelled: list[str]
+    leased: list[tuple[str, str, int]]  # task, worker, token
+    ended_runs: list[tuple[str, str]]  # run, state
+
+
+def _groups(flat: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+    for i in range(0, len(flat), size):
+        yield flat[i:i + size]
+
+
+class Store:
+    """Typed access to Sparkyard's Redis state."""
+
+    def __init__(self, redis: Redis, keys: Keys) -> None:
+        # Any: redis-py types every reply as bytes | str whatever decode_responses says; ours are str.
+        self.redis: Any = redis
+        self.keys = keys
+        self._lua = ScriptLibrary(redis, keys)
+        self._specs: OrderedDict[str, pb.JobSpec] = OrderedDict()
+
+    # ---- submit and fire -------------------------------------------------------------------------
+
+    async def submit(self, job_id: str, spec: pb.JobSpec, *, fire_mode: str, fire_value_ms: int,
+                     idempotency_key: str = "", idempotency_ttl_ms: int = 0) -> SubmitResult:
+        k = self.keys
+        idem_key = k.idempotency(idempotency_key) if idempotency_key else k.idempotency("-")
+        raw = await self._lua(
+            "submit",
+            [k.job(job_id), k.jobs, k.schedule, idem_key],
+            [job_id, spec_to_json(spec), spec.name, spec.group, spec.priority, fire_mode, fire_value_ms,
+             idempotency_key, idempotency_ttl_ms],
+        )
+        return SubmitResult(raw[0], bool(int(raw[1])), int(raw[2]), int(raw[3]))
+
+    async def fire(self, job_id: str, spec: pb.JobSpec, scheduled_ms: int, *, expected_ms: int | None,
+                   next_fire_ms: int, overlap: str, inputs: Sequence[Sequence[pb.SplitInput]],
+                   skip_reason: str = "") -> tuple[str, FireResult]:
+        """Create run ``job_id``@``scheduled_ms`` with one task per entry of ``inputs``; return its id.
+
+        ``expected_ms`` is the schedule entry this firing consumes (None: a manual trigger).
+        """
+        k = self.keys
+        run = ids.run_id(job_id, scheduled_ms)
+        retry = spec.retry
+        task_args: list[Any] = []
+        for index, task_inputs in enumerate(inputs):
+            task_args += [ids.task_id(run, index), inputs_to_json(list(task_inputs))]
+        raw = await self._lua(
+            "fire",
+            [k.job(job_id), k.run(run), k.job_runs(job_id), k.job_active(job_id), k.schedule,
+             k.ready(spec.group), k.groups],
+            [job_id, run, scheduled_ms, "manual" if expected_ms is None else expected_ms, next_fire_ms, overlap,
+             skip_reason, spec.group, spec.priority, retry.max_attempts,
+             retry.initial_backoff.ToMilliseconds(), retry.multiplier, retry.max_backoff.ToMilliseconds(),
+             spec.timeout.ToMilliseconds(), spec.routing_key, spec.split.max_concurrent,
+             pb.Routing.Name(spec.routing), len(inputs), *task_args],
+        )
+        return run, FireResult(raw[0], int(raw[1]), raw[2])
+
+    async def due_schedule(self, until_ms: int, limit: int = 100_000) -> list[tuple[str, int]]:
+        """Schedule entries due at or before ``until_ms`` (the trigger preload horizon)."""
+        rows = await self.redis.zrangebyscore(self.keys.schedule, "-inf", until_ms, start=0, num=limit,
+                                              withscores=True)
+        return [(job_id, int(score)) for job_id, score in rows]
+
+    async def schedule_entry(self, job_id: str) -> int | None:
+        score = await self.redis.zscore(self.keys.schedule, job_id)
+        return None if score is None else int(score)
+
+    # ---- dispatch ----------------------------------------------------------------------------------
+
+    async def peek_ready(self, group: str, n: int) -> list[Routable]:
+        raw = await self._lua("peek", [self.keys.ready(group)], [n])
+        return [Routable(t, p, s, r) for t, p, s, r in _groups(raw, 4)]
+
+    async def claim(self, group: str, pairs: Sequence[tuple[str, str]], *, lease_ms: int,
+                    timeout_grace_ms: int) -> list[Claim]:
+        if not pairs:
+            return []
+        k = self.keys
+        args: list[Any] = [lease_ms, timeout_grace_ms]
+        for task_id, worker in pairs:
+            args += [task_id, worker]
+        raw = await self._lua("claim", [k.ready(group), k.leases, k.fence, k.timeouts], args)
+        return [
+            Claim(t, w, int(tok), int(att), run, job, int(idx), inp, int(sched), int(count))
+            for t, w, tok, att, run, job, idx, inp, sched, count in _groups(raw, 10)
+        ]
+
+    async def renew(self, worker: str, leases: Sequence[tuple[str, int]], lease_ms: int) -> RenewResult:
+        args: list[Any] = [worker, lease_ms]
+        for task_id, token in leases:
+            args += [task_id, token]
+        renewed, lost, deadline = await self._lua("renew", [self.keys.leases], args)
+        return RenewResult(
+            [(t, int(tok)) for t, tok in _groups(renewed, 2)],
+            [(t, int(tok)) for t, tok in _groups(lost, 2)],
+            int(deadline),
+        )
+
+    async def report(self, reports: Sequence[Report]) -> list[Verdict]:
+        if not reports:
+            return []
+        k = self.keys
+        args: list[Any] = []
+        for r in reports:
+            args += [r.task_id, r.token, r.outcome, r.result_json, r.error, r.traceback, r.started_ms,
+                     r.finished_ms, r.log_path]
+        raw = await self._lua("report", [k.leases, k.delayed, k.timeouts], args)
+        return [Verdict(t, v, s, run, rs, int(nb)) for t, v, s, run, rs, nb in _groups(raw, 6)]
+
+    async def release_due(self, limit: int = 1000, task_ids: Sequence[str] = ()) -> list[tuple[str, str]]:
+        """Move FAILED tasks whose backoff is over back to READY; returns (task, group) pairs."""
+        raw = await self._lua("release", [self.keys.delayed], [limit, *task_ids])
+        return [(t, g) for t, g in _groups(raw, 2)]
+
+    async def delayed_entries(self) -> list[tuple[str, int]]:
+        rows = await self.redis.zrange(self.keys.delayed, 0, -1, withscores=True)
+        return [(t, int(s)) for t, s in rows]
+
+    async def reap_expired(self, max_lost: int, limit: int = 1000) -> list[Reaped]:
+        raw = await self._lua("reap", [self.keys.leases, self.keys.timeouts], [max_lost, limit, "expired"])
+        return self._reaped(raw)
+
+    async def reap_worker(self, worker: str, task_ids: Sequence[str], max_lost: int) -> list[Reaped]:
+        """End the leases of tasks a reconnecting worker no longer has."""
+        if not task_ids:
+            return []
+        raw = await self._lua("reap", [self.keys.leases, self.keys.timeouts],
+                              [max_lost, len(task_ids), "worker", worker, *task_ids])
+        return self._reaped(raw)
+
+    @staticmethod
+    def _reaped(raw: Sequence[Any]) -> list[Reaped]:
+        return [Reaped(t, w, s, r, rs, wk, int(nb)) for t, w, s, r, rs, wk, nb in _groups(raw, 7)]
+
+    async def next_deadlines(self) -> tuple[int | None, int | None]:
+        """Earliest lease deadline and earliest master-side timeout, in ms (None when there is none)."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrange(self.keys.leases, 0, 0, withscores=True)
+        pipe.zrange(self.keys.timeouts, 0, 0, withscores=True)
+        lease, timeout = await pipe.execute()
+        return (int(lease[0][1]) if lease else None, int(timeout[0][1]) if timeout else None)
+
+    # ---- cancel, pause, resume ---------------------------------------------------------------------
+
+    async def cancel(self, reason: str, *, job_id: str = "", run_ids: Sequence[str] = (),
+                     task_ids: Sequence[str] = ()) -> CancelResult:
+        raw = await self._lua("cancel", [self.keys.schedule],
+                              [reason, job_id, len(run_ids), *run_ids, *task_ids])
+        status, cancelled, leased, ended = raw
+        return CancelResult(
+            status,
+            list(cancelled),
+            [(t, w, int(tok)) for t, w, tok in _groups(leased, 3)],
+            [(r, s) for r, s in _groups(ended, 2)],
+        )
+
+    async def set_job_state(self, job_id: str, target: JobState, next_fire_ms: int = -1) -> tuple[str, str, int]:
+        k = self.keys
+        status, state, next_fire = await self._lua("job_state", [k.job(job_id), k.schedule],
+                                                   [job_id, target.value, next_fire_ms])
+        return status, state, int(next_fire)
+
+    async def reschedule_after_run(self, job_id: str, run_id: str, next_fire_ms: int) -> tuple[str, int]:
+        k = self.keys
+        status, next_fire = await self._lua("reschedule", [k.job(job_id), k.schedule, k.awaiting],
+                                            [job_id, run_id, next_fire_ms])
+        return status, int(next_fire)
+
+    async def awaiting_jobs(self) -> list[str]:
+        return sorted(await self.redis.smembers(self.keys.awaiting))
+
+    # ---- reads ---------------------------------------------------------------------------------------
+
+    async def time_ms(self) -> int:
+        seconds, micros = await self.redis.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    async def get_job(self, job_id: str) -> JobRecord | None:
+        h = await self.redis.hgetall(self.keys.job(job_id))
+        return JobRecord.from_hash(job_id, h) if h else None
+
+    async def get_spec(self, job_id: str) -> pb.JobSpec | None:
+        """A job's spec, from the cache when possible (specs never change after submit)."""
+        spec = self._specs.get(job_id)
+        if spec is None:
+            text = await self.redis.hget(self.keys.job(job_id), "spec")
+            if text is None:
+                return None
+            spec = spec_from_json(text)
+            self._specs[job_id] = spec
+            if len(self._specs) > SPEC_CACHE_SIZE:
+                self._specs.popitem(last=False)
+        else:
+            self._specs.move_to_end(job_id)
+        return spec
+
+    async def list_jobs(self, limit: int, state: JobState | None = None, group: str = "") -> list[JobRecord]:
+        """Newest first; filters are applied while scanning so ``limit`` counts matching jobs."""
+        out: list[JobRecord] = []
+        start, page = 0, max(limit, 100)
+        while len(out) < limit:
+            job_ids = await self.redis.zrevrange(self.keys.jobs, start, start + page - 1)
+            if not job_ids:
+                break
+            pipe = self.redis.pipeline(transaction=False)
+            for job_id in job_ids:
+                pipe.hgetall(self.keys.job(job_id))
+            for job_id, h in zip(job_ids, await pipe.execute()):
+                if not h:
+                    continue
+                rec = JobRecord.from_hash(job_id, h)
+                if (state is None or rec.state == state) and (not group or rec.spec.group == group):
+                    out.append(rec)
+                    if len(out) == limit:
+                        break
+            start += page
+        return out
+
+    async def get_run(self, run_id: str, *, with_tasks: bool = True) -> RunRecord | None:
+        h = await self.redis.hgetall(self.keys.run(run_id))
+        if not h:
+            return None
+        run = RunRecord.from_hash(run_id, h)
+        if with_tasks:
+            run.tasks = await self.get_tasks([ids.task_id(run_id, i) for i in range(run.task_count)])
+        return run
+
+    async def list_runs(self, job_id: str, limit: int, *, with_tasks: bool = False) -> list[RunRecord]:
+        run_ids = await self.redis.zrevrange(self.keys.job_runs(job_id), 0, limit - 1)
+        pipe = self.redis.pipeline(transaction=False)
+        for run_id in run_ids:
+            pipe.hgetall(self.keys.run(run_id))
+        runs = [RunRecord.from_hash(r, h) for r, h in zip(run_ids, await pipe.execute()) if h]
+        if with_tasks:
+            for run in runs:
+                run.tasks = await self.get_tasks([ids.task_id(run.id, i) for i in range(run.task_count)])
+        return runs
+
+    async def get_tasks(self, task_ids: Sequence[str]) -> list[TaskRecord]:
+        pipe = self.redis.pipeline(transaction=False)
+        for task_id in task_ids:
+            pipe.hgetall(self.keys.task(task_id))
+            pipe.hgetall(self.keys.attempts(task_id))
+        raw = await pipe.execute()
+        return [
+            TaskRecord.from_hash(task_id, raw[2 * i], raw[2 * i + 1])
+            for i, task_id in enumerate(task_ids) if raw[2 * i]
+        ]
+
+    async def get_task(self, task_id: str) -> TaskRecord | None:
+        found = await self.get_tasks([task_id])
+        return found[0] if found else None
+
+    async def active_runs(self, job_id: str) -> list[str]:
+        return sorted(await self.redis.smembers(self.keys.job_active(job_id)))
+
+    async def run_task_counts(self, run_ids: Sequence[str]) -> dict[str, int]:
+        pipe = self.redis.pipeline(transaction=False)
+        for run_id in run_ids:
+            pipe.hget(self.keys.run(run_id), "task_count")
+        return {r: int(c or 0) for r, c in zip(run_ids, await pipe.execute())}
+
+    async def ready_counts(self) -> dict[str, int]:
+        groups = sorted(await self.redis.smembers(self.keys.groups))
+        pipe = self.redis.pipeline(transaction=False)
+        for group in groups:
+            pipe.zcard(self.keys.ready(group))
+        return dict(zip(groups, await pipe.execute()))
+
+    async def counts(self) -> dict[str, int]:
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zcard(self.keys.leases)
+        pipe.zcard(self.keys.schedule)
+        pipe.zcard(self.keys.delayed)
+        leased, scheduled, delayed = await pipe.execute()
+        return {"leased": leased, "scheduled": scheduled, "delayed": delayed}
+
+    # ---- workers -------------------------------------------------------------------------------------
+
+    async def put_worker(self, worker_id: str, info: dict[str, Any]) -> None:
+        await self.redis.hset(self.keys.workers, worker_id, json.dumps(info, separators=(",", ":")))
+
+    async def get_workers(self) -> dict[str, dict[str, Any]]:
+        raw = await self.redis.hgetall(self.keys.workers)
+        return {w: json.loads(v) for w, v in raw.items()}
+
+    async def worker_leases(self, worker_id: str) -> set[str]:
+        return set(await self.redis.smembers(self.keys.worker_leases(worker_id)))
+
+    async def leased_by_worker(self) -> dict[str, int]:
+        """Leases each registered worker holds (rebuilds the slot view after a master restart)."""
+        workers = await self.redis.hkeys(self.keys.workers)
+        pipe = self.redis.pipeline(transaction=False)
+        for w in workers:
+            pipe.scard(self.keys.worker_leases(w))
+        return dict(zip(workers, await pipe.execute()))
+

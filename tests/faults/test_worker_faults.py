@@ -1,0 +1,98 @@
+"""Workers that die or freeze mid-task: every task still ends SUCCEEDED exactly once, and a stale
+attempt can never overwrite a newer one (the fencing rule)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+from harness import EXAMPLES, TEST_LEASE_S, Cluster, FakeWorker, wait_for
+from sparkyard.client import first_run_id
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+TASKS = EXAMPLES / "tasks.py"
+
+
+def test_kill_9_of_a_worker_mid_task_reruns_each_task_exactly_once_with_a_higher_token(
+        make_cluster: object, tmp_path: Path) -> None:
+    cluster: Cluster = make_cluster()  # type: ignore[operator]
+    cluster.start_master()
+    cluster.start_worker("victim", slots=2)
+    cluster.wait_workers("victim")
+    client = cluster.client()
+    markers = tmp_path / "markers"
+    jobs = [client.submit(f"{TASKS}:sleep_python", args=["4", str(markers)]) for _ in range(2)]
+    wait_for(lambda: len(list(markers.glob("*.a1.started"))) == 2, 90, "both tasks to start on the victim")
+    cluster.start_worker("survivor", slots=2)
+    cluster.wait_workers("survivor")
+    killed_at = time.monotonic()
+    cluster.kill_worker("victim", signal.SIGKILL)
+    runs = [client.wait(first_run_id(j), timeout=120)[0] for j in jobs]
+    elapsed = time.monotonic() - killed_at
+    for run in runs:
+        assert run.state == pb.RUN_SUCCEEDED
+        attempts = run.tasks[0].attempts
+        assert [a.state for a in attempts] == [pb.ATTEMPT_LOST, pb.ATTEMPT_SUCCEEDED]
+        assert attempts[0].worker == "victim" and attempts[1].worker == "survivor"
+        assert attempts[1].fencing_token > attempts[0].fencing_token
+        assert run.tasks[0].fencing_token == attempts[1].fencing_token
+    # Re-run within the lease plus a few seconds (the task itself takes 4 s on the survivor).
+    assert elapsed < TEST_LEASE_S + 4 + 8, f"recovery took {elapsed:.1f}s"
+
+
+def test_frozen_worker_loses_its_lease_and_its_late_result_is_refused(make_cluster: object, tmp_path: Path) -> None:
+    cluster: Cluster = make_cluster()  # type: ignore[operator]
+    cluster.start_master()
+    cluster.start_worker("frozen", slots=1)
+    cluster.wait_workers("frozen")
+    client = cluster.client()
+    markers = tmp_path / "markers"
+    job = client.submit(f"{TASKS}:sleep_python", args=["3", str(markers)])
+    run_id = first_run_id(job)
+    wait_for(lambda: list(markers.glob("*.a1.started")), 90, "the task to start on the frozen worker")
+    old_token = int(next(markers.glob("*.a1.started")).read_text())
+    cluster.kill_worker("frozen", signal.SIGSTOP)
+    cluster.start_worker("healthy", slots=1)
+    run, _ = client.wait(run_id, timeout=120)
+    assert run.state == pb.RUN_SUCCEEDED
+    final = run.tasks[0]
+    assert final.attempts[-1].worker == "healthy" and final.fencing_token > old_token
+    # Wake the frozen worker: it must kill its attempt (lease lost) rather than report over the new one.
+    cluster.kill_worker("frozen", signal.SIGCONT)
+    wait_for(lambda: "result dropped" in cluster.workers["frozen"].log() or
+             "lease lost" in cluster.workers["frozen"].log() or "self-fencing" in cluster.workers["frozen"].log(),
+             60, "the frozen worker to fence itself")
+    after = client.run(run_id)
+    assert after.tasks[0].fencing_token == final.fencing_token
+    assert after.tasks[0].result_json == final.result_json
+    assert after.tasks[0].attempts[0].state == pb.ATTEMPT_LOST
+
+
+def test_a_result_with_a_stale_token_is_refused(make_cluster: object) -> None:
+    """Speak the worker protocol by hand: report for an old token after the task was re-leased."""
+    cluster: Cluster = make_cluster()  # type: ignore[operator]
+    cluster.start_master()
+    client = cluster.client()
+    run_id = first_run_id(client.submit(f"{TASKS}:noop"))
+    first = FakeWorker(cluster.address, "fake-1")
+    (old,) = first.expect("batch").batch.tasks
+    # fake-1 never heartbeats: it is dropped, its lease expires and the reaper requeues the task.
+    wait_for(lambda: client.run(run_id).tasks[0].state == pb.TASK_READY, 30, "the lease to expire")
+    first.close()
+    second = FakeWorker(cluster.address, "fake-2")
+    (new,) = second.expect("batch").batch.tasks
+    assert new.task_id == old.task_id and new.fencing_token > old.fencing_token
+    second.result(old, "stale")
+    ack = second.expect("result_ack").result_ack
+    assert not ack.accepted and "stale" in ack.reason
+    second.result(new, "fresh")
+    assert second.expect("result_ack").result_ack.accepted
+    second.result(old, "stale")  # again, now that the task is terminal
+    assert not second.expect("result_ack").result_ack.accepted
+    second.close()
+    run = client.run(run_id)
+    assert run.state == pb.RUN_SUCCEEDED
+    assert json.loads(run.tasks[0].result_json) == "fresh"
+    assert [a.state for a in run.tasks[0].attempts] == [pb.ATTEMPT_LOST, pb.ATTEMPT_SUCCEEDED]

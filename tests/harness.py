@@ -1,0 +1,231 @@
+"""Test harness: real redis-server, master and worker processes on free loopback ports.
+
+Every process is started here and stopped by its pid (never by name). Waiting is always for a condition
+with a deadline (:func:`wait_for`), never a fixed sleep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import grpc
+import redis
+
+from sparkyard.client import Client
+from sparkyard.master.embedded_redis import find_redis_server
+from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.v1 import sparkyard_pb2_grpc as pbg
+
+T = TypeVar("T")
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "tests" / "jobs"
+
+# Short lease/heartbeat so fault tests finish quickly; the ratio matches production (lease = 5 heartbeats).
+TEST_LEASE_S = 4.0
+TEST_HEARTBEAT_S = 0.8
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:
+    """Poll ``condition`` until it returns something truthy; fail the test with ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while True:
+        try:
+            value = condition()
+            if value:
+                return value
+        except Exception as exc:  # conditions may fail while a process is starting
+            last_error = exc
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}" +
+                                 (f" (last error: {last_error!r})" if last_error else ""))
+        time.sleep(interval)
+
+
+@dataclass
+class RedisServer:
+    port: int
+    process: subprocess.Popen[bytes]
+    data_dir: Path
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port, decode_responses=True)
+
+    def stop(self) -> None:
+        stop_process(self.process)
+
+
+def start_redis(data_dir: Path, appendonly: bool = True) -> RedisServer:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    proc = subprocess.Popen(
+        [find_redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
+         "--appendonly", "yes" if appendonly else "no", "--save", "", "--maxmemory-policy", "noeviction"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    server = RedisServer(port, proc, data_dir)
+    wait_for(lambda: server.client().ping(), 10, "redis-server to answer PING")
+    return server
+
+
+def stop_process(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout: float = 30) -> None:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@dataclass
+class Proc:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+@dataclass
+class Cluster:
+    """A master and workers as real processes, sharing one Redis."""
+
+    redis_url: str
+    root: Path
+    namespace: str = "sy"
+    token: str = ""
+    master: Proc | None = None
+    address: str = ""
+    workers: dict[str, Proc] = field(default_factory=dict)
+    _clients: list[Client] = field(default_factory=list)
+
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKYARD_")}
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.token:
+            env["SPARKYARD_TOKEN"] = self.token
+        return env
+
+    def start_master(self, *extra: str, port: int = 0) -> str:
+        self.root.mkdir(parents=True, exist_ok=True)
+        log_path = self.root / "master.log"
+        args = [sys.executable, "-m", "sparkyard.master.main", "--listen", f"127.0.0.1:{port}",
+                "--redis-url", self.redis_url, "--namespace", self.namespace,
+                "--lease", str(TEST_LEASE_S), "--heartbeat", str(TEST_HEARTBEAT_S), "--reaper-interval", "0.5",
+                "--data-dir", str(self.root / "master-data"), *extra]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log_path.open("ab"), env=self._env())
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        if "listening on" not in line:
+            proc.wait(timeout=10)
+            raise AssertionError(f"master did not start: {line}\n{log_path.read_text()[-3000:]}")
+        self.master = Proc("master", proc, log_path)
+        self.address = line.split("listening on", 1)[1].split()[0]
+        return self.address
+
+    def start_worker(self, worker_id: str, *, slots: int = 2, runner: str = "session", group: str = "",
+                     extra: tuple[str, ...] = ()) -> Proc:
+        log_path = self.root / f"{worker_id}.log"
+        args = [sys.executable, "-m", "sparkyard.worker.main", "--master", self.address, "--slots", str(slots),
+                "--id", worker_id, "--runner", runner, "--work-dir", str(self.root / worker_id),
+                "--spark-master", "local[1]", "--drain-timeout", "5", *extra]
+        if group:
+            args += ["--group", group]
+        proc = subprocess.Popen(args, stdout=log_path.open("ab"), stderr=subprocess.STDOUT, env=self._env())
+        worker = Proc(worker_id, proc, log_path)
+        self.workers[worker_id] = worker
+        return worker
+
+    def client(self) -> Client:
+        client = Client(self.address, token=self.token or None)
+        self._clients.append(client)
+        return client
+
+    def wait_workers(self, *worker_ids: str, timeout: float = 90) -> None:
+        client = self.client()
+        wanted = set(worker_ids or self.workers)
+
+        def ready() -> bool:
+            alive = {w.id for w in client.workers() if w.alive}
+            for wid in wanted:
+                if self.workers[wid].process.poll() is not None:
+                    raise AssertionError(f"worker {wid} exited:\n{self.workers[wid].log()[-3000:]}")
+            return wanted <= alive
+
+        wait_for(ready, timeout, f"workers {sorted(wanted)} to register")
+
+    def kill_worker(self, worker_id: str, sig: int = signal.SIGKILL) -> None:
+        proc = self.workers[worker_id].process
+        proc.send_signal(sig)
+        if sig == signal.SIGKILL:
+            proc.wait(timeout=10)
+
+    def stop_master(self, sig: int = signal.SIGTERM) -> None:
+        if self.master is not None:
+            stop_process(self.master.process, sig)
+
+    def stop(self) -> None:
+        for client in self._clients:
+            client.close()
+        self._clients.clear()
+        for worker in self.workers.values():
+            stop_process(worker.process, signal.SIGINT, timeout=20)
+        if self.master is not None:
+            stop_process(self.master.process)
+
+    def logs(self) -> str:
+        parts = [f"==== {p.name} ====\n{p.log()[-4000:]}" for p in [*self.workers.values(), self.master] if p]
+        return "\n".join(parts)
+
+
+class FakeWorker:
+    """The worker protocol driven by hand, to produce what a real worker would not (stale results)."""
+
+    def __init__(self, address: str, worker_id: str, slots: int = 1) -> None:
+        self._outbox: queue.Queue[pb.WorkerMessage | None] = queue.Queue()
+        self._outbox.put(pb.WorkerMessage(register=pb.Register(worker_id=worker_id, slots=slots)))
+        self._channel = grpc.insecure_channel(address)
+        self._stream = pbg.WorkerServiceStub(self._channel).Connect(iter(self._outbox.get, None))
+        self.registered = self.expect("registered").registered
+
+    def expect(self, kind: str) -> pb.MasterMessage:
+        """The next message of ``kind`` (others, like heartbeat acks, are skipped)."""
+        for message in self._stream:
+            if message.WhichOneof("kind") == kind:
+                return message
+        raise AssertionError(f"stream ended before a {kind} message")
+
+    def result(self, task: pb.TaskAssignment, value: object) -> None:
+        self._outbox.put(pb.WorkerMessage(result=pb.TaskResult(
+            task_id=task.task_id, fencing_token=task.fencing_token, outcome=pb.ATTEMPT_SUCCEEDED,
+            result_json=json.dumps(value))))
+
+    def close(self) -> None:
+        self._outbox.put(None)
+        self._channel.close()

@@ -1,0 +1,215 @@
+"""The core path with real processes: submit → Redis → slot dispatch over gRPC → Spark → fenced result.
+
+These tests share one master and two session-runner workers (``shared_cluster``) and never break them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import EXAMPLES, Cluster, wait_for
+from sparkyard import FailedPrecondition, InvalidArgument, NotFound
+from sparkyard.client import first_run_id
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+TASKS = EXAMPLES / "tasks.py"
+
+
+def entry(name: str) -> str:
+    return f"{TASKS}:{name}"
+
+
+def test_session_task_reaches_succeeded_with_its_result_and_attempt_record(shared_cluster: Cluster) -> None:
+    client = shared_cluster.client()
+    job = client.submit(entry("count"), args=["42"])
+    run, timed_out = client.wait(first_run_id(job), timeout=120)
+    assert not timed_out
+    assert run.state == pb.RUN_SUCCEEDED
+    (task,) = run.tasks
+    assert task.state == pb.TASK_SUCCEEDED
+    result = json.loads(task.result_json)
+    assert result["count"] == 42 and result["attempt"] == 1
+    (attempt,) = task.attempts
+    assert attempt.state == pb.ATTEMPT_SUCCEEDED
+    assert attempt.worker in ("w1", "w2") and attempt.worker == result["worker"]
+    assert attempt.fencing_token == result["token"] > 0
+    assert attempt.started_at.ToMilliseconds() >= run.fired_at.ToMilliseconds() - 1000
+    assert attempt.finished_at.ToMilliseconds() >= attempt.started_at.ToMilliseconds()
+    assert run.scheduled_at.ToMilliseconds() <= run.fired_at.ToMilliseconds()
+    log = b"".join(client.logs(task.id)).decode()
+    assert f"counted 42 in task {task.id}" in log and "count done" in log
+
+
+@pytest.mark.spark
+def test_submit_runner_task_runs_as_its_own_spark_application(shared_cluster: Cluster) -> None:
+    client = shared_cluster.client()
+    job = client.submit(entry("count"), args=["7"], runner="submit", conf=["spark.sql.shuffle.partitions=3"])
+    run, timed_out = client.wait(first_run_id(job), timeout=180)
+    assert not timed_out and run.state == pb.RUN_SUCCEEDED, run
+    assert json.loads(run.tasks[0].result_json)["count"] == 7
+    log = b"".join(client.logs(run.tasks[0].id)).decode()
+    assert "spark-submit" in log and "spark.sql.shuffle.partitions=3" in log
+
+
+def test_failed_attempt_is_retried_after_backoff_and_then_succeeds(shared_cluster: Cluster) -> None:
+    client = shared_cluster.client()
+    job = client.submit(entry("fail_first"), args=["3"], retries=3, backoff="200ms")
+    run, _ = client.wait(first_run_id(job), timeout=120)
+    assert run.state == pb.RUN_SUCCEEDED
+    attempts = run.tasks[0].attempts
+    assert [a.state for a in attempts] == [pb.ATTEMPT_FAILED, pb.ATTEMPT_FAILED, pb.ATTEMPT_SUCCEEDED]
+    assert "planned failure on attempt 1" in attempts[0].error
+    assert "RuntimeError" in attempts[0].traceback
+    tokens = [a.fencing_token for a in attempts]
+    assert tokens == sorted(tokens) and len(set(tokens)) == 3
+    # The second attempt was leased no earlier than the backoff after the first one finished.
+    assert attempts[1].leased_at.ToMilliseconds() - attempts[0].finished_at.ToMilliseconds() >= 150
+
+
+def test_exhausted_retries_leave_the_task_dead_and_the_run_failed(shared_cluster: Cluster) -> None:
+    client = shared_cluster.client()
+    job = client.submit(entry("always_fail"), retries=1, backoff="100ms")
+    run, _ = client.wait(first_run_id(job), timeout=120)
+    assert run.state == pb.RUN_FAILED
+    task = run.tasks[0]
+    assert task.state == pb.TASK_DEAD
+    assert [a.state for a in task.attempts] == [pb.ATTEMPT_FAILED, pb.ATTEMPT_FAILED]
+    assert "this task always fails" in task.error
+    assert run.tasks_failed == 1
+
+
+def test_attempt_past_its_timeout_is_killed_and_recorded_as_timed_out(shared_cluster: Cluster) -> None:
+    client = shared_cluster.client()
+    job = client.submit(entry("sleep_python"), args=["60"], timeout="2s")
+    run, _ = client.wait(first_run_id(job), timeout=60)
+    assert run.state == pb.RUN_FAILED
+    (attempt,) = run.tasks[0].attempts
+    assert attempt.state == pb.ATTEMPT_TIMED_OUT
+    assert "timed out after 2s" in attempt.error
+    took = attempt.finished_at.ToMilliseconds() - attempt.started_at.ToMilliseconds()
+    assert 1_900 <= took < 20_000
+
+
+def test_cancel_of_a_running_task_kills_it_and_frees_its_slot(shared_cluster: Cluster, tmp_path: Path) -> None:
+    client = shared_cluster.client()
+    markers = tmp_path / "markers"
+    job = client.submit(entry("sleep_in_spark"), args=["120", str(markers)])
+    run_id = first_run_id(job)
+    wait_for(lambda: list(markers.glob("*.started")), 60, "the task to start inside Spark")
+    cancelled = client.cancel(run_id, "test cancel")
+    assert run_id in cancelled
+    run, timed_out = client.wait(run_id, timeout=30)
+    assert not timed_out and run.state == pb.RUN_CANCELLED
+    assert run.reason == "test cancel"
+    assert run.tasks[0].attempts[-1].state == pb.ATTEMPT_CANCELLED
+    wait_for(lambda: sum(w.free_slots for w in client.workers()) == 4, 30, "every slot to be free again")
+    with pytest.raises(FailedPrecondition, match="already CANCELLED"):
+        client.cancel(run_id)
+
+
+def test_twenty_jobs_spread_over_both_workers(shared_cluster: Cluster) -> None:
+    client = shared_cluster.client()
+    jobs = [client.submit(entry("count"), args=["5"]) for _ in range(20)]
+    runs = [client.wait(first_run_id(j), timeout=180)[0] for j in jobs]
+    assert all(r.state == pb.RUN_SUCCEEDED for r in runs)
+    workers = {r.tasks[0].attempts[-1].worker for r in runs}
+    assert workers == {"w1", "w2"}
+
+
+def test_idempotency_key_returns_the_same_job(shared_cluster: Cluster) -> None:
+    client = shared_cluster.client()
+    first = client.submit(entry("noop"), idempotency_key="same-key-1", delay="1h")
+    second = client.submit(entry("noop"), idempotency_key="same-key-1", delay="1h")
+    assert first.id == second.id
+    client.cancel(first.id)
+
+
+def test_many_waiters_on_one_run_all_wake(shared_cluster: Cluster) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    client = shared_cluster.client()
+    job = client.submit(entry("sleep_python"), args=["1.5"])
+    run_id = first_run_id(job)
+    with ThreadPoolExecutor(12) as pool:
+        results = list(pool.map(lambda _: client.wait(run_id, timeout=60), range(12)))
+    assert all(run.state == pb.RUN_SUCCEEDED and not timed_out for run, timed_out in results)
+
+
+def test_wait_times_out_on_a_run_that_does_not_end(shared_cluster: Cluster) -> None:
+    client = shared_cluster.client()
+    job = client.submit(entry("noop"), delay="1h")
+    run, timed_out = client.wait(first_run_id(job), timeout=0.5)
+    assert timed_out
+    client.cancel(job.id)
+
+
+def test_unknown_ids_are_not_found_and_malformed_ids_invalid(shared_cluster: Cluster) -> None:
+    client = shared_cluster.client()
+    with pytest.raises(NotFound, match="job j00000000000000000 not found"):
+        client.job("j00000000000000000")
+    with pytest.raises(NotFound, match="not found"):
+        client.run("j00000000000000000.1732262400000")
+    with pytest.raises(InvalidArgument, match="not a job, run or task id"):
+        client.cancel("nonsense")
+
+
+def test_server_rejects_a_bad_spec_naming_the_field(shared_cluster: Cluster) -> None:
+    client = shared_cluster.client()
+    spec = pb.JobSpec(entrypoint=f"{TASKS}:count", priority=5000)
+    with pytest.raises(InvalidArgument, match="priority"):
+        client.submit_spec(spec)
+    spec = pb.JobSpec(entrypoint="relative/path.py:main")
+    with pytest.raises(InvalidArgument, match="absolute path"):
+        client.submit_spec(spec)
+    spec = pb.JobSpec(entrypoint=f"{TASKS}:count")
+    spec.trigger.cron.expr = "61 * * * *"
+    with pytest.raises(InvalidArgument, match="trigger.cron.expr"):
+        client.submit_spec(spec)
+
+
+def cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sparkyard.cli.main", "--master", cluster.address, *args],
+                          capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["submit", "no/such/file.py:main"], "file not found: no/such/file.py"),
+    (["submit", f"{TASKS}:nope"], "has no top-level function 'nope'"),
+    (["submit", f"{TASKS}:count", "--cron", "* * *"], "trigger.cron.expr"),
+    (["submit", f"{TASKS}:count", "--timeout", "5x"], "timeout"),
+    (["submit", f"{TASKS}:count", "--conf", "novalue"], "is not key=value"),
+    (["job", "j00000000000000000"], "not found"),
+])
+def test_cli_bad_input_prints_one_line_and_fails(shared_cluster: Cluster, args: list[str], message: str) -> None:
+    done = cli(shared_cluster, *args)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], done.stderr
+
+
+def test_cli_without_a_reachable_master_says_so() -> None:
+    done = subprocess.run([sys.executable, "-m", "sparkyard.cli.main", "--master", "127.0.0.1:1", "jobs"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "no master reachable at 127.0.0.1:1" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_cli_json_output_of_runs_shows_attempts_with_rfc3339_times(shared_cluster: Cluster) -> None:
+    done = cli(shared_cluster, "submit", f"{TASKS}:count", "--wait", "--json")
+    assert done.returncode == 0, done.stderr
+    run = json.loads(done.stdout)
+    assert run["state"] == "SUCCEEDED"
+    attempt = run["tasks"][0]["attempts"][0]
+    assert set(attempt) >= {"worker", "fencing_token", "started_at", "finished_at", "state", "result", "error"}
+    assert attempt["started_at"].endswith("Z") and len(attempt["started_at"]) == len("2026-11-22T03:00:00.000Z")
+    runs = json.loads(cli(shared_cluster, "runs", run["job_id"], "--json").stdout)
+    assert runs[0]["id"] == run["id"] and runs[0]["tasks"][0]["attempts"][0]["result"]["count"] == 10
+    workers = json.loads(cli(shared_cluster, "workers", "--json").stdout)
+    assert {w["id"] for w in workers} >= {"w1", "w2"}
+    assert all("slots" in w and "free_slots" in w for w in workers)

@@ -1,0 +1,66 @@
+"""Entrypoints used by the integration tests (real Spark code, run by real workers)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+
+def count(spark: Any, ctx: Any) -> dict[str, Any]:
+    """A trivial Spark job: count a small range."""
+    n = spark.range(int(ctx.args[0]) if ctx.args else 10).count()
+    print(f"counted {n} in task {ctx.task_id}")
+    ctx.logger.info("count done")
+    return {"count": n, "task": ctx.task_id, "attempt": ctx.attempt, "token": ctx.fencing_token,
+            "worker": ctx.worker_id, "inputs": ctx.input_values}
+
+
+def noop(spark: Any, ctx: Any) -> int:
+    """Returns at once without touching Spark (dispatch overhead only)."""
+    return ctx.task_index
+
+
+def fail_first(spark: Any, ctx: Any) -> dict[str, Any]:
+    """Fails on attempts below ctx.args[0] (default 2), then succeeds."""
+    succeed_at = int(ctx.args[0]) if ctx.args else 2
+    if ctx.attempt < succeed_at:
+        raise RuntimeError(f"planned failure on attempt {ctx.attempt}")
+    return {"attempt": ctx.attempt}
+
+
+def always_fail(spark: Any, ctx: Any) -> None:
+    raise ValueError("this task always fails")
+
+
+def sleep_in_spark(spark: Any, ctx: Any) -> str:
+    """Sleeps inside a Spark job for ctx.args[0] seconds (cancellable with the job tag)."""
+    seconds = float(ctx.args[0]) if ctx.args else 60.0
+    marker = os.environ.get("SPARKYARD_TEST_MARKERS") or (ctx.args[1] if len(ctx.args) > 1 else "")
+    if marker:
+        Path(marker).mkdir(parents=True, exist_ok=True)
+        (Path(marker) / f"{ctx.task_id}.a{ctx.attempt}.started").write_text(json.dumps({"pid": os.getpid()}))
+
+    def nap(_: Any) -> None:
+        time.sleep(seconds)
+
+    spark.sparkContext.parallelize([1], 1).foreach(nap)
+    return f"slept {seconds}"
+
+
+def sleep_python(spark: Any, ctx: Any) -> str:
+    """Sleeps in Python (not in Spark) in short steps, for ctx.args[0] seconds; writes a marker when started."""
+    seconds = float(ctx.args[0]) if ctx.args else 60.0
+    if len(ctx.args) > 1:
+        Path(ctx.args[1]).mkdir(parents=True, exist_ok=True)
+        (Path(ctx.args[1]) / f"{ctx.task_id}.a{ctx.attempt}.started").write_text(str(ctx.fencing_token))
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+    return f"slept {seconds}"
+
+
+def big_result(spark: Any, ctx: Any) -> str:
+    return "x" * (2 * 1024 * 1024)

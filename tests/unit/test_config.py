@@ -1,0 +1,279 @@
+"""Process config: defaults < TOML file < environment < command-line flags, and validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from sparkyard.config import (
+    DEFAULT_HEARTBEAT_S,
+    DEFAULT_LEASE_S,
+    DEFAULT_LISTEN,
+    DEFAULT_MASTER,
+    DEFAULT_RUNNER,
+    DEFAULT_SLOTS,
+    ClientConfig,
+    ConfigError,
+    MasterConfig,
+    WorkerConfig,
+    load,
+)
+
+TomlWriter = Callable[[str], str]
+
+
+@pytest.fixture
+def toml(tmp_path: Path) -> TomlWriter:
+    """Write a TOML config file under tmp_path and return its path."""
+    def write(text: str) -> str:
+        path = tmp_path / "sparkyard.toml"
+        path.write_text(text)
+        return str(path)
+
+    return write
+
+
+# ------------------------------------------------------------------------------------------------ precedence
+
+
+def test_defaults_apply_when_nothing_is_given() -> None:
+    cfg = load(MasterConfig, "master", environ={})
+    assert cfg == MasterConfig()
+    assert (cfg.listen, cfg.lease_s, cfg.heartbeat_s) == (DEFAULT_LISTEN, DEFAULT_LEASE_S, DEFAULT_HEARTBEAT_S)
+
+
+def test_file_overrides_defaults(toml: TomlWriter) -> None:
+    path = toml('[master]\ntoken = "from-file"\nlease_s = 20\n')
+    cfg = load(MasterConfig, "master", config_file=path, environ={})
+    assert cfg.token == "from-file"
+    assert cfg.lease_s == 20.0
+    assert cfg.heartbeat_s == DEFAULT_HEARTBEAT_S
+
+
+def test_environment_overrides_the_file(toml: TomlWriter) -> None:
+    path = toml('[master]\ntoken = "from-file"\nlease_s = 20\n')
+    cfg = load(MasterConfig, "master", config_file=path, environ={"SPARKYARD_TOKEN": "from-env"})
+    assert cfg.token == "from-env"
+    assert cfg.lease_s == 20.0
+
+
+def test_overrides_win_over_environment_and_file(toml: TomlWriter) -> None:
+    path = toml('[master]\ntoken = "from-file"\n')
+    cfg = load(MasterConfig, "master", config_file=path, environ={"SPARKYARD_TOKEN": "from-env"},
+               overrides={"token": "from-flag"})
+    assert cfg.token == "from-flag"
+
+
+def test_override_of_none_is_ignored(toml: TomlWriter) -> None:
+    path = toml('[master]\ntoken = "from-file"\n')
+    cfg = load(MasterConfig, "master", config_file=path, environ={"SPARKYARD_TOKEN": "from-env"},
+               overrides={"token": None, "lease_s": None})
+    assert cfg.token == "from-env"
+    assert cfg.lease_s == DEFAULT_LEASE_S
+
+
+def test_each_process_reads_only_its_own_table(toml: TomlWriter) -> None:
+    path = toml('[master]\ntoken = "m"\n\n[worker]\ntoken = "w"\nslots = 8\n\n[client]\ntoken = "c"\n'
+                'call_timeout_s = 2.5\n')
+    assert load(MasterConfig, "master", config_file=path, environ={}).token == "m"
+    worker = load(WorkerConfig, "worker", config_file=path, environ={})
+    assert (worker.token, worker.slots) == ("w", 8)
+    client = load(ClientConfig, "client", config_file=path, environ={})
+    assert (client.token, client.call_timeout_s) == ("c", 2.5)
+
+
+def test_a_missing_table_leaves_the_defaults(toml: TomlWriter) -> None:
+    path = toml('[master]\ntoken = "m"\n')
+    assert load(WorkerConfig, "worker", config_file=path, environ={}) == WorkerConfig()
+
+
+def test_config_file_path_may_come_from_the_environment(toml: TomlWriter) -> None:
+    path = toml('[client]\nmaster = "10.0.0.1:7070"\n')
+    cfg = load(ClientConfig, "client", environ={"SPARKYARD_CONFIG": path})
+    assert cfg.master == "10.0.0.1:7070"
+
+
+def test_environment_values_are_converted_to_the_field_type() -> None:
+    cfg = load(WorkerConfig, "worker", environ={"SPARKYARD_SLOTS": "6", "SPARKYARD_DRAIN_TIMEOUT_S": "1.5",
+                                                "SPARKYARD_MASTER": "m1:7070"})
+    assert (cfg.slots, cfg.drain_timeout_s, cfg.master) == (6, 1.5, "m1:7070")
+
+
+def test_override_values_are_converted_to_the_field_type() -> None:
+    cfg = load(WorkerConfig, "worker", environ={}, overrides={"slots": "3", "labels": "zone=eu"})
+    assert cfg.slots == 3
+    assert cfg.labels == {"zone": "eu"}
+
+
+def test_unrelated_environment_variables_are_ignored() -> None:
+    assert load(ClientConfig, "client", environ={"SPARKYARD_NOPE": "x", "HOME": "/root"}) == ClientConfig()
+
+
+def test_explicit_environ_replaces_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPARKYARD_TOKEN", "from-process")
+    assert load(ClientConfig, "client", environ={}).token == ""
+    assert load(ClientConfig, "client").token == "from-process"
+
+
+# -------------------------------------------------------------------------------------------- file errors
+
+
+def test_unknown_key_in_the_file_is_refused_naming_it(toml: TomlWriter) -> None:
+    path = toml("[master]\nlease_seconds = 20\n")
+    with pytest.raises(ConfigError, match=r"\[master\] has no setting 'lease_seconds'") as err:
+        load(MasterConfig, "master", config_file=path, environ={})
+    assert path in str(err.value)
+
+
+def test_missing_config_file_is_refused_naming_it(tmp_path: Path) -> None:
+    path = str(tmp_path / "absent.toml")
+    with pytest.raises(ConfigError, match="not found") as err:
+        load(MasterConfig, "master", config_file=path, environ={})
+    assert path in str(err.value)
+
+
+def test_malformed_toml_is_refused_naming_the_file(toml: TomlWriter) -> None:
+    path = toml("[master\ntoken = \n")
+    with pytest.raises(ConfigError) as err:
+        load(MasterConfig, "master", config_file=path, environ={})
+    assert str(err.value).startswith(f"config file {path}: ")
+
+
+def test_bad_value_in_the_file_names_file_table_and_key(toml: TomlWriter) -> None:
+    path = toml('[worker]\nslots = "many"\n')
+    with pytest.raises(ConfigError) as err:
+        load(WorkerConfig, "worker", config_file=path, environ={})
+    assert f"{path} [worker] slots" in str(err.value)
+    assert "'many'" in str(err.value)
+
+
+def test_fractional_number_for_an_integer_setting_is_refused(toml: TomlWriter) -> None:
+    path = toml("[worker]\nslots = 2.5\n")
+    with pytest.raises(ConfigError, match="slots"):
+        load(WorkerConfig, "worker", config_file=path, environ={})
+
+
+def test_bad_value_in_the_environment_names_the_variable() -> None:
+    with pytest.raises(ConfigError, match="^SPARKYARD_LEASE_S: 'soon' is not a valid float"):
+        load(MasterConfig, "master", environ={"SPARKYARD_LEASE_S": "soon"})
+
+
+def test_bad_value_in_a_flag_names_the_flag() -> None:
+    with pytest.raises(ConfigError, match="^--dispatch-batch: 'lots' is not a valid int"):
+        load(MasterConfig, "master", environ={}, overrides={"dispatch_batch": "lots"})
+
+
+# ----------------------------------------------------------------------------------------------- validate
+
+
+@pytest.mark.parametrize(("heartbeat_s", "lease_s"), [(8.0, 15.0), (3.0, 5.0), (1.0, 1.0)])
+def test_heartbeat_more_than_half_the_lease_is_refused(heartbeat_s: float, lease_s: float) -> None:
+    with pytest.raises(ConfigError, match="heartbeat_s .* must be at most half of lease_s"):
+        MasterConfig(heartbeat_s=heartbeat_s, lease_s=lease_s).validate()
+
+
+def test_heartbeat_of_exactly_half_the_lease_is_accepted() -> None:
+    cfg = MasterConfig(heartbeat_s=7.5, lease_s=15.0)
+    assert cfg.validate() is cfg
+
+
+def test_load_validates_the_result() -> None:
+    with pytest.raises(ConfigError, match="heartbeat_s"):
+        load(MasterConfig, "master", environ={"SPARKYARD_HEARTBEAT_S": "10"})
+
+
+@pytest.mark.parametrize("listen", ["7070", "localhost", ":7070", "host:", "host:port", "host:70700", "host:-1"])
+def test_bad_listen_address_is_refused(listen: str) -> None:
+    with pytest.raises(ConfigError, match=f"listen '{listen}' is not HOST:PORT"):
+        MasterConfig(listen=listen).validate()
+
+
+@pytest.mark.parametrize("listen", ["0.0.0.0:7070", "localhost:0", "[::1]:7070", "master.internal:65535"])
+def test_host_port_listen_address_is_accepted(listen: str) -> None:
+    assert MasterConfig(listen=listen).validate().listen == listen
+
+
+@pytest.mark.parametrize("field", ["lease_s", "heartbeat_s", "reaper_interval_s", "dispatch_batch",
+                                   "outbound_queue", "preload_horizon_s", "wait_max_s", "dead_after_heartbeats"])
+def test_master_durations_and_sizes_must_be_positive(field: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{field} must be positive"):
+        MasterConfig(**{field: 0}).validate()
+
+
+def test_negative_max_lost_is_refused() -> None:
+    with pytest.raises(ConfigError, match="max_lost"):
+        MasterConfig(max_lost=-1).validate()
+
+
+@pytest.mark.parametrize("runner", ["yarn", "", "Session"])
+def test_bad_runner_is_refused(runner: str) -> None:
+    with pytest.raises(ConfigError, match=f"runner {runner!r}: use submit or session"):
+        WorkerConfig(runner=runner).validate()
+
+
+@pytest.mark.parametrize("runner", ["submit", "session"])
+def test_known_runners_are_accepted(runner: str) -> None:
+    assert WorkerConfig(runner=runner).validate().runner == runner
+
+
+@pytest.mark.parametrize("field", ["slots", "drain_timeout_s", "result_max_bytes"])
+def test_worker_sizes_must_be_positive(field: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{field} must be positive"):
+        WorkerConfig(**{field: 0}).validate()
+
+
+def test_worker_defaults_are_valid() -> None:
+    cfg = WorkerConfig().validate()
+    assert (cfg.master, cfg.slots, cfg.runner) == (DEFAULT_MASTER, DEFAULT_SLOTS, DEFAULT_RUNNER)
+
+
+# ------------------------------------------------------------------------------------------- worker fields
+
+
+def test_masters_splits_the_comma_separated_list_and_drops_blanks() -> None:
+    cfg = WorkerConfig(master=" m1:7070, m2:7070,,m3:7071 ,")
+    assert cfg.masters == ["m1:7070", "m2:7070", "m3:7071"]
+
+
+def test_a_single_master_is_a_list_of_one() -> None:
+    assert WorkerConfig(master="m1:7070").masters == ["m1:7070"]
+
+
+def test_every_master_address_is_validated() -> None:
+    with pytest.raises(ConfigError, match="master 'm2' is not HOST:PORT"):
+        WorkerConfig(master="m1:7070,m2").validate()
+
+
+def test_labels_are_read_from_a_comma_separated_string() -> None:
+    cfg = load(WorkerConfig, "worker", environ={"SPARKYARD_LABELS": "a=1,b=2"})
+    assert cfg.labels == {"a": "1", "b": "2"}
+
+
+def test_a_label_value_may_contain_equals() -> None:
+    cfg = load(WorkerConfig, "worker", environ={"SPARKYARD_LABELS": "expr=x=y"})
+    assert cfg.labels == {"expr": "x=y"}
+
+
+def test_blanks_around_labels_are_ignored() -> None:
+    cfg = load(WorkerConfig, "worker", environ={"SPARKYARD_LABELS": "a=1, b=2"})
+    assert cfg.labels == {"a": "1", "b": "2"}
+
+
+def test_labels_may_be_a_toml_table(toml: TomlWriter) -> None:
+    path = toml("[worker]\nlabels = { zone = \"eu\", gpus = 2 }\n")
+    assert load(WorkerConfig, "worker", config_file=path, environ={}).labels == {"zone": "eu", "gpus": "2"}
+
+
+def test_a_label_without_equals_is_refused_naming_the_source() -> None:
+    with pytest.raises(ConfigError, match="^SPARKYARD_LABELS: "):
+        load(WorkerConfig, "worker", environ={"SPARKYARD_LABELS": "a=1,gpu"})
+
+
+def test_empty_labels_string_gives_no_labels() -> None:
+    assert load(WorkerConfig, "worker", environ={"SPARKYARD_LABELS": ""}).labels == {}
+
+
+def test_worker_id_is_the_configured_id_when_given() -> None:
+    assert WorkerConfig(id="w-7").worker_id == "w-7"

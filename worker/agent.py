@@ -1,0 +1,424 @@
+"""The worker agent (LTS's TaskTracker, Doris BE): slots, the master stream, leases, results, drain.
+
+Life of a connection: open ``WorkerService.Connect`` to a master (trying the configured list in turn,
+with jittered exponential backoff), send ``Register`` with the leases still held from before, wait for
+``Registered``, resend every result not yet acknowledged, then heartbeat every interval while running
+the tasks that arrive in ``TaskBatch`` messages.
+
+Guarantees kept here:
+
+* **results are not lost**: a result stays in ``pending`` until the master acknowledges it (accepted or
+  refused as stale) and is resent after a reconnect;
+* **self-fencing**: an attempt whose lease was not renewed for ``lease − margin`` is killed and its result
+  dropped — by then the master may have given the task to another worker, and the two must not overlap;
+* **drain**: on SIGTERM the worker stops taking tasks, lets running ones finish for ``drain_timeout``,
+  hands the rest back (RELEASED, no attempt used up), waits for the acknowledgements and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Coroutine
+
+import grpc
+from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential_jitter
+
+from sparkyard import __version__
+from sparkyard.clock import Clock, SystemClock
+from sparkyard.config import WorkerConfig
+from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.v1 import sparkyard_pb2_grpc as pbg
+from sparkyard.worker.logs import LogFiles
+from sparkyard.worker.runner.base import AttemptRun, Outcome, Runner
+from sparkyard.worker.runner.session import SessionRunner
+from sparkyard.worker.runner.submit import SubmitRunner
+
+log = logging.getLogger(__name__)
+
+# Reconnect backoff: first pause and cap (jittered).
+RECONNECT_INITIAL_S = 0.2
+RECONNECT_MAX_S = 5.0
+# How long to wait for Registered after opening a stream.
+REGISTER_TIMEOUT_S = 10.0
+# Lease and heartbeat assumed until the master says otherwise.
+DEFAULT_LEASE_S = 15.0
+DEFAULT_HEARTBEAT_S = 3.0
+# A result not acknowledged for this long is sent again on the next heartbeat.
+RESEND_AFTER_S = 10.0
+# How often the self-fencing watchdog looks at lease renewals.
+FENCE_CHECK_S = 0.25
+# After a drain, how long to wait for the master to acknowledge the last results.
+FLUSH_TIMEOUT_S = 10.0
+# Attempt logs older than this are deleted when the worker starts.
+LOG_RETENTION_S = 7 * 24 * 3600
+KEEPALIVE_MS = 10_000
+
+_RUNNER_NAMES = {pb.RUNNER_SUBMIT: "submit", pb.RUNNER_SESSION: "session"}
+_KILL_OUTCOMES = {"timeout": pb.ATTEMPT_TIMED_OUT, "cancel": pb.ATTEMPT_CANCELLED, "release": pb.ATTEMPT_RELEASED}
+
+
+class StreamClosed(Exception):
+    """The master ended the stream (or it broke)."""
+
+
+@dataclass(eq=False)
+class Execution:
+    """One attempt running on this worker."""
+
+    assignment: pb.TaskAssignment
+    run: AttemptRun
+    renewed_at: float  # monotonic time of the last lease renewal (or of receipt)
+    kill_kind: str = ""  # timeout | cancel | release | lost | fence
+    task: asyncio.Task[None] | None = None
+
+    def kill(self, kind: str, reason: str) -> None:
+        if not self.kill_kind:
+            self.kill_kind = kind
+            self.run.kill(reason)
+
+
+@dataclass
+class _Pending:
+    result: pb.TaskResult
+    sent_at: float
+
+
+@dataclass
+class _Connection:
+    outbound: asyncio.Queue[pb.WorkerMessage | None] = field(default_factory=asyncio.Queue)
+
+
+class Agent:
+    def __init__(self, cfg: WorkerConfig, *, clock: Clock | None = None,
+                 runners: dict[str, Runner] | None = None) -> None:
+        self.cfg = cfg
+        self.clock = clock or SystemClock()
+        self.worker_id = cfg.worker_id
+        self.work_dir = cfg.work_path
+        self.logs = LogFiles(self.work_dir)
+        default_master = cfg.spark_master or f"local[{cfg.slots}]"
+        self.runners: dict[str, Runner] = runners or {
+            "submit": SubmitRunner(cfg.spark_master),
+            "session": SessionRunner(default_master, f"sparkyard-worker-{self.worker_id}"),
+        }
+        self.executions: dict[str, Execution] = {}
+        self.pending: dict[tuple[str, int], _Pending] = {}
+        self.draining = False
+        self.lease_s = DEFAULT_LEASE_S
+        self.heartbeat_s = DEFAULT_HEARTBEAT_S
+        self.registered = asyncio.Event()
+        self._conn: _Connection | None = None
+        self._stopping = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._master_index = 0
+        self.connections = 0
+
+    # ---- life cycle ------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run until :meth:`stop` (after a drain or at once)."""
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(self._expire_old_logs)
+        await self.runners[self.cfg.runner].start()
+        for name, runner in self.runners.items():
+            if name != self.cfg.runner:
+                await runner.start()
+        fence = asyncio.create_task(self._fence_loop(), name="self-fence")
+        connect = asyncio.create_task(self._connect_loop(), name="connect")
+        await self._stopping.wait()
+        connect.cancel()
+        fence.cancel()
+        for execution in list(self.executions.values()):
+            execution.kill("release", "worker stopping")
+        await asyncio.gather(connect, fence, *(e.task for e in self.executions.values() if e.task),
+                             return_exceptions=True)
+        for runner in self.runners.values():
+            await runner.close()
+
+    async def drain(self) -> None:
+        """Stop taking tasks, finish or hand back running ones, flush results, then stop."""
+        if self.draining:
+            return
+        self.draining = True
+        log.info("draining: %d running, waiting up to %.0fs", len(self.executions), self.cfg.drain_timeout_s)
+        self._send_heartbeat()
+        deadline = time.monotonic() + self.cfg.drain_timeout_s
+        while self.executions and time.monotonic() < deadline:
+            await asyncio.wait([e.task for e in self.executions.values() if e.task], timeout=0.5)
+        for execution in list(self.executions.values()):
+            execution.kill("release", "worker draining: handed back")
+        running = [e.task for e in self.executions.values() if e.task]
+        if running:
+            await asyncio.wait(running, timeout=30)
+        deadline = time.monotonic() + FLUSH_TIMEOUT_S
+        while self.pending and time.monotonic() < deadline and self.registered.is_set():
+            await asyncio.sleep(0.05)
+        if self.pending:
+            log.warning("%d results not acknowledged at exit; the master will requeue those tasks", len(self.pending))
+        self.stop()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def _expire_old_logs(self) -> None:
+        cutoff = time.time() - LOG_RETENTION_S
+        if not self.logs.root.exists():
+            return
+        for task_dir in self.logs.root.iterdir():
+            try:
+                if task_dir.stat().st_mtime < cutoff:
+                    shutil.rmtree(task_dir, ignore_errors=True)
+            except OSError:
+                continue
+
+    # ---- connection ------------------------------------------------------------------------------------
+
+    def _metadata(self) -> list[tuple[str, str]]:
+        return [("authorization", f"Bearer {self.cfg.token}")] if self.cfg.token else []
+
+    async def _connect_loop(self) -> None:
+        while not self._stopping.is_set():
+            retrying = AsyncRetrying(
+                wait=wait_exponential_jitter(initial=RECONNECT_INITIAL_S, max=RECONNECT_MAX_S),
+                retry=retry_if_exception_type((grpc.aio.AioRpcError, StreamClosed, OSError, asyncio.TimeoutError)),
+                before_sleep=lambda state: log.warning(
+                    "cannot reach a master (%r); retrying", state.outcome.exception() if state.outcome else "?"),
+            )
+            async for attempt in retrying:
+                with attempt:
+                    await self._connect_once()
+
+    async def _connect_once(self) -> None:
+        masters = self.cfg.masters
+        address = masters[self._master_index % len(masters)]
+        self._master_index += 1
+        options = [("grpc.keepalive_time_ms", KEEPALIVE_MS), ("grpc.keepalive_permit_without_calls", 1),
+                   ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+        async with grpc.aio.insecure_channel(address, options=options) as channel:
+            conn = _Connection()
+            conn.outbound.put_nowait(pb.WorkerMessage(register=self._register_message()))
+            call = pbg.WorkerServiceStub(channel).Connect(self._requests(conn), metadata=self._metadata())
+            try:
+                first = await asyncio.wait_for(call.read(), REGISTER_TIMEOUT_S)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                    log.error("master %s refused this worker: %s", address, exc.details())
+                raise
+            if first is grpc.aio.EOF or first.WhichOneof("kind") != "registered":
+                raise StreamClosed(f"master {address} did not answer Register")
+            self._on_registered(first.registered, conn, address)
+            heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
+            try:
+                while True:
+                    message = await call.read()
+                    if message is grpc.aio.EOF:
+                        log.warning("master %s closed the stream", address)
+                        return
+                    self._on_message(message)
+            except grpc.aio.AioRpcError as exc:
+                # A registered session that ends returns normally: the next connect starts with a short
+                # backoff again; only failures to (re)register back off exponentially.
+                log.warning("stream to master %s broke: %s", address, exc.details() or exc.code().name)
+            finally:
+                heartbeat.cancel()
+                self.registered.clear()
+                self._conn = None
+                conn.outbound.put_nowait(None)
+
+    @staticmethod
+    async def _requests(conn: _Connection) -> AsyncIterator[pb.WorkerMessage]:
+        while True:
+            message = await conn.outbound.get()
+            if message is None:
+                return
+            yield message
+
+    def _register_message(self) -> pb.Register:
+        return pb.Register(
+            worker_id=self.worker_id, group=self.cfg.group, slots=self.cfg.slots, host=socket.gethostname(),
+            pid=os.getpid(), labels=self.cfg.labels, version=__version__,
+            default_runner=pb.RUNNER_SUBMIT if self.cfg.runner == "submit" else pb.RUNNER_SESSION,
+            held=self._held(),
+        )
+
+    def _held(self) -> list[pb.Lease]:
+        return [pb.Lease(task_id=e.assignment.task_id, fencing_token=e.assignment.fencing_token)
+                for e in self.executions.values() if not e.kill_kind]
+
+    def _on_registered(self, reg: pb.Registered, conn: _Connection, address: str) -> None:
+        self.lease_s = reg.lease.ToMilliseconds() / 1000 or DEFAULT_LEASE_S
+        self.heartbeat_s = reg.heartbeat_interval.ToMilliseconds() / 1000 or DEFAULT_HEARTBEAT_S
+        now = self.clock.monotonic()
+        lost = {(l.task_id, l.fencing_token) for l in reg.lost}
+        for execution in list(self.executions.values()):
+            key = (execution.assignment.task_id, execution.assignment.fencing_token)
+            if key in lost:
+                execution.kill("lost", "the master no longer recognises this lease")
+            else:
+                execution.renewed_at = now
+        self._conn = conn
+        self.connections += 1
+        self.registered.set()
+        log.info("registered with master %s as %s (slots %d, group %s, lease %.0fs, heartbeat %.0fs)", address,
+                 self.worker_id, self.cfg.slots, self.cfg.group, self.lease_s, self.heartbeat_s)
+        for pending in self.pending.values():
+            self._send(pb.WorkerMessage(result=pending.result))
+            pending.sent_at = now
+
+    def _send(self, message: pb.WorkerMessage) -> bool:
+        conn = self._conn
+        if conn is None:
+            return False
+        conn.outbound.put_nowait(message)
+        return True
+
+    # ---- messages from the master ----------------------------------------------------------------------
+
+    def _on_message(self, message: pb.MasterMessage) -> None:
+        kind = message.WhichOneof("kind")
+        if kind == "batch":
+            for assignment in message.batch.tasks:
+                self._start(assignment)
+        elif kind == "heartbeat_ack":
+            now = self.clock.monotonic()
+            for lease in message.heartbeat_ack.renewed:
+                execution = self.executions.get(lease.task_id)
+                if execution is not None and execution.assignment.fencing_token == lease.fencing_token:
+                    execution.renewed_at = now
+            for lease in message.heartbeat_ack.lost:
+                execution = self.executions.get(lease.task_id)
+                if execution is not None and execution.assignment.fencing_token == lease.fencing_token:
+                    execution.kill("lost", "lease lost (cancelled, expired or reassigned)")
+        elif kind == "cancel":
+            cancel = message.cancel
+            execution = self.executions.get(cancel.task_id)
+            if execution is not None and cancel.fencing_token in (0, execution.assignment.fencing_token):
+                execution.kill("cancel", cancel.reason or "cancelled")
+        elif kind == "result_ack":
+            ack = message.result_ack
+            self.pending.pop((ack.task_id, ack.fencing_token), None)
+            if not ack.accepted:
+                log.info("task=%s token=%d result refused by the master: %s", ack.task_id, ack.fencing_token, ack.reason)
+        elif kind == "log_request":
+            self._spawn(self._answer_log(message.log_request))
+
+    async def _answer_log(self, request: pb.LogRequest) -> None:
+        def running(task_id: str, attempt: int) -> bool:
+            e = self.executions.get(task_id)
+            return e is not None and e.assignment.attempt == attempt
+
+        data = await self.logs.answer(request, running)
+        self._send(pb.WorkerMessage(log=data))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ---- heartbeats and self-fencing ---------------------------------------------------------------------
+
+    def free_slots(self) -> int:
+        if self.draining:
+            return 0
+        stuck = sum(r.stuck() for r in self.runners.values())
+        return max(0, self.cfg.slots - len(self.executions) - stuck)
+
+    def _send_heartbeat(self) -> None:
+        stuck = sum(r.stuck() for r in self.runners.values())
+        self._send(pb.WorkerMessage(heartbeat=pb.Heartbeat(
+            free_slots=self.free_slots(), held=self._held(), draining=self.draining, stuck=stuck)))
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            self._send_heartbeat()
+            now = self.clock.monotonic()
+            for pending in self.pending.values():
+                if now - pending.sent_at > RESEND_AFTER_S:
+                    self._send(pb.WorkerMessage(result=pending.result))
+                    pending.sent_at = now
+            await self.clock.sleep(self.heartbeat_s)
+
+    async def _fence_loop(self) -> None:
+        while True:
+            limit = self.lease_s - self.cfg.self_fence_margin_s
+            now = self.clock.monotonic()
+            for execution in list(self.executions.values()):
+                if not execution.kill_kind and now - execution.renewed_at > limit:
+                    log.warning("task=%s lease not renewed for %.1fs; killing it (self-fencing)",
+                                execution.assignment.task_id, now - execution.renewed_at)
+                    execution.kill("fence", "lease could not be renewed (self-fencing)")
+            await self.clock.sleep(FENCE_CHECK_S)
+
+    # ---- running attempts --------------------------------------------------------------------------------
+
+    def _runner_for(self, spec: pb.JobSpec) -> Runner:
+        return self.runners[_RUNNER_NAMES.get(spec.runner, self.cfg.runner)]
+
+    def _start(self, assignment: pb.TaskAssignment) -> None:
+        if assignment.task_id in self.executions:
+            log.warning("task=%s already running here; duplicate assignment ignored", assignment.task_id)
+            return
+        if self.draining or self.free_slots() <= 0:
+            self._finish(assignment, pb.ATTEMPT_RELEASED, Outcome("FAILED", error="worker has no free slot"), 0, 0)
+            return
+        attempt_dir = self.work_dir / "attempts" / assignment.task_id / f"a{assignment.attempt}"
+        attempt_dir.mkdir(parents=True, exist_ok=True)
+        run = AttemptRun(assignment, self.worker_id, self.logs.path_for(assignment.task_id, assignment.attempt),
+                         attempt_dir, self.cfg.result_max_bytes)
+        execution = Execution(assignment, run, renewed_at=self.clock.monotonic())
+        self.executions[assignment.task_id] = execution
+        execution.task = asyncio.create_task(self._execute(execution), name=f"attempt-{assignment.task_id}")
+
+    async def _execute(self, execution: Execution) -> None:
+        a = execution.assignment
+        runner = self._runner_for(a.spec)
+        started_ms = int(self.clock.now() * 1000)
+        started = pb.TaskStarted(task_id=a.task_id, fencing_token=a.fencing_token, log_path=str(execution.run.log_path))
+        started.started_at.FromMilliseconds(started_ms)
+        self._send(pb.WorkerMessage(started=started))
+        log.info("task=%s attempt=%d token=%d starting (%s runner)", a.task_id, a.attempt, a.fencing_token, runner.name)
+        timeout_s = a.spec.timeout.ToMilliseconds() / 1000
+        timer = (self.clock.call_later(timeout_s, lambda: execution.kill("timeout", f"timed out after {timeout_s:g}s"))
+                 if timeout_s > 0 else None)
+        try:
+            outcome = await runner.run(execution.run)
+        except asyncio.CancelledError:
+            outcome = Outcome("FAILED", error="worker stopping")
+            execution.kill_kind = execution.kill_kind or "release"
+        except Exception as exc:
+            log.exception("task=%s runner failed", a.task_id)
+            outcome = Outcome.failure(exc, f"{runner.name} runner error: ")
+        finally:
+            if timer is not None:
+                timer.cancel()
+            self.executions.pop(a.task_id, None)
+            shutil.rmtree(execution.run.work_dir / "spark-local", ignore_errors=True)
+        finished_ms = int(self.clock.now() * 1000)
+        kind = execution.kill_kind
+        if kind in ("lost", "fence"):
+            log.info("task=%s attempt=%d killed (%s); result dropped", a.task_id, a.attempt, execution.run.kill_reason)
+            return
+        if kind:
+            outcome.error = execution.run.kill_reason
+            state = _KILL_OUTCOMES[kind]
+        else:
+            state = pb.ATTEMPT_SUCCEEDED if outcome.state == "SUCCEEDED" else pb.ATTEMPT_FAILED
+        self._finish(a, state, outcome, started_ms, finished_ms)
+
+    def _finish(self, a: pb.TaskAssignment, state: int, outcome: Outcome, started_ms: int, finished_ms: int) -> None:
+        result = pb.TaskResult(task_id=a.task_id, fencing_token=a.fencing_token, outcome=state,
+                               result_json=outcome.result_json, error=outcome.error, traceback=outcome.traceback)
+        if started_ms:
+            result.started_at.FromMilliseconds(started_ms)
+        if finished_ms:
+            result.finished_at.FromMilliseconds(finished_ms)
+        log.info("task=%s attempt=%d token=%d finished %s%s", a.task_id, a.attempt, a.fencing_token,
+                 pb.AttemptState.Name(state), f": {outcome.error}" if outcome.error else "")
+        self.pending[(a.task_id, a.fencing_token)] = _Pending(result, self.clock.monotonic())
+        self._send(pb.WorkerMessage(result=result))

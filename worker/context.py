@@ -1,0 +1,105 @@
+"""What a task's code receives: ``main(spark, ctx)`` with ``ctx`` a :class:`TaskContext`.
+
+``ctx.fencing_token`` is there so sinks can be idempotent: a writer that records the token with its
+output (or refuses a token lower than the last one it saw) cannot be overwritten by a stale attempt.
+
+A plain script (an entrypoint without ``:function``) gets the same context from
+:func:`current_context`; under the submit runner it is also in the environment (``SPARKYARD_TASK`` as
+JSON plus ``SPARKYARD_JOB_ID``, ``SPARKYARD_RUN_ID``, ``SPARKYARD_TASK_INDEX``, ``SPARKYARD_ATTEMPT``,
+``SPARKYARD_FENCING_TOKEN``) and ``sys.argv[1:]`` holds the job's args.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+ENV_TASK = "SPARKYARD_TASK"
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input of the task's slice (opaque to Sparkyard) and its resource mark."""
+
+    value: str
+    mark: str = ""
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    job_id: str
+    run_id: str
+    task_id: str
+    task_index: int
+    task_count: int
+    inputs: tuple[Input, ...]
+    args: tuple[str, ...]
+    attempt: int
+    fencing_token: int
+    scheduled_at: datetime
+    worker_id: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("sparkyard.task"), compare=False)
+
+    @property
+    def input_values(self) -> list[str]:
+        return [i.value for i in self.inputs]
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data.pop("logger")
+        data["scheduled_at"] = self.scheduled_at.isoformat()
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, text: str, logger: logging.Logger | None = None) -> TaskContext:
+        d: dict[str, Any] = json.loads(text)
+        return cls(
+            job_id=d["job_id"], run_id=d["run_id"], task_id=d["task_id"], task_index=int(d["task_index"]),
+            task_count=int(d["task_count"]), inputs=tuple(Input(**i) for i in d.get("inputs", [])),
+            args=tuple(d.get("args", [])), attempt=int(d["attempt"]), fencing_token=int(d["fencing_token"]),
+            scheduled_at=datetime.fromisoformat(d["scheduled_at"]), worker_id=d.get("worker_id", ""),
+            labels=dict(d.get("labels", {})),
+            logger=logger or logging.getLogger("sparkyard.task"),
+        )
+
+    def env(self) -> dict[str, str]:
+        """The context as environment variables (submit runner, plain scripts)."""
+        return {
+            ENV_TASK: self.to_json(),
+            "SPARKYARD_JOB_ID": self.job_id,
+            "SPARKYARD_RUN_ID": self.run_id,
+            "SPARKYARD_TASK_ID": self.task_id,
+            "SPARKYARD_TASK_INDEX": str(self.task_index),
+            "SPARKYARD_TASK_COUNT": str(self.task_count),
+            "SPARKYARD_ATTEMPT": str(self.attempt),
+            "SPARKYARD_FENCING_TOKEN": str(self.fencing_token),
+        }
+
+
+_local = threading.local()
+
+
+def set_current(ctx: TaskContext | None) -> None:
+    """Bind ``ctx`` to the calling thread (the session runner's task thread)."""
+    _local.ctx = ctx
+
+
+def current_context() -> TaskContext:
+    """The context of the task running in this thread (session runner) or process (submit runner)."""
+    ctx = getattr(_local, "ctx", None)
+    if ctx is not None:
+        return ctx
+    text = os.environ.get(ENV_TASK)
+    if text:
+        return TaskContext.from_json(text)
+    raise RuntimeError("no Sparkyard task is running here (current_context() works inside a task)")
+
+
+def utc_from_ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)

@@ -1,0 +1,91 @@
+"""Loading and calling a task's entrypoint — the same code under both runners.
+
+* ``/path/job.py:func`` — the file is loaded as a fresh module for each attempt (so a fixed script is
+  picked up by the next run without restarting the worker) with its directory on ``sys.path`` (so it can
+  import its siblings); ``func(spark, ctx)`` is called.
+* ``/path/job.py`` — run as ``__main__`` with ``spark`` and ``ctx`` in its globals.
+* ``package.module:func`` — imported normally (cached, like any import).
+
+The return value is the task's result: it must be JSON-serialisable and at most ``max_bytes`` encoded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import runpy
+import socket
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from sparkyard.spec import SpecError, parse_entrypoint
+from sparkyard.worker.context import TaskContext
+
+
+class EntrypointError(Exception):
+    """The entrypoint cannot be loaded on this worker (file missing, no such function, import error)."""
+
+
+class ResultError(Exception):
+    """The task's return value cannot be stored (not JSON, too large)."""
+
+
+def _load_file_function(path: Path, func: str) -> Callable[..., Any]:
+    name = "sparkyard_task_" + hashlib.blake2b(str(path).encode(), digest_size=6).hexdigest()
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise EntrypointError(f"cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    directory = str(path.parent)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    spec.loader.exec_module(module)
+    target = getattr(module, func, None)
+    if not callable(target):
+        raise EntrypointError(f"{path} has no function {func!r}")
+    return target
+
+
+def invoke(entrypoint: str, spark: Any, ctx: TaskContext) -> Any:
+    """Run the task's code and return what it returned (None for a plain script)."""
+    try:
+        entry = parse_entrypoint(entrypoint)
+    except SpecError as exc:
+        raise EntrypointError(str(exc)) from None
+    if entry.is_file:
+        path = Path(entry.path)
+        if not path.is_file():
+            raise EntrypointError(f"entrypoint file not found on worker host {socket.gethostname()}: {path}")
+        if not entry.func:
+            try:
+                runpy.run_path(str(path), init_globals={"spark": spark, "ctx": ctx}, run_name="__main__")
+            except SystemExit as exc:  # a script's sys.exit(0) is success, any other code a failure
+                if exc.code not in (None, 0):
+                    raise RuntimeError(f"{path.name} exited with code {exc.code}") from None
+            return None
+        return _load_file_function(path, entry.func)(spark, ctx)
+    try:
+        module = importlib.import_module(entry.module)
+    except ImportError as exc:
+        raise EntrypointError(f"cannot import {entry.module} on worker host {socket.gethostname()}: {exc}") from None
+    target = getattr(module, entry.func, None)
+    if not callable(target):
+        raise EntrypointError(f"module {entry.module} has no function {entry.func!r}")
+    return target(spark, ctx)
+
+
+def encode_result(value: Any, max_bytes: int) -> str:
+    """The result as JSON text, or ResultError naming what is wrong."""
+    if value is None:
+        return ""
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ResultError(f"the task returned a {type(value).__name__}, which is not JSON-serialisable: {exc}") from None
+    if len(text.encode()) > max_bytes:
+        raise ResultError(f"the task's result is {len(text.encode())} bytes, over the {max_bytes}-byte limit "
+                          "(write large outputs to storage and return their location)")
+    return text

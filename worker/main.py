@@ -1,0 +1,81 @@
+"""``sparkyard-worker``: run a worker until SIGTERM/SIGINT (the first drains, a second stops at once).
+
+    sparkyard-worker --master HOST:PORT --slots N [--group G] [--runner submit|session]
+                     [--spark-master local[2]] [--work-dir DIR] [--id NAME] [--token T]
+"""
+
+from __future__ import annotations
+
+import os
+
+# The worker forks (spark-submit, the session's JVM) while gRPC threads run; gRPC's fork handlers are
+# not safe then (they log "skipping fork() handlers" and can break the poller). Must precede `import grpc`.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import logging  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+
+from sparkyard.config import ConfigError, WorkerConfig, load  # noqa: E402
+from sparkyard.logsetup import configure_logging  # noqa: E402
+from sparkyard.worker.agent import Agent  # noqa: E402
+
+log = logging.getLogger("sparkyard.worker")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="sparkyard-worker", description="Run a Sparkyard worker.")
+    p.add_argument("--master", help="HOST:PORT of the master, or a comma-separated list (or SPARKYARD_MASTER)")
+    p.add_argument("--slots", type=int, help="tasks run at once (default 2)")
+    p.add_argument("--group", help="node group this worker serves (default 'default')")
+    p.add_argument("--runner", choices=["submit", "session"], help="default runner for jobs that do not choose one")
+    p.add_argument("--spark-master", help="Spark master for tasks (default local[1] per spark-submit, "
+                   "local[SLOTS] for the session)")
+    p.add_argument("--work-dir", help="directory for attempt logs and scratch (default .sparkyard/worker-ID)")
+    p.add_argument("--id", help="worker id, stable across restarts (default HOST-PID)")
+    p.add_argument("--token", help="shared secret of the master (or SPARKYARD_TOKEN)")
+    p.add_argument("--label", action="append", default=None, metavar="K=V", help="a label (repeatable)")
+    p.add_argument("--drain-timeout", dest="drain_timeout_s", type=float,
+                   help="seconds running tasks may take to finish on SIGTERM before they are handed back")
+    p.add_argument("--config", help="TOML file with a [worker] table")
+    p.add_argument("--log-level", help="DEBUG, INFO (default), WARNING, ERROR")
+    return p.parse_args(argv)
+
+
+async def _run(agent: Agent) -> int:
+    loop = asyncio.get_running_loop()
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            log.info("signal received: draining (send again to stop at once)")
+            asyncio.ensure_future(agent.drain())
+        else:
+            agent.stop()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    await agent.run()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "label")}
+    if args.label:
+        overrides["labels"] = ",".join(args.label)
+    try:
+        cfg = load(WorkerConfig, "worker", config_file=args.config, overrides=overrides)
+        configure_logging(cfg.log_level, f"worker[{cfg.worker_id}]")
+    except (ConfigError, ValueError) as exc:
+        print(f"sparkyard-worker: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(_run(Agent(cfg)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""What a runner is: something that executes one attempt of a task as Spark work and can kill it.
+
+The agent owns the attempt's life (lease, timeout, cancel, self-fencing); a runner only executes and,
+when :meth:`AttemptRun.kill` is called, stops the work as fast as its medium allows — a process group
+for ``submit``, job-tag cancellation (plus an interrupt of the task thread) for ``session``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.worker.context import Input, TaskContext, utc_from_ms
+
+
+@dataclass
+class Outcome:
+    """How an attempt ended, as the runner saw it."""
+
+    state: str  # SUCCEEDED | FAILED (the agent turns kills into TIMED_OUT / CANCELLED / RELEASED)
+    result_json: str = ""
+    error: str = ""
+    traceback: str = ""
+
+    @classmethod
+    def failure(cls, exc: BaseException, prefix: str = "") -> Outcome:
+        message = f"{prefix}{type(exc).__name__}: {exc}"
+        return cls("FAILED", error=message.splitlines()[0] if message else type(exc).__name__,
+                   traceback="".join(traceback.format_exception(exc)))
+
+
+@dataclass
+class AttemptRun:
+    """One attempt as a runner sees it."""
+
+    assignment: pb.TaskAssignment
+    worker_id: str
+    log_path: Path
+    work_dir: Path
+    result_max_bytes: int
+    killed: asyncio.Event = field(default_factory=asyncio.Event)
+    kill_reason: str = ""
+
+    def kill(self, reason: str) -> None:
+        if not self.killed.is_set():
+            self.kill_reason = reason
+            self.killed.set()
+
+    @property
+    def tag(self) -> str:
+        """A Spark job tag / app name unique to this attempt."""
+        return f"sparkyard-{self.assignment.task_id}-a{self.assignment.attempt}"
+
+    def context(self, logger: logging.Logger | None = None) -> TaskContext:
+        a = self.assignment
+        return TaskContext(
+            job_id=a.job_id, run_id=a.run_id, task_id=a.task_id, task_index=a.index, task_count=a.task_count,
+            inputs=tuple(Input(i.value, i.mark) for i in a.inputs), args=tuple(a.spec.args), attempt=a.attempt,
+            fencing_token=a.fencing_token, scheduled_at=utc_from_ms(a.scheduled_at.ToMilliseconds()),
+            worker_id=self.worker_id, labels=dict(a.spec.labels),
+            logger=logger or logging.getLogger("sparkyard.task"),
+        )
+
+
+class Runner(Protocol):
+    name: str
+
+    async def start(self) -> None:
+        """Get ready to run tasks (the session runner starts its SparkSession here)."""
+        ...
+
+    async def run(self, attempt: AttemptRun) -> Outcome:
+        """Execute the attempt; return early (FAILED) once ``attempt.killed`` is set and the work stopped."""
+        ...
+
+    def stuck(self) -> int:
+        """Attempts that returned but whose code is still executing (occupying a slot)."""
+        ...
+
+    async def close(self) -> None:
+        ...
