@@ -24,9 +24,12 @@ class LogFiles:
         self.root = (work_dir / "logs").resolve()
 
     def path_for(self, task_id: str, attempt: int) -> Path:
+        """The attempt's log file, created empty so it can be followed from the first moment."""
         directory = self.root / task_id
         directory.mkdir(parents=True, exist_ok=True)
-        return directory / f"attempt-{attempt}.log"
+        path = directory / f"attempt-{attempt}.log"
+        path.touch()
+        return path
 
     def _resolve(self, request: pb.LogRequest) -> Path | None:
         path = Path(request.log_path).resolve() if request.log_path else self.root / request.task_id / f"attempt-{request.attempt}.log"

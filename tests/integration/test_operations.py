@@ -1,0 +1,117 @@
+"""Running Sparkyard as an operator would: tokens, the embedded local cluster, draining, logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from harness import EXAMPLES, Cluster, free_port, wait_for
+from sparkyard import Client, Unauthenticated
+from sparkyard.client import first_run_id
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+TASKS = EXAMPLES / "tasks.py"
+
+
+def test_with_a_token_every_call_must_carry_it(make_cluster: object) -> None:
+    cluster: Cluster = make_cluster(token="s3cret")  # type: ignore[operator]
+    cluster.start_master("--token", "s3cret")
+    cluster.start_worker("w", slots=1)  # gets SPARKYARD_TOKEN from the cluster's environment
+    cluster.wait_workers("w")
+    with Client(cluster.address, token="wrong") as wrong, pytest.raises(Unauthenticated, match="wrong token"):
+        wrong.jobs()
+    env = {k: v for k, v in os.environ.items() if k != "SPARKYARD_TOKEN"}
+    done = subprocess.run([sys.executable, "-m", "sparkyard.cli.main", "--master", cluster.address, "jobs"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 1 and "missing token" in done.stderr
+    client = cluster.client()
+    run, _ = client.wait(first_run_id(client.submit(f"{TASKS}:count")), timeout=120)
+    assert run.state == pb.RUN_SUCCEEDED
+    with grpc.insecure_channel(cluster.address) as channel:  # health stays open for probes
+        reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""))
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_master_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "sparkyard.master.main", "--listen", f"0.0.0.0:{free_port()}",
+                           "--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "SPARKYARD_TOKEN"})
+    assert done.returncode == 2
+    assert "refusing to listen on 0.0.0.0" in done.stderr and "token" in done.stderr
+    assert not (tmp_path / "redis").exists()  # refused before starting anything
+
+
+def test_local_cluster_runs_jobs_on_its_embedded_redis_and_stops_everything(tmp_path: Path) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    data = tmp_path / "local"
+    local = subprocess.Popen([sys.executable, "-m", "sparkyard.cli.main", "local", "--workers", "1", "--slots", "1",
+                              "--listen", address, "--data-dir", str(data), "--json"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert local.stdout is not None
+        info = json.loads("".join(iter(local.stdout.readline, "}\n")) + "}")
+        assert info["master"] == address
+        done = subprocess.run([sys.executable, "-m", "sparkyard.cli.main", "--master", address, "submit",
+                               f"{TASKS}:count", "--wait", "--json"], capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["state"] == "SUCCEEDED"
+        assert (data / "redis" / "appendonlydir").exists() or list((data / "redis").glob("*.aof*"))
+        redis_pids = [int(p) for p in subprocess.run(["pgrep", "-f", str(data / "redis")], capture_output=True,
+                                                       text=True).stdout.split()]
+        assert redis_pids, "the embedded redis-server is running"
+    finally:
+        local.send_signal(signal.SIGTERM)
+        local.wait(timeout=120)
+    for pid in [*info["pids"], *redis_pids]:
+        wait_for(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2],
+                 30, f"process {pid} to exit")
+
+
+def test_draining_worker_finishes_short_tasks_and_hands_back_long_ones(make_cluster: object, tmp_path: Path) -> None:
+    cluster: Cluster = make_cluster()  # type: ignore[operator]
+    cluster.start_master()
+    cluster.start_worker("leaving", slots=2)
+    cluster.wait_workers("leaving")
+    client = cluster.client()
+    markers = tmp_path / "markers"
+    short = client.submit(f"{TASKS}:sleep_python", args=["2", str(markers)])
+    long = client.submit(f"{TASKS}:sleep_python", args=["120", str(markers)])
+    wait_for(lambda: len(list(markers.glob("*.started"))) == 2, 90, "both tasks to start")
+    cluster.kill_worker("leaving", signal.SIGTERM)  # drain timeout is 5 s in tests
+    short_run, _ = client.wait(first_run_id(short), timeout=60)
+    assert short_run.state == pb.RUN_SUCCEEDED
+    assert [a.state for a in short_run.tasks[0].attempts] == [pb.ATTEMPT_SUCCEEDED]
+    wait_for(lambda: client.run(first_run_id(long)).tasks[0].state == pb.TASK_READY, 60,
+             "the long task to be handed back")
+    assert cluster.workers["leaving"].process.wait(timeout=60) == 0
+    task = client.run(first_run_id(long)).tasks[0]
+    assert [a.state for a in task.attempts] == [pb.ATTEMPT_RELEASED]
+    client.cancel(long.id)
+
+
+def test_logs_follow_streams_a_running_attempt_until_it_ends(shared_cluster: Cluster, tmp_path: Path) -> None:
+    client = shared_cluster.client()
+    job = client.submit(f"{TASKS}:sleep_python", args=["2", str(tmp_path / "m")])
+    run_id = first_run_id(job)
+    wait_for(lambda: client.run(run_id).tasks[0].attempts, 60, "the attempt to start")
+    task_id = client.run(run_id).tasks[0].id
+    done = subprocess.run([sys.executable, "-m", "sparkyard.cli.main", "--master", shared_cluster.address, "logs",
+                           task_id, "-f"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"attempt 1 of task {task_id}" in done.stdout
+    assert client.run(run_id).state == pb.RUN_SUCCEEDED  # -f returned because the attempt ended
+
+
+def test_a_result_over_the_size_limit_fails_the_attempt_clearly(shared_cluster: Cluster) -> None:
+    client = shared_cluster.client()
+    run, _ = client.wait(first_run_id(client.submit(f"{TASKS}:big_result")), timeout=120)
+    assert run.state == pb.RUN_FAILED
+    assert "over the 1048576-byte limit" in run.tasks[0].attempts[0].error
