@@ -42,6 +42,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--reaper-interval", dest="reaper_interval_s", type=float, help="seconds between lease sweeps")
     p.add_argument("--misfire-threshold", dest="misfire_threshold_s", type=float,
                    help="seconds late after which a firing counts as missed (default 5)")
+    p.add_argument("--preload-horizon", dest="preload_horizon_s", type=float,
+                   help="seconds ahead the schedule is loaded into the timing wheel (default 60; re-read every half)")
     p.add_argument("--log-level", help="DEBUG, INFO (default), WARNING, ERROR")
     return p.parse_args(argv)
 

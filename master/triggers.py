@@ -11,13 +11,17 @@ All times are integer epoch milliseconds. Trigger kinds (``JobSpec.trigger``):
 
 Recurring triggers stop at ``end_at`` and after ``max_runs`` firings.
 
-A fire time is *missed* when it is handled more than the misfire threshold after it was due (master
-down, job paused). :func:`plan` then applies the job's misfire policy:
+A schedule entry handled more than the misfire threshold after it was due (master down, job paused) is a
+*misfire*: every fire time before now is missed, and :func:`plan` applies the job's misfire policy, after
+which the schedule continues at the first fire time from now on (as Quartz does — no burst of late runs):
 
 * ``SKIP`` — nothing runs for the missed period; it is recorded as one SKIPPED run;
-* ``FIRE_ONCE`` (default) — one run for the whole missed period, then back on schedule;
+* ``FIRE_ONCE`` (default) — one run for the whole missed period;
 * ``CATCH_UP`` — one run per missed time, the most recent ``limit`` of them (older ones are recorded
   as one SKIPPED run).
+
+An entry handled late but within the threshold (a busy moment) simply fires, and the schedule continues
+from its scheduled time, so a fixed-rate job does not drift.
 """
 
 from __future__ import annotations
@@ -138,13 +142,13 @@ def plan(spec: pb.JobSpec, due_ms: int, now_ms: int, threshold_ms: int, runs_don
     t = due_ms
     while len(missed) < MAX_ENUMERATED_MISSES:
         t = next_fire_ms(unbounded, t, 0)
-        if t < 0 or now_ms - t <= threshold_ms:
+        if t < 0 or t >= now_ms:
             break
         missed.append(t)
-    # `t` is now the first fire time that is not missed (or NONE): it becomes the entry after the plan.
+    # `t` is now the first fire time from now on (or NONE): it becomes the entry after the plan.
     total_missed = len(missed)
     if len(missed) == MAX_ENUMERATED_MISSES:
-        t = _first_not_missed(unbounded, missed[-1], now_ms, threshold_ms)
+        t = _first_not_missed(unbounded, missed[-1], now_ms)
         total_missed = _count_missed(unbounded, missed, t)
     policy = spec.misfire or pb.MISFIRE_FIRE_ONCE
     span = f"{total_missed} firing(s) due between {missed[0]} and {missed[-1] if total_missed == len(missed) else 'later'} (ms)"
@@ -183,14 +187,13 @@ def _count_missed(trigger: pb.Trigger, enumerated: list[int], first_not_missed: 
     return len(enumerated)
 
 
-def _first_not_missed(trigger: pb.Trigger, after_ms: int, now_ms: int, threshold_ms: int) -> int:
-    """Skip ahead over a long run of missed times without enumerating them all."""
+def _first_not_missed(trigger: pb.Trigger, after_ms: int, now_ms: int) -> int:
+    """The first fire time at or after ``now_ms``, skipping a long run of missed times arithmetically."""
     kind = trigger.WhichOneof("kind")
     if kind == "every" and not trigger.every.fixed_delay:
         interval = max(1, _ms(trigger.every.interval))
-        horizon = now_ms - threshold_ms  # the first time not missed is the first one >= horizon
-        steps = max(1, -(-(horizon - after_ms) // interval))
+        steps = max(1, -(-(now_ms - after_ms) // interval))
         return _bounded(trigger, after_ms + steps * interval, 0)
     if kind == "cron":
-        return _bounded(trigger, _cron_after(trigger.cron, now_ms - threshold_ms - 1), 0)
+        return _bounded(trigger, _cron_after(trigger.cron, now_ms - 1), 0)
     return NONE

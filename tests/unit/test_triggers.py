@@ -333,8 +333,9 @@ def _job(trigger: pb.Trigger, misfire: int = pb.MISFIRE_UNSPECIFIED, limit: int 
 
 EVERY_10S = _every(10 * SECOND)
 LATE_95S = T0 + 95 * SECOND
-# Due at T0 and handled 95 s late: T0 … T0+80 s are missed (more than 5 s late); T0+90 s is only 5 s late.
-FIRST_NOT_MISSED = T0 + 90 * SECOND
+# Due at T0 and handled 95 s late: a misfire, so every time before now (T0 … T0+90 s) is missed and the
+# schedule continues at the first time from now on.
+FIRST_NOT_MISSED = T0 + 100 * SECOND
 
 
 @pytest.mark.parametrize("late_ms", [0, 1, THRESHOLD])
@@ -359,7 +360,7 @@ def test_skip_policy_fires_nothing_and_records_the_missed_period() -> None:
     assert result.skipped_at == T0
     assert result.skip_reason.startswith("misfire skipped")
     assert result.next_ms == FIRST_NOT_MISSED
-    assert result.missed == 9
+    assert result.missed == 10
 
 
 @pytest.mark.parametrize("policy", [pb.MISFIRE_FIRE_ONCE, pb.MISFIRE_UNSPECIFIED], ids=["FIRE_ONCE", "UNSPECIFIED"])
@@ -368,21 +369,21 @@ def test_fire_once_policy_fires_one_run_at_the_due_time(policy: int) -> None:
     assert result.fires == [T0]
     assert result.skipped_at == NONE
     assert result.next_ms == FIRST_NOT_MISSED
-    assert result.missed == 9
+    assert result.missed == 10
 
 
 def test_catch_up_policy_fires_the_most_recent_missed_times_in_order() -> None:
     result = plan(_job(EVERY_10S, pb.MISFIRE_CATCH_UP, limit=3), T0, LATE_95S, THRESHOLD, 0)
-    assert result.fires == [T0 + 60 * SECOND, T0 + 70 * SECOND, T0 + 80 * SECOND]
+    assert result.fires == [T0 + 70 * SECOND, T0 + 80 * SECOND, T0 + 90 * SECOND]
     assert result.skipped_at == T0
-    assert "6 older firing(s) skipped" in result.skip_reason
+    assert "7 older firing(s) skipped" in result.skip_reason
     assert result.next_ms == FIRST_NOT_MISSED
-    assert result.missed == 9
+    assert result.missed == 10
 
 
 def test_catch_up_within_its_limit_fires_every_missed_time_and_skips_none() -> None:
     result = plan(_job(EVERY_10S, pb.MISFIRE_CATCH_UP, limit=20), T0, LATE_95S, THRESHOLD, 0)
-    assert result.fires == [T0 + s * SECOND for s in range(0, 90, 10)]
+    assert result.fires == [T0 + s * SECOND for s in range(0, 100, 10)]
     assert result.skipped_at == NONE
     assert result.next_ms == FIRST_NOT_MISSED
 
@@ -426,31 +427,30 @@ def test_late_job_past_its_end_has_no_next_after_the_plan() -> None:
 
 # A 100 ms job down for a day: far more missed times than plan() enumerates (MAX_ENUMERATED_MISSES).
 FAST = _every(100)
-DAY_LATE = T0 + 24 * HOUR + 50  # horizon (now - threshold) = T0 + 86_395_050
+DAY_LATE = T0 + 24 * HOUR + 50
 
 
-def test_very_long_outage_of_a_fast_job_resumes_at_the_first_time_not_missed() -> None:
+def test_very_long_outage_of_a_fast_job_resumes_at_the_first_time_from_now() -> None:
     result = plan(_job(FAST, pb.MISFIRE_SKIP), T0, DAY_LATE, THRESHOLD, 0)
     assert result.fires == []
     assert result.skipped_at == T0
-    assert result.next_ms == T0 + 86_395_100  # 4.95 s before now; T0 + 86_395_000 is 5.05 s late
+    assert result.next_ms == T0 + 86_400_100  # the first 100 ms step at or after now
 
 
-def test_very_long_outage_resumes_at_a_time_exactly_threshold_late() -> None:
-    # As with a short outage (T0 + 90 s above), a time exactly `threshold` before now is not missed.
+def test_very_long_outage_resumes_at_a_time_exactly_now() -> None:
     now = T0 + 24 * HOUR + THRESHOLD
     result = plan(_job(FAST, pb.MISFIRE_SKIP), T0, now, THRESHOLD, 0)
-    assert result.next_ms == T0 + 24 * HOUR
+    assert result.next_ms == now
 
 
 def test_very_long_outage_reports_every_missed_time() -> None:
-    # T0, T0 + 100 ms, … T0 + 86_395_000 ms were all more than 5 s late: 863_951 of them.
+    # T0, T0 + 100 ms, … T0 + 86_400_000 ms were all before now: 864_001 of them.
     result = plan(_job(FAST, pb.MISFIRE_SKIP), T0, DAY_LATE, THRESHOLD, 0)
-    assert result.missed == 863_951
+    assert result.missed == 864_001
 
 
 def test_very_long_outage_with_fire_once_fires_once() -> None:
     result = plan(_job(FAST, pb.MISFIRE_FIRE_ONCE), T0, DAY_LATE, THRESHOLD, 0)
     assert result.fires == [T0]
-    assert result.next_ms == T0 + 86_395_100
+    assert result.next_ms == T0 + 86_400_100
 
