@@ -45,6 +45,8 @@ DEFAULT_WAIT_MAX_S = 3600.0
 # A firing that happens this much later than its scheduled time is a misfire (master was down, job
 # paused) and the job's misfire policy decides what to do with it.
 DEFAULT_MISFIRE_THRESHOLD_S = 5.0
+# Ready-queue aging: one priority point is worth this much waiting (see master/store.py ready_score).
+DEFAULT_PRIORITY_AGING_S = 1.0
 # Messages queued for one worker's stream before the master stops dispatching to it (backpressure).
 DEFAULT_OUTBOUND_QUEUE = 1024
 # Grace given to in-flight RPCs on shutdown.
@@ -87,6 +89,7 @@ class MasterConfig:
     preload_horizon_s: float = DEFAULT_PRELOAD_HORIZON_S
     wait_max_s: float = DEFAULT_WAIT_MAX_S
     misfire_threshold_s: float = DEFAULT_MISFIRE_THRESHOLD_S
+    priority_aging_s: float = DEFAULT_PRIORITY_AGING_S
     outbound_queue: int = DEFAULT_OUTBOUND_QUEUE
     shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
     result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES

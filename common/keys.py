@@ -19,11 +19,14 @@ P:job:{job}:active                    set     run ids of the job that are not te
 P:run:{run}                           hash    run record: state, job_id, scheduled_ms, fired_ms,
                                               started_ms, finished_ms, task_count, succeeded, dead,
                                               cancelled, reason
+P:run:{run}:gate                      zset    task id → index: READY tasks of a run held back by its
+                                              concurrency cap (enter the ready queue one by one)
 P:task:{task}                         hash    task record: state, run_id, job_id, index, group,
                                               priority, inputs (JSON), attempts, lost, token, worker,
                                               prev_worker, lease_ms, result, error, not_before_ms
 P:task:{task}:attempts                hash    attempt number → attempt record (JSON)
-P:ready:{group}                       zset    task id → priority/time score (the ready queue)
+P:ready:{group}                       zset    task id → score = fire ms − priority × aging step (the
+                                              ready queue; lowest first, ties by task id)
 P:groups                              set     node groups that have had a ready queue
 P:delayed                             zset    task id → retry-after time in ms (FAILED, in backoff)
 P:leases                              zset    task id → lease deadline in ms (Redis TIME)
@@ -54,6 +57,7 @@ _TEMPLATES: dict[str, str] = {
     "job_runs": "job:{}:runs",
     "job_active": "job:{}:active",
     "run": "run:{}",
+    "run_gate": "run:{}:gate",
     "task": "task:{}",
     "attempts": "task:{}:attempts",
     "ready": "ready:{}",
@@ -86,6 +90,9 @@ class Keys:
 
     def run(self, run_id: str) -> str:
         return self._k("run", run_id)
+
+    def run_gate(self, run_id: str) -> str:
+        return self._k("run_gate", run_id)
 
     def task(self, task_id: str) -> str:
         return self._k("task", task_id)

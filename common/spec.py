@@ -15,6 +15,7 @@ so the master only accepts absolute paths.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,19 +108,26 @@ def resolve_entrypoint(text: str, base_dir: Path) -> str:
     if not path.is_file():
         raise SpecError("entrypoint", f"file not found: {entry.path}")
     if entry.func:
+        stat = path.stat()
         try:
-            tree = ast.parse(path.read_text(), filename=str(path))
+            names = _top_level_names(str(path), stat.st_mtime_ns, stat.st_size)
         except SyntaxError as exc:
             raise SpecError("entrypoint", f"{entry.path} does not parse: {exc.msg} (line {exc.lineno})") from None
-        names = {
-            node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        } | {
-            target.id for node in tree.body if isinstance(node, ast.Assign)
-            for target in node.targets if isinstance(target, ast.Name)
-        }
         if entry.func not in names:
             raise SpecError("entrypoint", f"{entry.path} has no top-level function {entry.func!r}")
     return str(Entrypoint(path=str(path), func=entry.func))
+
+
+@functools.lru_cache(maxsize=256)
+def _top_level_names(path: str, mtime_ns: int, size: int) -> frozenset[str]:
+    """Functions and assigned names at the top of a file (cached per version of the file: a bulk submit
+    of many jobs of one entrypoint parses it once)."""
+    tree = ast.parse(Path(path).read_text(), filename=path)
+    return frozenset(
+        {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        | {target.id for node in tree.body if isinstance(node, ast.Assign)
+           for target in node.targets if isinstance(target, ast.Name)}
+    )
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,10 @@ Protocol (DESIGN §6):
    reconnect); the master renews the held leases it still recognises, ends the ones the worker no longer
    has (it restarted), and answers ``Registered`` (lease and heartbeat periods, leases to kill);
 2. then, concurrently: the worker sends ``Heartbeat`` (renews its leases: the answer lists renewed and
-   lost ones), ``TaskStarted``, ``TaskResult`` (answered by ``ResultAck``; the worker keeps a result
-   until it is acked and resends it after a reconnect) and ``LogData``; the master sends ``TaskBatch``,
-   ``CancelTask`` and ``LogRequest`` through the session's bounded outbound queue.
+   lost ones), ``Reports`` (attempts started and finished, batched; results are answered by ``ResultAcks``
+   — the worker keeps a result until it is acked and resends it after a reconnect) and ``LogData``; the
+   master sends ``TaskBatch``, ``CancelTask`` and ``LogRequest`` through the session's bounded outbound
+   queue.
 
 Results are applied with the fencing rule: a result whose token is not the task's current one is refused
 (``accepted = false``) — the worker drops it, and the newer attempt's result stands.
@@ -21,36 +22,19 @@ import logging
 import socket
 from typing import AsyncIterator
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
 from sparkyard.errors import InvalidArgument
 from sparkyard.master.core import MasterCore
 from sparkyard.master.logs import LogRelay
 from sparkyard.master.registry import WorkerSession
-from sparkyard.master.store import Report
+from sparkyard.master.reports import ReportSink
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-_OUTCOMES = {
-    pb.ATTEMPT_SUCCEEDED: "SUCCEEDED",
-    pb.ATTEMPT_FAILED: "FAILED",
-    pb.ATTEMPT_TIMED_OUT: "TIMED_OUT",
-    pb.ATTEMPT_CANCELLED: "CANCELLED",
-    pb.ATTEMPT_RELEASED: "RELEASED",
-}
-# An error message stored with an attempt is cut to this many characters (the traceback keeps the rest).
-MAX_ERROR_CHARS = 2000
-MAX_TRACEBACK_CHARS = 64 * 1024
-
-
-def _ms(ts: Timestamp) -> int:
-    return ts.ToMilliseconds() if ts.seconds or ts.nanos else 0
-
-
 class WorkerConnection:
-    def __init__(self, core: MasterCore, logs: LogRelay) -> None:
+    def __init__(self, core: MasterCore, logs: LogRelay, reports: ReportSink) -> None:
         self._core = core
+        self._reports = reports
         self._store = core.store
         self._registry = core.registry
         self._logs = logs
@@ -122,10 +106,8 @@ class WorkerConnection:
                 kind = message.WhichOneof("kind")
                 if kind == "heartbeat":
                     await self._heartbeat(session, message.heartbeat)
-                elif kind == "result":
-                    await self._result(session, message.result)
-                elif kind == "started":
-                    await self._started(session, message.started)
+                elif kind == "reports":
+                    self._reports.accept(session.worker_id, message.reports)
                 elif kind == "log":
                     self._logs.deliver(message.log)
                 elif kind == "register":
@@ -155,39 +137,6 @@ class WorkerConnection:
         if (was_draining, was_stuck) != (session.draining, session.stuck):
             self._core.wake()
         await self._persist(session, alive=True)
-
-    async def _started(self, session: WorkerSession, started: pb.TaskStarted) -> None:
-        await self._store.report([Report(started.task_id, started.fencing_token, "STARTED",
-                                         started_ms=_ms(started.started_at), log_path=started.log_path)])
-
-    async def _result(self, session: WorkerSession, result: pb.TaskResult) -> None:
-        outcome = _OUTCOMES.get(result.outcome)
-        if outcome is None:
-            ack = pb.ResultAck(task_id=result.task_id, fencing_token=result.fencing_token, accepted=False,
-                               reason=f"outcome {pb.AttemptState.Name(result.outcome)} is not a result")
-            self._registry.send(session.worker_id, pb.MasterMessage(result_ack=ack))
-            return
-        result_json = result.result_json
-        error = result.error[:MAX_ERROR_CHARS]
-        if outcome == "SUCCEEDED" and len(result_json.encode()) > self._cfg.result_max_bytes:
-            outcome, result_json = "FAILED", ""
-            error = f"result is {len(result.result_json.encode())} bytes, over the {self._cfg.result_max_bytes}-byte limit"
-        report = Report(result.task_id, result.fencing_token, outcome, result_json=result_json, error=error,
-                        traceback=result.traceback[-MAX_TRACEBACK_CHARS:], started_ms=_ms(result.started_at),
-                        finished_ms=_ms(result.finished_at))
-        verdicts = await self._store.report([report])
-        self._core.apply_verdicts(session.worker_id, verdicts)
-        for v in verdicts:
-            accepted = v.verdict == "accepted"
-            if not accepted:
-                log.info("worker=%s result for task=%s token=%d refused: %s (task is %s)", session.worker_id,
-                         v.task_id, result.fencing_token, v.verdict, v.task_state)
-            else:
-                log.info("task=%s attempt token=%d %s on worker=%s → %s", v.task_id, result.fencing_token, outcome,
-                         session.worker_id, v.task_state)
-            ack = pb.ResultAck(task_id=v.task_id, fencing_token=result.fencing_token, accepted=accepted,
-                               reason="" if accepted else f"{v.verdict}: task is {v.task_state or 'unknown'}")
-            self._registry.send(session.worker_id, pb.MasterMessage(result_ack=ack))
 
     async def _persist(self, session: WorkerSession, alive: bool) -> None:
         info = {

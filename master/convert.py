@@ -5,7 +5,7 @@ from __future__ import annotations
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from sparkyard.master.records import AttemptRecord, JobRecord, RunRecord, TaskRecord
-from sparkyard.states import to_proto
+from sparkyard.states import RunState, to_proto
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 
@@ -74,6 +74,8 @@ def run_to_proto(r: RunRecord) -> pb.Run:
         tasks=[task_to_proto(t) for t in r.tasks],
         reason=r.reason,
     )
+    if r.state == RunState.SUCCEEDED and r.tasks and len(r.tasks) == r.task_count:
+        out.result_json = "[" + ",".join(t.result or "null" for t in sorted(r.tasks, key=lambda t: t.index)) + "]"
     _set_ms(out.scheduled_at, r.scheduled_ms)
     _set_ms(out.fired_at, r.fired_ms)
     _set_ms(out.started_at, r.started_ms)

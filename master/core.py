@@ -113,6 +113,7 @@ class MasterCore:
                 self.run_ended(r.run_id, r.run_state)
 
     def apply_cancel(self, result: CancelResult, reason: str) -> None:
+        self.wake()  # a cancelled task of a capped run may have let a gated one into the ready queue
         for task_id, worker, token in result.leased:
             self.registry.release(worker, task_id)
             self.registry.send(worker, pb.MasterMessage(cancel=pb.CancelTask(
@@ -121,7 +122,7 @@ class MasterCore:
             self.run_ended(run_id, state)
 
     def run_ended(self, run_id: str, state: str) -> None:
-        log.info("run=%s ended %s", run_id, state)
+        log.log(logging.DEBUG if state == "SUCCEEDED" else logging.INFO, "run=%s ended %s", run_id, state)
         self.ended_runs[run_id] = state
         try:
             self.purgatory.check_and_complete(run_id)

@@ -18,7 +18,8 @@ from sparkyard.master.core import MasterCore
 from sparkyard.master.preloader import Preloader, split_spec
 from sparkyard.master.purgatory import DelayedOperation
 from sparkyard.master.records import JobRecord, RunRecord, TaskRecord
-from sparkyard.master.splitter import SplitError, channel_count
+from sparkyard.master.store import NewJob, SubmitResult
+from sparkyard.master.splitter import SplitError, channel_count, split
 from sparkyard.spec import SpecError, normalize
 from sparkyard.states import RUN_TERMINAL, JobState
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -30,6 +31,8 @@ DEFAULT_LIST_LIMIT = 50
 MAX_LIST_LIMIT = 10_000
 # A job cancel re-reads the job's active runs this many times if firings keep racing it.
 CANCEL_ATTEMPTS = 5
+# Submits of a bulk call sent to Redis in one pipeline (one round trip).
+SUBMIT_PIPELINE = 1000
 
 
 @dataclass
@@ -63,6 +66,7 @@ class RunWaiter(DelayedOperation):
 
 class JobManager:
     def __init__(self, core: MasterCore, preloader: Preloader) -> None:
+        self._verbose = True  # one log line per job for single submits, one per call for bulk ones
         self._core = core
         self._store = core.store
         self._preloader = preloader
@@ -79,39 +83,69 @@ class JobManager:
             raise InvalidArgument(str(exc)) from None
         return norm
 
-    async def submit(self, spec: pb.JobSpec, idempotency_key: str = "") -> Submitted:
+    def _prepare(self, spec: pb.JobSpec, idempotency_key: str, now_ms: int) -> NewJob:
         norm = self.validate(spec)
-        now_ms = int(self._core.clock.now() * 1000)
         trigger = norm.trigger
         kind = trigger.WhichOneof("kind")
         if kind == "now":
-            mode, value = "delay", 0
-        elif kind == "delay":
+            # Fires inside the submit script: no schedule entry, no timer, one Redis call.
+            return NewJob(ids.new_job_id(now_ms), norm, "abs", now_ms, idempotency_key,
+                          fire_now=split(split_spec(norm)))
+        if kind == "delay":
             mode, value = "delay", trigger.delay.ToMilliseconds()
         else:
             mode, value = "abs", triggers.first_fire_ms(trigger, now_ms)
             if value == triggers.NONE:
                 raise InvalidArgument("trigger.end_at: the job would never fire (end_at is before its first fire time)")
-        res = await self._store.submit(
-            ids.new_job_id(now_ms), norm, fire_mode=mode, fire_value_ms=value,
-            idempotency_key=idempotency_key,
-            idempotency_ttl_ms=int(self._core.cfg.idempotency_ttl_s * 1000),
-        )
-        if not res.duplicate:
-            log.info("job=%s submitted name=%s trigger=%s first_fire=%d", res.job_id, norm.name, kind, res.next_fire_ms)
-            self._preloader.consider(res.job_id, res.next_fire_ms)
-        job = await self._store.get_job(res.job_id)
-        assert job is not None
-        return Submitted(job, res.duplicate)
+        return NewJob(ids.new_job_id(now_ms), norm, mode, value, idempotency_key)
+
+    async def submit(self, spec: pb.JobSpec, idempotency_key: str = "") -> Submitted:
+        return (await self._submit([(spec, idempotency_key)], name_index=False))[0]
 
     async def submit_many(self, requests: list[tuple[pb.JobSpec, str]]) -> list[Submitted]:
         """All specs are validated before any is stored: one bad spec fails the whole call."""
-        for i, (spec, _) in enumerate(requests):
+        return await self._submit(requests, name_index=True)
+
+    async def _submit(self, requests: list[tuple[pb.JobSpec, str]], *, name_index: bool) -> list[Submitted]:
+        if len(requests) > 1:
+            log.info("bulk submit of %d jobs", len(requests))
+        self._verbose = len(requests) == 1
+        now_ms = int(self._core.clock.now() * 1000)
+        prepared = []
+        for i, (spec, key) in enumerate(requests):
             try:
-                self.validate(spec)
+                prepared.append(self._prepare(spec, key, now_ms))
             except InvalidArgument as exc:
-                raise InvalidArgument(f"jobs[{i}].{exc}") from None
-        return list(await asyncio.gather(*(self.submit(spec, key) for spec, key in requests)))
+                raise InvalidArgument(f"jobs[{i}].{exc}" if name_index else str(exc)) from None
+        ttl_ms = int(self._core.cfg.idempotency_ttl_s * 1000)
+        out: list[Submitted] = []
+        for start in range(0, len(prepared), SUBMIT_PIPELINE):
+            chunk = prepared[start:start + SUBMIT_PIPELINE]
+            results = await self._store.submit_many(chunk, ttl_ms)
+            for new, res in zip(chunk, results):
+                out.append(await self._submitted(new, res))
+        return out
+
+    async def _submitted(self, new: NewJob, res: SubmitResult) -> Submitted:
+        if res.duplicate:
+            job = await self._store.get_job(res.job_id)
+            if job is None:
+                raise NotFound(f"job {res.job_id} of idempotency key {new.idempotency_key!r} is gone")
+            return Submitted(job, True)
+        log.log(logging.INFO if self._verbose else logging.DEBUG,
+                "job=%s submitted name=%s trigger=%s first_fire=%d%s", res.job_id, new.spec.name,
+                 new.spec.trigger.WhichOneof("kind"), res.next_fire_ms, " (fired)" if res.fired else "")
+        # What submit.lua stored, without reading it back.
+        if res.fired:
+            self._core.wake()
+            job = JobRecord(id=res.job_id, spec=new.spec, state=JobState.COMPLETED, created_ms=res.created_ms,
+                            updated_ms=res.created_ms, next_fire_ms=-1, runs=1,
+                            last_run_id=ids.run_id(res.job_id, res.next_fire_ms))
+        else:
+            self._preloader.consider(res.job_id, res.next_fire_ms)
+            job = JobRecord(id=res.job_id, spec=new.spec, state=JobState.ACTIVE, created_ms=res.created_ms,
+                            updated_ms=res.created_ms, next_fire_ms=res.next_fire_ms, runs=0, last_run_id="")
+        return Submitted(job, False)
 
     # ---- reads ----------------------------------------------------------------------------------------
 

@@ -26,14 +26,17 @@ from typing import Awaitable, Callable
 from sparkyard.master import triggers
 from sparkyard.master.core import MasterCore
 from sparkyard.master.splitter import SplitInput, SplitSpec, split
+from sparkyard.master.store import FireRequest
 from sparkyard.master.timer import TimerTask
 from sparkyard.states import JobState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-# Coroutines firing due jobs concurrently (each is one Redis round trip at a time).
-FIRE_CONCURRENCY = 16
+# Coroutines firing due jobs concurrently; each takes up to FIRE_BATCH due entries at a time and fires
+# them in one pipeline, so 10,000 jobs due in the same second cost ~20 round trips, not 10,000.
+FIRE_CONCURRENCY = 4
+FIRE_BATCH = 500
 
 _OVERLAP = {
     pb.OVERLAP_UNSPECIFIED: "allow",
@@ -140,13 +143,47 @@ class Preloader:
 
     async def _fire_loop(self) -> None:
         while True:
-            job_id, due_ms = await self._queue.get()
+            batch = [await self._queue.get()]
+            while len(batch) < FIRE_BATCH and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
             try:
-                await self.fire_due(job_id, due_ms)
+                await self.fire_batch(batch)
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("firing job=%s due=%d failed; retrying at the next top-up", job_id, due_ms)
+                log.exception("firing %d due jobs failed; they are retried at the next top-up", len(batch))
+
+    async def fire_batch(self, due: list[tuple[str, int]]) -> None:
+        """Fire many due entries: simple ones in one pipeline, the rest (misfires, skips, replace) one by one."""
+        progress = await self._store.job_progress([job_id for job_id, _ in due])
+        now = self._now_ms()
+        simple: list[tuple[FireRequest, int]] = []
+        for job_id, due_ms in due:
+            state, runs = progress.get(job_id, ("", 0))
+            spec = await self._store.get_spec(job_id) if state == JobState.ACTIVE.value else None
+            if spec is None:
+                continue
+            plan = triggers.plan(spec, due_ms, now, self._threshold_ms, runs)
+            overlap = _OVERLAP.get(spec.overlap, "allow")
+            if len(plan.fires) == 1 and plan.skipped_at == triggers.NONE and overlap != "replace":
+                request = FireRequest(job_id, spec, plan.fires[0], due_ms, plan.next_ms, overlap,
+                                      split(split_spec(spec)))
+                simple.append((request, plan.next_ms))
+            else:
+                await self.fire_due(job_id, due_ms)
+        if not simple:
+            return
+        created = False
+        for (request, next_ms), (run_id, res) in zip(simple, await self._store.fire_many([r for r, _ in simple])):
+            log.log(logging.DEBUG if res.status == "created" else logging.INFO, "job=%s run=%s fire %s (late %d ms)",
+                    request.job_id, run_id, res.status, res.fired_ms - request.scheduled_ms)
+            if res.status in ("created", "skipped"):
+                self.fired += 1
+                created = created or res.status == "created"
+                if next_ms >= 0:
+                    self.consider(request.job_id, next_ms)
+        if created:
+            self._core.wake()
 
     async def fire_due(self, job_id: str, due_ms: int) -> None:
         """Fire the schedule entry (job, due time) according to the job's policies."""

@@ -54,3 +54,7 @@ class ScriptLibrary:
 
     async def __call__(self, name: str, keys: list[str], args: list[Any]) -> Any:
         return await self._scripts[name](keys=keys, args=args)
+
+    async def queue(self, pipeline: Any, name: str, keys: list[str], args: list[Any]) -> None:
+        """Add a call to a pipeline (its reply comes from ``pipeline.execute()``)."""
+        await self._scripts[name](keys=keys, args=args, client=pipeline)

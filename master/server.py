@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 
 from sparkyard.clock import Clock, SystemClock
 from sparkyard.config import MasterConfig
@@ -29,6 +29,7 @@ from sparkyard.master.jobs import JobManager
 from sparkyard.master.logs import LogRelay
 from sparkyard.master.preloader import Preloader
 from sparkyard.master.reaper import Reaper
+from sparkyard.master.reports import ReportSink
 from sparkyard.master.services import ClusterService, JobService, WorkerService, master_id
 from sparkyard.master.store import Store
 from sparkyard.master.timer import SystemTimer
@@ -38,6 +39,10 @@ from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 
 log = logging.getLogger(__name__)
 
+# Connections to Redis: calls beyond this wait for a free one (up to the wait) instead of failing, so
+# a burst of requests queues in the master rather than overwhelming Redis with connections.
+REDIS_CONNECTIONS = 64
+REDIS_POOL_WAIT_S = 20.0
 # How long start-up waits for a given Redis to answer.
 REDIS_CONNECT_WAIT_S = 30.0
 # gRPC messages up to this size (a bulk submit of many jobs, a log chunk).
@@ -72,6 +77,7 @@ class MasterServer:
         self._preloader: Preloader | None = None
         self._reaper: Reaper | None = None
         self._timer: SystemTimer | None = None
+        self._reports: ReportSink | None = None
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
@@ -87,17 +93,21 @@ class MasterServer:
         else:
             self._embedded = EmbeddedRedis(Path(cfg.data_dir) / "redis")
             self.redis_url = await asyncio.to_thread(self._embedded.start)
-        self._redis = Redis.from_url(self.redis_url, decode_responses=True, health_check_interval=30)
+        pool = BlockingConnectionPool.from_url(self.redis_url, decode_responses=True, health_check_interval=30,
+                                               max_connections=REDIS_CONNECTIONS, timeout=REDIS_POOL_WAIT_S)
+        self._redis = Redis(connection_pool=pool)
         try:
             await with_redis_retry(self._redis.ping, REDIS_CONNECT_WAIT_S)
         except Exception as exc:
             raise StartupError(f"cannot reach redis at {redact(self.redis_url)}: {exc}") from None
-        store = Store(self._redis, Keys(cfg.namespace))
+        store = Store(self._redis, Keys(cfg.namespace), priority_aging_ms=int(cfg.priority_aging_s * 1000))
 
         self._timer = SystemTimer(self.clock)
         self._timer.start()
         core = self.core = MasterCore(cfg, store, self.clock, self._timer)
         logs = LogRelay(core.registry)
+        self._reports = ReportSink(core)
+        self._reports.start()
         jobs: JobManager
         self._preloader = Preloader(core, lambda job_id, runs, reason: jobs.cancel_runs(job_id, runs, reason))
         jobs = JobManager(core, self._preloader)
@@ -126,7 +136,7 @@ class MasterServer:
         started_at = self.clock.now()
         mid = master_id(cfg.listen)
         pbg.add_JobServiceServicer_to_server(JobService(jobs, logs), server)
-        pbg.add_WorkerServiceServicer_to_server(WorkerService(WorkerConnection(core, logs)), server)
+        pbg.add_WorkerServiceServicer_to_server(WorkerService(WorkerConnection(core, logs, self._reports)), server)
         pbg.add_ClusterServiceServicer_to_server(
             ClusterService(core, mid, redact(self.redis_url), started_at, lambda: self._timer.size if self._timer else 0),
             server,
@@ -170,6 +180,8 @@ class MasterServer:
                 session.close("master shutting down")
         if self._server is not None:
             await self._server.stop(self.cfg.shutdown_grace_s)
+        if self._reports is not None:
+            await self._reports.close(self.cfg.shutdown_grace_s)
         if self._preloader is not None:
             await self._preloader.stop()
         if self.core is not None:

@@ -31,6 +31,16 @@ from sparkyard import ids
 
 # Specs are immutable once submitted; this many are kept in memory to build task assignments.
 SPEC_CACHE_SIZE = 10_000
+# Ready-queue aging: one priority point is worth this many milliseconds of waiting. Tasks fired within
+# the same second run strictly by priority; a task that has waited longer than (priority difference ×
+# this) goes before a newer, higher-priority one — so a steady stream of high-priority work cannot
+# starve lower priorities forever (priority 1000 vs 0 is a ~17 minute head start).
+DEFAULT_PRIORITY_AGING_MS = 1000
+
+
+def ready_score(priority: int, scheduled_ms: int, aging_ms: int = DEFAULT_PRIORITY_AGING_MS) -> int:
+    """A task's place in its group's ready queue (lowest first; ZSET ties sort by task id)."""
+    return scheduled_ms - priority * aging_ms
 
 
 @dataclass(frozen=True)
@@ -39,6 +49,33 @@ class SubmitResult:
     duplicate: bool
     created_ms: int
     next_fire_ms: int
+    fired: bool = False  # the job's run was created by the submit itself
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A validated job about to be stored: its id, spec and first fire time (absolute or a delay)."""
+
+    job_id: str
+    spec: pb.JobSpec
+    fire_mode: str  # 'abs' | 'delay'
+    fire_value_ms: int
+    idempotency_key: str = ""
+    fire_now: Sequence[Sequence[Any]] | None = None  # task inputs: fire in the submit (scheduled = fire_value_ms)
+
+
+@dataclass(frozen=True)
+class FireRequest:
+    """One firing for fire.lua (see the script's header for the meaning of each field)."""
+
+    job_id: str
+    spec: pb.JobSpec
+    scheduled_ms: int
+    expected_ms: int | None  # the schedule entry consumed; None for a manual trigger
+    next_fire_ms: int
+    overlap: str
+    inputs: Sequence[Sequence[Any]]
+    skip_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -121,7 +158,8 @@ def _groups(flat: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
 class Store:
     """Typed access to Sparkyard's Redis state."""
 
-    def __init__(self, redis: Redis, keys: Keys) -> None:
+    def __init__(self, redis: Redis, keys: Keys, priority_aging_ms: int = DEFAULT_PRIORITY_AGING_MS) -> None:
+        self.priority_aging_ms = priority_aging_ms
         # Any: redis-py types every reply as bytes | str whatever decode_responses says; ours are str.
         self.redis: Any = redis
         self.keys = keys
@@ -130,42 +168,77 @@ class Store:
 
     # ---- submit and fire -------------------------------------------------------------------------
 
-    async def submit(self, job_id: str, spec: pb.JobSpec, *, fire_mode: str, fire_value_ms: int,
-                     idempotency_key: str = "", idempotency_ttl_ms: int = 0) -> SubmitResult:
+    def _run_block(self, spec: pb.JobSpec, run: str, scheduled_ms: int,
+                   inputs: Sequence[Sequence[Any]]) -> list[Any]:
+        """The arguments of lib.lua's create_run for one run: its settings, then (task id, inputs)."""
+        retry = spec.retry
+        block: list[Any] = [
+            spec.group, spec.priority, retry.max_attempts, retry.initial_backoff.ToMilliseconds(), retry.multiplier,
+            retry.max_backoff.ToMilliseconds(), spec.timeout.ToMilliseconds(), spec.routing_key,
+            spec.split.max_concurrent, pb.Routing.Name(spec.routing),
+            ready_score(spec.priority, scheduled_ms, self.priority_aging_ms), len(inputs),
+        ]
+        for index, task_inputs in enumerate(inputs):
+            block += [ids.task_id(run, index), inputs_to_json(list(task_inputs))]
+        return block
+
+    async def submit_many(self, jobs: Sequence[NewJob], idempotency_ttl_ms: int) -> list[SubmitResult]:
+        """Store jobs with one ``submit.lua`` call each, all in one pipeline (one round trip).
+
+        A job with ``fire_now`` inputs is created with its run (it fires in the same script).
+        """
         k = self.keys
-        idem_key = k.idempotency(idempotency_key) if idempotency_key else k.idempotency("-")
-        raw = await self._lua(
-            "submit",
-            [k.job(job_id), k.jobs, k.schedule, idem_key],
-            [job_id, spec_to_json(spec), spec.name, spec.group, spec.priority, fire_mode, fire_value_ms,
-             idempotency_key, idempotency_ttl_ms],
-        )
-        return SubmitResult(raw[0], bool(int(raw[1])), int(raw[2]), int(raw[3]))
+        pipe = self.redis.pipeline(transaction=False)
+        for job in jobs:
+            idem_key = k.idempotency(job.idempotency_key or "-")
+            args: list[Any] = [job.job_id, spec_to_json(job.spec), job.spec.name, job.spec.group, job.spec.priority,
+                               job.fire_mode, job.fire_value_ms, job.idempotency_key, idempotency_ttl_ms]
+            if job.fire_now is not None:
+                run = ids.run_id(job.job_id, job.fire_value_ms)
+                args += [run, job.fire_value_ms, *self._run_block(job.spec, run, job.fire_value_ms, job.fire_now)]
+            else:
+                args += ["", 0]
+            await self._lua.queue(pipe, "submit", [k.job(job.job_id), k.jobs, k.schedule, idem_key], args)
+            self.remember_spec(job.job_id, job.spec)
+        replies = await pipe.execute()
+        return [SubmitResult(r[0], bool(int(r[1])), int(r[2]), int(r[3]), bool(int(r[4]))) for r in replies]
 
     async def fire(self, job_id: str, spec: pb.JobSpec, scheduled_ms: int, *, expected_ms: int | None,
-                   next_fire_ms: int, overlap: str, inputs: Sequence[Sequence[pb.SplitInput]],
+                   next_fire_ms: int, overlap: str, inputs: Sequence[Sequence[Any]],
                    skip_reason: str = "") -> tuple[str, FireResult]:
         """Create run ``job_id``@``scheduled_ms`` with one task per entry of ``inputs``; return its id.
 
         ``expected_ms`` is the schedule entry this firing consumes (None: a manual trigger).
         """
+        (result,) = await self.fire_many([FireRequest(job_id, spec, scheduled_ms, expected_ms, next_fire_ms,
+                                                      overlap, inputs, skip_reason)])
+        return result
+
+    async def fire_many(self, requests: Sequence[FireRequest]) -> list[tuple[str, FireResult]]:
+        """Several firings in one pipeline (one round trip); each is its own atomic fire.lua call."""
         k = self.keys
-        run = ids.run_id(job_id, scheduled_ms)
-        retry = spec.retry
-        task_args: list[Any] = []
-        for index, task_inputs in enumerate(inputs):
-            task_args += [ids.task_id(run, index), inputs_to_json(list(task_inputs))]
-        raw = await self._lua(
-            "fire",
-            [k.job(job_id), k.run(run), k.job_runs(job_id), k.job_active(job_id), k.schedule,
-             k.ready(spec.group), k.groups],
-            [job_id, run, scheduled_ms, "manual" if expected_ms is None else expected_ms, next_fire_ms, overlap,
-             skip_reason, spec.group, spec.priority, retry.max_attempts,
-             retry.initial_backoff.ToMilliseconds(), retry.multiplier, retry.max_backoff.ToMilliseconds(),
-             spec.timeout.ToMilliseconds(), spec.routing_key, spec.split.max_concurrent,
-             pb.Routing.Name(spec.routing), len(inputs), *task_args],
-        )
-        return run, FireResult(raw[0], int(raw[1]), raw[2])
+        pipe = self.redis.pipeline(transaction=False)
+        runs = []
+        for r in requests:
+            run = ids.run_id(r.job_id, r.scheduled_ms)
+            runs.append(run)
+            await self._lua.queue(
+                pipe, "fire",
+                [k.job(r.job_id), k.run(run), k.job_runs(r.job_id), k.job_active(r.job_id), k.schedule,
+                 k.ready(r.spec.group), k.groups],
+                [r.job_id, run, r.scheduled_ms, "manual" if r.expected_ms is None else r.expected_ms,
+                 r.next_fire_ms, r.overlap, r.skip_reason,
+                 *self._run_block(r.spec, run, r.scheduled_ms, r.inputs)],
+            )
+        replies = await pipe.execute()
+        return [(run, FireResult(raw[0], int(raw[1]), raw[2])) for run, raw in zip(runs, replies)]
+
+    async def job_progress(self, job_ids: Sequence[str]) -> dict[str, tuple[str, int]]:
+        """(state, runs) of each job that exists, in one round trip."""
+        pipe = self.redis.pipeline(transaction=False)
+        for job_id in job_ids:
+            pipe.hmget(self.keys.job(job_id), "state", "runs")
+        return {j: (v[0], int(v[1] or 0)) for j, v in zip(job_ids, await pipe.execute()) if v[0]}
 
     async def due_schedule(self, until_ms: int, limit: int = 100_000) -> list[tuple[str, int]]:
         """Schedule entries due at or before ``until_ms`` (the trigger preload horizon)."""
@@ -291,6 +364,11 @@ class Store:
         h = await self.redis.hgetall(self.keys.job(job_id))
         return JobRecord.from_hash(job_id, h) if h else None
 
+    def remember_spec(self, job_id: str, spec: pb.JobSpec) -> None:
+        self._specs[job_id] = spec
+        if len(self._specs) > SPEC_CACHE_SIZE:
+            self._specs.popitem(last=False)
+
     async def get_spec(self, job_id: str) -> pb.JobSpec | None:
         """A job's spec, from the cache when possible (specs never change after submit)."""
         spec = self._specs.get(job_id)
@@ -299,9 +377,7 @@ class Store:
             if text is None:
                 return None
             spec = spec_from_json(text)
-            self._specs[job_id] = spec
-            if len(self._specs) > SPEC_CACHE_SIZE:
-                self._specs.popitem(last=False)
+            self.remember_spec(job_id, spec)
         else:
             self._specs.move_to_end(job_id)
         return spec

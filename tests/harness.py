@@ -222,9 +222,9 @@ class FakeWorker:
         raise AssertionError(f"stream ended before a {kind} message")
 
     def result(self, task: pb.TaskAssignment, value: object) -> None:
-        self._outbox.put(pb.WorkerMessage(result=pb.TaskResult(
+        self._outbox.put(pb.WorkerMessage(reports=pb.Reports(results=[pb.TaskResult(
             task_id=task.task_id, fencing_token=task.fencing_token, outcome=pb.ATTEMPT_SUCCEEDED,
-            result_json=json.dumps(value))))
+            result_json=json.dumps(value))])))
 
     def close(self) -> None:
         self._outbox.put(None)

@@ -35,6 +35,7 @@ from sparkyard.config import WorkerConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 from sparkyard.worker.logs import LogFiles
+from sparkyard.worker.reports import ReportSender
 from sparkyard.worker.runner.base import AttemptRun, Outcome, Runner
 from sparkyard.worker.runner.session import SessionRunner
 from sparkyard.worker.runner.submit import SubmitRunner
@@ -118,6 +119,7 @@ class Agent:
         self._tasks: set[asyncio.Task[None]] = set()
         self._master_index = 0
         self.connections = 0
+        self.reports = ReportSender(self.clock, self._send)
 
     # ---- life cycle ------------------------------------------------------------------------------------
 
@@ -125,6 +127,7 @@ class Agent:
         """Run until :meth:`stop` (after a drain or at once)."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(self._expire_old_logs)
+        self.reports.start()
         await self.runners[self.cfg.runner].start()
         for name, runner in self.runners.items():
             if name != self.cfg.runner:
@@ -138,6 +141,7 @@ class Agent:
             execution.kill("release", "worker stopping")
         await asyncio.gather(connect, fence, *(e.task for e in self.executions.values() if e.task),
                              return_exceptions=True)
+        await self.reports.close(timeout_s=1.0)
         for runner in self.runners.values():
             await runner.close()
 
@@ -268,7 +272,7 @@ class Agent:
         log.info("registered with master %s as %s (slots %d, group %s, lease %.0fs, heartbeat %.0fs)", address,
                  self.worker_id, self.cfg.slots, self.cfg.group, self.lease_s, self.heartbeat_s)
         for pending in self.pending.values():
-            self._send(pb.WorkerMessage(result=pending.result))
+            self.reports.result(pending.result)
             pending.sent_at = now
 
     def _send(self, message: pb.WorkerMessage) -> bool:
@@ -300,11 +304,12 @@ class Agent:
             execution = self.executions.get(cancel.task_id)
             if execution is not None and cancel.fencing_token in (0, execution.assignment.fencing_token):
                 execution.kill("cancel", cancel.reason or "cancelled")
-        elif kind == "result_ack":
-            ack = message.result_ack
-            self.pending.pop((ack.task_id, ack.fencing_token), None)
-            if not ack.accepted:
-                log.info("task=%s token=%d result refused by the master: %s", ack.task_id, ack.fencing_token, ack.reason)
+        elif kind == "acks":
+            for ack in message.acks.acks:
+                self.pending.pop((ack.task_id, ack.fencing_token), None)
+                if not ack.accepted:
+                    log.info("task=%s token=%d result refused by the master: %s", ack.task_id, ack.fencing_token,
+                             ack.reason)
         elif kind == "log_request":
             self._spawn(self._answer_log(message.log_request))
 
@@ -340,7 +345,7 @@ class Agent:
             now = self.clock.monotonic()
             for pending in self.pending.values():
                 if now - pending.sent_at > RESEND_AFTER_S:
-                    self._send(pb.WorkerMessage(result=pending.result))
+                    self.reports.result(pending.result)
                     pending.sent_at = now
             await self.clock.sleep(self.heartbeat_s)
 
@@ -381,8 +386,8 @@ class Agent:
         started_ms = int(self.clock.now() * 1000)
         started = pb.TaskStarted(task_id=a.task_id, fencing_token=a.fencing_token, log_path=str(execution.run.log_path))
         started.started_at.FromMilliseconds(started_ms)
-        self._send(pb.WorkerMessage(started=started))
-        log.info("task=%s attempt=%d token=%d starting (%s runner)", a.task_id, a.attempt, a.fencing_token, runner.name)
+        self.reports.started(started)
+        log.debug("task=%s attempt=%d token=%d starting (%s runner)", a.task_id, a.attempt, a.fencing_token, runner.name)
         timeout_s = a.spec.timeout.ToMilliseconds() / 1000
         timer = (self.clock.call_later(timeout_s, lambda: execution.kill("timeout", f"timed out after {timeout_s:g}s"))
                  if timeout_s > 0 else None)
@@ -418,7 +423,8 @@ class Agent:
             result.started_at.FromMilliseconds(started_ms)
         if finished_ms:
             result.finished_at.FromMilliseconds(finished_ms)
-        log.info("task=%s attempt=%d token=%d finished %s%s", a.task_id, a.attempt, a.fencing_token,
-                 pb.AttemptState.Name(state), f": {outcome.error}" if outcome.error else "")
+        log.log(logging.DEBUG if state == pb.ATTEMPT_SUCCEEDED else logging.INFO,
+                "task=%s attempt=%d token=%d finished %s%s", a.task_id, a.attempt, a.fencing_token,
+                pb.AttemptState.Name(state), f": {outcome.error}" if outcome.error else "")
         self.pending[(a.task_id, a.fencing_token)] = _Pending(result, self.clock.monotonic())
-        self._send(pb.WorkerMessage(result=result))
+        self.reports.result(result)

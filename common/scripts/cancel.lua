@@ -48,6 +48,7 @@ for i = 4 + m, #ARGV do
       push(leased, task_id, t.worker, t.token)
     elseif t.state == 'READY' then
       redis.call('ZREM', K.ready(t.group), task_id)
+      redis.call('ZREM', K.run_gate(t.run_id), task_id)
     else
       redis.call('ZREM', K.delayed, task_id)
     end

@@ -10,11 +10,7 @@
 --         fixed-delay jobs — the job joins `awaiting`; ignored in manual mode)
 -- ARGV[6] overlap policy: 'allow' | 'forbid' (skip while a run is active) | 'replace' (caller cancelled)
 -- ARGV[7] skip reason: non-empty records this firing as a SKIPPED run with no tasks (misfire skip)
--- ARGV[8] group  ARGV[9] priority  ARGV[10] max attempts  ARGV[11] backoff ms  ARGV[12] backoff multiplier
--- ARGV[13] max backoff ms  ARGV[14] timeout ms  ARGV[15] routing key  ARGV[16] max concurrent per run
--- ARGV[17] routing strategy   ARGV[18] task count n, then n pairs: task id, inputs JSON
--- A task's previous worker starts as the worker that last ran the same task index of this job
--- (job field w:{index}), so a recurring job keeps landing on a warm worker (Doris' previous BE).
+-- ARGV[8..] the run block of create_run (lib.lua): group, priority, …, task count, tasks.
 -- Returns {status, fired_ms, run state}; status: created | skipped | exists | stale | inactive.
 --
 -- Invariant: a (job, scheduled time) pair yields at most one run whoever fires it (SETNX semantics on
@@ -62,25 +58,5 @@ if skip_reason ~= '' then
   redis.call('HINCRBY', KEYS[1], 'skipped', 1)
   return {'skipped', now, 'SKIPPED'}
 end
-redis.call('HINCRBY', KEYS[1], 'runs', 1)
-
-local n = tonumber(ARGV[18])
-redis.call('HSET', KEYS[2], 'state', 'SCHEDULED', 'job_id', ARGV[1], 'scheduled_ms', ARGV[3],
-           'fired_ms', now, 'task_count', n, 'succeeded', 0, 'dead', 0, 'cancelled', 0, 'leased', 0,
-           'max_concurrent', ARGV[16], 'reason', '')
-redis.call('SADD', KEYS[4], ARGV[2])
-local score = ready_score(ARGV[9], ARGV[3])
-for i = 0, n - 1 do
-  local task_id = ARGV[19 + 2 * i]
-  local prev = ''
-  if i < AFFINITY_MAX_INDEX then prev = redis.call('HGET', KEYS[1], 'w:' .. i) or '' end
-  redis.call('HSET', K.task(task_id), 'state', 'READY', 'run_id', ARGV[2], 'job_id', ARGV[1],
-             'index', i, 'group', ARGV[8], 'priority', ARGV[9], 'score', score,
-             'inputs', ARGV[20 + 2 * i], 'attempts', 0, 'failures', 0, 'lost', 0, 'token', 0,
-             'worker', '', 'prev_worker', prev, 'max_attempts', ARGV[10], 'backoff_ms', ARGV[11],
-             'backoff_mult', ARGV[12], 'backoff_max_ms', ARGV[13], 'timeout_ms', ARGV[14],
-             'route', ARGV[15], 'routing', ARGV[17])
-  redis.call('ZADD', KEYS[6], score, task_id)
-end
-redis.call('SADD', KEYS[7], ARGV[8])
+create_run(KEYS[1], ARGV[1], ARGV[2], ARGV[3], now, ARGV, 8)
 return {'created', now, 'SCHEDULED'}

@@ -24,15 +24,6 @@ local function may(kind, from, to)
   return e ~= nil and e[to] == true
 end
 
--- Ready-queue score: priority band first (higher priority = lower score), then the run's scheduled
--- time, then (ZSET ties sort by member) the task id, which sorts by job creation and task index.
--- 2^42 ms per band keeps every score an exact integer in a double until the year 2109.
-local PRIORITY_BAND = 4398046511104
-local MAX_PRIORITY = 1000
-local function ready_score(priority, scheduled_ms)
-  return (MAX_PRIORITY - tonumber(priority)) * PRIORITY_BAND + tonumber(scheduled_ms)
-end
-
 -- Only the first AFFINITY_MAX_INDEX task indexes of a job remember their last worker (job field
 -- w:{index}); beyond that a backfill's one-off tasks would bloat the job hash for no reuse.
 local AFFINITY_MAX_INDEX = 256
@@ -78,9 +69,20 @@ local function settle_run(run_id, now)
   return target
 end
 
+-- A run with a concurrency cap keeps its extra tasks in run:{run}:gate (READY, but not yet in the ready
+-- queue); each task of the run that ends lets the next gated one in (Doris' desired concurrency).
+local function promote_gated(run_id)
+  local popped = redis.call('ZPOPMIN', K.run_gate(run_id))
+  if popped[1] then
+    local v = redis.call('HMGET', K.task(popped[1]), 'state', 'group', 'score')
+    if v[1] == 'READY' then redis.call('ZADD', K.ready(v[2]), v[3], popped[1]) end
+  end
+end
+
 -- Count a task that just became terminal in its run. counter: 'succeeded' | 'dead' | 'cancelled'.
 local function task_terminal(run_id, counter, now)
   redis.call('HINCRBY', K.run(run_id), counter, 1)
+  promote_gated(run_id)
   return settle_run(run_id, now)
 end
 
@@ -130,4 +132,38 @@ local function lose_lease(task_id, t, now, max_lost, reason)
   redis.call('HSET', tkey, 'state', 'READY', 'lost', lost, 'prev_worker', t.worker, 'worker', '')
   enqueue_ready(task_id, t)
   return 'READY', ''
+end
+
+-- Create run `run_id` of job `job_id` (scheduled at `scheduled_ms`) and its READY tasks.
+-- The run block is a[b..]: group, priority, max attempts, backoff ms, backoff multiplier, max backoff ms,
+-- timeout ms, routing key, max concurrent per run, routing strategy, ready-queue score (priority with
+-- aging, computed by the master), task count n, then n pairs (task id, inputs JSON).
+-- With a max concurrency c > 0, tasks from index c on wait in run:{run}:gate and enter the ready queue
+-- one per task of the run that ends. A task's previous worker starts as the worker that last ran the
+-- same task index of the job (job field w:{index}), so a recurring job keeps landing on a warm worker.
+local function create_run(job_key, job_id, run_id, scheduled_ms, now, a, b)
+  local group, priority, cap, score = a[b], a[b + 1], tonumber(a[b + 8]), tonumber(a[b + 10])
+  local n = tonumber(a[b + 11])
+  redis.call('HINCRBY', job_key, 'runs', 1)
+  redis.call('HSET', K.run(run_id), 'state', 'SCHEDULED', 'job_id', job_id, 'scheduled_ms', scheduled_ms,
+             'fired_ms', now, 'task_count', n, 'succeeded', 0, 'dead', 0, 'cancelled', 0, 'leased', 0,
+             'max_concurrent', cap, 'reason', '')
+  redis.call('SADD', K.job_active(job_id), run_id)
+  for i = 0, n - 1 do
+    local task_id = a[b + 12 + 2 * i]
+    local prev = ''
+    if i < AFFINITY_MAX_INDEX then prev = redis.call('HGET', job_key, 'w:' .. i) or '' end
+    redis.call('HSET', K.task(task_id), 'state', 'READY', 'run_id', run_id, 'job_id', job_id,
+               'index', i, 'group', group, 'priority', priority, 'score', score,
+               'inputs', a[b + 13 + 2 * i], 'attempts', 0, 'failures', 0, 'lost', 0, 'token', 0,
+               'worker', '', 'prev_worker', prev, 'max_attempts', a[b + 2], 'backoff_ms', a[b + 3],
+               'backoff_mult', a[b + 4], 'backoff_max_ms', a[b + 5], 'timeout_ms', a[b + 6],
+               'route', a[b + 7], 'routing', a[b + 9])
+    if cap > 0 and i >= cap then
+      redis.call('ZADD', K.run_gate(run_id), i, task_id)
+    else
+      redis.call('ZADD', K.ready(group), score, task_id)
+    end
+  end
+  redis.call('SADD', K.groups, group)
 end

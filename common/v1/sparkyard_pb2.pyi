@@ -331,7 +331,7 @@ class Task(_message.Message):
     def __init__(self, id: _Optional[str] = ..., run_id: _Optional[str] = ..., index: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., inputs: _Optional[_Iterable[_Union[SplitInput, _Mapping]]] = ..., worker: _Optional[str] = ..., fencing_token: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("id", "job_id", "state", "scheduled_at", "fired_at", "started_at", "finished_at", "task_count", "tasks_succeeded", "tasks_failed", "tasks_cancelled", "tasks", "reason")
+    __slots__ = ("id", "job_id", "state", "scheduled_at", "fired_at", "started_at", "finished_at", "task_count", "tasks_succeeded", "tasks_failed", "tasks_cancelled", "tasks", "reason", "result_json")
     ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -345,6 +345,7 @@ class Run(_message.Message):
     TASKS_CANCELLED_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     id: str
     job_id: str
     state: RunState
@@ -358,7 +359,8 @@ class Run(_message.Message):
     tasks_cancelled: int
     tasks: _containers.RepeatedCompositeFieldContainer[Task]
     reason: str
-    def __init__(self, id: _Optional[str] = ..., job_id: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., task_count: _Optional[int] = ..., tasks_succeeded: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_cancelled: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., reason: _Optional[str] = ...) -> None: ...
+    result_json: str
+    def __init__(self, id: _Optional[str] = ..., job_id: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., task_count: _Optional[int] = ..., tasks_succeeded: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_cancelled: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., reason: _Optional[str] = ..., result_json: _Optional[str] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("spec", "idempotency_key")
@@ -591,19 +593,25 @@ class LogData(_message.Message):
     error: str
     def __init__(self, request_id: _Optional[str] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ..., eof: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
 
+class Reports(_message.Message):
+    __slots__ = ("started", "results")
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    started: _containers.RepeatedCompositeFieldContainer[TaskStarted]
+    results: _containers.RepeatedCompositeFieldContainer[TaskResult]
+    def __init__(self, started: _Optional[_Iterable[_Union[TaskStarted, _Mapping]]] = ..., results: _Optional[_Iterable[_Union[TaskResult, _Mapping]]] = ...) -> None: ...
+
 class WorkerMessage(_message.Message):
-    __slots__ = ("register", "heartbeat", "started", "result", "log")
+    __slots__ = ("register", "heartbeat", "log", "reports")
     REGISTER_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
-    STARTED_FIELD_NUMBER: _ClassVar[int]
-    RESULT_FIELD_NUMBER: _ClassVar[int]
     LOG_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
     register: Register
     heartbeat: Heartbeat
-    started: TaskStarted
-    result: TaskResult
     log: LogData
-    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., started: _Optional[_Union[TaskStarted, _Mapping]] = ..., result: _Optional[_Union[TaskResult, _Mapping]] = ..., log: _Optional[_Union[LogData, _Mapping]] = ...) -> None: ...
+    reports: Reports
+    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., log: _Optional[_Union[LogData, _Mapping]] = ..., reports: _Optional[_Union[Reports, _Mapping]] = ...) -> None: ...
 
 class TaskAssignment(_message.Message):
     __slots__ = ("task_id", "run_id", "job_id", "index", "task_count", "attempt", "fencing_token", "spec", "inputs", "scheduled_at", "lease")
@@ -697,21 +705,27 @@ class LogRequest(_message.Message):
     cancel: bool
     def __init__(self, request_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., log_path: _Optional[str] = ..., offset: _Optional[int] = ..., follow: _Optional[bool] = ..., cancel: _Optional[bool] = ...) -> None: ...
 
+class ResultAcks(_message.Message):
+    __slots__ = ("acks",)
+    ACKS_FIELD_NUMBER: _ClassVar[int]
+    acks: _containers.RepeatedCompositeFieldContainer[ResultAck]
+    def __init__(self, acks: _Optional[_Iterable[_Union[ResultAck, _Mapping]]] = ...) -> None: ...
+
 class MasterMessage(_message.Message):
-    __slots__ = ("registered", "batch", "heartbeat_ack", "cancel", "result_ack", "log_request")
+    __slots__ = ("registered", "batch", "heartbeat_ack", "cancel", "log_request", "acks")
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_ACK_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
-    RESULT_ACK_FIELD_NUMBER: _ClassVar[int]
     LOG_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    ACKS_FIELD_NUMBER: _ClassVar[int]
     registered: Registered
     batch: TaskBatch
     heartbeat_ack: HeartbeatAck
     cancel: CancelTask
-    result_ack: ResultAck
     log_request: LogRequest
-    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., batch: _Optional[_Union[TaskBatch, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[HeartbeatAck, _Mapping]] = ..., cancel: _Optional[_Union[CancelTask, _Mapping]] = ..., result_ack: _Optional[_Union[ResultAck, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ...) -> None: ...
+    acks: ResultAcks
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., batch: _Optional[_Union[TaskBatch, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[HeartbeatAck, _Mapping]] = ..., cancel: _Optional[_Union[CancelTask, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., acks: _Optional[_Union[ResultAcks, _Mapping]] = ...) -> None: ...
 
 class WorkerInfo(_message.Message):
     __slots__ = ("id", "group", "host", "pid", "slots", "free_slots", "alive", "draining", "registered_at", "last_seen", "tasks", "labels", "default_runner")

@@ -85,12 +85,12 @@ def test_a_result_with_a_stale_token_is_refused(make_cluster: object) -> None:
     (new,) = second.expect("batch").batch.tasks
     assert new.task_id == old.task_id and new.fencing_token > old.fencing_token
     second.result(old, "stale")
-    ack = second.expect("result_ack").result_ack
+    (ack,) = second.expect("acks").acks.acks
     assert not ack.accepted and "stale" in ack.reason
     second.result(new, "fresh")
-    assert second.expect("result_ack").result_ack.accepted
+    assert second.expect("acks").acks.acks[0].accepted
     second.result(old, "stale")  # again, now that the task is terminal
-    assert not second.expect("result_ack").result_ack.accepted
+    assert not second.expect("acks").acks.acks[0].accepted
     second.close()
     run = client.run(run_id)
     assert run.state == pb.RUN_SUCCEEDED

@@ -78,7 +78,8 @@ def test_two_masters_firing_the_same_schedule_create_each_run_once(make_cluster:
     cluster: Cluster = make_cluster()  # type: ignore[operator]
     second: Cluster = make_cluster()  # type: ignore[operator]
     second.namespace = cluster.namespace  # same Redis, same keys: both masters preload and fire the job
-    horizon = ("--preload-horizon", "2")  # re-read the schedule every second, so both arm every firing
+    # Re-read the schedule every second, so both arm every firing; DEBUG logs every firing attempt.
+    horizon = ("--preload-horizon", "2", "--log-level", "DEBUG")
     cluster.start_master(*horizon)
     second.start_master(*horizon)
     client = cluster.client()

@@ -154,6 +154,7 @@ ID_KEYS = {
     "job_runs": "P:job:X:runs",
     "job_active": "P:job:X:active",
     "run": "P:run:X",
+    "run_gate": "P:run:X:gate",
     "task": "P:task:X",
     "attempts": "P:task:X:attempts",
     "ready": "P:ready:X",

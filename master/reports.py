@@ -1,0 +1,130 @@
+"""Worker reports → Redis, in batches: the master's hot path for results.
+
+Every worker's ``Reports`` messages (attempts started and finished) go into one :class:`Batcher`; a batch
+is one ``report.lua`` call however many workers it came from. The batcher runs with no added delay: while
+one call is in flight the next batch fills up by itself, so an idle master answers at once and a busy
+one sends ~hundreds of reports per round trip.
+
+After a batch, each result's verdict is applied (slot freed, retry armed, waiters woken) and every worker
+gets one ``ResultAcks`` message for its results. A result that is not acknowledged (Redis down, buffer
+full) stays pending on its worker, which sends it again — so nothing here needs to be durable.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+
+import redis.exceptions
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from sparkyard.batcher import Batcher, Item, Outcome, OverflowPolicy
+from sparkyard.master.core import MasterCore
+from sparkyard.master.store import Report
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+# Reports per report.lua call: ~a few ms of Redis time, so one call never holds Redis long.
+REPORT_BATCH = 500
+# Reports queued before new ones are refused (their workers resend them after a while).
+REPORT_BUFFER = 100_000
+# An error message stored with an attempt is cut to this many characters (the traceback keeps the rest).
+MAX_ERROR_CHARS = 2000
+MAX_TRACEBACK_CHARS = 64 * 1024
+
+_OUTCOMES = {
+    pb.ATTEMPT_SUCCEEDED: "SUCCEEDED",
+    pb.ATTEMPT_FAILED: "FAILED",
+    pb.ATTEMPT_TIMED_OUT: "TIMED_OUT",
+    pb.ATTEMPT_CANCELLED: "CANCELLED",
+    pb.ATTEMPT_RELEASED: "RELEASED",
+}
+
+
+def _ms(ts: Timestamp) -> int:
+    return ts.ToMilliseconds() if ts.seconds or ts.nanos else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    worker_id: str
+    report: Report
+    is_result: bool
+
+
+class ReportSink:
+    def __init__(self, core: MasterCore) -> None:
+        self._core = core
+        self._batcher: Batcher[Incoming] = Batcher(
+            "reports", self._process, clock=core.clock, max_batch_size=REPORT_BATCH, max_batch_delay_s=0.0,
+            max_buffer=REPORT_BUFFER, overflow=OverflowPolicy.REJECT_NEW,
+        )
+
+    def start(self) -> None:
+        self._batcher.start()
+
+    async def close(self, timeout_s: float) -> None:
+        await self._batcher.close(drain=True, timeout_s=timeout_s)
+
+    def accept(self, worker_id: str, reports: pb.Reports) -> None:
+        for started in reports.started:
+            report = Report(started.task_id, started.fencing_token, "STARTED", started_ms=_ms(started.started_at),
+                            log_path=started.log_path)
+            self._submit(("started", started.task_id, started.fencing_token), Incoming(worker_id, report, False))
+        for result in reports.results:
+            report = self._result_report(result)
+            if report is None:
+                ack = pb.ResultAck(task_id=result.task_id, fencing_token=result.fencing_token, accepted=False,
+                                   reason=f"outcome {pb.AttemptState.Name(result.outcome)} is not a result")
+                self._core.registry.send(worker_id, pb.MasterMessage(acks=pb.ResultAcks(acks=[ack])))
+                continue
+            self._submit(("result", result.task_id, result.fencing_token), Incoming(worker_id, report, True))
+
+    def _submit(self, key: tuple[str, str, int], incoming: Incoming) -> None:
+        if not self._batcher.submit(key, incoming):
+            log.warning("report buffer full (%d); worker=%s will resend task=%s", REPORT_BUFFER,
+                        incoming.worker_id, key[1])
+
+    def _result_report(self, result: pb.TaskResult) -> Report | None:
+        outcome = _OUTCOMES.get(result.outcome)
+        if outcome is None:
+            return None
+        result_json = result.result_json
+        error = result.error[:MAX_ERROR_CHARS]
+        limit = self._core.cfg.result_max_bytes
+        if outcome == "SUCCEEDED" and len(result_json.encode()) > limit:
+            outcome, result_json = "FAILED", ""
+            error = f"result is {len(result.result_json.encode())} bytes, over the {limit}-byte limit"
+        return Report(result.task_id, result.fencing_token, outcome, result_json=result_json, error=error,
+                      traceback=result.traceback[-MAX_TRACEBACK_CHARS:], started_ms=_ms(result.started_at),
+                      finished_ms=_ms(result.finished_at))
+
+    async def _process(self, batch: list[Item[Incoming]]) -> Outcome:
+        try:
+            verdicts = await self._core.store.report([item.payload.report for item in batch])
+        except redis.exceptions.ResponseError:
+            log.exception("report.lua refused a batch of %d reports; dropping it (workers resend results)", len(batch))
+            return Outcome.PERMANENT_ERROR
+        acks: dict[str, list[pb.ResultAck]] = defaultdict(list)
+        for item, verdict in zip(batch, verdicts):
+            incoming = item.payload
+            if not incoming.is_result:
+                continue
+            self._core.apply_verdicts(incoming.worker_id, [verdict])
+            accepted = verdict.verdict == "accepted"
+            report = incoming.report
+            if accepted:
+                log.log(logging.DEBUG if report.outcome == "SUCCEEDED" else logging.INFO,
+                        "task=%s token=%d %s on worker=%s → %s", verdict.task_id, report.token, report.outcome,
+                        incoming.worker_id, verdict.task_state)
+            else:
+                log.info("worker=%s result for task=%s token=%d refused: %s (task is %s)", incoming.worker_id,
+                         verdict.task_id, report.token, verdict.verdict, verdict.task_state)
+            acks[incoming.worker_id].append(pb.ResultAck(
+                task_id=verdict.task_id, fencing_token=report.token, accepted=accepted,
+                reason="" if accepted else f"{verdict.verdict}: task is {verdict.task_state or 'unknown'}"))
+        for worker_id, worker_acks in acks.items():
+            self._core.registry.send(worker_id, pb.MasterMessage(acks=pb.ResultAcks(acks=worker_acks)))
+        return Outcome.SUCCESS

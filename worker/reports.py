@@ -1,0 +1,55 @@
+"""Worker → master reports, batched: attempts started and results leave in ``Reports`` messages.
+
+A :class:`Batcher` folds what finishes within a couple of milliseconds into one message (a busy worker
+sends hundreds of results per message; an idle one waits at most the batch delay). While the worker is
+disconnected the batcher backs off and retries; results also stay in the agent's ``pending`` map until
+the master acknowledges them, and are re-submitted after a reconnect — the batcher's dedupe by
+(task, token) keeps one copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sparkyard.batcher import Batcher, Item, Outcome, OverflowPolicy
+from sparkyard.clock import Clock
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+# Reports per message, and the longest a report waits for company (well below a heartbeat).
+REPORT_BATCH = 500
+REPORT_DELAY_S = 0.002
+# Reports held while the master is unreachable; beyond it a report is refused and the task's lease
+# expires on the master (it is re-run) — a worker cut off that long has bigger problems.
+REPORT_BUFFER = 100_000
+
+
+class ReportSender:
+    def __init__(self, clock: Clock, send: Callable[[pb.WorkerMessage], bool]) -> None:
+        self._send = send
+        self._batcher: Batcher[pb.TaskStarted | pb.TaskResult] = Batcher(
+            "worker-reports", self._process, clock=clock, max_batch_size=REPORT_BATCH,
+            max_batch_delay_s=REPORT_DELAY_S, max_buffer=REPORT_BUFFER, overflow=OverflowPolicy.REJECT_NEW,
+        )
+
+    def start(self) -> None:
+        self._batcher.start()
+
+    async def close(self, timeout_s: float) -> None:
+        await self._batcher.close(drain=True, timeout_s=timeout_s)
+
+    def started(self, message: pb.TaskStarted) -> None:
+        self._batcher.submit(("started", message.task_id, message.fencing_token), message)
+
+    def result(self, message: pb.TaskResult) -> None:
+        self._batcher.submit(("result", message.task_id, message.fencing_token), message)
+
+    async def _process(self, batch: list[Item[pb.TaskStarted | pb.TaskResult]]) -> Outcome:
+        reports = pb.Reports()
+        for item in batch:
+            if isinstance(item.payload, pb.TaskStarted):
+                reports.started.append(item.payload)
+            else:
+                reports.results.append(item.payload)
+        if not self._send(pb.WorkerMessage(reports=reports)):
+            return Outcome.TRANSIENT_ERROR  # not connected: retried after a backoff, or resent on register
+        return Outcome.SUCCESS
