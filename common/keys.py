@@ -6,7 +6,7 @@ All keys live under a namespace prefix (default ``sy``) so several clusters can 
 ====================================  ======  =========================================================
 key                                   type    meaning
 ====================================  ======  =========================================================
-P:job:{job}                           hash    job record: spec (JSON), state, created_ms, updated_ms,
+P:job:{job}                           hash    job record: spec (protobuf, base64), state, created_ms, updated_ms,
                                               next_fire_ms, runs, skipped, last_run_id, group, priority, name,
                                               w:{index} (worker that last ran task index)
 P:jobs                                zset    job id → created_ms (listing, newest first)
@@ -18,13 +18,16 @@ P:job:{job}:runs                      zset    run id → scheduled_ms (a job's r
 P:job:{job}:active                    set     run ids of the job that are not terminal (overlap policy)
 P:run:{run}                           hash    run record: state, job_id, scheduled_ms, fired_ms,
                                               started_ms, finished_ms, task_count, succeeded, dead,
-                                              cancelled, reason
+                                              cancelled, reason; and what its tasks share:
+                                              group, priority, max_attempts, backoff_ms, backoff_mult,
+                                              backoff_max_ms, timeout_ms, route, routing, max_concurrent
 P:run:{run}:gate                      zset    task id → index: READY tasks of a run held back by its
                                               concurrency cap (enter the ready queue one by one)
-P:task:{task}                         hash    task record: state, run_id, job_id, index, group,
-                                              priority, inputs (JSON), attempts, lost, token, worker,
-                                              prev_worker, lease_ms, result, error, not_before_ms
-P:task:{task}:attempts                hash    attempt number → attempt record (JSON)
+P:task:{task}                         hash    task record: state, run_id, job_id, index, group, score,
+                                              inputs (JSON), attempts, failures, lost, token, worker,
+                                              prev_worker, lease_ms, result, error, not_before_ms, and the
+                                              running attempt's att_leased_ms, att_started_ms, att_log
+P:task:{task}:attempts                hash    attempt number → record (JSON) of each ended attempt
 P:ready:{group}                       zset    task id → score = fire ms − priority × aging step (the
                                               ready queue; lowest first, ties by task id)
 P:groups                              set     node groups that have had a ready queue

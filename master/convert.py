@@ -14,10 +14,10 @@ def _set_ms(ts: Timestamp, ms: int) -> None:
         ts.FromMilliseconds(ms)
 
 
-def job_to_proto(job: JobRecord) -> pb.Job:
+def job_to_proto(job: JobRecord, with_spec: bool = True) -> pb.Job:
     out = pb.Job(
         id=job.id,
-        spec=job.spec,
+        spec=job.spec if with_spec else None,
         state=pb.JobState.Value(to_proto(job.state)),
         runs=job.runs,
         last_run_id=job.last_run_id,

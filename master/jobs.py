@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from sparkyard import ids
 from sparkyard.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -19,7 +21,7 @@ from sparkyard.master.preloader import Preloader, split_spec
 from sparkyard.master.purgatory import DelayedOperation
 from sparkyard.master.records import JobRecord, RunRecord, TaskRecord
 from sparkyard.master.store import NewJob, SubmitResult
-from sparkyard.master.splitter import SplitError, channel_count, split
+from sparkyard.master.splitter import split
 from sparkyard.spec import SpecError, normalize
 from sparkyard.states import RUN_TERMINAL, JobState
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -31,8 +33,10 @@ DEFAULT_LIST_LIMIT = 50
 MAX_LIST_LIMIT = 10_000
 # A job cancel re-reads the job's active runs this many times if firings keep racing it.
 CANCEL_ATTEMPTS = 5
-# Submits of a bulk call sent to Redis in one pipeline (one round trip).
+# Submits of a bulk call sent to Redis in one script call.
 SUBMIT_PIPELINE = 1000
+# Distinct specs whose validation and split are remembered (see JobManager._validated).
+VALIDATION_CACHE_SIZE = 256
 
 
 @dataclass
@@ -67,6 +71,7 @@ class RunWaiter(DelayedOperation):
 class JobManager:
     def __init__(self, core: MasterCore, preloader: Preloader) -> None:
         self._verbose = True  # one log line per job for single submits, one per call for bulk ones
+        self._validation_cache: OrderedDict[bytes, tuple[pb.JobSpec, list[tuple[Any, ...]]]] = OrderedDict()
         self._core = core
         self._store = core.store
         self._preloader = preloader
@@ -74,23 +79,32 @@ class JobManager:
     # ---- submit ---------------------------------------------------------------------------------------
 
     def validate(self, spec: pb.JobSpec) -> pb.JobSpec:
+        return self._validated(spec)[0]
+
+    def _validated(self, spec: pb.JobSpec) -> tuple[pb.JobSpec, list[tuple[Any, ...]]]:
+        """The normalized spec and its task split, cached by the spec's bytes: the jobs of a bulk submit
+        usually share one spec, and both are pure functions of it (the result is never mutated)."""
+        key = spec.SerializeToString(deterministic=True)
+        hit = self._validation_cache.get(key)
+        if hit is not None:
+            return hit
         try:
             norm = normalize(spec)
-            channel_count(split_spec(norm))
-        except SpecError as exc:
+            tasks = split(split_spec(norm))
+        except SpecError as exc:  # SplitError is a SpecError
             raise InvalidArgument(str(exc)) from None
-        except SplitError as exc:
-            raise InvalidArgument(str(exc)) from None
-        return norm
+        self._validation_cache[key] = (norm, tasks)
+        if len(self._validation_cache) > VALIDATION_CACHE_SIZE:
+            self._validation_cache.popitem(last=False)
+        return norm, tasks
 
     def _prepare(self, spec: pb.JobSpec, idempotency_key: str, now_ms: int) -> NewJob:
-        norm = self.validate(spec)
+        norm, tasks = self._validated(spec)
         trigger = norm.trigger
         kind = trigger.WhichOneof("kind")
         if kind == "now":
             # Fires inside the submit script: no schedule entry, no timer, one Redis call.
-            return NewJob(ids.new_job_id(now_ms), norm, "abs", now_ms, idempotency_key,
-                          fire_now=split(split_spec(norm)))
+            return NewJob(ids.new_job_id(now_ms), norm, "abs", now_ms, idempotency_key, fire_now=tasks)
         if kind == "delay":
             mode, value = "delay", trigger.delay.ToMilliseconds()
         else:

@@ -18,6 +18,7 @@ import sys
 
 from sparkyard.config import ConfigError, MasterConfig, load
 from sparkyard.logsetup import configure_logging
+from sparkyard.profiling import profiled
 from sparkyard.master.embedded_redis import EmbeddedRedisError
 from sparkyard.master.server import MasterServer, StartupError, redact
 
@@ -78,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sparkyard-master: {exc}", file=sys.stderr)
         return 2
     gc.set_threshold(*GC_THRESHOLDS)
-    return asyncio.run(_run(cfg))
+    with profiled():
+        return asyncio.run(_run(cfg))
 
 
 if __name__ == "__main__":

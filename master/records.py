@@ -6,23 +6,30 @@ fields (a record written by an older version still reads) and strict about types
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from google.protobuf import json_format
 
 from sparkyard.states import AttemptState, JobState, RunState, TaskState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 
-def spec_to_json(spec: pb.JobSpec) -> str:
-    """A JobSpec as stored in Redis: compact JSON with proto field names (readable in redis-cli)."""
-    return json_format.MessageToJson(spec, preserving_proto_field_name=True, indent=None)
+def spec_to_text(spec: pb.JobSpec) -> str:
+    """A JobSpec as stored in Redis: base64 of its protobuf encoding.
+
+    Binary protobuf costs ~1 µs to write and read against ~20 µs for JSON, which matters when thousands of
+    jobs are submitted a second; old fields stay readable as the proto evolves. ``sparkyard job ID --json``
+    shows a spec readably.
+    """
+    return base64.b64encode(spec.SerializeToString()).decode()
 
 
-def spec_from_json(text: str) -> pb.JobSpec:
-    return json_format.Parse(text, pb.JobSpec(), ignore_unknown_fields=True)
+def spec_from_text(text: str) -> pb.JobSpec:
+    spec = pb.JobSpec()
+    spec.ParseFromString(base64.b64decode(text))
+    return spec
 
 
 def inputs_to_json(inputs: list[pb.SplitInput] | tuple[Any, ...]) -> str:
@@ -56,7 +63,7 @@ class JobRecord:
     def from_hash(cls, job_id: str, h: Mapping[str, str]) -> JobRecord:
         return cls(
             id=job_id,
-            spec=spec_from_json(h["spec"]),
+            spec=spec_from_text(h["spec"]),
             state=JobState(h["state"]),
             created_ms=_int(h.get("created_ms")),
             updated_ms=_int(h.get("updated_ms")),
@@ -123,6 +130,12 @@ class TaskRecord:
     @classmethod
     def from_hash(cls, task_id: str, h: Mapping[str, str], attempts: Mapping[str, str] | None = None) -> TaskRecord:
         parsed = sorted((AttemptRecord.from_json(v) for v in (attempts or {}).values()), key=lambda a: a.number)
+        number = _int(h.get("attempts"))
+        if h.get("state") == TaskState.LEASED.value and number and all(a.number != number for a in parsed):
+            # The running attempt lives in the task hash until it ends (claim.lua).
+            parsed.append(AttemptRecord(number=number, worker=h.get("worker", ""), token=_int(h.get("token")),
+                                        state=AttemptState.RUNNING, leased_ms=_int(h.get("att_leased_ms")),
+                                        started_ms=_int(h.get("att_started_ms")), log_path=h.get("att_log", "")))
         return cls(
             id=task_id,
             run_id=h.get("run_id", ""),

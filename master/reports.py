@@ -99,7 +99,7 @@ class ReportSink:
             error = f"result is {len(result.result_json.encode())} bytes, over the {limit}-byte limit"
         return Report(result.task_id, result.fencing_token, outcome, result_json=result_json, error=error,
                       traceback=result.traceback[-MAX_TRACEBACK_CHARS:], started_ms=_ms(result.started_at),
-                      finished_ms=_ms(result.finished_at))
+                      finished_ms=_ms(result.finished_at), log_path=result.log_path)
 
     async def _process(self, batch: list[Item[Incoming]]) -> Outcome:
         try:

@@ -73,8 +73,8 @@ class JobService(pbg.JobServiceServicer):
     @mapped
     async def SubmitJobs(self, request: pb.SubmitJobsRequest, context: grpc.aio.ServicerContext) -> pb.SubmitJobsResponse:
         done = await self._jobs.submit_many([(r.spec, r.idempotency_key) for r in request.jobs])
-        return pb.SubmitJobsResponse(jobs=[pb.SubmitJobResponse(job=job_to_proto(d.job), duplicate=d.duplicate)
-                                           for d in done])
+        return pb.SubmitJobsResponse(jobs=[pb.SubmitJobResponse(job=job_to_proto(d.job, with_spec=False),
+                                                                duplicate=d.duplicate) for d in done])
 
     @mapped
     async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:

@@ -20,8 +20,8 @@ from sparkyard.master.records import (
     RunRecord,
     TaskRecord,
     inputs_to_json,
-    spec_from_json,
-    spec_to_json,
+    spec_from_text,
+    spec_to_text,
 )
 from sparkyard.master.routing import Routable
 from sparkyard.master.scripts import ScriptLibrary
@@ -168,40 +168,39 @@ class Store:
 
     # ---- submit and fire -------------------------------------------------------------------------
 
-    def _run_block(self, spec: pb.JobSpec, run: str, scheduled_ms: int,
-                   inputs: Sequence[Sequence[Any]]) -> list[Any]:
-        """The arguments of lib.lua's create_run for one run: its settings, then (task id, inputs)."""
+    def _run_block(self, spec: pb.JobSpec, run: str, scheduled_ms: int, inputs: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        """lib.lua create_run's block: the run's settings and its tasks (sent as JSON)."""
         retry = spec.retry
-        block: list[Any] = [
-            spec.group, spec.priority, retry.max_attempts, retry.initial_backoff.ToMilliseconds(), retry.multiplier,
-            retry.max_backoff.ToMilliseconds(), spec.timeout.ToMilliseconds(), spec.routing_key,
-            spec.split.max_concurrent, pb.Routing.Name(spec.routing),
-            ready_score(spec.priority, scheduled_ms, self.priority_aging_ms), len(inputs),
-        ]
-        for index, task_inputs in enumerate(inputs):
-            block += [ids.task_id(run, index), inputs_to_json(list(task_inputs))]
-        return block
+        return {
+            "group": spec.group, "priority": spec.priority, "max_attempts": retry.max_attempts,
+            "backoff_ms": retry.initial_backoff.ToMilliseconds(), "backoff_mult": retry.multiplier,
+            "backoff_max_ms": retry.max_backoff.ToMilliseconds(), "timeout_ms": spec.timeout.ToMilliseconds(),
+            "route": spec.routing_key, "routing": pb.Routing.Name(spec.routing), "cap": spec.split.max_concurrent,
+            "score": ready_score(spec.priority, scheduled_ms, self.priority_aging_ms),
+            "tasks": [[ids.task_id(run, i), inputs_to_json(list(x))] for i, x in enumerate(inputs)],
+        }
 
     async def submit_many(self, jobs: Sequence[NewJob], idempotency_ttl_ms: int) -> list[SubmitResult]:
-        """Store jobs with one ``submit.lua`` call each, all in one pipeline (one round trip).
+        """Store jobs with one ``submit.lua`` call (a bulk submit is one script run, one round trip).
 
         A job with ``fire_now`` inputs is created with its run (it fires in the same script).
         """
-        k = self.keys
-        pipe = self.redis.pipeline(transaction=False)
+        entries = []
         for job in jobs:
-            idem_key = k.idempotency(job.idempotency_key or "-")
-            args: list[Any] = [job.job_id, spec_to_json(job.spec), job.spec.name, job.spec.group, job.spec.priority,
-                               job.fire_mode, job.fire_value_ms, job.idempotency_key, idempotency_ttl_ms]
+            entry: dict[str, Any] = {
+                "id": job.job_id, "spec": spec_to_text(job.spec), "name": job.spec.name, "group": job.spec.group,
+                "priority": job.spec.priority, "mode": job.fire_mode, "value": job.fire_value_ms,
+                "idem": job.idempotency_key, "run": "",
+            }
             if job.fire_now is not None:
                 run = ids.run_id(job.job_id, job.fire_value_ms)
-                args += [run, job.fire_value_ms, *self._run_block(job.spec, run, job.fire_value_ms, job.fire_now)]
-            else:
-                args += ["", 0]
-            await self._lua.queue(pipe, "submit", [k.job(job.job_id), k.jobs, k.schedule, idem_key], args)
+                entry.update(run=run, scheduled=job.fire_value_ms,
+                             block=self._run_block(job.spec, run, job.fire_value_ms, job.fire_now))
+            entries.append(entry)
             self.remember_spec(job.job_id, job.spec)
-        replies = await pipe.execute()
-        return [SubmitResult(r[0], bool(int(r[1])), int(r[2]), int(r[3]), bool(int(r[4]))) for r in replies]
+        raw = await self._lua("submit", [self.keys.jobs, self.keys.schedule],
+                              [json.dumps(entries, separators=(",", ":")), idempotency_ttl_ms])
+        return [SubmitResult(j, bool(int(d)), int(c), int(n), bool(int(f))) for j, d, c, n, f in _groups(raw, 5)]
 
     async def fire(self, job_id: str, spec: pb.JobSpec, scheduled_ms: int, *, expected_ms: int | None,
                    next_fire_ms: int, overlap: str, inputs: Sequence[Sequence[Any]],
@@ -228,7 +227,7 @@ class Store:
                  k.ready(r.spec.group), k.groups],
                 [r.job_id, run, r.scheduled_ms, "manual" if r.expected_ms is None else r.expected_ms,
                  r.next_fire_ms, r.overlap, r.skip_reason,
-                 *self._run_block(r.spec, run, r.scheduled_ms, r.inputs)],
+                 json.dumps(self._run_block(r.spec, run, r.scheduled_ms, r.inputs), separators=(",", ":"))],
             )
         replies = await pipe.execute()
         return [(run, FireResult(raw[0], int(raw[1]), raw[2])) for run, raw in zip(runs, replies)]
@@ -285,11 +284,9 @@ class Store:
         if not reports:
             return []
         k = self.keys
-        args: list[Any] = []
-        for r in reports:
-            args += [r.task_id, r.token, r.outcome, r.result_json, r.error, r.traceback, r.started_ms,
-                     r.finished_ms, r.log_path]
-        raw = await self._lua("report", [k.leases, k.delayed, k.timeouts], args)
+        batch = json.dumps([[r.task_id, r.token, r.outcome, r.result_json, r.error, r.traceback, r.started_ms,
+                             r.finished_ms, r.log_path] for r in reports], separators=(",", ":"))
+        raw = await self._lua("report", [k.leases, k.delayed, k.timeouts], [batch])
         return [Verdict(t, v, s, run, rs, int(nb)) for t, v, s, run, rs, nb in _groups(raw, 6)]
 
     async def release_due(self, limit: int = 1000, task_ids: Sequence[str] = ()) -> list[tuple[str, str]]:
@@ -376,7 +373,7 @@ class Store:
             text = await self.redis.hget(self.keys.job(job_id), "spec")
             if text is None:
                 return None
-            spec = spec_from_json(text)
+            spec = spec_from_text(text)
             self.remember_spec(job_id, spec)
         else:
             self._specs.move_to_end(job_id)

@@ -120,16 +120,20 @@ class Cluster:
     root: Path
     namespace: str = "sy"
     token: str = ""
+    profile_dir: str = ""  # set: the processes named in profile_processes write cProfile stats <dir>/<name>.prof
+    profile_processes: tuple[str, ...] = ("master",)
     master: Proc | None = None
     address: str = ""
     workers: dict[str, Proc] = field(default_factory=dict)
     _clients: list[Client] = field(default_factory=list)
 
-    def _env(self) -> dict[str, str]:
+    def _env(self, name: str = "") -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKYARD_")}
         env["PYTHONUNBUFFERED"] = "1"
         if self.token:
             env["SPARKYARD_TOKEN"] = self.token
+        if self.profile_dir and name in self.profile_processes:
+            env["SPARKYARD_PROFILE"] = str(Path(self.profile_dir) / f"{name}.prof")
         return env
 
     def start_master(self, *extra: str, port: int = 0) -> str:
@@ -139,7 +143,7 @@ class Cluster:
                 "--redis-url", self.redis_url, "--namespace", self.namespace,
                 "--lease", str(TEST_LEASE_S), "--heartbeat", str(TEST_HEARTBEAT_S), "--reaper-interval", "0.5",
                 "--data-dir", str(self.root / "master-data"), *extra]
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log_path.open("ab"), env=self._env())
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log_path.open("ab"), env=self._env("master"))
         assert proc.stdout is not None
         line = proc.stdout.readline().decode()
         if "listening on" not in line:
@@ -157,7 +161,7 @@ class Cluster:
                 "--spark-master", "local[1]", "--drain-timeout", "5", *extra]
         if group:
             args += ["--group", group]
-        proc = subprocess.Popen(args, stdout=log_path.open("ab"), stderr=subprocess.STDOUT, env=self._env())
+        proc = subprocess.Popen(args, stdout=log_path.open("ab"), stderr=subprocess.STDOUT, env=self._env(worker_id))
         worker = Proc(worker_id, proc, log_path)
         self.workers[worker_id] = worker
         return worker

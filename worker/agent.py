@@ -50,6 +50,9 @@ REGISTER_TIMEOUT_S = 10.0
 # Lease and heartbeat assumed until the master says otherwise.
 DEFAULT_LEASE_S = 15.0
 DEFAULT_HEARTBEAT_S = 3.0
+# An attempt still running after this long reports that it started (shorter ones report it with their
+# result): halves the messages of a stream of short tasks, keeps `logs -f` working for long ones.
+STARTED_REPORT_AFTER_S = 0.1
 # A result not acknowledged for this long is sent again on the next heartbeat.
 RESEND_AFTER_S = 10.0
 # How often the self-fencing watchdog looks at lease renewals.
@@ -171,15 +174,17 @@ class Agent:
         self._stopping.set()
 
     def _expire_old_logs(self) -> None:
+        """Remove attempt logs and scratch directories older than the retention."""
         cutoff = time.time() - LOG_RETENTION_S
-        if not self.logs.root.exists():
-            return
-        for task_dir in self.logs.root.iterdir():
-            try:
-                if task_dir.stat().st_mtime < cutoff:
-                    shutil.rmtree(task_dir, ignore_errors=True)
-            except OSError:
+        for root in (self.logs.root, self.work_dir / "attempts"):
+            if not root.exists():
                 continue
+            for directory in root.iterdir():
+                try:
+                    if directory.stat().st_mtime < cutoff:
+                        shutil.rmtree(directory, ignore_errors=True)
+                except OSError:
+                    continue
 
     # ---- connection ------------------------------------------------------------------------------------
 
@@ -373,9 +378,8 @@ class Agent:
             self._finish(assignment, pb.ATTEMPT_RELEASED, Outcome("FAILED", error="worker has no free slot"), 0, 0)
             return
         attempt_dir = self.work_dir / "attempts" / assignment.task_id / f"a{assignment.attempt}"
-        attempt_dir.mkdir(parents=True, exist_ok=True)
-        run = AttemptRun(assignment, self.worker_id, self.logs.path_for(assignment.task_id, assignment.attempt),
-                         attempt_dir, self.cfg.result_max_bytes)
+        log_path = self.logs.path_for(assignment.task_id, assignment.attempt, self.clock.now())
+        run = AttemptRun(assignment, self.worker_id, log_path, attempt_dir, self.cfg.result_max_bytes)
         execution = Execution(assignment, run, renewed_at=self.clock.monotonic())
         self.executions[assignment.task_id] = execution
         execution.task = asyncio.create_task(self._execute(execution), name=f"attempt-{assignment.task_id}")
@@ -384,9 +388,15 @@ class Agent:
         a = execution.assignment
         runner = self._runner_for(a.spec)
         started_ms = int(self.clock.now() * 1000)
-        started = pb.TaskStarted(task_id=a.task_id, fencing_token=a.fencing_token, log_path=str(execution.run.log_path))
-        started.started_at.FromMilliseconds(started_ms)
-        self.reports.started(started)
+
+        def announce_start() -> None:
+            started = pb.TaskStarted(task_id=a.task_id, fencing_token=a.fencing_token,
+                                     log_path=str(execution.run.log_path))
+            started.started_at.FromMilliseconds(started_ms)
+            self.reports.started(started)
+
+        # Short attempts report their start with their result; a longer one tells the master it started.
+        announce = self.clock.call_later(STARTED_REPORT_AFTER_S, announce_start)
         log.debug("task=%s attempt=%d token=%d starting (%s runner)", a.task_id, a.attempt, a.fencing_token, runner.name)
         timeout_s = a.spec.timeout.ToMilliseconds() / 1000
         timer = (self.clock.call_later(timeout_s, lambda: execution.kill("timeout", f"timed out after {timeout_s:g}s"))
@@ -400,10 +410,10 @@ class Agent:
             log.exception("task=%s runner failed", a.task_id)
             outcome = Outcome.failure(exc, f"{runner.name} runner error: ")
         finally:
+            announce.cancel()
             if timer is not None:
                 timer.cancel()
             self.executions.pop(a.task_id, None)
-            shutil.rmtree(execution.run.work_dir / "spark-local", ignore_errors=True)
         finished_ms = int(self.clock.now() * 1000)
         kind = execution.kill_kind
         if kind in ("lost", "fence"):
@@ -414,11 +424,13 @@ class Agent:
             state = _KILL_OUTCOMES[kind]
         else:
             state = pb.ATTEMPT_SUCCEEDED if outcome.state == "SUCCEEDED" else pb.ATTEMPT_FAILED
-        self._finish(a, state, outcome, started_ms, finished_ms)
+        self._finish(a, state, outcome, started_ms, finished_ms, str(execution.run.log_path))
 
-    def _finish(self, a: pb.TaskAssignment, state: int, outcome: Outcome, started_ms: int, finished_ms: int) -> None:
+    def _finish(self, a: pb.TaskAssignment, state: int, outcome: Outcome, started_ms: int, finished_ms: int,
+                log_path: str = "") -> None:
         result = pb.TaskResult(task_id=a.task_id, fencing_token=a.fencing_token, outcome=state,
-                               result_json=outcome.result_json, error=outcome.error, traceback=outcome.traceback)
+                               result_json=outcome.result_json, error=outcome.error, traceback=outcome.traceback,
+                               log_path=log_path)
         if started_ms:
             result.started_at.FromMilliseconds(started_ms)
         if finished_ms:

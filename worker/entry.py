@@ -1,8 +1,9 @@
 """Loading and calling a task's entrypoint — the same code under both runners.
 
-* ``/path/job.py:func`` — the file is loaded as a fresh module for each attempt (so a fixed script is
-  picked up by the next run without restarting the worker) with its directory on ``sys.path`` (so it can
-  import its siblings); ``func(spark, ctx)`` is called.
+* ``/path/job.py:func`` — the file is loaded as a module once per version of the file (a changed file is
+  loaded again by the next attempt, without restarting the worker; under the session runner attempts of
+  one version share the module's globals) with its directory on ``sys.path`` (so it can import its
+  siblings); ``func(spark, ctx)`` is called.
 * ``/path/job.py`` — run as ``__main__`` with ``spark`` and ``ctx`` in its globals.
 * ``package.module:func`` — imported normally (cached, like any import).
 
@@ -11,6 +12,7 @@ The return value is the task's result: it must be JSON-serialisable and at most 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -18,6 +20,7 @@ import json
 import runpy
 import socket
 import sys
+from stat import S_ISREG
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,8 +36,19 @@ class ResultError(Exception):
     """The task's return value cannot be stored (not JSON, too large)."""
 
 
-def _load_file_function(path: Path, func: str) -> Callable[..., Any]:
-    name = "sparkyard_task_" + hashlib.blake2b(str(path).encode(), digest_size=6).hexdigest()
+def _load_file_function(path: Path, func: str, mtime_ns: int, size: int) -> Callable[..., Any]:
+    module = _load_file_module(str(path), mtime_ns, size)
+    target = getattr(module, func, None)
+    if not callable(target):
+        raise EntrypointError(f"{path} has no function {func!r}")
+    return target
+
+
+@functools.lru_cache(maxsize=256)
+def _load_file_module(path_text: str, mtime_ns: int, size: int) -> Any:
+    """The module of one version of a task file (cached: reloading per attempt costs a compile)."""
+    path = Path(path_text)
+    name = "sparkyard_task_" + hashlib.blake2b(f"{path}:{mtime_ns}".encode(), digest_size=6).hexdigest()
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise EntrypointError(f"cannot load {path} as a Python module")
@@ -43,10 +57,7 @@ def _load_file_function(path: Path, func: str) -> Callable[..., Any]:
     if directory not in sys.path:
         sys.path.insert(0, directory)
     spec.loader.exec_module(module)
-    target = getattr(module, func, None)
-    if not callable(target):
-        raise EntrypointError(f"{path} has no function {func!r}")
-    return target
+    return module
 
 
 def invoke(entrypoint: str, spark: Any, ctx: TaskContext) -> Any:
@@ -57,7 +68,11 @@ def invoke(entrypoint: str, spark: Any, ctx: TaskContext) -> Any:
         raise EntrypointError(str(exc)) from None
     if entry.is_file:
         path = Path(entry.path)
-        if not path.is_file():
+        try:
+            stat = path.stat()
+        except OSError:
+            stat = None
+        if stat is None or not S_ISREG(stat.st_mode):
             raise EntrypointError(f"entrypoint file not found on worker host {socket.gethostname()}: {path}")
         if not entry.func:
             try:
@@ -66,7 +81,7 @@ def invoke(entrypoint: str, spark: Any, ctx: TaskContext) -> Any:
                 if exc.code not in (None, 0):
                     raise RuntimeError(f"{path.name} exited with code {exc.code}") from None
             return None
-        return _load_file_function(path, entry.func)(spark, ctx)
+        return _load_file_function(path, entry.func, stat.st_mtime_ns, stat.st_size)(spark, ctx)
     try:
         module = importlib.import_module(entry.module)
     except ImportError as exc:

@@ -1,12 +1,16 @@
 """Attempt log files on the worker, and the answers to the master's ``LogRequest`` for them.
 
-Layout: ``<work-dir>/logs/<task id>/attempt-<n>.log``. A request names a path the master read from the
-attempt record; only files inside this worker's log directory are served.
+Layout: ``<work-dir>/logs/<UTC day>/<task id>.a<n>.log`` — one directory a day, so writing a log costs
+no directory creation (thousands of short tasks a second) and old days are removed whole. A request
+names the path the master read from the attempt record; only files inside this worker's log directory
+are served. The file appears when the attempt first writes to it: an attempt that wrote nothing has an
+empty log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -22,17 +26,22 @@ FOLLOW_CHECK_S = 0.1
 class LogFiles:
     def __init__(self, work_dir: Path) -> None:
         self.root = (work_dir / "logs").resolve()
+        self._day = ""
 
-    def path_for(self, task_id: str, attempt: int) -> Path:
-        """The attempt's log file, created empty so it can be followed from the first moment."""
-        directory = self.root / task_id
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"attempt-{attempt}.log"
-        path.touch()
-        return path
+    def path_for(self, task_id: str, attempt: int, now: float) -> Path:
+        """Where the attempt's log goes (its day directory is created once a day)."""
+        day = time.strftime("%Y%m%d", time.gmtime(now))
+        if day != self._day:
+            (self.root / day).mkdir(parents=True, exist_ok=True)
+            self._day = day
+        return self.root / day / f"{task_id}.a{attempt}.log"
 
     def _resolve(self, request: pb.LogRequest) -> Path | None:
-        path = Path(request.log_path).resolve() if request.log_path else self.root / request.task_id / f"attempt-{request.attempt}.log"
+        if request.log_path:
+            path = Path(request.log_path).resolve()
+        else:  # the attempt has not reported its start yet: find its file in the recent days
+            found = sorted(self.root.glob(f"*/{request.task_id}.a{request.attempt}.log"))
+            path = found[-1] if found else self.root / self._day / f"{request.task_id}.a{request.attempt}.log"
         if self.root not in path.parents:
             return None
         return path
@@ -44,11 +53,11 @@ class LogFiles:
             return pb.LogData(request_id=request.request_id, error="path is outside the worker's log directory")
         waited = 0.0
         while True:
+            alive = running(request.task_id, request.attempt)
             try:
                 size = path.stat().st_size
             except FileNotFoundError:
-                return pb.LogData(request_id=request.request_id, error=f"no log file {path} on this worker")
-            alive = running(request.task_id, request.attempt)
+                size = 0  # the attempt has written nothing (yet): its file is created on the first write
             if size > request.offset:
                 data = await asyncio.to_thread(_read, path, request.offset, CHUNK_BYTES)
                 end = request.offset + len(data)

@@ -20,6 +20,7 @@ import sys  # noqa: E402
 
 from sparkyard.config import ConfigError, WorkerConfig, load  # noqa: E402
 from sparkyard.logsetup import configure_logging  # noqa: E402
+from sparkyard.profiling import profiled  # noqa: E402
 from sparkyard.worker.agent import Agent  # noqa: E402
 
 log = logging.getLogger("sparkyard.worker")
@@ -74,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ValueError) as exc:
         print(f"sparkyard-worker: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(_run(Agent(cfg)))
+    with profiled():
+        return asyncio.run(_run(Agent(cfg)))
 
 
 if __name__ == "__main__":

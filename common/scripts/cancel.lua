@@ -44,7 +44,7 @@ for i = 4 + m, #ARGV do
   if t and may('task', t.state, 'CANCELLED') then
     if t.state == 'LEASED' then
       drop_lease(task_id, t)
-      update_attempt(task_id, t.attempts, {state = 'CANCELLED', finished_ms = now, error = reason})
+      finish_attempt(task_id, t, {state = 'CANCELLED', finished_ms = now, error = reason})
       push(leased, task_id, t.worker, t.token)
     elseif t.state == 'READY' then
       redis.call('ZREM', K.ready(t.group), task_id)

@@ -7,8 +7,9 @@
 -- run id, job id, task index, inputs JSON, run scheduled ms, run task count. Tasks no longer READY are skipped.
 --
 -- Invariant: a task leaves the ready queue only here, atomically with its lease entry, a new fencing
--- token (INCR: strictly greater than every token before it) and a RUNNING attempt record — so every
--- result can be matched to exactly one attempt and a stale one is recognisable forever.
+-- token (INCR: strictly greater than every token before it) and its running attempt (number, worker,
+-- token, leased time in the task hash; archived to task:{task}:attempts when it ends) — so every result
+-- can be matched to exactly one attempt and a stale one is recognisable forever.
 local now = now_ms()
 local lease_ms = tonumber(ARGV[1])
 local grace = tonumber(ARGV[2])
@@ -17,23 +18,21 @@ for i = 3, #ARGV, 2 do
   local task_id, worker = ARGV[i], ARGV[i + 1]
   local tkey = K.task(task_id)
   if redis.call('ZREM', KEYS[1], task_id) == 1 then
-    local v = redis.call('HMGET', tkey, 'state', 'attempts', 'run_id', 'job_id', 'index', 'inputs', 'timeout_ms')
+    local v = redis.call('HMGET', tkey, 'state', 'attempts', 'run_id', 'job_id', 'index', 'inputs')
     if v[1] == 'READY' then
+      local rkey = K.run(v[3])
+      local r = redis.call('HMGET', rkey, 'state', 'scheduled_ms', 'task_count', 'timeout_ms')
       local token = redis.call('INCR', KEYS[3])
-      local attempt = tonumber(v[2]) + 1
+      local attempt = tonumber(v[2] or '0') + 1
       local deadline = now + lease_ms
       redis.call('HSET', tkey, 'state', 'LEASED', 'token', token, 'worker', worker, 'attempts', attempt,
-                 'lease_ms', deadline, 'not_before_ms', '')
+                 'lease_ms', deadline, 'not_before_ms', '', 'att_leased_ms', now, 'att_started_ms', 0,
+                 'att_log', '')
       redis.call('ZADD', KEYS[2], deadline, task_id)
       redis.call('SADD', K.worker_leases(worker), task_id)
-      local timeout = tonumber(v[7] or '0')
+      local timeout = tonumber(r[4] or '0')
       if timeout > 0 then redis.call('ZADD', KEYS[4], now + timeout + grace, task_id) end
-      redis.call('HSET', K.attempts(task_id), tostring(attempt), cjson.encode({
-        number = attempt, worker = worker, token = token, state = 'RUNNING', leased_ms = now}))
-      local rkey = K.run(v[3])
-      local r = redis.call('HMGET', rkey, 'state', 'scheduled_ms', 'task_count')
       if r[1] == 'SCHEDULED' then redis.call('HSET', rkey, 'state', 'RUNNING', 'started_ms', now) end
-      redis.call('HINCRBY', rkey, 'leased', 1)
       push(out, task_id, worker, token, attempt, v[3], v[4], v[5], v[6], r[2], r[3])
     end
   end

@@ -10,7 +10,7 @@
 --         fixed-delay jobs — the job joins `awaiting`; ignored in manual mode)
 -- ARGV[6] overlap policy: 'allow' | 'forbid' (skip while a run is active) | 'replace' (caller cancelled)
 -- ARGV[7] skip reason: non-empty records this firing as a SKIPPED run with no tasks (misfire skip)
--- ARGV[8..] the run block of create_run (lib.lua): group, priority, …, task count, tasks.
+-- ARGV[8] the run block of create_run (lib.lua, JSON): settings and tasks.
 -- Returns {status, fired_ms, run state}; status: created | skipped | exists | stale | inactive.
 --
 -- Invariant: a (job, scheduled time) pair yields at most one run whoever fires it (SETNX semantics on
@@ -54,9 +54,9 @@ end
 if skip_reason ~= '' then
   redis.call('HSET', KEYS[2], 'state', 'SKIPPED', 'job_id', ARGV[1], 'scheduled_ms', ARGV[3],
              'fired_ms', now, 'finished_ms', now, 'task_count', 0, 'succeeded', 0, 'dead', 0,
-             'cancelled', 0, 'leased', 0, 'reason', skip_reason)
+             'cancelled', 0, 'reason', skip_reason)
   redis.call('HINCRBY', KEYS[1], 'skipped', 1)
   return {'skipped', now, 'SKIPPED'}
 end
-create_run(KEYS[1], ARGV[1], ARGV[2], ARGV[3], now, ARGV, 8)
+create_run(KEYS[1], ARGV[1], ARGV[2], ARGV[3], now, cjson.decode(ARGV[8]))
 return {'created', now, 'SCHEDULED'}

@@ -28,14 +28,14 @@ end
 -- w:{index}); beyond that a backfill's one-off tasks would bloat the job hash for no reuse.
 local AFFINITY_MAX_INDEX = 256
 
-local function update_attempt(task_id, number, fields)
-  local key = K.attempts(task_id)
-  local raw = redis.call('HGET', key, tostring(number))
-  if not raw then return end
-  local rec = cjson.decode(raw)
-  if rec.state ~= 'RUNNING' and fields.state ~= nil then return end
+-- End the task's current attempt: its record (kept in the task hash while it runs: att_leased_ms,
+-- att_started_ms, att_log) is written, with `fields`, to task:{task}:attempts once, when it ends.
+local function finish_attempt(task_id, t, fields)
+  local rec = {number = tonumber(t.attempts), worker = t.worker, token = tonumber(t.token),
+               leased_ms = tonumber(t.att_leased_ms) or 0, started_ms = tonumber(t.att_started_ms) or 0,
+               log_path = t.att_log or ''}
   for k, v in pairs(fields) do rec[k] = v end
-  redis.call('HSET', key, tostring(number), cjson.encode(rec))
+  redis.call('HSET', K.attempts(task_id), tostring(rec.number), cjson.encode(rec))
 end
 
 -- Put a task (already moved to READY) back into its group's ready queue.
@@ -51,7 +51,6 @@ local function drop_lease(task_id, t)
   if t.worker and t.worker ~= '' then
     redis.call('SREM', K.worker_leases(t.worker), task_id)
   end
-  redis.call('HINCRBY', K.run(t.run_id), 'leased', -1)
 end
 
 -- Move a run to a terminal state if all its tasks are terminal. Returns the run's terminal state or ''.
@@ -88,7 +87,7 @@ end
 
 -- Read the task fields most scripts need, as a table (nil when the task does not exist).
 local TASK_FIELDS = {'state', 'token', 'worker', 'attempts', 'failures', 'lost', 'run_id', 'job_id', 'index', 'group',
-                     'score', 'max_attempts', 'backoff_ms', 'backoff_mult', 'backoff_max_ms'}
+                     'score', 'att_leased_ms', 'att_started_ms', 'att_log'}
 local function load_task(task_id)
   local v = redis.call('HMGET', K.task(task_id), unpack(TASK_FIELDS))
   if not v[1] then return nil end
@@ -103,6 +102,8 @@ end
 local function fail_attempt(task_id, t, now, error_text)
   local failures = tonumber(t.failures or '0') + 1
   local tkey = K.task(task_id)
+  local policy = redis.call('HMGET', K.run(t.run_id), 'max_attempts', 'backoff_ms', 'backoff_mult', 'backoff_max_ms')
+  t.max_attempts, t.backoff_ms, t.backoff_mult, t.backoff_max_ms = policy[1], policy[2], policy[3], policy[4]
   if failures >= tonumber(t.max_attempts) then
     redis.call('HSET', tkey, 'state', 'DEAD', 'failures', failures, 'error', error_text,
                'worker', '', 'finished_ms', now)
@@ -112,7 +113,7 @@ local function fail_attempt(task_id, t, now, error_text)
   if backoff > tonumber(t.backoff_max_ms) then backoff = tonumber(t.backoff_max_ms) end
   local not_before = now + math.floor(backoff)
   redis.call('HSET', tkey, 'state', 'FAILED', 'failures', failures, 'error', error_text,
-             'prev_worker', t.worker, 'worker', '', 'not_before_ms', not_before)
+             'prev_worker', t.worker or '', 'worker', '', 'not_before_ms', not_before)
   redis.call('ZADD', K.delayed, not_before, task_id)
   return 'FAILED', '', not_before
 end
@@ -121,7 +122,7 @@ end
 -- requeue with the previous worker remembered, or DEAD once the task was lost more than max_lost times.
 local function lose_lease(task_id, t, now, max_lost, reason)
   drop_lease(task_id, t)
-  update_attempt(task_id, t.attempts, {state = 'LOST', finished_ms = now, error = reason})
+  finish_attempt(task_id, t, {state = 'LOST', finished_ms = now, error = reason})
   local lost = tonumber(t.lost or '0') + 1
   local tkey = K.task(task_id)
   if lost > max_lost then
@@ -134,36 +135,39 @@ local function lose_lease(task_id, t, now, max_lost, reason)
   return 'READY', ''
 end
 
--- Create run `run_id` of job `job_id` (scheduled at `scheduled_ms`) and its READY tasks.
--- The run block is a[b..]: group, priority, max attempts, backoff ms, backoff multiplier, max backoff ms,
--- timeout ms, routing key, max concurrent per run, routing strategy, ready-queue score (priority with
--- aging, computed by the master), task count n, then n pairs (task id, inputs JSON).
--- With a max concurrency c > 0, tasks from index c on wait in run:{run}:gate and enter the ready queue
--- one per task of the run that ends. A task's previous worker starts as the worker that last ran the
--- same task index of the job (job field w:{index}), so a recurring job keeps landing on a warm worker.
-local function create_run(job_key, job_id, run_id, scheduled_ms, now, a, b)
-  local group, priority, cap, score = a[b], a[b + 1], tonumber(a[b + 8]), tonumber(a[b + 10])
-  local n = tonumber(a[b + 11])
-  redis.call('HINCRBY', job_key, 'runs', 1)
+-- Create run `run_id` of job `job_id` (scheduled at `scheduled_ms`) and its READY tasks, from `b`
+-- (decoded JSON): {group, priority, max_attempts, backoff_ms, backoff_mult, backoff_max_ms, timeout_ms, route,
+-- routing, cap, score, tasks = [[task id, inputs JSON], ...]}. Settings shared by the tasks live in the
+-- run hash; a task hash holds only what differs per task. With a max concurrency cap > 0, tasks from
+-- index cap on wait in run:{run}:gate and enter the ready queue one per task of the run that ends. A
+-- task's previous worker starts as the worker that last ran the same task index of the job (job field
+-- w:{index}), so a recurring job keeps landing on a warm worker. `new_job`: the job is being created in
+-- the same script (it has no previous workers, and its run count is written by the caller).
+local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job)
+  local n = #b.tasks
+  if not new_job then redis.call('HINCRBY', job_key, 'runs', 1) end
   redis.call('HSET', K.run(run_id), 'state', 'SCHEDULED', 'job_id', job_id, 'scheduled_ms', scheduled_ms,
-             'fired_ms', now, 'task_count', n, 'succeeded', 0, 'dead', 0, 'cancelled', 0, 'leased', 0,
-             'max_concurrent', cap, 'reason', '')
+             'fired_ms', now, 'task_count', n, 'succeeded', 0, 'dead', 0, 'cancelled', 0,
+             'max_concurrent', b.cap, 'reason', '', 'group', b.group, 'priority', b.priority,
+             'max_attempts', b.max_attempts, 'backoff_ms', b.backoff_ms, 'backoff_mult', b.backoff_mult,
+             'backoff_max_ms', b.backoff_max_ms, 'timeout_ms', b.timeout_ms, 'route', b.route,
+             'routing', b.routing)
   redis.call('SADD', K.job_active(job_id), run_id)
+  local ready = K.ready(b.group)
   for i = 0, n - 1 do
-    local task_id = a[b + 12 + 2 * i]
-    local prev = ''
-    if i < AFFINITY_MAX_INDEX then prev = redis.call('HGET', job_key, 'w:' .. i) or '' end
-    redis.call('HSET', K.task(task_id), 'state', 'READY', 'run_id', run_id, 'job_id', job_id,
-               'index', i, 'group', group, 'priority', priority, 'score', score,
-               'inputs', a[b + 13 + 2 * i], 'attempts', 0, 'failures', 0, 'lost', 0, 'token', 0,
-               'worker', '', 'prev_worker', prev, 'max_attempts', a[b + 2], 'backoff_ms', a[b + 3],
-               'backoff_mult', a[b + 4], 'backoff_max_ms', a[b + 5], 'timeout_ms', a[b + 6],
-               'route', a[b + 7], 'routing', a[b + 9])
-    if cap > 0 and i >= cap then
-      redis.call('ZADD', K.run_gate(run_id), i, task_id)
+    local task = b.tasks[i + 1]
+    local tkey = K.task(task[1])
+    redis.call('HSET', tkey, 'state', 'READY', 'run_id', run_id, 'job_id', job_id, 'index', i,
+               'group', b.group, 'score', b.score, 'inputs', task[2])
+    if i < AFFINITY_MAX_INDEX and not new_job then
+      local prev = redis.call('HGET', job_key, 'w:' .. i)
+      if prev then redis.call('HSET', tkey, 'prev_worker', prev) end
+    end
+    if b.cap > 0 and i >= b.cap then
+      redis.call('ZADD', K.run_gate(run_id), i, task[1])
     else
-      redis.call('ZADD', K.ready(group), score, task_id)
+      redis.call('ZADD', ready, b.score, task[1])
     end
   end
-  redis.call('SADD', K.groups, group)
+  redis.call('SADD', K.groups, b.group)
 end

@@ -41,7 +41,7 @@ for _, task_id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMI
     local worker = t.worker
     drop_lease(task_id, t)
     local msg = 'timed out: no result from worker ' .. worker .. ' within the task timeout'
-    update_attempt(task_id, t.attempts, {state = 'TIMED_OUT', finished_ms = now, error = msg})
+    finish_attempt(task_id, t, {state = 'TIMED_OUT', finished_ms = now, error = msg})
     local state, run_state, not_before = fail_attempt(task_id, t, now, msg)
     emit(task_id, 'timeout', state, t.run_id, run_state, worker, not_before)
   else

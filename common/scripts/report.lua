@@ -1,8 +1,9 @@
 -- report.lua — apply a batch of worker reports: attempts started and attempts finished.
 --
 -- KEYS[1] leases   KEYS[2] delayed   KEYS[3] timeouts
--- ARGV: groups of 9: task id, fencing token, outcome, result JSON, error, traceback, started ms,
---       finished ms, log path. outcome: STARTED | SUCCEEDED | FAILED | TIMED_OUT | CANCELLED | RELEASED
+-- ARGV[1] JSON list of reports, each [task id, fencing token, outcome, result JSON, error, traceback,
+--       started ms, finished ms, log path]; outcome: STARTED | SUCCEEDED | FAILED | TIMED_OUT | CANCELLED
+--       | RELEASED
 -- Returns per report a flat group of 6: task id, verdict, task state, run id, run state ('' unless the
 -- run just ended), not-before ms (retry time, 0 if none).
 -- verdict: accepted | stale (token is not the task's current one) | terminal (task not LEASED) | unknown
@@ -15,8 +16,8 @@
 local now = now_ms()
 local out = {}
 local function emit(...) push(out, ...) end
-for i = 1, #ARGV, 9 do
-  local task_id, token, outcome = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+for _, rep in ipairs(cjson.decode(ARGV[1])) do
+  local task_id, token, outcome = rep[1], tostring(rep[2]), rep[3]
   local t = load_task(task_id)
   if not t then
     emit(task_id, 'unknown', '', '', '', 0)
@@ -25,26 +26,26 @@ for i = 1, #ARGV, 9 do
   elseif t.state ~= 'LEASED' then
     emit(task_id, 'terminal', t.state, t.run_id, '', 0)
   elseif outcome == 'STARTED' then
-    update_attempt(task_id, t.attempts, {started_ms = tonumber(ARGV[i + 6]), log_path = ARGV[i + 8]})
+    redis.call('HSET', K.task(task_id), 'att_started_ms', rep[7], 'att_log', rep[9])
     emit(task_id, 'accepted', t.state, t.run_id, '', 0)
   else
     drop_lease(task_id, t)
-    local fields = {state = outcome, finished_ms = now, log_path = ARGV[i + 8]}
-    if ARGV[i + 6] ~= '' and ARGV[i + 6] ~= '0' then fields.started_ms = tonumber(ARGV[i + 6]) end
-    if ARGV[i + 7] ~= '' and ARGV[i + 7] ~= '0' then fields.worker_finished_ms = tonumber(ARGV[i + 7]) end
-    if outcome == 'SUCCEEDED' then fields.result = ARGV[i + 3] else
-      fields.error = ARGV[i + 4]; fields.traceback = ARGV[i + 5]
+    local fields = {state = outcome, finished_ms = now, log_path = rep[9]}
+    if rep[7] > 0 then fields.started_ms = rep[7] end
+    if rep[8] > 0 then fields.worker_finished_ms = rep[8] end
+    if outcome == 'SUCCEEDED' then fields.result = rep[4] else
+      fields.error = rep[5]; fields.traceback = rep[6]
     end
-    update_attempt(task_id, t.attempts, fields)
+    finish_attempt(task_id, t, fields)
     local tkey = K.task(task_id)
     if outcome == 'SUCCEEDED' then
-      redis.call('HSET', tkey, 'state', 'SUCCEEDED', 'result', ARGV[i + 3], 'error', '', 'finished_ms', now)
+      redis.call('HSET', tkey, 'state', 'SUCCEEDED', 'result', rep[4], 'error', '', 'finished_ms', now)
       if tonumber(t.index) < AFFINITY_MAX_INDEX then
         redis.call('HSET', K.job(t.job_id), 'w:' .. t.index, t.worker)
       end
       emit(task_id, 'accepted', 'SUCCEEDED', t.run_id, task_terminal(t.run_id, 'succeeded', now), 0)
     elseif outcome == 'FAILED' or outcome == 'TIMED_OUT' then
-      local state, run_state, not_before = fail_attempt(task_id, t, now, ARGV[i + 4])
+      local state, run_state, not_before = fail_attempt(task_id, t, now, rep[5])
       emit(task_id, 'accepted', state, t.run_id, run_state, not_before)
     else
       redis.call('HSET', tkey, 'state', 'READY', 'prev_worker', t.worker, 'worker', '')

@@ -1,38 +1,46 @@
--- submit.lua — store a new job and its first fire time, at most once per idempotency key.
+-- submit.lua — store new jobs (a bulk submit in one call) with their first fire times, at most once per
+-- idempotency key.
 --
--- KEYS[1] job:{job}      KEYS[2] jobs      KEYS[3] schedule      KEYS[4] idem:{key} (unused when ARGV[8]=='')
--- ARGV[1] job id   ARGV[2] spec JSON   ARGV[3] name   ARGV[4] group   ARGV[5] priority
--- ARGV[6] fire mode: 'abs' (ARGV[7] is epoch ms) | 'delay' (ARGV[7] is ms from Redis TIME now)
--- ARGV[8] idempotency key ('' for none)   ARGV[9] idempotency TTL ms
--- ARGV[10] run id to create at once ('' for none: the job waits in the schedule)   ARGV[11] its scheduled
--- ms   ARGV[12..] the run block of create_run (lib.lua). A one-shot job due now fires here, in the same
--- step as its submission: it is COMPLETED (no more firings) with its run already queued.
--- Returns {job id, duplicate (0|1), created_ms, next_fire_ms, run created (0|1)}.
+-- KEYS[1] jobs   KEYS[2] schedule
+-- ARGV[1] JSON list of jobs, each {id, spec (protobuf, base64), name, group, priority, mode, value, idem,
+--         run, scheduled, block}: mode 'abs' (value is epoch ms) | 'delay' (value is ms from Redis TIME
+--         now); idem the client's idempotency key ('' for none); run a run id to create at once ('' for
+--         none: the job waits in the schedule), with its scheduled ms and create_run's block (lib.lua) —
+--         a one-shot job due now fires here, in the same step as its submission: it is COMPLETED (no more
+--         firings) with its run already queued.
+-- ARGV[2] idempotency TTL ms
+-- Returns per job a flat group of 5: job id, duplicate (0|1), created_ms, next_fire_ms, run created (0|1).
 --
--- Invariant: a job is written together with its schedule entry (never one without the other), and a
--- key maps to one job for its TTL, so a client retrying a submit after a lost reply gets the same job.
+-- Invariant: a job is written together with its schedule entry or its run (never without), and a key
+-- maps to one job for its TTL, so a client retrying a submit after a lost reply gets the same job.
 local now = now_ms()
-if ARGV[8] ~= '' then
-  local existing = redis.call('GET', KEYS[4])
+local ttl = tonumber(ARGV[2])
+local out = {}
+for _, j in ipairs(cjson.decode(ARGV[1])) do
+  local existing = j.idem ~= '' and redis.call('GET', K.idem(j.idem))
   if existing and redis.call('EXISTS', K.job(existing)) == 1 then
-    local j = redis.call('HMGET', K.job(existing), 'created_ms', 'next_fire_ms')
-    return {existing, 1, tonumber(j[1]), tonumber(j[2]) or -1, 0}
+    local v = redis.call('HMGET', K.job(existing), 'created_ms', 'next_fire_ms')
+    push(out, existing, 1, tonumber(v[1]), tonumber(v[2]) or -1, 0)
+  else
+    local job_key = K.job(j.id)
+    local fire = j.value
+    if j.mode == 'delay' then fire = now + fire end
+    redis.call('ZADD', KEYS[1], now, j.id)
+    if j.idem ~= '' then redis.call('SET', K.idem(j.idem), j.id, 'PX', ttl) end
+    if j.run == '' then
+      redis.call('HSET', job_key, 'spec', j.spec, 'name', j.name, 'group', j.group, 'priority', j.priority,
+                 'state', 'ACTIVE', 'created_ms', now, 'updated_ms', now, 'next_fire_ms', fire,
+                 'runs', 0, 'last_run_id', '')
+      redis.call('ZADD', KEYS[2], fire, j.id)
+      push(out, j.id, 0, now, fire, 0)
+    else
+      redis.call('HSET', job_key, 'spec', j.spec, 'name', j.name, 'group', j.group, 'priority', j.priority,
+                 'state', 'COMPLETED', 'created_ms', now, 'updated_ms', now, 'next_fire_ms', '',
+                 'runs', 1, 'last_run_id', j.run)
+      redis.call('ZADD', K.job_runs(j.id), j.scheduled, j.run)
+      create_run(job_key, j.id, j.run, j.scheduled, now, j.block, true)
+      push(out, j.id, 0, now, j.scheduled, 1)
+    end
   end
 end
-local fire = tonumber(ARGV[7])
-if ARGV[6] == 'delay' then fire = now + fire end
-redis.call('HSET', KEYS[1], 'spec', ARGV[2], 'name', ARGV[3], 'group', ARGV[4], 'priority', ARGV[5],
-           'state', 'ACTIVE', 'created_ms', now, 'updated_ms', now, 'next_fire_ms', fire,
-           'runs', 0, 'last_run_id', '')
-redis.call('ZADD', KEYS[2], now, ARGV[1])
-if ARGV[8] ~= '' then
-  redis.call('SET', KEYS[4], ARGV[1], 'PX', tonumber(ARGV[9]))
-end
-if ARGV[10] == '' then
-  redis.call('ZADD', KEYS[3], fire, ARGV[1])
-  return {ARGV[1], 0, now, fire, 0}
-end
-redis.call('HSET', KEYS[1], 'state', 'COMPLETED', 'next_fire_ms', '', 'last_run_id', ARGV[10])
-redis.call('ZADD', K.job_runs(ARGV[1]), tonumber(ARGV[11]), ARGV[10])
-create_run(KEYS[1], ARGV[1], ARGV[10], ARGV[11], now, ARGV, 12)
-return {ARGV[1], 0, now, tonumber(ARGV[11]), 1}
+return out

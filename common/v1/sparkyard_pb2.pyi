@@ -560,7 +560,7 @@ class TaskStarted(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., log_path: _Optional[str] = ...) -> None: ...
 
 class TaskResult(_message.Message):
-    __slots__ = ("task_id", "fencing_token", "outcome", "result_json", "error", "traceback", "started_at", "finished_at")
+    __slots__ = ("task_id", "fencing_token", "outcome", "result_json", "error", "traceback", "started_at", "finished_at", "log_path")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
@@ -569,6 +569,7 @@ class TaskResult(_message.Message):
     TRACEBACK_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    LOG_PATH_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     fencing_token: int
     outcome: AttemptState
@@ -577,7 +578,8 @@ class TaskResult(_message.Message):
     traceback: str
     started_at: _timestamp_pb2.Timestamp
     finished_at: _timestamp_pb2.Timestamp
-    def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., outcome: _Optional[_Union[AttemptState, str]] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ..., traceback: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    log_path: str
+    def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., outcome: _Optional[_Union[AttemptState, str]] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ..., traceback: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., log_path: _Optional[str] = ...) -> None: ...
 
 class LogData(_message.Message):
     __slots__ = ("request_id", "data", "offset", "eof", "error")

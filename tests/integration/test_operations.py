@@ -106,7 +106,7 @@ def test_logs_follow_streams_a_running_attempt_until_it_ends(shared_cluster: Clu
     done = subprocess.run([sys.executable, "-m", "sparkyard.cli.main", "--master", shared_cluster.address, "logs",
                            task_id, "-f"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert f"attempt 1 of task {task_id}" in done.stdout
+    assert f"attempt 1 of task {task_id}" in done.stdout and "sleeping 2 s" in done.stdout
     assert client.run(run_id).state == pb.RUN_SUCCEEDED  # -f returned because the attempt ended
 
 

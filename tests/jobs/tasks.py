@@ -53,6 +53,7 @@ def sleep_in_spark(spark: Any, ctx: Any) -> str:
 def sleep_python(spark: Any, ctx: Any) -> str:
     """Sleeps in Python (not in Spark) in short steps, for ctx.args[0] seconds; writes a marker when started."""
     seconds = float(ctx.args[0]) if ctx.args else 60.0
+    print(f"sleeping {seconds:g} s", flush=True)
     if len(ctx.args) > 1:
         Path(ctx.args[1]).mkdir(parents=True, exist_ok=True)
         (Path(ctx.args[1]) / f"{ctx.task_id}.a{ctx.attempt}.started").write_text(str(ctx.fencing_token))

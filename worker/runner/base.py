@@ -7,12 +7,11 @@ for ``submit``, job-tag cancellation (plus an interrupt of the task thread) for 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.context import Input, TaskContext, utc_from_ms
@@ -41,15 +40,18 @@ class AttemptRun:
     assignment: pb.TaskAssignment
     worker_id: str
     log_path: Path
-    work_dir: Path
+    work_dir: Path  # scratch space of the attempt, created by the runner that needs one
     result_max_bytes: int
-    killed: asyncio.Event = field(default_factory=asyncio.Event)
+    killed: bool = False
     kill_reason: str = ""
+    on_kill: Callable[[], None] | None = None  # set by the runner: how to stop this attempt's work
 
     def kill(self, reason: str) -> None:
-        if not self.killed.is_set():
+        if not self.killed:
+            self.killed = True
             self.kill_reason = reason
-            self.killed.set()
+            if self.on_kill is not None:
+                self.on_kill()
 
     @property
     def tag(self) -> str:
@@ -75,7 +77,7 @@ class Runner(Protocol):
         ...
 
     async def run(self, attempt: AttemptRun) -> Outcome:
-        """Execute the attempt; return early (FAILED) once ``attempt.killed`` is set and the work stopped."""
+        """Execute the attempt; once ``attempt.kill`` is called, stop the work and return (FAILED)."""
         ...
 
     def stuck(self) -> int:

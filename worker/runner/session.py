@@ -1,20 +1,26 @@
-"""The session runner: one long-lived SparkSession per worker; each attempt runs in a thread of its own.
+"""The session runner: one long-lived SparkSession per worker; each attempt runs on a task thread.
 
 A warm session turns Spark's ~5–10 s start-up into ~0.1 s per task. Isolation between concurrent
 attempts:
 
-* SQL state — each attempt gets ``spark.newSession()``: its own runtime SQL conf, temp views and UDFs on
-  the shared SparkContext. Job conf that cannot change at runtime (executor memory, …) is reported in the
-  attempt's log and ignored; such jobs belong on the submit runner.
-* Spark jobs — every job the attempt starts carries its job tag (``addJobTag``, thread-local in PySpark's
-  pinned-thread mode); a kill calls ``cancelJobsWithTag`` and keeps re-issuing it until the thread ends,
-  because the code may start a new job after the first one was cancelled.
-* Python code — a kill also raises :class:`TaskKilled` inside the thread (``PyThreadState_SetAsyncExc``),
-  which interrupts pure-Python loops. Code blocked in C outside Spark cannot be interrupted: its slot stays
-  occupied (``stuck``, reported to the master so it is not counted as idle) until it returns.
+* SQL state — an attempt's ``spark`` is its own ``spark.newSession()``: its own runtime SQL conf, temp
+  views and UDFs on the shared SparkContext. Job conf that cannot change at runtime (executor memory, …)
+  is reported in the attempt's log and ignored; such jobs belong on the submit runner.
+* Spark jobs — every Spark job the attempt starts carries its job tag (``addJobTag``, thread-local in
+  PySpark's pinned-thread mode); a kill calls ``cancelJobsWithTag`` and keeps re-issuing it until the
+  attempt ends, because the code may start a new job after the first one was cancelled.
+* Python code — a kill also raises :class:`TaskKilled` inside the task thread
+  (``PyThreadState_SetAsyncExc``), which interrupts pure-Python loops. Code blocked in C outside Spark
+  cannot be interrupted: its thread stays busy (``stuck``, reported to the master so the slot is not
+  counted as idle) until it returns.
 * Output — ``print`` and ``ctx.logger`` of an attempt go to its own log file (stdout/stderr are routed by
   thread). Spark's JVM log is the worker's, shared by all attempts.
 * FAIR scheduling between concurrent attempts' Spark jobs (``spark.scheduler.mode=FAIR``).
+
+Costs are paid only when used: the attempt's session is a :class:`LazySession` that creates the new
+session and adds the job tag on first use, and task threads are pooled — in pinned-thread mode every
+new Python thread opens its own py4j connection and JVM thread, so reusing threads reuses those. A task
+that never touches ``spark`` makes no JVM call at all (measured in docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -23,9 +29,13 @@ import asyncio
 import ctypes
 import io
 import logging
+import queue
 import sys
 import threading
-from dataclasses import dataclass
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 from sparkyard.worker.context import set_current
@@ -34,9 +44,9 @@ from sparkyard.worker.runner.base import AttemptRun, Outcome
 
 log = logging.getLogger(__name__)
 
-# How often a kill re-issues cancelJobsWithTag while the attempt's thread is still running.
+# How often a kill re-issues cancelJobsWithTag while the attempt is still running.
 CANCEL_REISSUE_S = 0.2
-# How long a killed attempt's thread may take to end before its slot is reported stuck.
+# How long a killed attempt may take to end before its thread is reported stuck.
 KILL_WAIT_S = 10.0
 # Spark settings of the worker's session unless the worker's config overrides them.
 SESSION_CONF = {
@@ -47,7 +57,12 @@ SESSION_CONF = {
 
 
 class TaskKilled(BaseException):
-    """Raised inside an attempt's thread to stop it (a BaseException so user ``except Exception`` passes it)."""
+    """Raised inside a task thread to stop its attempt (a BaseException so ``except Exception`` passes it)."""
+
+
+def _raise_in(thread_id: int, exc: type[BaseException] | None) -> None:
+    """Schedule ``exc`` in another thread (None clears one that was scheduled and not yet raised)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None)
 
 
 class _ThreadRoutedStream(io.TextIOBase):
@@ -76,9 +91,170 @@ class _ThreadRoutedStream(io.TextIOBase):
         return self._original.fileno()
 
 
-@dataclass
-class _Done:
+class _LazyLog(io.TextIOBase):
+    """An attempt's log file, opened on the first write (an attempt that prints nothing creates none)."""
+
+    def __init__(self, path: Path, header: str) -> None:
+        self._path = path
+        self._header = header
+        self._file: TextIO | None = None
+
+    def write(self, text: str) -> int:
+        if self._file is None:
+            self._file = self._path.open("a", buffering=1)
+            self._file.write(self._header)
+        return self._file.write(text)
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        super().close()
+
+
+_LOG_FORMAT = logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+
+class LazySession:
+    """The attempt's SparkSession, created (``newSession`` + the job tag + the job's conf) on first use."""
+
+    __slots__ = ("_root", "_attempt", "_logger", "_session", "tagged")
+
+    def __init__(self, root: Any, attempt: AttemptRun, logger: logging.Logger) -> None:
+        self._root = root
+        self._attempt = attempt
+        self._logger = logger
+        self._session: Any = None
+        self.tagged = False
+
+    def _real(self) -> Any:
+        if self._session is None:
+            self._root.sparkContext.addJobTag(self._attempt.tag)
+            self.tagged = True
+            session = self._root.newSession()
+            for key, value in self._attempt.assignment.spec.conf.items():
+                try:
+                    session.conf.set(key, value)
+                except Exception as exc:
+                    self._logger.warning("conf %s=%s ignored by the session runner (%s); use --runner submit",
+                                         key, value, str(exc).splitlines()[0])
+            self._session = session
+        return self._session
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real(), name)
+
+    def __repr__(self) -> str:
+        return f"<LazySession of {self._attempt.tag} ({'created' if self._session is not None else 'unused'})>"
+
+
+class _Completions:
+    """Outcomes handed from task threads to the event loop.
+
+    ``call_soon_threadsafe`` writes to the loop's wake-up pipe on every call; under load many attempts
+    end within one loop iteration, so the outcomes queue here and the pipe is written only when the queue
+    goes from empty to non-empty (one wake-up drains them all).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._queue: deque[tuple[_Job, Outcome]] = deque()
+        self._lock = threading.Lock()
+        self._scheduled = False
+
+    def put(self, job: _Job, outcome: Outcome) -> None:
+        with self._lock:
+            self._queue.append((job, outcome))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        self._loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        with self._lock:
+            items, self._queue = self._queue, deque()
+            self._scheduled = False
+        for job, outcome in items:
+            job.settle(outcome)
+
+
+@dataclass(eq=False)
+class _Job:
+    """One attempt handed to a task thread; ``signal`` wakes the runner (outcome ready, or a kill)."""
+
+    attempt: AttemptRun
+    completions: _Completions
+    signal: asyncio.Future[Outcome | None]
     outcome: Outcome | None = None
+    done: bool = False
+    thread: _TaskThread | None = None  # set (under the kill lock) by the thread that runs it
+
+    def finish(self, outcome: Outcome) -> None:
+        """From the task thread: the attempt's outcome (once)."""
+        if not self.done:
+            self.done = True
+            self.completions.put(self, outcome)
+
+    def settle(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+        if not self.signal.done():
+            self.signal.set_result(outcome)
+
+    def interrupt(self) -> None:
+        """On the loop: a kill was requested."""
+        if not self.signal.done():
+            self.signal.set_result(None)
+
+
+@dataclass(eq=False)
+class _TaskThread:
+    """A pooled task thread: takes attempts from the runner's shared queue, one at a time.
+
+    One queue for all threads means a thread that finishes an attempt takes the next one without
+    sleeping; a sleeping thread is woken only when no running thread comes back for work first.
+    """
+
+    runner: SessionRunner
+    spark: Any
+    current: _Job | None = None
+    thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._loop, name="sparkyard-task", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        lock = self.runner.kill_lock
+        while True:
+            job: _Job | None = None
+            outcome = Outcome("FAILED", error="killed")
+            # A kill is raised at most once per attempt and only while it runs here (under the lock); it
+            # may surface anywhere in this block, and whatever it interrupts, the attempt gets an outcome.
+            try:
+                job = self.runner.next_job(self)
+                if job is None:
+                    return
+                with lock:
+                    self.current = job
+                    job.thread = self
+                outcome = self.runner.execute(self.spark, job.attempt)
+                with lock:
+                    self.current = None
+                    _raise_in(threading.get_ident(), None)
+            except TaskKilled:
+                with lock:
+                    self.current = None
+            except BaseException as exc:  # a failure of the runner itself must still end the attempt
+                log.exception("task thread failed outside the attempt")
+                outcome = Outcome.failure(exc, "session runner error: ")
+                with lock:
+                    self.current = None
+            if job is not None:
+                job.finish(outcome)
 
 
 class SessionRunner:
@@ -90,8 +266,14 @@ class SessionRunner:
         self._conf = {**SESSION_CONF, **(conf or {})}
         self._spark: asyncio.Future[Any] | None = None
         self._local = threading.local()
-        self._stuck: set[threading.Thread] = set()
+        self.work: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._threads: list[_TaskThread] = []
+        self._waiting = 0  # threads blocked on `work`
+        self._abandoned: set[_TaskThread] = set()
+        self._pool_lock = threading.Lock()
+        self.kill_lock = threading.Lock()
         self._routed = False
+        self._completions: _Completions | None = None
 
     async def start(self) -> None:
         """Start building the session in the background; the first attempt waits for it."""
@@ -116,8 +298,29 @@ class SessionRunner:
         return await asyncio.shield(self._spark)
 
     def stuck(self) -> int:
-        self._stuck = {t for t in self._stuck if t.is_alive()}
-        return len(self._stuck)
+        with self._pool_lock:
+            self._abandoned = {t for t in self._abandoned if t.current is not None}
+            return len(self._abandoned)
+
+    def next_job(self, thread: _TaskThread) -> _Job | None:
+        """Called by a task thread: the next attempt to run (None: the thread should exit)."""
+        with self._pool_lock:
+            self._waiting += 1
+            self._abandoned.discard(thread)
+        job = self.work.get()
+        with self._pool_lock:
+            self._waiting -= 1
+        return job
+
+    def _submit(self, spark: Any, job: _Job) -> None:
+        """Queue an attempt, starting a thread when no idle one is left to take it."""
+        with self._pool_lock:
+            spawn = self._waiting <= self.work.qsize()
+        if spawn:
+            thread = _TaskThread(self, spark)
+            self._threads.append(thread)
+            thread.start()
+        self.work.put(job)
 
     def _route_output(self) -> None:
         if not self._routed:
@@ -132,84 +335,72 @@ class SessionRunner:
             return Outcome.failure(exc, "could not start the worker's SparkSession: ")
         self._route_output()
         loop = asyncio.get_running_loop()
-        finished = loop.create_future()
-        done = _Done()
-
-        def settle() -> None:
-            if not finished.done():
-                finished.set_result(None)
-
-        def body() -> None:
-            try:
-                done.outcome = self._execute(spark, attempt)
-            finally:
-                loop.call_soon_threadsafe(settle)
-
-        thread = threading.Thread(target=body, name=f"task-{attempt.assignment.task_id}", daemon=True)
-        thread.start()
-        killer = asyncio.create_task(attempt.killed.wait())
-        try:
-            await asyncio.wait({finished, killer}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            killer.cancel()
-        if finished.done():
-            return done.outcome or Outcome("FAILED", error="the task thread ended without an outcome")
-        await self._kill(spark, attempt, thread, finished)
+        if self._completions is None:
+            self._completions = _Completions(loop)
+        job = _Job(attempt, self._completions, loop.create_future())
+        attempt.on_kill = job.interrupt
+        if attempt.killed:
+            job.interrupt()
+        self._submit(spark, job)
+        outcome = await job.signal
+        if outcome is not None:
+            return outcome
+        await self._kill(spark, attempt, job)
         return Outcome("FAILED", error=f"killed: {attempt.kill_reason}")
 
-    async def _kill(self, spark: Any, attempt: AttemptRun, thread: threading.Thread, finished: asyncio.Future[None]) -> None:
+    async def _kill(self, spark: Any, attempt: AttemptRun, job: _Job) -> None:
+        with self.kill_lock:
+            thread = job.thread
+            if thread is not None and thread.current is job and thread.thread and thread.thread.ident:
+                _raise_in(thread.thread.ident, TaskKilled)
         sc = spark.sparkContext
-        if thread.ident is not None:
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(TaskKilled))
         waited = 0.0
-        while not finished.done() and waited < KILL_WAIT_S:
+        while job.outcome is None and waited < KILL_WAIT_S:
             await asyncio.to_thread(sc.cancelJobsWithTag, attempt.tag)
-            await asyncio.wait({finished}, timeout=CANCEL_REISSUE_S)
+            job.signal = asyncio.get_running_loop().create_future()
+            if job.outcome is None:
+                await asyncio.wait({job.signal}, timeout=CANCEL_REISSUE_S)
             waited += CANCEL_REISSUE_S
-        if not finished.done():
-            log.warning("task=%s thread did not stop within %.0fs of its kill; its slot stays occupied until it returns",
+        if job.outcome is None:
+            log.warning("task=%s did not stop within %.0fs of its kill; its thread stays busy until it returns",
                         attempt.assignment.task_id, KILL_WAIT_S)
-            self._stuck.add(thread)
+            with self._pool_lock:
+                if job.thread is not None and job.thread.current is job:
+                    self._abandoned.add(job.thread)
 
-    def _execute(self, spark: Any, attempt: AttemptRun) -> Outcome:
+    def execute(self, spark: Any, attempt: AttemptRun) -> Outcome:
+        """Run one attempt on the calling task thread (its output routed to the attempt's log)."""
         a = attempt.assignment
         logger = logging.Logger(f"sparkyard.task.{a.task_id}.a{a.attempt}")
-        with attempt.log_path.open("a", buffering=1) as stream:
+        header = (f"sparkyard: attempt {a.attempt} of task {a.task_id} (token {a.fencing_token}) "
+                  f"in the session of worker {attempt.worker_id}, job tag {attempt.tag}\n")
+        with _LazyLog(attempt.log_path, header) as stream:
             handler = logging.StreamHandler(stream)
-            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+            handler.setFormatter(_LOG_FORMAT)
             logger.addHandler(handler)
             self._local.stream = stream
             ctx = attempt.context(logger)
             set_current(ctx)
-            sc = spark.sparkContext
-            sc.addJobTag(attempt.tag)
+            session = LazySession(spark, attempt, logger)
             try:
-                session = spark.newSession()
-                for key, value in a.spec.conf.items():
-                    try:
-                        session.conf.set(key, value)
-                    except Exception as exc:
-                        logger.warning("conf %s=%s ignored by the session runner (%s); use --runner submit",
-                                       key, value, str(exc).splitlines()[0])
-                stream.write(f"sparkyard: attempt {a.attempt} of task {a.task_id} (token {a.fencing_token}) "
-                             f"in the session of worker {attempt.worker_id}, job tag {attempt.tag}\n")
                 value = invoke(a.spec.entrypoint, session, ctx)
                 return Outcome("SUCCEEDED", result_json=encode_result(value, attempt.result_max_bytes))
-            except BaseException as exc:  # user code's failure is the attempt's outcome
-                import traceback as tb
-
-                stream.write(tb.format_exc())
+            except BaseException as exc:  # user code's failure (or a kill) is the attempt's outcome
+                stream.write(traceback.format_exc())
                 return Outcome.failure(exc)
             finally:
-                try:
-                    sc.removeJobTag(attempt.tag)
-                except Exception:
-                    pass
+                if session.tagged:
+                    try:
+                        spark.sparkContext.removeJobTag(attempt.tag)
+                    except Exception:
+                        log.debug("removeJobTag failed", exc_info=True)
                 set_current(None)
                 self._local.stream = None
                 logger.removeHandler(handler)
 
     async def close(self) -> None:
+        for _ in self._threads:
+            self.work.put(None)
         if self._spark is not None and self._spark.done() and not self._spark.exception():
             spark = self._spark.result()
             await asyncio.to_thread(spark.stop)

@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -84,6 +85,7 @@ class SubmitRunner:
 
     async def run(self, attempt: AttemptRun) -> Outcome:
         a = attempt.assignment
+        attempt.work_dir.mkdir(parents=True, exist_ok=True)
         task_file = attempt.work_dir / "task.json"
         result_file = attempt.work_dir / "result.json"
         ctx = attempt.context()
@@ -104,7 +106,11 @@ class SubmitRunner:
             )
         log.info("task=%s attempt=%d spark-submit pid=%d", a.task_id, a.attempt, proc.pid)
         waiter = asyncio.create_task(proc.wait())
-        killer = asyncio.create_task(attempt.killed.wait())
+        killed = asyncio.Event()
+        attempt.on_kill = killed.set
+        if attempt.killed:
+            killed.set()
+        killer = asyncio.create_task(killed.wait())
         try:
             await asyncio.wait({waiter, killer}, return_when=asyncio.FIRST_COMPLETED)
             if not waiter.done():
@@ -114,6 +120,7 @@ class SubmitRunner:
             killer.cancel()
             if not waiter.done():
                 await self._kill_group(proc, waiter, "worker stopping")
+            shutil.rmtree(attempt.work_dir / "spark-local", ignore_errors=True)
         return self._outcome(proc.returncode or 0, result_file, attempt.log_path)
 
     async def _kill_group(self, proc: asyncio.subprocess.Process, waiter: asyncio.Task[int], reason: str) -> None:

@@ -1,0 +1,113 @@
+"""Throughput: N no-op tasks through 2 session-runner workers, submit → SUCCEEDED.
+
+    .venv/bin/python tests/bench/bench_throughput.py [--tasks 10000] [--slots 8] [--mode jobs|split]
+
+A fresh redis-server (AOF on, fsync every second, as the embedded one), a master and two workers (session
+runner) on this machine. ``--mode jobs`` submits N one-task jobs with bulk SubmitJobs calls of 1,000;
+``--mode split`` submits one job whose run is split into N tasks. The entrypoint returns at once without
+touching Spark, so what is measured is Sparkyard's own cost per task: submit, fire, queue, claim, gRPC
+to the worker, run a thread, report, complete.
+
+Reported: tasks/s from the first submit call to the last attempt's finish, dispatch latency (fired →
+leased) p50/p99, end-to-end latency (submit → finished on the worker) p50/p99, and CPU seconds used by the
+master, Redis and each worker during the run (from /proc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness import EXAMPLES, Cluster, start_redis, wait_for  # noqa: E402
+from sparkyard.client import build_spec, first_run_id  # noqa: E402
+
+NOOP = f"{EXAMPLES / 'tasks.py'}:noop"
+BULK = 1000
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, in clock ticks of 10 ms
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--slots", type=int, default=8, help="slots per worker")
+    parser.add_argument("--mode", choices=["jobs", "split"], default="jobs")
+    parser.add_argument("--profile", default="", help="directory for cProfile stats of master and workers")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        redis = start_redis(Path(tmp) / "redis")
+        cluster = Cluster(redis.url, Path(tmp) / "cluster", profile_dir=args.profile)
+        try:
+            cluster.start_master("--log-level", "WARNING")
+            for name in ("w1", "w2"):
+                cluster.start_worker(name, slots=args.slots, runner="session", extra=("--log-level", "WARNING"))
+            cluster.wait_workers()
+            client = cluster.client()
+            for _ in range(3):  # warm-up: the sessions' first tasks
+                client.wait(first_run_id(client.submit(NOOP)), timeout=120)
+            pids = {"master": cluster.master.pid, "redis": redis.process.pid,  # type: ignore[union-attr]
+                    **{n: p.pid for n, p in cluster.workers.items()}}
+            cpu0 = {n: cpu_s(p) for n, p in pids.items()}
+            t0 = time.time()
+            if args.mode == "jobs":
+                run_ids = []
+                for start in range(0, args.tasks, BULK):
+                    jobs = client.submit_many([build_spec(NOOP) for _ in range(min(BULK, args.tasks - start))])
+                    run_ids += [first_run_id(j) for j in jobs]
+            else:
+                job = client.submit(NOOP, parallelism=args.tasks)
+                run_ids = [first_run_id(job)]
+            submitted = time.time()
+            r = redis.client()
+            pending = [f"sy:run:{run}" for run in run_ids]
+
+            def all_done() -> bool:
+                # Only runs not seen SUCCEEDED yet are read again, so polling costs Redis little.
+                pipe = r.pipeline(transaction=False)
+                for key in pending[:2000]:
+                    pipe.hget(key, "state")
+                states = pipe.execute()
+                pending[:len(states)] = [k for k, s in zip(pending, states) if s != "SUCCEEDED"]
+                return not pending
+
+            wait_for(all_done, 600, f"{args.tasks} tasks to succeed", interval=0.05)
+            done = time.time()
+            cpu1 = {n: cpu_s(p) for n, p in pids.items()}
+            runs = [client.run(run) for run in run_ids[:: max(1, len(run_ids) // 2000)]] if args.mode == "jobs" \
+                else [client.run(run_ids[0])]
+        finally:
+            cluster.stop()
+            redis.stop()
+    attempts = [(run, t.attempts[-1]) for run in runs for t in run.tasks]
+    finish_ms = max(a.finished_at.ToMilliseconds() for _, a in attempts)
+    dispatch = [a.leased_at.ToMilliseconds() - run.fired_at.ToMilliseconds() for run, a in attempts]
+    e2e = [a.finished_at.ToMilliseconds() - run.scheduled_at.ToMilliseconds() for run, a in attempts]
+    wall = done - t0
+    print(f"| mode | tasks | slots | submit s | tasks/s (submit → last finished) | dispatch p50 / p99 ms | "
+          f"submit → finished p50 / p99 ms | CPU s master / redis / workers |")
+    print("|---|---|---|---|---|---|---|---|")
+    workers_cpu = sum(cpu1[n] - cpu0[n] for n in ("w1", "w2"))
+    print(f"| {args.mode} | {args.tasks:,} | 2 × {args.slots} | {submitted - t0:.2f} | "
+          f"{args.tasks / max(0.001, finish_ms / 1000 - t0):,.0f} (seen done after {wall:.2f} s) | "
+          f"{statistics.median(dispatch):.0f} / {pct(dispatch, 0.99):.0f} | "
+          f"{statistics.median(e2e):.0f} / {pct(e2e, 0.99):.0f} | "
+          f"{cpu1['master'] - cpu0['master']:.1f} / {cpu1['redis'] - cpu0['redis']:.1f} / {workers_cpu:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
