@@ -18,15 +18,17 @@ P:job:{job}:runs                      zset    run id → scheduled_ms (a job's r
 P:job:{job}:active                    set     run ids of the job that are not terminal (overlap policy)
 P:run:{run}                           hash    run record: state, job_id, scheduled_ms, fired_ms,
                                               started_ms, finished_ms, task_count, succeeded, dead,
-                                              cancelled, reason; and what its tasks share:
-                                              group, priority, max_attempts, backoff_ms, backoff_mult,
-                                              backoff_max_ms, timeout_ms, route, routing, max_concurrent
+                                              cancelled, reason (counters absent = 0); and what its tasks
+                                              share: group, priority, max_attempts, backoff_ms,
+                                              backoff_mult, backoff_max_ms, timeout_ms, max_concurrent
 P:run:{run}:gate                      zset    task id → index: READY tasks of a run held back by its
                                               concurrency cap (enter the ready queue one by one)
 P:task:{task}                         hash    task record: state, run_id, job_id, index, group, score,
                                               inputs (JSON), attempts, failures, lost, token, worker,
-                                              prev_worker, lease_ms, result, error, not_before_ms, and the
-                                              running attempt's att_leased_ms, att_started_ms, att_log
+                                              prev_worker, lease_ms, result, error, not_before_ms, the
+                                              running attempt's att_leased_ms, att_started_ms, att_log; set
+                                              only when needed: routing, route (non-default routing), aff
+                                              (recurring job: remember the worker in job w:{index})
 P:task:{task}:attempts                hash    attempt number → record (JSON) of each ended attempt
 P:ready:{group}                       zset    task id → score = fire ms − priority × aging step (the
                                               ready queue; lowest first, ties by task id)
@@ -39,7 +41,7 @@ P:workers                             hash    worker id → worker record (JSON)
 P:fence                               string  the fencing-token counter (INCR, strictly increasing)
 ====================================  ======  =========================================================
 
-Ids: a job id is ``j`` + 11 hex digits of creation ms + 6 random hex digits; a run id is
+Ids: a job id is ``j`` + 11 hex digits of creation ms + 10 random hex digits; a run id is
 ``{job}.{scheduled_ms:013d}``; a task id is ``{run}.{index:05d}`` — so every id names its parents, ids of
 one kind sort by time, and a run id is the same whichever master fires it (DESIGN §3).
 """

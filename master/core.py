@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 RELEASE_BATCH = 1000
 
 
+def _fixed_delay(spec: pb.JobSpec) -> bool:
+    return spec.trigger.WhichOneof("kind") == "every" and spec.trigger.every.fixed_delay
+
+
 class MasterCore:
     """Owns the in-memory parts of a master and keeps them in step with Redis."""
 
@@ -129,7 +133,9 @@ class MasterCore:
         finally:
             self.ended_runs.pop(run_id, None)
         job_id = run_id.split(".", 1)[0]
-        self.spawn(self._after_run(job_id, run_id), f"after-run-{run_id}")
+        spec = self.store.cached_spec(job_id)
+        if spec is None or _fixed_delay(spec):
+            self.spawn(self._after_run(job_id, run_id), f"after-run-{run_id}")
 
     def job_ended(self, job_id: str) -> None:
         """A job was cancelled: wake whoever waits for a run of it that will now never fire."""
@@ -142,7 +148,7 @@ class MasterCore:
     async def _after_run(self, job_id: str, run_id: str) -> None:
         """Fixed-delay jobs: the next fire time counts from the end of this run."""
         spec = await self.store.get_spec(job_id)
-        if spec is None or not (spec.trigger.WhichOneof("kind") == "every" and spec.trigger.every.fixed_delay):
+        if spec is None or not _fixed_delay(spec):
             return
         job = await self.store.get_job(job_id)
         if job is None:

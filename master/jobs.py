@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sparkyard import ids
@@ -35,6 +35,8 @@ MAX_LIST_LIMIT = 10_000
 CANCEL_ATTEMPTS = 5
 # Submits of a bulk call sent to Redis in one script call.
 SUBMIT_PIPELINE = 1000
+# A new job id that is already taken is drawn again this many times (40 random bits: it never is).
+ID_ATTEMPTS = 3
 # Distinct specs whose validation and split are remembered (see JobManager._validated).
 VALIDATION_CACHE_SIZE = 256
 
@@ -136,6 +138,16 @@ class JobManager:
         for start in range(0, len(prepared), SUBMIT_PIPELINE):
             chunk = prepared[start:start + SUBMIT_PIPELINE]
             results = await self._store.submit_many(chunk, ttl_ms)
+            for attempt in range(ID_ATTEMPTS):
+                taken = [i for i, res in enumerate(results) if res.id_taken]
+                if not taken:
+                    break
+                log.warning("%d new job ids were taken; drawing new ones", len(taken))
+                fresh = [replace(chunk[i], job_id=ids.new_job_id(now_ms)) for i in taken]
+                for i, res in zip(taken, await self._store.submit_many(fresh, ttl_ms)):
+                    chunk[i], results[i] = fresh[taken.index(i)], res
+            else:
+                raise FailedPrecondition("could not draw unused job ids; try again")
             for new, res in zip(chunk, results):
                 out.append(await self._submitted(new, res))
         return out

@@ -77,7 +77,8 @@ class ReportSink:
             report = self._result_report(result)
             if report is None:
                 ack = pb.ResultAck(task_id=result.task_id, fencing_token=result.fencing_token, accepted=False,
-                                   reason=f"outcome {pb.AttemptState.Name(result.outcome)} is not a result")
+                                   reason=f"outcome {pb.AttemptState.Name(result.outcome)} is not a result",
+                                   code="INVALID_ARGUMENT")
                 self._core.registry.send(worker_id, pb.MasterMessage(acks=pb.ResultAcks(acks=[ack])))
                 continue
             self._submit(("result", result.task_id, result.fencing_token), Incoming(worker_id, report, True))
@@ -124,7 +125,8 @@ class ReportSink:
                          verdict.task_id, report.token, verdict.verdict, verdict.task_state)
             acks[incoming.worker_id].append(pb.ResultAck(
                 task_id=verdict.task_id, fencing_token=report.token, accepted=accepted,
-                reason="" if accepted else f"{verdict.verdict}: task is {verdict.task_state or 'unknown'}"))
+                reason="" if accepted else f"{verdict.verdict}: task is {verdict.task_state or 'unknown'}",
+                code="" if accepted else ("NOT_FOUND" if verdict.verdict == "unknown" else "FAILED_PRECONDITION")))
         for worker_id, worker_acks in acks.items():
             self._core.registry.send(worker_id, pb.MasterMessage(acks=pb.ResultAcks(acks=worker_acks)))
         return Outcome.SUCCESS

@@ -50,6 +50,7 @@ class SubmitResult:
     created_ms: int
     next_fire_ms: int
     fired: bool = False  # the job's run was created by the submit itself
+    id_taken: bool = False  # another job has this id: nothing was stored
 
 
 @dataclass(frozen=True)
@@ -175,8 +176,10 @@ class Store:
             "group": spec.group, "priority": spec.priority, "max_attempts": retry.max_attempts,
             "backoff_ms": retry.initial_backoff.ToMilliseconds(), "backoff_mult": retry.multiplier,
             "backoff_max_ms": retry.max_backoff.ToMilliseconds(), "timeout_ms": spec.timeout.ToMilliseconds(),
-            "route": spec.routing_key, "routing": pb.Routing.Name(spec.routing), "cap": spec.split.max_concurrent,
-            "score": ready_score(spec.priority, scheduled_ms, self.priority_aging_ms),
+            "route": spec.routing_key,
+            "routing": "" if spec.routing == pb.ROUTING_UNSPECIFIED else pb.Routing.Name(spec.routing),
+            "cap": spec.split.max_concurrent, "score": ready_score(spec.priority, scheduled_ms, self.priority_aging_ms),
+            "recurring": spec.trigger.WhichOneof("kind") in ("cron", "every"),
             "tasks": [[ids.task_id(run, i), inputs_to_json(list(x))] for i, x in enumerate(inputs)],
         }
 
@@ -200,7 +203,8 @@ class Store:
             self.remember_spec(job.job_id, job.spec)
         raw = await self._lua("submit", [self.keys.jobs, self.keys.schedule],
                               [json.dumps(entries, separators=(",", ":")), idempotency_ttl_ms])
-        return [SubmitResult(j, bool(int(d)), int(c), int(n), bool(int(f))) for j, d, c, n, f in _groups(raw, 5)]
+        return [SubmitResult(j, int(d) == 1, int(c), int(n), bool(int(f)), id_taken=int(d) == 2)
+                for j, d, c, n, f in _groups(raw, 5)]
 
     async def fire(self, job_id: str, spec: pb.JobSpec, scheduled_ms: int, *, expected_ms: int | None,
                    next_fire_ms: int, overlap: str, inputs: Sequence[Sequence[Any]],
@@ -360,6 +364,10 @@ class Store:
     async def get_job(self, job_id: str) -> JobRecord | None:
         h = await self.redis.hgetall(self.keys.job(job_id))
         return JobRecord.from_hash(job_id, h) if h else None
+
+    def cached_spec(self, job_id: str) -> pb.JobSpec | None:
+        """A job's spec if this master has it in memory (no Redis call)."""
+        return self._specs.get(job_id)
 
     def remember_spec(self, job_id: str, spec: pb.JobSpec) -> None:
         self._specs[job_id] = spec

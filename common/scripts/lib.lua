@@ -24,8 +24,9 @@ local function may(kind, from, to)
   return e ~= nil and e[to] == true
 end
 
--- Only the first AFFINITY_MAX_INDEX task indexes of a job remember their last worker (job field
--- w:{index}); beyond that a backfill's one-off tasks would bloat the job hash for no reuse.
+-- Only tasks of recurring jobs (marked `aff`), and only the first AFFINITY_MAX_INDEX task indexes,
+-- remember their last worker (job field w:{index}): a one-shot job has no next run to place, and a
+-- backfill's thousands of indexes would bloat the job hash for no reuse.
 local AFFINITY_MAX_INDEX = 256
 
 -- End the task's current attempt: its record (kept in the task hash while it runs: att_leased_ms,
@@ -53,21 +54,6 @@ local function drop_lease(task_id, t)
   end
 end
 
--- Move a run to a terminal state if all its tasks are terminal. Returns the run's terminal state or ''.
-local function settle_run(run_id, now)
-  local rkey = K.run(run_id)
-  local r = redis.call('HMGET', rkey, 'state', 'task_count', 'succeeded', 'dead', 'cancelled', 'job_id')
-  if not r[1] then return '' end
-  local done = tonumber(r[3]) + tonumber(r[4]) + tonumber(r[5])
-  if done < tonumber(r[2]) then return '' end
-  local target = 'SUCCEEDED'
-  if tonumber(r[4]) > 0 then target = 'FAILED' elseif tonumber(r[5]) > 0 then target = 'CANCELLED' end
-  if not may('run', r[1], target) then return '' end
-  redis.call('HSET', rkey, 'state', target, 'finished_ms', now)
-  redis.call('SREM', K.job_active(r[6]), run_id)
-  return target
-end
-
 -- A run with a concurrency cap keeps its extra tasks in run:{run}:gate (READY, but not yet in the ready
 -- queue); each task of the run that ends lets the next gated one in (Doris' desired concurrency).
 local function promote_gated(run_id)
@@ -78,16 +64,33 @@ local function promote_gated(run_id)
   end
 end
 
--- Count a task that just became terminal in its run. counter: 'succeeded' | 'dead' | 'cancelled'.
+-- Move a run to a terminal state if all its tasks are terminal. Returns the run's terminal state or ''.
+local function settle_run(run_id, now)
+  local rkey = K.run(run_id)
+  local r = redis.call('HMGET', rkey, 'state', 'task_count', 'succeeded', 'dead', 'cancelled', 'job_id',
+                       'max_concurrent')
+  if not r[1] then return '' end
+  if r[7] then promote_gated(run_id) end
+  local succeeded, dead, cancelled = tonumber(r[3] or 0), tonumber(r[4] or 0), tonumber(r[5] or 0)
+  if succeeded + dead + cancelled < tonumber(r[2]) then return '' end
+  local target = 'SUCCEEDED'
+  if dead > 0 then target = 'FAILED' elseif cancelled > 0 then target = 'CANCELLED' end
+  if not may('run', r[1], target) then return '' end
+  redis.call('HSET', rkey, 'state', target, 'finished_ms', now)
+  redis.call('SREM', K.job_active(r[6]), run_id)
+  return target
+end
+
+-- Count a task that just became terminal in its run (counter: 'succeeded' | 'dead' | 'cancelled'); a
+-- capped run lets its next gated task in.
 local function task_terminal(run_id, counter, now)
   redis.call('HINCRBY', K.run(run_id), counter, 1)
-  promote_gated(run_id)
   return settle_run(run_id, now)
 end
 
 -- Read the task fields most scripts need, as a table (nil when the task does not exist).
 local TASK_FIELDS = {'state', 'token', 'worker', 'attempts', 'failures', 'lost', 'run_id', 'job_id', 'index', 'group',
-                     'score', 'att_leased_ms', 'att_started_ms', 'att_log'}
+                     'score', 'att_leased_ms', 'att_started_ms', 'att_log', 'aff'}
 local function load_task(task_id)
   local v = redis.call('HMGET', K.task(task_id), unpack(TASK_FIELDS))
   if not v[1] then return nil end
@@ -137,7 +140,7 @@ end
 
 -- Create run `run_id` of job `job_id` (scheduled at `scheduled_ms`) and its READY tasks, from `b`
 -- (decoded JSON): {group, priority, max_attempts, backoff_ms, backoff_mult, backoff_max_ms, timeout_ms, route,
--- routing, cap, score, tasks = [[task id, inputs JSON], ...]}. Settings shared by the tasks live in the
+-- routing ('' = default), cap, score, recurring, tasks = [[task id, inputs JSON], ...]}. Settings shared by the tasks live in the
 -- run hash; a task hash holds only what differs per task. With a max concurrency cap > 0, tasks from
 -- index cap on wait in run:{run}:gate and enter the ready queue one per task of the run that ends. A
 -- task's previous worker starts as the worker that last ran the same task index of the job (job field
@@ -146,12 +149,12 @@ end
 local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job)
   local n = #b.tasks
   if not new_job then redis.call('HINCRBY', job_key, 'runs', 1) end
+  -- Counters (succeeded, dead, cancelled) start absent (= 0); empty settings are not written.
   redis.call('HSET', K.run(run_id), 'state', 'SCHEDULED', 'job_id', job_id, 'scheduled_ms', scheduled_ms,
-             'fired_ms', now, 'task_count', n, 'succeeded', 0, 'dead', 0, 'cancelled', 0,
-             'max_concurrent', b.cap, 'reason', '', 'group', b.group, 'priority', b.priority,
+             'fired_ms', now, 'task_count', n, 'group', b.group, 'priority', b.priority,
              'max_attempts', b.max_attempts, 'backoff_ms', b.backoff_ms, 'backoff_mult', b.backoff_mult,
-             'backoff_max_ms', b.backoff_max_ms, 'timeout_ms', b.timeout_ms, 'route', b.route,
-             'routing', b.routing)
+             'backoff_max_ms', b.backoff_max_ms, 'timeout_ms', b.timeout_ms)
+  if b.cap > 0 then redis.call('HSET', K.run(run_id), 'max_concurrent', b.cap) end
   redis.call('SADD', K.job_active(job_id), run_id)
   local ready = K.ready(b.group)
   for i = 0, n - 1 do
@@ -159,9 +162,13 @@ local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job
     local tkey = K.task(task[1])
     redis.call('HSET', tkey, 'state', 'READY', 'run_id', run_id, 'job_id', job_id, 'index', i,
                'group', b.group, 'score', b.score, 'inputs', task[2])
-    if i < AFFINITY_MAX_INDEX and not new_job then
-      local prev = redis.call('HGET', job_key, 'w:' .. i)
-      if prev then redis.call('HSET', tkey, 'prev_worker', prev) end
+    if b.routing ~= '' then redis.call('HSET', tkey, 'routing', b.routing, 'route', b.route) end
+    if b.recurring and i < AFFINITY_MAX_INDEX then
+      redis.call('HSET', tkey, 'aff', 1)
+      if not new_job then
+        local prev = redis.call('HGET', job_key, 'w:' .. i)
+        if prev then redis.call('HSET', tkey, 'prev_worker', prev) end
+      end
     end
     if b.cap > 0 and i >= b.cap then
       redis.call('ZADD', K.run_gate(run_id), i, task[1])

@@ -40,9 +40,7 @@ for _, rep in ipairs(cjson.decode(ARGV[1])) do
     local tkey = K.task(task_id)
     if outcome == 'SUCCEEDED' then
       redis.call('HSET', tkey, 'state', 'SUCCEEDED', 'result', rep[4], 'error', '', 'finished_ms', now)
-      if tonumber(t.index) < AFFINITY_MAX_INDEX then
-        redis.call('HSET', K.job(t.job_id), 'w:' .. t.index, t.worker)
-      end
+      if t.aff then redis.call('HSET', K.job(t.job_id), 'w:' .. t.index, t.worker) end
       emit(task_id, 'accepted', 'SUCCEEDED', t.run_id, task_terminal(t.run_id, 'succeeded', now), 0)
     elseif outcome == 'FAILED' or outcome == 'TIMED_OUT' then
       local state, run_state, not_before = fail_attempt(task_id, t, now, rep[5])

@@ -9,7 +9,8 @@
 --         a one-shot job due now fires here, in the same step as its submission: it is COMPLETED (no more
 --         firings) with its run already queued.
 -- ARGV[2] idempotency TTL ms
--- Returns per job a flat group of 5: job id, duplicate (0|1), created_ms, next_fire_ms, run created (0|1).
+-- Returns per job a flat group of 5: job id, duplicate (0|1, or 2: the id is taken by another job —
+-- nothing was written, submit again with a new id), created_ms, next_fire_ms, run created (0|1).
 --
 -- Invariant: a job is written together with its schedule entry or its run (never without), and a key
 -- maps to one job for its TTL, so a client retrying a submit after a lost reply gets the same job.
@@ -21,6 +22,8 @@ for _, j in ipairs(cjson.decode(ARGV[1])) do
   if existing and redis.call('EXISTS', K.job(existing)) == 1 then
     local v = redis.call('HMGET', K.job(existing), 'created_ms', 'next_fire_ms')
     push(out, existing, 1, tonumber(v[1]), tonumber(v[2]) or -1, 0)
+  elseif redis.call('EXISTS', K.job(j.id)) == 1 then
+    push(out, j.id, 2, 0, -1, 0)
   else
     local job_key = K.job(j.id)
     local fire = j.value

@@ -678,16 +678,18 @@ class CancelTask(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ResultAck(_message.Message):
-    __slots__ = ("task_id", "fencing_token", "accepted", "reason")
+    __slots__ = ("task_id", "fencing_token", "accepted", "reason", "code")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     fencing_token: int
     accepted: bool
     reason: str
-    def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., accepted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+    code: str
+    def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ..., accepted: _Optional[bool] = ..., reason: _Optional[str] = ..., code: _Optional[str] = ...) -> None: ...
 
 class LogRequest(_message.Message):
     __slots__ = ("request_id", "task_id", "attempt", "log_path", "offset", "follow", "cancel")

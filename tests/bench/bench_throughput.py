@@ -4,7 +4,7 @@
 
 A fresh redis-server (AOF on, fsync every second, as the embedded one), a master and two workers (session
 runner) on this machine. ``--mode jobs`` submits N one-task jobs with bulk SubmitJobs calls of 1,000;
-``--mode split`` submits one job whose run is split into N tasks. The entrypoint returns at once without
+``--mode split`` submits one job whose run is split into N tasks. The client keeps two bulk calls in flight. The entrypoint returns at once without
 touching Spark, so what is measured is Sparkyard's own cost per task: submit, fire, queue, claim, gRPC
 to the worker, run a thread, report, complete.
 
@@ -20,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -47,6 +48,7 @@ def main() -> int:
     parser.add_argument("--slots", type=int, default=8, help="slots per worker")
     parser.add_argument("--mode", choices=["jobs", "split"], default="jobs")
     parser.add_argument("--profile", default="", help="directory for cProfile stats of master and workers")
+    parser.add_argument("--redis-stats", action="store_true", help="print Redis' busiest commands")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         redis = start_redis(Path(tmp) / "redis")
@@ -64,10 +66,14 @@ def main() -> int:
             cpu0 = {n: cpu_s(p) for n, p in pids.items()}
             t0 = time.time()
             if args.mode == "jobs":
-                run_ids = []
-                for start in range(0, args.tasks, BULK):
-                    jobs = client.submit_many([build_spec(NOOP) for _ in range(min(BULK, args.tasks - start))])
-                    run_ids += [first_run_id(j) for j in jobs]
+                # Two bulk calls in flight: the client builds the next 1,000 specs while the master
+                # stores the previous ones.
+                def bulk(count: int) -> list[str]:
+                    return [first_run_id(j) for j in client.submit_many([build_spec(NOOP) for _ in range(count)])]
+
+                with ThreadPoolExecutor(2) as pool:
+                    sizes = [min(BULK, args.tasks - start) for start in range(0, args.tasks, BULK)]
+                    run_ids = [run for chunk in pool.map(bulk, sizes) for run in chunk]
             else:
                 job = client.submit(NOOP, parallelism=args.tasks)
                 run_ids = [first_run_id(job)]
@@ -87,6 +93,10 @@ def main() -> int:
             wait_for(all_done, 600, f"{args.tasks} tasks to succeed", interval=0.05)
             done = time.time()
             cpu1 = {n: cpu_s(p) for n, p in pids.items()}
+            if args.redis_stats:
+                stats = r.info("commandstats")
+                for name, st in sorted(stats.items(), key=lambda kv: -kv[1]["usec"])[:8]:
+                    print(f"  {name}: calls {st['calls']}, {st['usec'] / 1e6:.2f} s, {st['usec_per_call']:.0f} us/call")
             runs = [client.run(run) for run in run_ids[:: max(1, len(run_ids) // 2000)]] if args.mode == "jobs" \
                 else [client.run(run_ids[0])]
         finally:

@@ -87,7 +87,7 @@ def test_a_result_with_a_stale_token_is_refused(make_cluster: object) -> None:
     assert new.task_id == old.task_id and new.fencing_token > old.fencing_token
     second.result(old, "stale")
     (ack,) = second.expect("acks").acks.acks
-    assert not ack.accepted and "stale" in ack.reason
+    assert not ack.accepted and "stale" in ack.reason and ack.code == "FAILED_PRECONDITION"
     second.result(new, "fresh")
     assert second.expect("acks").acks.acks[0].accepted
     second.result(old, "stale")  # again, now that the task is terminal

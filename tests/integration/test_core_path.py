@@ -150,10 +150,10 @@ def test_wait_times_out_on_a_run_that_does_not_end(shared_cluster: Cluster) -> N
 
 def test_unknown_ids_are_not_found_and_malformed_ids_invalid(shared_cluster: Cluster) -> None:
     client = shared_cluster.client()
-    with pytest.raises(NotFound, match="job j00000000000000000 not found"):
-        client.job("j00000000000000000")
+    with pytest.raises(NotFound, match="job j000000000000000000000 not found"):
+        client.job("j000000000000000000000")
     with pytest.raises(NotFound, match="not found"):
-        client.run("j00000000000000000.1732262400000")
+        client.run("j000000000000000000000.1732262400000")
     with pytest.raises(InvalidArgument, match="not a job, run or task id"):
         client.cancel("nonsense")
 
@@ -183,7 +183,7 @@ def cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     (["submit", f"{TASKS}:count", "--cron", "* * *"], "trigger.cron.expr"),
     (["submit", f"{TASKS}:count", "--timeout", "5x"], "timeout"),
     (["submit", f"{TASKS}:count", "--conf", "novalue"], "is not key=value"),
-    (["job", "j00000000000000000"], "not found"),
+    (["job", "j000000000000000000000"], "not found"),
 ])
 def test_cli_bad_input_prints_one_line_and_fails(shared_cluster: Cluster, args: list[str], message: str) -> None:
     done = cli(shared_cluster, *args)

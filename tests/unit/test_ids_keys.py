@@ -25,7 +25,7 @@ NOW_MS = 1732262400000  # 2024-11-22T08:00:00Z
 
 def test_new_job_id_is_j_then_creation_ms_in_hex_then_six_random_hex_digits() -> None:
     job = new_job_id(NOW_MS)
-    assert re.fullmatch(r"j[0-9a-f]{17}", job)
+    assert re.fullmatch(r"j[0-9a-f]{21}", job)
     assert int(job[1:12], 16) == NOW_MS
 
 
@@ -47,7 +47,7 @@ def test_new_job_ids_sort_by_creation_time_whatever_their_random_part(monkeypatc
 def test_new_job_id_is_zero_padded_for_small_times() -> None:
     job = new_job_id(1)
     assert job.startswith("j00000000001")
-    assert len(job) == 18
+    assert len(job) == 22
 
 
 def test_run_id_is_job_dot_thirteen_digit_scheduled_ms() -> None:

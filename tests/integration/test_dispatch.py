@@ -1,0 +1,81 @@
+"""Dispatch with real processes: split runs, per-run concurrency caps, priorities, backpressure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness import EXAMPLES, Cluster, wait_for
+from sparkyard.client import first_run_id
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+TASKS = EXAMPLES / "tasks.py"
+
+
+def _intervals(run: pb.Run) -> list[tuple[int, int]]:
+    return [(t.attempts[-1].leased_at.ToMilliseconds(), t.attempts[-1].finished_at.ToMilliseconds()) for t in run.tasks]
+
+
+def _max_overlap(intervals: list[tuple[int, int]]) -> int:
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    current = peak = 0
+    for _, delta in events:
+        current += delta
+        peak = max(peak, current)
+    return peak
+
+
+def test_split_run_interleaves_resource_marks_over_both_workers(shared_cluster: Cluster) -> None:
+    client = shared_cluster.client()
+    inputs = [(f"a{i}", "db_a") for i in range(4)] + [(f"b{i}", "db_b") for i in range(4)]
+    job = client.submit(f"{TASKS}:count", inputs=inputs, parallelism=4, routing="round-robin")
+    run, _ = client.wait(first_run_id(job), timeout=120)
+    assert run.state == pb.RUN_SUCCEEDED and run.task_count == 4
+    slices = [[(i.value, i.mark) for i in t.inputs] for t in sorted(run.tasks, key=lambda t: t.index)]
+    assert sorted(x for s in slices for x in s) == sorted(inputs)  # every input in exactly one task
+    for s in slices:
+        assert len(s) == 2 and {m for _, m in s} == {"db_a", "db_b"}  # each task reads both sources
+    # The run's result lists each task's result in index order; each task saw its own slice.
+    results = json.loads(run.result_json)
+    assert [r["inputs"] for r in results] == [[v for v, _ in s] for s in slices]
+    assert {t.attempts[-1].worker for t in run.tasks} == {"w1", "w2"}
+
+
+def test_max_concurrent_caps_the_tasks_of_a_run_leased_at_once(shared_cluster: Cluster) -> None:
+    client = shared_cluster.client()
+    job = client.submit(f"{TASKS}:sleep_python", args=["0.5"], parallelism=6, max_concurrent=2)
+    run, _ = client.wait(first_run_id(job), timeout=120)
+    assert run.state == pb.RUN_SUCCEEDED and run.task_count == 6
+    assert _max_overlap(_intervals(run)) <= 2  # 4 slots were free, but the run may use only 2
+
+
+def test_priorities_are_served_in_order_within_a_group(make_cluster: object, tmp_path: Path) -> None:
+    cluster: Cluster = make_cluster()  # type: ignore[operator]
+    cluster.start_master()
+    client = cluster.client()
+    jobs = {p: client.submit(f"{TASKS}:noop", priority=p) for p in (1, 50, -10, 500, 0)}  # queued: no worker yet
+    wait_for(lambda: all(client.run(first_run_id(j)).state == pb.RUN_SCHEDULED for j in jobs.values()), 30,
+             "the runs to be queued")
+    cluster.start_worker("single", slots=1)
+    runs = {p: client.wait(first_run_id(j), timeout=120)[0] for p, j in jobs.items()}
+    order = sorted(runs, key=lambda p: runs[p].tasks[0].attempts[0].leased_at.ToMilliseconds())
+    assert order == [500, 50, 1, 0, -10]
+
+
+def test_a_full_cluster_leaves_tasks_ready_in_redis(make_cluster: object, tmp_path: Path) -> None:
+    cluster: Cluster = make_cluster()  # type: ignore[operator]
+    cluster.start_master()
+    cluster.start_worker("small", slots=2)
+    cluster.wait_workers("small")
+    client = cluster.client()
+    jobs = [client.submit(f"{TASKS}:sleep_python", args=["1"]) for _ in range(6)]
+
+    def saturated() -> bool:
+        status = client.status()
+        (worker,) = client.workers()
+        return status.leased == 2 and status.ready_by_group.get("default") == 4 and worker.free_slots == 0
+
+    wait_for(saturated, 60, "2 tasks leased, 4 waiting READY in Redis, no free slot")
+    runs = [client.wait(first_run_id(j), timeout=120)[0] for j in jobs]
+    assert all(r.state == pb.RUN_SUCCEEDED for r in runs)
+    assert _max_overlap([iv for r in runs for iv in _intervals(r)]) <= 2  # never more than its slots

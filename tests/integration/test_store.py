@@ -1,0 +1,119 @@
+"""The Lua scripts' invariants, called through the Store against a real Redis (one namespace per test)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import AsyncIterator
+
+import pytest
+from redis.asyncio import Redis
+
+from harness import RedisServer
+from sparkyard.keys import Keys
+from sparkyard.master.store import NewJob, Report, Store
+from sparkyard.spec import normalize
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+_ns = itertools.count(1)
+LEASE_MS = 60_000
+
+
+@pytest.fixture
+async def store(redis_server: RedisServer) -> AsyncIterator[Store]:
+    redis = Redis(port=redis_server.port, decode_responses=True)
+    yield Store(redis, Keys(f"st{next(_ns)}"))
+    await redis.aclose()
+
+
+def spec(**kw: object) -> pb.JobSpec:
+    return normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", **kw))  # type: ignore[arg-type]
+
+
+async def leased_task(store: Store, job_id: str = "j0000000000100000000001", worker: str = "w1",
+                      **kw: object) -> tuple[str, int, str]:
+    """A job fired at submit, its one task claimed: (task id, token, run id)."""
+    s = spec(**kw)
+    (res,) = await store.submit_many([NewJob(job_id, s, "abs", 1_000, fire_now=[()])], 60_000)
+    assert res.fired
+    (ready,) = await store.peek_ready("default", 10)
+    (claim,) = await store.claim("default", [(ready.task_id, worker)], lease_ms=LEASE_MS, timeout_grace_ms=0)
+    return claim.task_id, claim.token, claim.run_id
+
+
+async def test_a_new_job_never_overwrites_one_with_the_same_id(store: Store) -> None:
+    first = NewJob("j0000000000100000000001", spec(name="first"), "delay", 0)
+    second = NewJob("j0000000000100000000001", spec(name="second"), "delay", 0)
+    (a,) = await store.submit_many([first], 60_000)
+    (b,) = await store.submit_many([second], 60_000)
+    assert not a.id_taken and b.id_taken
+    job = await store.get_job(first.job_id)
+    assert job is not None and job.spec.name == "first"
+
+
+async def test_a_stale_token_cannot_complete_and_a_terminal_task_never_changes(store: Store) -> None:
+    task_id, token, run_id = await leased_task(store)
+    (stale,) = await store.report([Report(task_id, token - 1, "SUCCEEDED", result_json='"old"')])
+    assert stale.verdict == "stale"
+    (ok,) = await store.report([Report(task_id, token, "SUCCEEDED", result_json='"new"')])
+    assert ok.verdict == "accepted" and ok.run_state == "SUCCEEDED"
+    (again,) = await store.report([Report(task_id, token, "FAILED", error="late")])
+    assert again.verdict == "terminal"
+    task = await store.get_task(task_id)
+    assert task is not None and task.result == '"new"' and task.state.value == "SUCCEEDED"
+
+
+async def test_renewal_needs_the_current_token_and_worker(store: Store) -> None:
+    task_id, token, _ = await leased_task(store)
+    wrong_worker = await store.renew("w2", [(task_id, token)], LEASE_MS)
+    assert wrong_worker.lost == [(task_id, token)] and not wrong_worker.renewed
+    right = await store.renew("w1", [(task_id, token), (task_id, token + 1)], LEASE_MS)
+    assert right.renewed == [(task_id, token)] and right.lost == [(task_id, token + 1)]
+
+
+async def test_cancel_of_a_leased_task_leaves_no_index_behind(store: Store) -> None:
+    task_id, token, run_id = await leased_task(store)
+    result = await store.cancel("stop", run_ids=[run_id], task_ids=[task_id])
+    assert result.leased == [(task_id, "w1", token)] and result.ended_runs == [(run_id, "CANCELLED")]
+    k, r = store.keys, store.redis
+    assert await r.zscore(k.leases, task_id) is None
+    assert not await r.sismember(k.worker_leases("w1"), task_id)
+    assert await r.zscore(k.ready("default"), task_id) is None
+    (late,) = await store.report([Report(task_id, token, "SUCCEEDED")])
+    assert late.verdict == "terminal"
+
+
+async def test_a_retry_waits_for_its_backoff_and_gets_a_higher_token(store: Store) -> None:
+    retry = pb.RetryPolicy(max_attempts=2)
+    retry.initial_backoff.FromMilliseconds(300)
+    task_id, token, _ = await leased_task(store, retry=retry)
+    (failed,) = await store.report([Report(task_id, token, "FAILED", error="boom")])
+    assert failed.task_state == "FAILED" and failed.not_before_ms > 0
+    assert await store.release_due(10, [task_id]) == []  # backoff not over (Redis TIME decides)
+    now = await store.time_ms()
+    await store.redis.zadd(store.keys.delayed, {task_id: now - 1})  # move the due time into the past
+    assert await store.release_due(10, [task_id]) == [(task_id, "default")]
+    (claim,) = await store.claim("default", [(task_id, "w2")], lease_ms=LEASE_MS, timeout_grace_ms=0)
+    assert claim.token > token and claim.attempt == 2
+
+
+async def test_an_expired_lease_is_requeued_once_and_lost_attempts_are_recorded(store: Store) -> None:
+    task_id, token, _ = await leased_task(store)
+    now = await store.time_ms()
+    await store.redis.zadd(store.keys.leases, {task_id: now - 1})  # the lease has run out
+    first = await store.reap_expired(max_lost=3)
+    second = await store.reap_expired(max_lost=3)
+    assert [r.task_state for r in first] == ["READY"] and second == []
+    task = await store.get_task(task_id)
+    assert task is not None and [a.state.value for a in task.attempts] == ["LOST"]
+    assert task.prev_worker == "w1"
+
+
+async def test_a_task_lost_more_than_max_lost_times_is_dead(store: Store) -> None:
+    task_id, _, run_id = await leased_task(store)
+    for _ in range(2):
+        now = await store.time_ms()
+        await store.redis.zadd(store.keys.leases, {task_id: now - 1})
+        reaped = await store.reap_expired(max_lost=1)
+        if reaped[0].task_state == "READY":
+            await store.claim("default", [(task_id, "w1")], lease_ms=LEASE_MS, timeout_grace_ms=0)
+    assert reaped[0].task_state == "DEAD" and reaped[0].run_state == "FAILED"
