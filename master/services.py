@@ -38,6 +38,15 @@ def _status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
     return None
 
 
+async def _abort(context: grpc.aio.ServicerContext, exc: Exception, what: str) -> None:
+    """End the call with the status of ``exc``: a domain error's own, else INTERNAL (and logged)."""
+    status = _status_of(exc)
+    if status is None:
+        log.error("%s failed", what, exc_info=exc)
+        status = (grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+    await context.abort(*status)
+
+
 def mapped(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
     """Turn domain errors of a unary handler into gRPC statuses; anything else is INTERNAL (and logged)."""
 
@@ -46,12 +55,8 @@ def mapped(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
         try:
             return await method(self, request, context)
         except Exception as exc:
-            status = _status_of(exc)
-            if status is None:
-                log.exception("%s failed", method.__name__)
-                status = (grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
-            await context.abort(*status)
-            raise AssertionError("unreachable: abort raises")
+            await _abort(context, exc, method.__name__)
+            raise AssertionError("unreachable: abort raises") from exc
 
     return wrapper
 
@@ -135,11 +140,7 @@ class JobService(pbg.JobServiceServicer):
                                                  request.offset, request.follow):
                 yield chunk
         except Exception as exc:
-            status = _status_of(exc)
-            if status is None:
-                log.exception("StreamTaskLog failed")
-                status = (grpc.StatusCode.INTERNAL, f"internal error: {exc}")
-            await context.abort(*status)
+            await _abort(context, exc, "StreamTaskLog")
 
 
 class WorkerService(pbg.WorkerServiceServicer):
@@ -152,11 +153,7 @@ class WorkerService(pbg.WorkerServiceServicer):
             async for message in self._connection.serve(request_iterator, context.peer()):
                 yield message
         except Exception as exc:
-            status = _status_of(exc)
-            if status is None:
-                log.exception("worker stream failed")
-                status = (grpc.StatusCode.INTERNAL, f"internal error: {exc}")
-            await context.abort(*status)
+            await _abort(context, exc, "worker stream")
 
 
 class ClusterService(pbg.ClusterServiceServicer):
