@@ -2,7 +2,8 @@
 
 The master owns an embedded Redis in ``<data-dir>/redis``; every process is a child of this command and
 is stopped with it (SIGTERM: workers drain, the master stops its Redis). Processes log to
-``<data-dir>/logs/*.log``.
+``<data-dir>/logs/*.log``. A worker that dies is started again under the same id (the master then
+requeues at once the tasks it lost); if the master dies, everything stops.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class LocalCluster:
     extra_master_args: list[str] = field(default_factory=list)
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     address: str = ""
+    restarts: int = 0
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         logs = self.data_dir / "logs"
@@ -60,12 +62,28 @@ class LocalCluster:
             raise SparkyardError(f"the master did not start (exit {master.returncode}):\n{tail}")
         self.address = line.split("listening on", 1)[1].split()[0]
         for i in range(1, self.workers + 1):
-            self._spawn(f"worker-{i}", [
-                "sparkyard.worker.main", "--master", self.address, "--slots", str(self.slots), "--id", f"local-{i}",
-                "--runner", self.runner, "--work-dir", str(self.data_dir / f"worker-{i}"),
-            ])
+            self._start_worker(i)
         self._wait_ready()
         return self.address
+
+    def _start_worker(self, i: int) -> subprocess.Popen[bytes]:
+        return self._spawn(f"worker-{i}", [
+            "sparkyard.worker.main", "--master", self.address, "--slots", str(self.slots), "--id", f"local-{i}",
+            "--runner", self.runner, "--work-dir", str(self.data_dir / f"worker-{i}"),
+        ])
+
+    def supervise(self) -> bool:
+        """Restart workers that died; False when the master has exited (the cluster is gone)."""
+        if self.processes[0].poll() is not None:
+            return False
+        for i, proc in enumerate(list(self.processes[1:]), start=1):
+            if proc.poll() is not None:
+                print(f"sparkyard: worker local-{i} exited with code {proc.returncode}; starting it again",
+                      file=sys.stderr, flush=True)
+                self.processes[i] = self._start_worker(i)
+                self.processes.pop()  # _spawn appended it; it now sits in its own place
+                self.restarts += 1
+        return True
 
     def _wait_ready(self) -> None:
         from sparkyard.client import Client

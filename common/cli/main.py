@@ -216,8 +216,8 @@ def cmd_local(args: argparse.Namespace) -> int:
               f"(logs in {cluster.data_dir / 'logs'}); Ctrl-C stops it", flush=True)
     try:
         while not stop["now"]:
-            if any(p.poll() is not None for p in cluster.processes):
-                print("sparkyard: a cluster process exited; stopping", file=sys.stderr)
+            if not cluster.supervise():
+                print("sparkyard: the master exited; stopping the cluster", file=sys.stderr)
                 break
             time.sleep(0.5)  # waiting for Ctrl-C / SIGTERM
     finally:

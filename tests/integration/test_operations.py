@@ -49,7 +49,8 @@ def test_master_refuses_a_public_address_without_a_token(tmp_path: Path) -> None
     assert not (tmp_path / "redis").exists()  # refused before starting anything
 
 
-def test_local_cluster_runs_jobs_on_its_embedded_redis_and_stops_everything(tmp_path: Path) -> None:
+def test_local_cluster_runs_jobs_on_its_embedded_redis_survives_a_worker_crash_and_stops_everything(
+        tmp_path: Path) -> None:
     address = f"127.0.0.1:{free_port()}"
     data = tmp_path / "local"
     local = subprocess.Popen([sys.executable, "-m", "sparkyard.cli.main", "local", "--workers", "1", "--slots", "1",
@@ -67,6 +68,19 @@ def test_local_cluster_runs_jobs_on_its_embedded_redis_and_stops_everything(tmp_
         redis_pids = [int(p) for p in subprocess.run(["pgrep", "-f", str(data / "redis")], capture_output=True,
                                                        text=True).stdout.split()]
         assert redis_pids, "the embedded redis-server is running"
+        # kill -9 the worker mid-task: the cluster starts it again and the task still succeeds, once.
+        markers = tmp_path / "markers"
+        with Client(address) as client:
+            job = client.submit(f"{TASKS}:sleep_python", args=["3", str(markers)])
+            wait_for(lambda: list(markers.glob("*.started")), 60, "the task to start")
+            (worker,) = client.workers()
+            os.kill(worker.pid, signal.SIGKILL)
+            run, timed_out = client.wait(first_run_id(job), timeout=120)
+            assert not timed_out and run.state == pb.RUN_SUCCEEDED
+            assert [a.state for a in run.tasks[0].attempts] == [pb.ATTEMPT_LOST, pb.ATTEMPT_SUCCEEDED]
+            restarted = next(w for w in client.workers() if w.alive)
+            assert restarted.id == worker.id and restarted.pid != worker.pid
+            info["pids"].append(restarted.pid)
     finally:
         local.send_signal(signal.SIGTERM)
         local.wait(timeout=120)
