@@ -40,7 +40,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from sparkyard.spec import SpecError, SplitInput, parse_input
+from sparkyard.spec import SpecError, SplitInput
 
 MAX_TASKS_PER_RUN = 10_000
 """Upper bound on tasks per run: each task is a Spark application and a few Redis keys, so a typo such as

@@ -89,8 +89,8 @@ def main() -> int:
             cluster.stop()
             redis.stop()
     base = baseline(args.baseline) if args.baseline else []
-    print(f"| runner | n | submit→SUCCEEDED p50 / p90 / max ms | scheduled→fired | fired→leased | "
-          f"leased→started | started→finished | finished→client | vs bare spark-submit |")
+    print("| runner | n | submit→SUCCEEDED p50 / p90 / max ms | scheduled→fired | fired→leased | "
+          "leased→started | started→finished | finished→client | vs bare spark-submit |")
     print("|---|---|---|---|---|---|---|---|---|")
     base_p50 = statistics.median(base) if base else 0
     for runner, ph in results.items():

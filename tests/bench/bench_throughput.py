@@ -107,8 +107,8 @@ def main() -> int:
     dispatch = [a.leased_at.ToMilliseconds() - run.fired_at.ToMilliseconds() for run, a in attempts]
     e2e = [a.finished_at.ToMilliseconds() - run.scheduled_at.ToMilliseconds() for run, a in attempts]
     wall = done - t0
-    print(f"| mode | tasks | slots | submit s | tasks/s (submit → last finished) | dispatch p50 / p99 ms | "
-          f"submit → finished p50 / p99 ms | CPU s master / redis / workers |")
+    print("| mode | tasks | slots | submit s | tasks/s (submit → last finished) | dispatch p50 / p99 ms | "
+          "submit → finished p50 / p99 ms | CPU s master / redis / workers |")
     print("|---|---|---|---|---|---|---|---|")
     workers_cpu = sum(cpu1[n] - cpu0[n] for n in ("w1", "w2"))
     print(f"| {args.mode} | {args.tasks:,} | 2 × {args.slots} | {submitted - t0:.2f} | "

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import EXAMPLES, Cluster, start_redis, wait_for  # noqa: E402
+from harness import EXAMPLES, Cluster, start_redis  # noqa: E402
 from sparkyard.client import build_spec, first_run_id  # noqa: E402
 from sparkyard.v1 import sparkyard_pb2 as pb  # noqa: E402
 
