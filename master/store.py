@@ -31,6 +31,8 @@ from sparkyard import ids
 
 # Specs are immutable once submitted; this many are kept in memory to build task assignments.
 SPEC_CACHE_SIZE = 10_000
+# Stored encodings of recently submitted spec objects (the jobs of a bulk submit share one object).
+SPEC_TEXT_CACHE_SIZE = 256
 # Ready-queue aging: one priority point is worth this many milliseconds of waiting. Tasks fired within
 # the same second run strictly by priority; a task that has waited longer than (priority difference ×
 # this) goes before a newer, higher-priority one — so a steady stream of high-priority work cannot
@@ -166,6 +168,7 @@ class Store:
         self.keys = keys
         self._lua = ScriptLibrary(redis, keys)
         self._specs: OrderedDict[str, pb.JobSpec] = OrderedDict()
+        self._spec_texts: OrderedDict[int, tuple[pb.JobSpec, str]] = OrderedDict()
 
     # ---- submit and fire -------------------------------------------------------------------------
 
@@ -191,7 +194,7 @@ class Store:
         entries = []
         for job in jobs:
             entry: dict[str, Any] = {
-                "id": job.job_id, "spec": spec_to_text(job.spec), "name": job.spec.name, "group": job.spec.group,
+                "id": job.job_id, "spec": self._spec_text(job.spec), "name": job.spec.name, "group": job.spec.group,
                 "priority": job.spec.priority, "mode": job.fire_mode, "value": job.fire_value_ms,
                 "idem": job.idempotency_key, "run": "",
             }
@@ -368,6 +371,17 @@ class Store:
     def cached_spec(self, job_id: str) -> pb.JobSpec | None:
         """A job's spec if this master has it in memory (no Redis call)."""
         return self._specs.get(job_id)
+
+    def _spec_text(self, spec: pb.JobSpec) -> str:
+        """The stored form of a spec, remembered per spec object (a bulk submit shares one)."""
+        cached = self._spec_texts.get(id(spec))
+        if cached is not None and cached[0] is spec:
+            return cached[1]
+        text = spec_to_text(spec)
+        self._spec_texts[id(spec)] = (spec, text)
+        if len(self._spec_texts) > SPEC_TEXT_CACHE_SIZE:
+            self._spec_texts.popitem(last=False)
+        return text
 
     def remember_spec(self, job_id: str, spec: pb.JobSpec) -> None:
         self._specs[job_id] = spec

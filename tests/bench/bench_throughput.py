@@ -68,8 +68,10 @@ def main() -> int:
             if args.mode == "jobs":
                 # Two bulk calls in flight: the client builds the next 1,000 specs while the master
                 # stores the previous ones.
+                spec = build_spec(NOOP)  # 10,000 identical jobs: one spec, submitted as many jobs
+
                 def bulk(count: int) -> list[str]:
-                    return [first_run_id(j) for j in client.submit_many([build_spec(NOOP) for _ in range(count)])]
+                    return [first_run_id(j) for j in client.submit_many([spec] * count)]
 
                 with ThreadPoolExecutor(2) as pool:
                     sizes = [min(BULK, args.tasks - start) for start in range(0, args.tasks, BULK)]
