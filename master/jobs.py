@@ -275,6 +275,8 @@ class JobManager:
                 if result.status == "ok":
                     self._core.apply_cancel(result, reason)
                     self._core.job_ended(job.id)
+                    if not result.cancelled:
+                        raise FailedPrecondition(f"job {job.id} is {job.state.value} and has no active run to cancel")
                     return result.cancelled
             raise FailedPrecondition(f"job {job.id} kept firing while being cancelled; try again")
         if parsed.kind == ids.IdKind.RUN:

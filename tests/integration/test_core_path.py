@@ -121,6 +121,14 @@ def test_twenty_jobs_spread_over_both_workers(shared_cluster: Cluster) -> None:
     assert workers == {"w1", "w2"}
 
 
+def test_cancel_of_a_finished_job_says_there_is_nothing_to_cancel(shared_cluster: Cluster) -> None:
+    client = shared_cluster.client()
+    job = client.submit(entry("noop"))
+    client.wait(first_run_id(job), timeout=60)
+    with pytest.raises(FailedPrecondition, match="is COMPLETED and has no active run"):
+        client.cancel(job.id)
+
+
 def test_idempotency_key_returns_the_same_job(shared_cluster: Cluster) -> None:
     client = shared_cluster.client()
     first = client.submit(entry("noop"), idempotency_key="same-key-1", delay="1h")
