@@ -106,9 +106,11 @@ class MasterCore:
             self.registry.release(r.worker, r.task_id)
             log.info("task=%s %s on worker=%s → %s", r.task_id, "lease expired" if r.what == "lost" else "timed out",
                      r.worker, r.task_state)
-            # The worker may still be running it (hung, partitioned): tell it to stop if it is connected.
+            # The worker may still be running it (hung, partitioned): tell it to stop if it is connected. The
+            # token makes sure a newer attempt of the same task on that worker is left alone.
             self.registry.send(r.worker, pb.MasterMessage(cancel=pb.CancelTask(
-                task_id=r.task_id, reason="lease expired" if r.what == "lost" else "timed out")))
+                task_id=r.task_id, fencing_token=r.token,
+                reason="lease expired" if r.what == "lost" else "timed out")))
             if r.task_state == "READY":
                 self.wake()
             elif r.task_state == "FAILED" and r.not_before_ms:

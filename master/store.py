@@ -143,6 +143,7 @@ class Reaped:
     run_state: str
     worker: str
     not_before_ms: int
+    token: int  # of the attempt that ended
 
 
 @dataclass(frozen=True)
@@ -319,7 +320,7 @@ class Store:
 
     @staticmethod
     def _reaped(raw: Sequence[Any]) -> list[Reaped]:
-        return [Reaped(t, w, s, r, rs, wk, int(nb)) for t, w, s, r, rs, wk, nb in _groups(raw, 7)]
+        return [Reaped(t, w, s, r, rs, wk, int(nb), int(tok)) for t, w, s, r, rs, wk, nb, tok in _groups(raw, 8)]
 
     async def next_deadlines(self) -> tuple[int | None, int | None]:
         """Earliest lease deadline and earliest master-side timeout, in ms (None when there is none)."""

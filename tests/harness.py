@@ -166,6 +166,13 @@ class Cluster:
         self.workers[worker_id] = worker
         return worker
 
+    def start_with_worker(self, worker_id: str, slots: int) -> Client:
+        """A master and one registered worker; returns a client of the master."""
+        self.start_master()
+        self.start_worker(worker_id, slots=slots)
+        self.wait_workers(worker_id)
+        return self.client()
+
     def client(self) -> Client:
         client = Client(self.address, token=self.token or None)
         self._clients.append(client)

@@ -6,8 +6,9 @@
 --                           master-side timeout has passed (failed as TIMED_OUT);
 --               'worker'  — ARGV[4] is a worker id that reconnected without the tasks in ARGV[5..]:
 --                           those leases end now (the worker restarted and lost them).
--- Returns a flat list of groups of 7: task id, what ('lost' | 'timeout'), new task state, run id,
--- run state ('' unless the run just ended), worker that held it, retry time in ms (0 if none).
+-- Returns a flat list of groups of 8: task id, what ('lost' | 'timeout'), new task state, run id,
+-- run state ('' unless the run just ended), worker that held it, retry time in ms (0 if none), the
+-- ended attempt's fencing token.
 --
 -- Invariant: idempotent — each lease ends once (the task leaves LEASED here), so two masters running
 -- the reaper at once cannot requeue a task twice; the next claim gives it a new, higher token.
@@ -21,7 +22,7 @@ if ARGV[3] == 'worker' then
     local t = load_task(ARGV[i])
     if t and t.state == 'LEASED' and t.worker == ARGV[4] then
       local state, run_state = lose_lease(ARGV[i], t, now, max_lost, 'worker ' .. ARGV[4] .. ' restarted')
-      emit(ARGV[i], 'lost', state, t.run_id, run_state, t.worker, 0)
+      emit(ARGV[i], 'lost', state, t.run_id, run_state, t.worker, 0, t.token)
     end
   end
   return out
@@ -30,7 +31,7 @@ for _, task_id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMI
   local t = load_task(task_id)
   if t and t.state == 'LEASED' then
     local state, run_state = lose_lease(task_id, t, now, max_lost, 'lease expired on worker ' .. t.worker)
-    emit(task_id, 'lost', state, t.run_id, run_state, t.worker, 0)
+    emit(task_id, 'lost', state, t.run_id, run_state, t.worker, 0, t.token)
   else
     redis.call('ZREM', KEYS[1], task_id)
   end
@@ -43,7 +44,7 @@ for _, task_id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMI
     local msg = 'timed out: no result from worker ' .. worker .. ' within the task timeout'
     finish_attempt(task_id, t, {state = 'TIMED_OUT', finished_ms = now, error = msg})
     local state, run_state, not_before = fail_attempt(task_id, t, now, msg)
-    emit(task_id, 'timeout', state, t.run_id, run_state, worker, not_before)
+    emit(task_id, 'timeout', state, t.run_id, run_state, worker, not_before, t.token)
   else
     redis.call('ZREM', KEYS[2], task_id)
   end

@@ -18,10 +18,7 @@ TASKS = EXAMPLES / "tasks.py"
 def test_kill_9_of_a_worker_mid_task_reruns_each_task_exactly_once_with_a_higher_token(
         make_cluster: object, tmp_path: Path) -> None:
     cluster: Cluster = make_cluster()  # type: ignore[operator]
-    cluster.start_master()
-    cluster.start_worker("victim", slots=2)
-    cluster.wait_workers("victim")
-    client = cluster.client()
+    client = cluster.start_with_worker("victim", 2)
     markers = tmp_path / "markers"
     jobs = [client.submit(f"{TASKS}:sleep_python", args=["4", str(markers)]) for _ in range(2)]
     wait_for(lambda: len(list(markers.glob("*.a1.started"))) == 2, 90, "both tasks to start on the victim")
@@ -44,10 +41,7 @@ def test_kill_9_of_a_worker_mid_task_reruns_each_task_exactly_once_with_a_higher
 
 def test_frozen_worker_loses_its_lease_and_its_late_result_is_refused(make_cluster: object, tmp_path: Path) -> None:
     cluster: Cluster = make_cluster()  # type: ignore[operator]
-    cluster.start_master()
-    cluster.start_worker("frozen", slots=1)
-    cluster.wait_workers("frozen")
-    client = cluster.client()
+    client = cluster.start_with_worker("frozen", 1)
     markers = tmp_path / "markers"
     job = client.submit(f"{TASKS}:sleep_python", args=["3", str(markers)])
     run_id = first_run_id(job)

@@ -64,10 +64,7 @@ def test_priorities_are_served_in_order_within_a_group(make_cluster: object, tmp
 
 def test_a_full_cluster_leaves_tasks_ready_in_redis(make_cluster: object, tmp_path: Path) -> None:
     cluster: Cluster = make_cluster()  # type: ignore[operator]
-    cluster.start_master()
-    cluster.start_worker("small", slots=2)
-    cluster.wait_workers("small")
-    client = cluster.client()
+    client = cluster.start_with_worker("small", 2)
     jobs = [client.submit(f"{TASKS}:sleep_python", args=["1"]) for _ in range(6)]
 
     def saturated() -> bool:

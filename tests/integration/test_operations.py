@@ -91,10 +91,7 @@ def test_local_cluster_runs_jobs_on_its_embedded_redis_survives_a_worker_crash_a
 
 def test_draining_worker_finishes_short_tasks_and_hands_back_long_ones(make_cluster: object, tmp_path: Path) -> None:
     cluster: Cluster = make_cluster()  # type: ignore[operator]
-    cluster.start_master()
-    cluster.start_worker("leaving", slots=2)
-    cluster.wait_workers("leaving")
-    client = cluster.client()
+    client = cluster.start_with_worker("leaving", 2)
     markers = tmp_path / "markers"
     short = client.submit(f"{TASKS}:sleep_python", args=["2", str(markers)])
     long = client.submit(f"{TASKS}:sleep_python", args=["120", str(markers)])
