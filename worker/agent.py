@@ -51,7 +51,8 @@ REGISTER_TIMEOUT_S = 10.0
 DEFAULT_LEASE_S = 15.0
 DEFAULT_HEARTBEAT_S = 3.0
 # An attempt still running after this long reports that it started (shorter ones report it with their
-# result): halves the messages of a stream of short tasks, keeps `logs -f` working for long ones.
+# result): halves the messages of a stream of short tasks, keeps `logs -f` working for long ones. The
+# check runs every FENCE_CHECK_S, so the report leaves 0.1–0.35 s after the start.
 STARTED_REPORT_AFTER_S = 0.1
 # A result not acknowledged for this long is sent again on the next heartbeat.
 RESEND_AFTER_S = 10.0
@@ -78,6 +79,8 @@ class Execution:
     assignment: pb.TaskAssignment
     run: AttemptRun
     renewed_at: float  # monotonic time of the last lease renewal (or of receipt)
+    started_ms: int = 0  # wall-clock ms when the runner was given the attempt
+    announced: bool = False  # its start was reported on its own (see Agent._fence_loop)
     kill_kind: str = ""  # timeout | cancel | release | lost | fence
     task: asyncio.Task[None] | None = None
 
@@ -106,6 +109,7 @@ class Agent:
         self.worker_id = cfg.worker_id
         self.work_dir = cfg.work_path
         self.logs = LogFiles(self.work_dir)
+        self._attempts_dir = str(self.work_dir / "attempts")
         default_master = cfg.spark_master or f"local[{cfg.slots}]"
         self.runners: dict[str, Runner] = runners or {
             "submit": SubmitRunner(cfg.spark_master),
@@ -292,8 +296,10 @@ class Agent:
     def _on_message(self, message: pb.MasterMessage) -> None:
         kind = message.WhichOneof("kind")
         if kind == "batch":
+            free = self.free_slots()
             for assignment in message.batch.tasks:
-                self._start(assignment)
+                if self._start(assignment, free > 0):
+                    free -= 1
         elif kind == "heartbeat_ack":
             now = self.clock.monotonic()
             for lease in message.heartbeat_ack.renewed:
@@ -355,48 +361,55 @@ class Agent:
             await self.clock.sleep(self.heartbeat_s)
 
     async def _fence_loop(self) -> None:
+        """Self-fencing, and the start reports of attempts that outlive STARTED_REPORT_AFTER_S.
+
+        Short attempts report their start together with their result; a longer one tells the master it
+        started (so ``logs -f`` finds its log) from here, instead of from a timer per attempt.
+        """
         while True:
             limit = self.lease_s - self.cfg.self_fence_margin_s
             now = self.clock.monotonic()
+            announce_before_ms = int(self.clock.now() * 1000) - STARTED_REPORT_AFTER_S * 1000
             for execution in list(self.executions.values()):
                 if not execution.kill_kind and now - execution.renewed_at > limit:
                     log.warning("task=%s lease not renewed for %.1fs; killing it (self-fencing)",
                                 execution.assignment.task_id, now - execution.renewed_at)
                     execution.kill("fence", "lease could not be renewed (self-fencing)")
+                if not execution.announced and 0 < execution.started_ms <= announce_before_ms:
+                    execution.announced = True
+                    self._announce_start(execution)
             await self.clock.sleep(FENCE_CHECK_S)
+
+    def _announce_start(self, execution: Execution) -> None:
+        a = execution.assignment
+        started = pb.TaskStarted(task_id=a.task_id, fencing_token=a.fencing_token, log_path=execution.run.log_path)
+        started.started_at.FromMilliseconds(execution.started_ms)
+        self.reports.started(started)
 
     # ---- running attempts --------------------------------------------------------------------------------
 
     def _runner_for(self, spec: pb.JobSpec) -> Runner:
         return self.runners[_RUNNER_NAMES.get(spec.runner, self.cfg.runner)]
 
-    def _start(self, assignment: pb.TaskAssignment) -> None:
+    def _start(self, assignment: pb.TaskAssignment, have_slot: bool) -> bool:
+        """Start an attempt (True), or hand it straight back when it is a duplicate or no slot is free."""
         if assignment.task_id in self.executions:
             log.warning("task=%s already running here; duplicate assignment ignored", assignment.task_id)
-            return
-        if self.draining or self.free_slots() <= 0:
+            return False
+        if not have_slot:
             self._finish(assignment, pb.ATTEMPT_RELEASED, Outcome("FAILED", error="worker has no free slot"), 0, 0)
-            return
-        attempt_dir = self.work_dir / "attempts" / assignment.task_id / f"a{assignment.attempt}"
+            return False
         log_path = self.logs.path_for(assignment.task_id, assignment.attempt, self.clock.now())
-        run = AttemptRun(assignment, self.worker_id, log_path, attempt_dir, self.cfg.result_max_bytes)
+        run = AttemptRun(assignment, self.worker_id, log_path, self._attempts_dir, self.cfg.result_max_bytes)
         execution = Execution(assignment, run, renewed_at=self.clock.monotonic())
         self.executions[assignment.task_id] = execution
         execution.task = asyncio.create_task(self._execute(execution), name=f"attempt-{assignment.task_id}")
+        return True
 
     async def _execute(self, execution: Execution) -> None:
         a = execution.assignment
         runner = self._runner_for(a.spec)
-        started_ms = int(self.clock.now() * 1000)
-
-        def announce_start() -> None:
-            started = pb.TaskStarted(task_id=a.task_id, fencing_token=a.fencing_token,
-                                     log_path=str(execution.run.log_path))
-            started.started_at.FromMilliseconds(started_ms)
-            self.reports.started(started)
-
-        # Short attempts report their start with their result; a longer one tells the master it started.
-        announce = self.clock.call_later(STARTED_REPORT_AFTER_S, announce_start)
+        execution.started_ms = int(self.clock.now() * 1000)
         log.debug("task=%s attempt=%d token=%d starting (%s runner)", a.task_id, a.attempt, a.fencing_token, runner.name)
         timeout_s = a.spec.timeout.ToMilliseconds() / 1000
         timer = (self.clock.call_later(timeout_s, lambda: execution.kill("timeout", f"timed out after {timeout_s:g}s"))
@@ -410,7 +423,6 @@ class Agent:
             log.exception("task=%s runner failed", a.task_id)
             outcome = Outcome.failure(exc, f"{runner.name} runner error: ")
         finally:
-            announce.cancel()
             if timer is not None:
                 timer.cancel()
             self.executions.pop(a.task_id, None)
@@ -424,7 +436,7 @@ class Agent:
             state = _KILL_OUTCOMES[kind]
         else:
             state = pb.ATTEMPT_SUCCEEDED if outcome.state == "SUCCEEDED" else pb.ATTEMPT_FAILED
-        self._finish(a, state, outcome, started_ms, finished_ms, str(execution.run.log_path))
+        self._finish(a, state, outcome, execution.started_ms, finished_ms, execution.run.log_path)
 
     def _finish(self, a: pb.TaskAssignment, state: int, outcome: Outcome, started_ms: int, finished_ms: int,
                 log_path: str = "") -> None:
@@ -435,8 +447,9 @@ class Agent:
             result.started_at.FromMilliseconds(started_ms)
         if finished_ms:
             result.finished_at.FromMilliseconds(finished_ms)
-        log.log(logging.DEBUG if state == pb.ATTEMPT_SUCCEEDED else logging.INFO,
-                "task=%s attempt=%d token=%d finished %s%s", a.task_id, a.attempt, a.fencing_token,
-                pb.AttemptState.Name(state), f": {outcome.error}" if outcome.error else "")
+        level = logging.DEBUG if state == pb.ATTEMPT_SUCCEEDED else logging.INFO
+        if log.isEnabledFor(level):
+            log.log(level, "task=%s attempt=%d token=%d finished %s%s", a.task_id, a.attempt, a.fencing_token,
+                    pb.AttemptState.Name(state), f": {outcome.error}" if outcome.error else "")
         self.pending[(a.task_id, a.fencing_token)] = _Pending(result, self.clock.monotonic())
         self.reports.result(result)

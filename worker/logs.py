@@ -26,15 +26,19 @@ FOLLOW_CHECK_S = 0.1
 class LogFiles:
     def __init__(self, work_dir: Path) -> None:
         self.root = (work_dir / "logs").resolve()
+        self._root_text = str(self.root)
         self._day = ""
+        self._day_number = -1  # days since the epoch of ``_day``
 
-    def path_for(self, task_id: str, attempt: int, now: float) -> Path:
-        """Where the attempt's log goes (its day directory is created once a day)."""
-        day = time.strftime("%Y%m%d", time.gmtime(now))
-        if day != self._day:
+    def path_for(self, task_id: str, attempt: int, now: float) -> str:
+        """Where the attempt's log goes (its day directory is created once a day); plain text, as it is
+        built for every attempt."""
+        day_number = int(now // 86400)
+        if day_number != self._day_number:
+            day = time.strftime("%Y%m%d", time.gmtime(now))
             (self.root / day).mkdir(parents=True, exist_ok=True)
-            self._day = day
-        return self.root / day / f"{task_id}.a{attempt}.log"
+            self._day, self._day_number = day, day_number
+        return f"{self._root_text}/{self._day}/{task_id}.a{attempt}.log"
 
     def _resolve(self, request: pb.LogRequest) -> Path | None:
         if request.log_path:

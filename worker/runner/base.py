@@ -39,8 +39,8 @@ class AttemptRun:
 
     assignment: pb.TaskAssignment
     worker_id: str
-    log_path: Path
-    work_dir: Path  # scratch space of the attempt, created by the runner that needs one
+    log_path: str  # plain text, not a Path: thousands of attempts a second each build one
+    attempts_dir: str  # parent of every attempt's scratch directory (see work_dir)
     result_max_bytes: int
     killed: bool = False
     kill_reason: str = ""
@@ -52,6 +52,11 @@ class AttemptRun:
             self.kill_reason = reason
             if self.on_kill is not None:
                 self.on_kill()
+
+    @property
+    def work_dir(self) -> Path:
+        """Scratch space of the attempt, created by the runner that needs one (the submit runner)."""
+        return Path(self.attempts_dir, self.assignment.task_id, f"a{self.assignment.attempt}")
 
     @property
     def tag(self) -> str:

@@ -94,14 +94,14 @@ class _ThreadRoutedStream(io.TextIOBase):
 class _LazyLog(io.TextIOBase):
     """An attempt's log file, opened on the first write (an attempt that prints nothing creates none)."""
 
-    def __init__(self, path: Path, header: str) -> None:
+    def __init__(self, path: str, header: str) -> None:
         self._path = path
         self._header = header
         self._file: TextIO | None = None
 
     def write(self, text: str) -> int:
         if self._file is None:
-            self._file = self._path.open("a", buffering=1)
+            self._file = open(self._path, "a", buffering=1)
             self._file.write(self._header)
         return self._file.write(text)
 
@@ -274,6 +274,9 @@ class SessionRunner:
         self.kill_lock = threading.Lock()
         self._routed = False
         self._completions: _Completions | None = None
+        # Attempt loggers write through this to the current thread's attempt log (else the worker's stderr).
+        self._log_handler = logging.StreamHandler(_ThreadRoutedStream(sys.stderr, self._local))
+        self._log_handler.setFormatter(_LOG_FORMAT)
 
     async def start(self) -> None:
         """Start building the session in the background; the first attempt waits for it."""
@@ -371,13 +374,13 @@ class SessionRunner:
     def execute(self, spark: Any, attempt: AttemptRun) -> Outcome:
         """Run one attempt on the calling task thread (its output routed to the attempt's log)."""
         a = attempt.assignment
+        # Every attempt's logger shares one handler that writes to the calling thread's attempt log:
+        # creating a handler per attempt takes logging's global lock, which all task threads contend for.
         logger = logging.Logger(f"sparkyard.task.{a.task_id}.a{a.attempt}")
+        logger.handlers = [self._log_handler]
         header = (f"sparkyard: attempt {a.attempt} of task {a.task_id} (token {a.fencing_token}) "
                   f"in the session of worker {attempt.worker_id}, job tag {attempt.tag}\n")
         with _LazyLog(attempt.log_path, header) as stream:
-            handler = logging.StreamHandler(stream)
-            handler.setFormatter(_LOG_FORMAT)
-            logger.addHandler(handler)
             self._local.stream = stream
             ctx = attempt.context(logger)
             set_current(ctx)
@@ -396,7 +399,6 @@ class SessionRunner:
                         log.debug("removeJobTag failed", exc_info=True)
                 set_current(None)
                 self._local.stream = None
-                logger.removeHandler(handler)
 
     async def close(self) -> None:
         for _ in self._threads:

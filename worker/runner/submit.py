@@ -73,10 +73,10 @@ class SubmitRunner:
     async def close(self) -> None:
         return None
 
-    def command(self, attempt: AttemptRun, task_file: Path, result_file: Path) -> list[str]:
+    def command(self, attempt: AttemptRun, work_dir: Path, task_file: Path, result_file: Path) -> list[str]:
         spec = attempt.assignment.spec
         cmd = [self._spark_submit or spark_submit_path(), "--master", self._master, "--name", attempt.tag]
-        conf = {**DEFAULT_CONF, "spark.local.dir": str(attempt.work_dir / "spark-local"), **dict(spec.conf)}
+        conf = {**DEFAULT_CONF, "spark.local.dir": str(work_dir / "spark-local"), **dict(spec.conf)}
         for key, value in sorted(conf.items()):
             cmd += ["--conf", f"{key}={value}"]
         if spec.py_files:
@@ -85,24 +85,25 @@ class SubmitRunner:
 
     async def run(self, attempt: AttemptRun) -> Outcome:
         a = attempt.assignment
-        attempt.work_dir.mkdir(parents=True, exist_ok=True)
-        task_file = attempt.work_dir / "task.json"
-        result_file = attempt.work_dir / "result.json"
+        work_dir = attempt.work_dir
+        work_dir.mkdir(parents=True, exist_ok=True)
+        task_file = work_dir / "task.json"
+        result_file = work_dir / "result.json"
         ctx = attempt.context()
         task_file.write_text(json.dumps({
             "entrypoint": a.spec.entrypoint, "context": ctx.to_json(), "context_id": f"{a.task_id}.a{a.attempt}",
             "result_max_bytes": attempt.result_max_bytes,
         }))
-        cmd = self.command(attempt, task_file, result_file)
+        cmd = self.command(attempt, work_dir, task_file, result_file)
         env = {**os.environ, **dict(a.spec.env), **ctx.env(),
                "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                "SPARKYARD_WORKER_PID": str(os.getpid())}
-        with attempt.log_path.open("ab") as logf:
+        with open(attempt.log_path, "ab") as logf:
             logf.write(f"sparkyard: {' '.join(cmd)}\n".encode())
             logf.flush()
             proc = await asyncio.create_subprocess_exec(
                 *cmd, stdin=asyncio.subprocess.DEVNULL, stdout=logf, stderr=asyncio.subprocess.STDOUT,
-                cwd=attempt.work_dir, env=env, start_new_session=True,
+                cwd=work_dir, env=env, start_new_session=True,
             )
         log.info("task=%s attempt=%d spark-submit pid=%d", a.task_id, a.attempt, proc.pid)
         waiter = asyncio.create_task(proc.wait())
@@ -120,8 +121,8 @@ class SubmitRunner:
             killer.cancel()
             if not waiter.done():
                 await self._kill_group(proc, waiter, "worker stopping")
-            shutil.rmtree(attempt.work_dir / "spark-local", ignore_errors=True)
-        return self._outcome(proc.returncode or 0, result_file, attempt.log_path)
+            shutil.rmtree(work_dir / "spark-local", ignore_errors=True)
+        return self._outcome(proc.returncode or 0, result_file, Path(attempt.log_path))
 
     async def _kill_group(self, proc: asyncio.subprocess.Process, waiter: asyncio.Task[int], reason: str) -> None:
         log.info("killing spark-submit pid=%d (%s)", proc.pid, reason)
