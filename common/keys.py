@@ -7,7 +7,7 @@ All keys live under a namespace prefix (default ``sy``) so several clusters can 
 key                                   type    meaning
 ====================================  ======  =========================================================
 P:job:{job}                           hash    job record: spec (protobuf, base64), state, created_ms, updated_ms,
-                                              next_fire_ms, runs, skipped, last_run_id, group, priority, name,
+                                              next_fire_ms, runs, skipped, last_run_id (absent = none / 0),
                                               w:{index} (worker that last ran task index)
 P:jobs                                zset    job id → created_ms (listing, newest first)
 P:idem:{key}                          string  job id submitted under a client idempotency key (TTL)
@@ -19,17 +19,22 @@ P:job:{job}:active                    set     run ids of the job that are not te
 P:run:{run}                           hash    run record: state, job_id, scheduled_ms, fired_ms,
                                               started_ms, finished_ms, task_count, succeeded, dead,
                                               cancelled, reason (counters absent = 0); and what its tasks
-                                              share: group, priority, max_attempts, backoff_ms,
-                                              backoff_mult, backoff_max_ms, timeout_ms, max_concurrent
+                                              share, written only when not the default: max_attempts,
+                                              backoff_ms, backoff_mult, backoff_max_ms (absent: no
+                                              retries), timeout_ms (absent: none), max_concurrent
 P:run:{run}:gate                      zset    task id → index: READY tasks of a run held back by its
                                               concurrency cap (enter the ready queue one by one)
 P:task:{task}                         hash    task record: state, run_id, job_id, index, group, score,
-                                              inputs (JSON), attempts, failures, lost, token, worker,
-                                              prev_worker, lease_ms, result, error, not_before_ms, the
-                                              running attempt's att_leased_ms, att_started_ms, att_log; set
-                                              only when needed: routing, route (non-default routing), aff
-                                              (recurring job: remember the worker in job w:{index})
-P:task:{task}:attempts                hash    attempt number → record (JSON) of each ended attempt
+                                              inputs (JSON, absent = none), attempts, failures, lost,
+                                              token, worker, prev_worker, lease_ms, result, error,
+                                              not_before_ms; its latest attempt (number = attempts):
+                                              att_leased_ms, att_started_ms, att_log, and once it ended
+                                              att_state, att_finished_ms, att_worker, att_error,
+                                              att_traceback; set only when needed: routing, route
+                                              (non-default routing), aff (recurring job: remember the
+                                              worker in job w:{index}), tmo (its run has a timeout)
+P:task:{task}:attempts                hash    attempt number → record (JSON) of each earlier attempt,
+                                              archived when the next one is claimed
 P:ready:{group}                       zset    task id → score = fire ms − priority × aging step (the
                                               ready queue; lowest first, ties by task id)
 P:groups                              set     node groups that have had a ready queue

@@ -88,6 +88,20 @@ class AttemptRecord:
     log_path: str = ""
 
     @classmethod
+    def latest(cls, number: int, h: Mapping[str, str]) -> AttemptRecord:
+        """The task's latest attempt, kept in the task hash (lib.lua finish_attempt / archive_attempt):
+        running while it has no att_state; its result, once SUCCEEDED, is the task's."""
+        ended = h.get("att_state")
+        state = AttemptState(ended) if ended else AttemptState.RUNNING
+        return cls(
+            number=number, worker=h.get("att_worker", "") if ended else h.get("worker", ""),
+            token=_int(h.get("token")), state=state, leased_ms=_int(h.get("att_leased_ms")),
+            started_ms=_int(h.get("att_started_ms")), finished_ms=_int(h.get("att_finished_ms")),
+            result=h.get("result", "") if state is AttemptState.SUCCEEDED else "",
+            error=h.get("att_error", ""), traceback=h.get("att_traceback", ""), log_path=h.get("att_log", ""),
+        )
+
+    @classmethod
     def from_json(cls, text: str) -> AttemptRecord:
         d = json.loads(text)
         return cls(
@@ -131,11 +145,8 @@ class TaskRecord:
     def from_hash(cls, task_id: str, h: Mapping[str, str], attempts: Mapping[str, str] | None = None) -> TaskRecord:
         parsed = sorted((AttemptRecord.from_json(v) for v in (attempts or {}).values()), key=lambda a: a.number)
         number = _int(h.get("attempts"))
-        if h.get("state") == TaskState.LEASED.value and number and all(a.number != number for a in parsed):
-            # The running attempt lives in the task hash until it ends (claim.lua).
-            parsed.append(AttemptRecord(number=number, worker=h.get("worker", ""), token=_int(h.get("token")),
-                                        state=AttemptState.RUNNING, leased_ms=_int(h.get("att_leased_ms")),
-                                        started_ms=_int(h.get("att_started_ms")), log_path=h.get("att_log", "")))
+        if number and all(a.number != number for a in parsed):
+            parsed.append(AttemptRecord.latest(number, h))
         return cls(
             id=task_id,
             run_id=h.get("run_id", ""),

@@ -177,7 +177,7 @@ class Store:
         """lib.lua create_run's block: the run's settings and its tasks (sent as JSON)."""
         retry = spec.retry
         return {
-            "group": spec.group, "priority": spec.priority, "max_attempts": retry.max_attempts,
+            "group": spec.group, "max_attempts": retry.max_attempts,
             "backoff_ms": retry.initial_backoff.ToMilliseconds(), "backoff_mult": retry.multiplier,
             "backoff_max_ms": retry.max_backoff.ToMilliseconds(), "timeout_ms": spec.timeout.ToMilliseconds(),
             "route": spec.routing_key,
@@ -195,8 +195,7 @@ class Store:
         entries = []
         for job in jobs:
             entry: dict[str, Any] = {
-                "id": job.job_id, "spec": self._spec_text(job.spec), "name": job.spec.name, "group": job.spec.group,
-                "priority": job.spec.priority, "mode": job.fire_mode, "value": job.fire_value_ms,
+                "id": job.job_id, "spec": self._spec_text(job.spec), "mode": job.fire_mode, "value": job.fire_value_ms,
                 "idem": job.idempotency_key, "run": "",
             }
             if job.fire_now is not None:

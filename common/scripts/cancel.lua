@@ -42,17 +42,20 @@ for i = 4 + m, #ARGV do
   local task_id = ARGV[i]
   local t = load_task(task_id)
   if t and may('task', t.state, 'CANCELLED') then
+    local final = {'state', 'CANCELLED', 'worker', '', 'error', reason, 'finished_ms', now}
     if t.state == 'LEASED' then
       drop_lease(task_id, t)
-      finish_attempt(task_id, t, {state = 'CANCELLED', finished_ms = now, error = reason})
+      finish_attempt(task_id, t, {state = 'CANCELLED', finished_ms = now, error = reason}, final)
       push(leased, task_id, t.worker, t.token)
-    elseif t.state == 'READY' then
-      redis.call('ZREM', K.ready(t.group), task_id)
-      redis.call('ZREM', K.run_gate(t.run_id), task_id)
     else
-      redis.call('ZREM', K.delayed, task_id)
+      if t.state == 'READY' then
+        redis.call('ZREM', K.ready(t.group), task_id)
+        redis.call('ZREM', K.run_gate(t.run_id), task_id)
+      else
+        redis.call('ZREM', K.delayed, task_id)
+      end
+      redis.call('HSET', K.task(task_id), unpack(final))
     end
-    redis.call('HSET', K.task(task_id), 'state', 'CANCELLED', 'worker', '', 'error', reason, 'finished_ms', now)
     cancelled[#cancelled + 1] = task_id
     local run_state = task_terminal(t.run_id, 'cancelled', now)
     if run_state ~= '' then

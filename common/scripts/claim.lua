@@ -7,33 +7,50 @@
 -- run id, job id, task index, inputs JSON, run scheduled ms, run task count. Tasks no longer READY are skipped.
 --
 -- Invariant: a task leaves the ready queue only here, atomically with its lease entry, a new fencing
--- token (INCR: strictly greater than every token before it) and its running attempt (number, worker,
--- token, leased time in the task hash; archived to task:{task}:attempts when it ends) — so every result
--- can be matched to exactly one attempt and a stale one is recognisable forever.
+-- token (strictly greater than every token before it: the batch reserves its range with one INCRBY) and
+-- its running attempt (number, worker, token, leased time in the task hash; a previous, ended attempt is
+-- archived to task:{task}:attempts first) — so every result can be matched to exactly one attempt and a
+-- stale one is recognisable forever.
 local now = now_ms()
 local lease_ms = tonumber(ARGV[1])
 local grace = tonumber(ARGV[2])
 local out = {}
+local token = redis.call('INCRBY', KEYS[3], (#ARGV - 2) / 2) - (#ARGV - 2) / 2
+local runs = {}  -- run id → {state, scheduled_ms, task_count, timeout_ms}: the tasks of a split run share one
 for i = 3, #ARGV, 2 do
   local task_id, worker = ARGV[i], ARGV[i + 1]
   local tkey = K.task(task_id)
+  token = token + 1
   if redis.call('ZREM', KEYS[1], task_id) == 1 then
     local v = redis.call('HMGET', tkey, 'state', 'attempts', 'run_id', 'job_id', 'index', 'inputs')
     if v[1] == 'READY' then
-      local rkey = K.run(v[3])
-      local r = redis.call('HMGET', rkey, 'state', 'scheduled_ms', 'task_count', 'timeout_ms')
-      local token = redis.call('INCR', KEYS[3])
+      local run_id = v[3]
+      local r = runs[run_id]
+      if not r then
+        r = redis.call('HMGET', K.run(run_id), 'state', 'scheduled_ms', 'task_count', 'timeout_ms')
+        runs[run_id] = r
+      end
       local attempt = tonumber(v[2] or '0') + 1
       local deadline = now + lease_ms
-      redis.call('HSET', tkey, 'state', 'LEASED', 'token', token, 'worker', worker, 'attempts', attempt,
-                 'lease_ms', deadline, 'not_before_ms', '', 'att_leased_ms', now, 'att_started_ms', 0,
-                 'att_log', '')
+      local timeout = tonumber(r[4] or '0')
+      local fields = {'state', 'LEASED', 'token', token, 'worker', worker, 'attempts', attempt,
+                      'lease_ms', deadline, 'att_leased_ms', now}
+      if attempt > 1 then
+        archive_attempt(task_id, tkey)
+        push(fields, 'not_before_ms', '', 'att_started_ms', 0, 'att_log', '')
+      end
+      if timeout > 0 then
+        push(fields, 'tmo', 1)
+        redis.call('ZADD', KEYS[4], now + timeout + grace, task_id)
+      end
+      redis.call('HSET', tkey, unpack(fields))
       redis.call('ZADD', KEYS[2], deadline, task_id)
       redis.call('SADD', K.worker_leases(worker), task_id)
-      local timeout = tonumber(r[4] or '0')
-      if timeout > 0 then redis.call('ZADD', KEYS[4], now + timeout + grace, task_id) end
-      if r[1] == 'SCHEDULED' then redis.call('HSET', rkey, 'state', 'RUNNING', 'started_ms', now) end
-      push(out, task_id, worker, token, attempt, v[3], v[4], v[5], v[6], r[2], r[3])
+      if r[1] == 'SCHEDULED' then
+        redis.call('HSET', K.run(run_id), 'state', 'RUNNING', 'started_ms', now)
+        r[1] = 'RUNNING'
+      end
+      push(out, task_id, worker, token, attempt, run_id, v[4], v[5], v[6] or '', r[2], r[3])
     end
   end
 end

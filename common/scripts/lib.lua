@@ -29,14 +29,38 @@ end
 -- backfill's thousands of indexes would bloat the job hash for no reuse.
 local AFFINITY_MAX_INDEX = 256
 
--- End the task's current attempt: its record (kept in the task hash while it runs: att_leased_ms,
--- att_started_ms, att_log) is written, with `fields`, to task:{task}:attempts once, when it ends.
-local function finish_attempt(task_id, t, fields)
-  local rec = {number = tonumber(t.attempts), worker = t.worker, token = tonumber(t.token),
-               leased_ms = tonumber(t.att_leased_ms) or 0, started_ms = tonumber(t.att_started_ms) or 0,
-               log_path = t.att_log or ''}
-  for k, v in pairs(fields) do rec[k] = v end
-  redis.call('HSET', K.attempts(task_id), tostring(rec.number), cjson.encode(rec))
+-- A task's latest attempt lives in its own hash: while it runs (number = attempts, token, worker,
+-- att_leased_ms, att_started_ms, att_log) and after it ends (att_state, att_finished_ms, att_worker,
+-- att_error, att_traceback; its result is the task's `result`). Only when a further attempt is claimed is
+-- the ended one archived to task:{task}:attempts, so a task that runs once — nearly all — writes one
+-- key, and ending an attempt costs no JSON encoding.
+local ATTEMPT_END_FIELDS = {state = 'att_state', finished_ms = 'att_finished_ms', error = 'att_error',
+                            traceback = 'att_traceback', log_path = 'att_log', started_ms = 'att_started_ms'}
+local ATTEMPT_ARCHIVED = {'attempts', 'token', 'att_worker', 'att_leased_ms', 'att_started_ms', 'att_finished_ms',
+                          'att_state', 'att_error', 'att_traceback', 'att_log'}
+
+-- End the task's current attempt with `fields` (keys of ATTEMPT_END_FIELDS; '' values are not written).
+-- `extra`: more field/value pairs for the task hash, written in the same HSET.
+local function finish_attempt(task_id, t, fields, extra)
+  local args = extra or {}
+  push(args, 'att_worker', t.worker or '')
+  for name, value in pairs(fields) do
+    if value ~= '' then push(args, ATTEMPT_END_FIELDS[name], value) end
+  end
+  redis.call('HSET', K.task(task_id), unpack(args))
+end
+
+-- Before a task's next attempt is claimed: move its ended attempt (if any) to task:{task}:attempts and
+-- clear the fields that only an ended attempt has.
+local function archive_attempt(task_id, tkey)
+  local v = redis.call('HMGET', tkey, unpack(ATTEMPT_ARCHIVED))
+  if not v[1] or not v[7] then return end
+  local rec = {number = tonumber(v[1]), token = tonumber(v[2]), worker = v[3] or '',
+               leased_ms = tonumber(v[4]) or 0, started_ms = tonumber(v[5]) or 0,
+               finished_ms = tonumber(v[6]) or 0, state = v[7], error = v[8] or '', traceback = v[9] or '',
+               log_path = v[10] or ''}
+  redis.call('HSET', K.attempts(task_id), v[1], cjson.encode(rec))
+  redis.call('HDEL', tkey, 'att_state', 'att_finished_ms', 'att_worker', 'att_error', 'att_traceback')
 end
 
 -- Put a task (already moved to READY) back into its group's ready queue.
@@ -45,10 +69,11 @@ local function enqueue_ready(task_id, t)
   redis.call('SADD', K.groups, t.group)
 end
 
--- Remove every index entry a leased task has (t from load_task; its state must still be LEASED).
+-- Remove every index entry a leased task has (t from load_task; its state must still be LEASED). Only a
+-- task whose run has a timeout (field tmo, set by claim) has an entry in `timeouts`.
 local function drop_lease(task_id, t)
   redis.call('ZREM', K.leases, task_id)
-  redis.call('ZREM', K.timeouts, task_id)
+  if t.tmo then redis.call('ZREM', K.timeouts, task_id) end
   if t.worker and t.worker ~= '' then
     redis.call('SREM', K.worker_leases(t.worker), task_id)
   end
@@ -90,7 +115,7 @@ end
 
 -- Read the task fields most scripts need, as a table (nil when the task does not exist).
 local TASK_FIELDS = {'state', 'token', 'worker', 'attempts', 'failures', 'lost', 'run_id', 'job_id', 'index', 'group',
-                     'score', 'att_leased_ms', 'att_started_ms', 'att_log', 'aff'}
+                     'score', 'aff', 'tmo'}
 local function load_task(task_id)
   local v = redis.call('HMGET', K.task(task_id), unpack(TASK_FIELDS))
   if not v[1] then return nil end
@@ -99,24 +124,23 @@ local function load_task(task_id)
   return t
 end
 
--- A failed attempt (FAILED or TIMED_OUT): retry after the backoff while attempts remain, else DEAD.
--- The task must be LEASED and its lease entries already dropped. Returns new task state, run state,
--- not_before_ms (0 unless retrying).
-local function fail_attempt(task_id, t, now, error_text)
+-- A failed attempt (FAILED or TIMED_OUT; `attempt_fields` end it, see finish_attempt): retry after the
+-- backoff while attempts remain, else DEAD. A run stores its retry policy only when it has retries
+-- (max_attempts absent = 1). The task must be LEASED and its lease entries already dropped. Returns new
+-- task state, run state, not_before_ms (0 unless retrying).
+local function fail_attempt(task_id, t, now, error_text, attempt_fields)
   local failures = tonumber(t.failures or '0') + 1
-  local tkey = K.task(task_id)
   local policy = redis.call('HMGET', K.run(t.run_id), 'max_attempts', 'backoff_ms', 'backoff_mult', 'backoff_max_ms')
-  t.max_attempts, t.backoff_ms, t.backoff_mult, t.backoff_max_ms = policy[1], policy[2], policy[3], policy[4]
-  if failures >= tonumber(t.max_attempts) then
-    redis.call('HSET', tkey, 'state', 'DEAD', 'failures', failures, 'error', error_text,
-               'worker', '', 'finished_ms', now)
+  if failures >= tonumber(policy[1] or '1') then
+    finish_attempt(task_id, t, attempt_fields, {'state', 'DEAD', 'failures', failures, 'error', error_text,
+                                                'worker', '', 'finished_ms', now})
     return 'DEAD', task_terminal(t.run_id, 'dead', now), 0
   end
-  local backoff = tonumber(t.backoff_ms) * (tonumber(t.backoff_mult) ^ (failures - 1))
-  if backoff > tonumber(t.backoff_max_ms) then backoff = tonumber(t.backoff_max_ms) end
+  local backoff = tonumber(policy[2]) * (tonumber(policy[3]) ^ (failures - 1))
+  if backoff > tonumber(policy[4]) then backoff = tonumber(policy[4]) end
   local not_before = now + math.floor(backoff)
-  redis.call('HSET', tkey, 'state', 'FAILED', 'failures', failures, 'error', error_text,
-             'prev_worker', t.worker or '', 'worker', '', 'not_before_ms', not_before)
+  finish_attempt(task_id, t, attempt_fields, {'state', 'FAILED', 'failures', failures, 'error', error_text,
+                                              'prev_worker', t.worker or '', 'worker', '', 'not_before_ms', not_before})
   redis.call('ZADD', K.delayed, not_before, task_id)
   return 'FAILED', '', not_before
 end
@@ -125,56 +149,65 @@ end
 -- requeue with the previous worker remembered, or DEAD once the task was lost more than max_lost times.
 local function lose_lease(task_id, t, now, max_lost, reason)
   drop_lease(task_id, t)
-  finish_attempt(task_id, t, {state = 'LOST', finished_ms = now, error = reason})
+  local ended = {state = 'LOST', finished_ms = now, error = reason}
   local lost = tonumber(t.lost or '0') + 1
-  local tkey = K.task(task_id)
   if lost > max_lost then
-    redis.call('HSET', tkey, 'state', 'DEAD', 'lost', lost, 'worker', '', 'finished_ms', now,
-               'error', 'lost ' .. lost .. ' times (last: ' .. reason .. ')')
+    finish_attempt(task_id, t, ended, {'state', 'DEAD', 'lost', lost, 'worker', '', 'finished_ms', now,
+                                       'error', 'lost ' .. lost .. ' times (last: ' .. reason .. ')'})
     return 'DEAD', task_terminal(t.run_id, 'dead', now)
   end
-  redis.call('HSET', tkey, 'state', 'READY', 'lost', lost, 'prev_worker', t.worker, 'worker', '')
+  finish_attempt(task_id, t, ended, {'state', 'READY', 'lost', lost, 'prev_worker', t.worker, 'worker', ''})
   enqueue_ready(task_id, t)
   return 'READY', ''
 end
 
 -- Create run `run_id` of job `job_id` (scheduled at `scheduled_ms`) and its READY tasks, from `b`
--- (decoded JSON): {group, priority, max_attempts, backoff_ms, backoff_mult, backoff_max_ms, timeout_ms, route,
--- routing ('' = default), cap, score, recurring, tasks = [[task id, inputs JSON], ...]}. Settings shared by the tasks live in the
--- run hash; a task hash holds only what differs per task. With a max concurrency cap > 0, tasks from
--- index cap on wait in run:{run}:gate and enter the ready queue one per task of the run that ends. A
--- task's previous worker starts as the worker that last ran the same task index of the job (job field
+-- (decoded JSON): {group, max_attempts, backoff_ms, backoff_mult, backoff_max_ms, timeout_ms, route,
+-- routing ('' = default), cap, score, recurring, tasks = [[task id, inputs JSON], ...]}. Settings shared by
+-- the tasks live in the run hash, and only when they differ from the defaults (no retries, no timeout, no
+-- cap); a task hash holds only what differs per task. With a max concurrency cap > 0, tasks from index
+-- cap on wait in run:{run}:gate and enter the ready queue one per task of the run that ends. A task's
+-- previous worker starts as the worker that last ran the same task index of the job (job field
 -- w:{index}), so a recurring job keeps landing on a warm worker. `new_job`: the job is being created in
 -- the same script (it has no previous workers, and its run count is written by the caller).
+local GROUPS_ADDED = {}  -- groups this script call has already added to K.groups
 local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job)
   local n = #b.tasks
   if not new_job then redis.call('HINCRBY', job_key, 'runs', 1) end
-  -- Counters (succeeded, dead, cancelled) start absent (= 0); empty settings are not written.
-  redis.call('HSET', K.run(run_id), 'state', 'SCHEDULED', 'job_id', job_id, 'scheduled_ms', scheduled_ms,
-             'fired_ms', now, 'task_count', n, 'group', b.group, 'priority', b.priority,
-             'max_attempts', b.max_attempts, 'backoff_ms', b.backoff_ms, 'backoff_mult', b.backoff_mult,
-             'backoff_max_ms', b.backoff_max_ms, 'timeout_ms', b.timeout_ms)
-  if b.cap > 0 then redis.call('HSET', K.run(run_id), 'max_concurrent', b.cap) end
+  -- Counters (succeeded, dead, cancelled) start absent (= 0), and so do default settings.
+  local fields = {'state', 'SCHEDULED', 'job_id', job_id, 'scheduled_ms', scheduled_ms, 'fired_ms', now,
+                  'task_count', n}
+  if b.max_attempts > 1 then
+    push(fields, 'max_attempts', b.max_attempts, 'backoff_ms', b.backoff_ms, 'backoff_mult', b.backoff_mult,
+         'backoff_max_ms', b.backoff_max_ms)
+  end
+  if b.timeout_ms > 0 then push(fields, 'timeout_ms', b.timeout_ms) end
+  if b.cap > 0 then push(fields, 'max_concurrent', b.cap) end
+  redis.call('HSET', K.run(run_id), unpack(fields))
   redis.call('SADD', K.job_active(job_id), run_id)
   local ready = K.ready(b.group)
   for i = 0, n - 1 do
     local task = b.tasks[i + 1]
     local tkey = K.task(task[1])
-    redis.call('HSET', tkey, 'state', 'READY', 'run_id', run_id, 'job_id', job_id, 'index', i,
-               'group', b.group, 'score', b.score, 'inputs', task[2])
-    if b.routing ~= '' then redis.call('HSET', tkey, 'routing', b.routing, 'route', b.route) end
+    local t = {'state', 'READY', 'run_id', run_id, 'job_id', job_id, 'index', i, 'group', b.group, 'score', b.score}
+    if task[2] ~= '[]' then push(t, 'inputs', task[2]) end
+    if b.routing ~= '' then push(t, 'routing', b.routing, 'route', b.route) end
     if b.recurring and i < AFFINITY_MAX_INDEX then
-      redis.call('HSET', tkey, 'aff', 1)
+      push(t, 'aff', 1)
       if not new_job then
         local prev = redis.call('HGET', job_key, 'w:' .. i)
-        if prev then redis.call('HSET', tkey, 'prev_worker', prev) end
+        if prev then push(t, 'prev_worker', prev) end
       end
     end
+    redis.call('HSET', tkey, unpack(t))
     if b.cap > 0 and i >= b.cap then
       redis.call('ZADD', K.run_gate(run_id), i, task[1])
     else
       redis.call('ZADD', ready, b.score, task[1])
     end
   end
-  redis.call('SADD', K.groups, b.group)
+  if not GROUPS_ADDED[b.group] then
+    redis.call('SADD', K.groups, b.group)
+    GROUPS_ADDED[b.group] = true
+  end
 end

@@ -42,8 +42,8 @@ for _, task_id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMI
     local worker = t.worker
     drop_lease(task_id, t)
     local msg = 'timed out: no result from worker ' .. worker .. ' within the task timeout'
-    finish_attempt(task_id, t, {state = 'TIMED_OUT', finished_ms = now, error = msg})
-    local state, run_state, not_before = fail_attempt(task_id, t, now, msg)
+    local state, run_state, not_before = fail_attempt(task_id, t, now, msg,
+                                                      {state = 'TIMED_OUT', finished_ms = now, error = msg})
     emit(task_id, 'timeout', state, t.run_id, run_state, worker, not_before, t.token)
   else
     redis.call('ZREM', KEYS[2], task_id)

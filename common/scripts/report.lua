@@ -30,23 +30,17 @@ for _, rep in ipairs(cjson.decode(ARGV[1])) do
     emit(task_id, 'accepted', t.state, t.run_id, '', 0)
   else
     drop_lease(task_id, t)
-    local fields = {state = outcome, finished_ms = now, log_path = rep[9]}
-    if rep[7] > 0 then fields.started_ms = rep[7] end
-    if rep[8] > 0 then fields.worker_finished_ms = rep[8] end
-    if outcome == 'SUCCEEDED' then fields.result = rep[4] else
-      fields.error = rep[5]; fields.traceback = rep[6]
-    end
-    finish_attempt(task_id, t, fields)
-    local tkey = K.task(task_id)
+    local ended = {state = outcome, finished_ms = now, log_path = rep[9], error = rep[5], traceback = rep[6]}
+    if rep[7] > 0 then ended.started_ms = rep[7] end
     if outcome == 'SUCCEEDED' then
-      redis.call('HSET', tkey, 'state', 'SUCCEEDED', 'result', rep[4], 'error', '', 'finished_ms', now)
+      finish_attempt(task_id, t, ended, {'state', 'SUCCEEDED', 'result', rep[4], 'error', '', 'finished_ms', now})
       if t.aff then redis.call('HSET', K.job(t.job_id), 'w:' .. t.index, t.worker) end
       emit(task_id, 'accepted', 'SUCCEEDED', t.run_id, task_terminal(t.run_id, 'succeeded', now), 0)
     elseif outcome == 'FAILED' or outcome == 'TIMED_OUT' then
-      local state, run_state, not_before = fail_attempt(task_id, t, now, rep[5])
+      local state, run_state, not_before = fail_attempt(task_id, t, now, rep[5], ended)
       emit(task_id, 'accepted', state, t.run_id, run_state, not_before)
     else
-      redis.call('HSET', tkey, 'state', 'READY', 'prev_worker', t.worker, 'worker', '')
+      finish_attempt(task_id, t, ended, {'state', 'READY', 'prev_worker', t.worker, 'worker', ''})
       enqueue_ready(task_id, t)
       emit(task_id, 'accepted', 'READY', t.run_id, '', 0)
     end

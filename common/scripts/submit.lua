@@ -2,9 +2,8 @@
 -- idempotency key.
 --
 -- KEYS[1] jobs   KEYS[2] schedule
--- ARGV[1] JSON list of jobs, each {id, spec (protobuf, base64), name, group, priority, mode, value, idem,
---         run, scheduled, block}: mode 'abs' (value is epoch ms) | 'delay' (value is ms from Redis TIME
---         now); idem the client's idempotency key ('' for none); run a run id to create at once ('' for
+-- ARGV[1] JSON list of jobs, each {id, spec (protobuf, base64), mode, value, idem, run, scheduled, block}:
+--         mode 'abs' (value is epoch ms) | 'delay' (value is ms from Redis TIME now); idem the client's idempotency key ('' for none); run a run id to create at once ('' for
 --         none: the job waits in the schedule), with its scheduled ms and create_run's block (lib.lua) —
 --         a one-shot job due now fires here, in the same step as its submission: it is COMPLETED (no more
 --         firings) with its run already queued.
@@ -31,14 +30,12 @@ for _, j in ipairs(cjson.decode(ARGV[1])) do
     redis.call('ZADD', KEYS[1], now, j.id)
     if j.idem ~= '' then redis.call('SET', K.idem(j.idem), j.id, 'PX', ttl) end
     if j.run == '' then
-      redis.call('HSET', job_key, 'spec', j.spec, 'name', j.name, 'group', j.group, 'priority', j.priority,
-                 'state', 'ACTIVE', 'created_ms', now, 'updated_ms', now, 'next_fire_ms', fire,
-                 'runs', 0, 'last_run_id', '')
+      redis.call('HSET', job_key, 'spec', j.spec, 'state', 'ACTIVE', 'created_ms', now, 'updated_ms', now,
+                 'next_fire_ms', fire)
       redis.call('ZADD', KEYS[2], fire, j.id)
       push(out, j.id, 0, now, fire, 0)
     else
-      redis.call('HSET', job_key, 'spec', j.spec, 'name', j.name, 'group', j.group, 'priority', j.priority,
-                 'state', 'COMPLETED', 'created_ms', now, 'updated_ms', now, 'next_fire_ms', '',
+      redis.call('HSET', job_key, 'spec', j.spec, 'state', 'COMPLETED', 'created_ms', now, 'updated_ms', now,
                  'runs', 1, 'last_run_id', j.run)
       redis.call('ZADD', K.job_runs(j.id), j.scheduled, j.run)
       create_run(job_key, j.id, j.run, j.scheduled, now, j.block, true)

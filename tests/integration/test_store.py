@@ -117,3 +117,44 @@ async def test_a_task_lost_more_than_max_lost_times_is_dead(store: Store) -> Non
         if reaped[0].task_state == "READY":
             await store.claim("default", [(task_id, "w1")], lease_ms=LEASE_MS, timeout_grace_ms=0)
     assert reaped[0].task_state == "DEAD" and reaped[0].run_state == "FAILED"
+
+
+async def test_attempt_history_keeps_every_attempt_when_the_latest_lives_in_the_task_hash(store: Store) -> None:
+    retry = pb.RetryPolicy(max_attempts=3)
+    retry.initial_backoff.FromMilliseconds(1)
+    timeout = pb.JobSpec().timeout
+    timeout.FromSeconds(30)
+    task_id, token, _ = await leased_task(store, retry=retry, timeout=timeout)
+    k, r = store.keys, store.redis
+    assert await r.zscore(k.timeouts, task_id) is not None  # the run's timeout is watched by the master
+    (failed,) = await store.report([Report(task_id, token, "FAILED", error="boom", traceback="Traceback: boom",
+                                           started_ms=5, log_path="/logs/a1.log")])
+    assert failed.task_state == "FAILED"
+    assert await r.zscore(k.timeouts, task_id) is None and not await r.exists(k.attempts(task_id))
+    await r.zadd(k.delayed, {task_id: await store.time_ms() - 1})
+    assert await store.release_due(10, [task_id]) == [(task_id, "default")]
+    (second,) = await store.claim("default", [(task_id, "w2")], lease_ms=LEASE_MS, timeout_grace_ms=0)
+    running = await store.get_task(task_id)
+    assert running is not None
+    assert [(a.number, a.state.value, a.worker, a.token) for a in running.attempts] == [
+        (1, "FAILED", "w1", token), (2, "RUNNING", "w2", second.token)]
+    assert running.attempts[0].error == "boom" and running.attempts[0].traceback == "Traceback: boom"
+    assert running.attempts[0].log_path == "/logs/a1.log" and running.attempts[0].started_ms == 5
+    assert running.attempts[1].error == "" and running.attempts[1].log_path == ""  # nothing carried over
+    (ok,) = await store.report([Report(second.task_id, second.token, "SUCCEEDED", result_json='{"rows": 3}')])
+    assert ok.run_state == "SUCCEEDED"
+    done = await store.get_task(task_id)
+    assert done is not None
+    assert [(a.number, a.state.value, a.worker, a.result) for a in done.attempts] == [
+        (1, "FAILED", "w1", ""), (2, "SUCCEEDED", "w2", '{"rows": 3}')]
+    assert done.attempts[1].finished_ms >= done.attempts[1].leased_ms > 0
+    assert await r.hlen(k.attempts(task_id)) == 1  # only the earlier attempt was archived
+
+
+async def test_a_one_shot_job_without_options_stores_no_default_settings(store: Store) -> None:
+    task_id, token, run_id = await leased_task(store)
+    run_fields = set(await store.redis.hkeys(store.keys.run(run_id)))
+    assert not run_fields & {"max_attempts", "backoff_ms", "timeout_ms", "max_concurrent"}
+    assert not await store.redis.hexists(store.keys.task(task_id), "inputs")
+    (failed,) = await store.report([Report(task_id, token, "FAILED", error="boom")])
+    assert failed.task_state == "DEAD" and failed.run_state == "FAILED"  # absent max_attempts = 1

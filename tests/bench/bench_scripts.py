@@ -1,0 +1,120 @@
+"""Redis cost of the hot path, per task: the Lua scripts a one-task job goes through, measured alone.
+
+    .venv/bin/python tests/bench/bench_scripts.py [--jobs 10000] [--batch 256] [--repeat 3]
+
+A fresh redis-server (AOF on, as the embedded one) and the master's own ``Store``; no master process, no
+workers. Phase by phase, ``--jobs`` one-task jobs are bulk-submitted (fire now, 1,000 per call), peeked
+and claimed (``--batch`` per call, as the slot scheduler does), reported STARTED+SUCCEEDED (as a worker
+batch, ``--batch`` per call), and each phase's redis-server CPU time (from /proc, so AOF writing and
+networking are included) and the time spent inside the scripts (INFO commandstats) are divided by the
+number of tasks. The sum is the Redis share of one task in
+``bench_throughput.py``; the split shows which script to work on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Awaitable, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness import EXAMPLES, start_redis  # noqa: E402
+from redis.asyncio import Redis  # noqa: E402
+from sparkyard.client import build_spec  # noqa: E402
+from sparkyard.keys import Keys  # noqa: E402
+from sparkyard.master.preloader import split_spec  # noqa: E402
+from sparkyard.master.splitter import split  # noqa: E402
+from sparkyard.master.store import NewJob, Report, Store  # noqa: E402
+from sparkyard import ids  # noqa: E402
+from sparkyard.spec import normalize  # noqa: E402
+
+NOOP = f"{EXAMPLES / 'tasks.py'}:noop"
+BULK = 1000
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100.0
+
+
+async def one_round(store: Store, pid: int, jobs: int, batch: int, now_ms: int) -> dict[str, float]:
+    """Redis CPU µs per task of each phase, for ``jobs`` new one-task jobs."""
+    spec = normalize(build_spec(NOOP))
+    tasks = split(split_spec(spec))
+    new = [NewJob(ids.new_job_id(now_ms), spec, "abs", now_ms, ids.new_job_id(now_ms), fire_now=tasks)
+           for _ in range(jobs)]
+    claimed: list[tuple[str, int]] = []
+    out: dict[str, float] = {}
+
+    async def script_us() -> float:
+        stats = await store.redis.info("commandstats")
+        return float(stats.get("cmdstat_evalsha", {}).get("usec", 0)) + float(stats.get("cmdstat_eval", {}).get("usec", 0))
+
+    async def phase(name: str, body: Callable[[], Awaitable[None]]) -> None:
+        before, inside = cpu_s(pid), await script_us()
+        await body()
+        out[name] = (cpu_s(pid) - before) * 1e6 / jobs
+        out[f"{name} (inside scripts)"] = (await script_us() - inside) / jobs
+
+    async def submit() -> None:
+        for start in range(0, jobs, BULK):
+            await store.submit_many(new[start:start + BULK], 86_400_000)
+
+    async def claim() -> None:
+        while True:
+            ready = await store.peek_ready(spec.group, batch)
+            if not ready:
+                return
+            pairs = [(r.task_id, "w1" if i % 2 else "w2") for i, r in enumerate(ready)]
+            claims = await store.claim(spec.group, pairs, lease_ms=15_000, timeout_grace_ms=5_000)
+            claimed.extend((c.task_id, c.token) for c in claims)
+
+    async def report() -> None:
+        for start in range(0, len(claimed), batch):
+            chunk = claimed[start:start + batch]
+            await store.report([Report(t, tok, "SUCCEEDED", result_json="null", started_ms=now_ms,
+                                       finished_ms=now_ms, log_path="/tmp/x.log") for t, tok in chunk])
+
+    await phase("submit", submit)
+    await phase("peek + claim", claim)
+    await phase("report", report)
+    assert len(claimed) == jobs, f"claimed {len(claimed)} of {jobs}"
+    return out
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        server = start_redis(Path(tmp) / "redis", appendonly=not args.no_aof)
+        try:
+            redis = Redis(port=server.port, decode_responses=True)
+            store = Store(redis, Keys())
+            now_ms = int((await redis.time())[0]) * 1000
+            rounds = [await one_round(store, server.process.pid, args.jobs, args.batch, now_ms)
+                      for _ in range(args.repeat)]
+            await redis.aclose()
+        finally:
+            server.stop()
+    print(f"| phase | Redis CPU µs per task (median of {args.repeat}; each round {args.jobs:,} jobs) |")
+    print("|---|---|")
+    for name in rounds[0]:
+        print(f"| {name} | {statistics.median(r[name] for r in rounds):.0f} |")
+    print(f"| total | {statistics.median(sum(v for k, v in r.items() if 'inside' not in k) for r in rounds):.0f} |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-aof", action="store_true", help="measure without the append-only file")
+    asyncio.run(main_async(parser.parse_args()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
