@@ -39,7 +39,13 @@ def new_job_id(now_ms: int) -> str:
     A bulk submit creates a thousand ids in the same millisecond; 40 bits make a collision there about
     one in two million calls, and submit.lua refuses to overwrite an existing job in any case.
     """
-    return f"j{now_ms:011x}{secrets.randbits(40):010x}"
+    return new_job_ids(now_ms, 1)[0]
+
+
+def new_job_ids(now_ms: int, n: int) -> list[str]:
+    """``n`` new job ids as :func:`new_job_id` makes them, from one read of the OS's random source."""
+    pool = secrets.token_bytes(5 * n)
+    return [f"j{now_ms:011x}{pool[5 * i:5 * i + 5].hex()}" for i in range(n)]
 
 
 def run_id(job_id: str, scheduled_ms: int) -> str:
@@ -50,6 +56,11 @@ def task_id(run: str, index: int) -> str:
     if not 0 <= index <= MAX_TASK_INDEX:
         raise ValueError(f"task index {index} out of range 0..{MAX_TASK_INDEX}")
     return f"{run}.{index:0{TASK_INDEX_DIGITS}d}"
+
+
+def lua_task_id() -> str:
+    """Lua ``task_id(run, index)`` building the same ids as :func:`task_id` (rendered into every script)."""
+    return f"local function task_id(run, index) return string.format('%s.%0{TASK_INDEX_DIGITS}d', run, index) end"
 
 
 def parse_id(text: str) -> ParsedId:

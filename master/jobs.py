@@ -100,20 +100,20 @@ class JobManager:
             self._validation_cache.popitem(last=False)
         return norm, tasks
 
-    def _prepare(self, spec: pb.JobSpec, idempotency_key: str, now_ms: int) -> NewJob:
+    def _prepare(self, job_id: str, spec: pb.JobSpec, idempotency_key: str, now_ms: int) -> NewJob:
         norm, tasks = self._validated(spec)
         trigger = norm.trigger
         kind = trigger.WhichOneof("kind")
         if kind == "now":
             # Fires inside the submit script: no schedule entry, no timer, one Redis call.
-            return NewJob(ids.new_job_id(now_ms), norm, "abs", now_ms, idempotency_key, fire_now=tasks)
+            return NewJob(job_id, norm, "abs", now_ms, idempotency_key, fire_now=tasks)
         if kind == "delay":
             mode, value = "delay", trigger.delay.ToMilliseconds()
         else:
             mode, value = "abs", triggers.first_fire_ms(trigger, now_ms)
             if value == triggers.NONE:
                 raise InvalidArgument("trigger.end_at: the job would never fire (end_at is before its first fire time)")
-        return NewJob(ids.new_job_id(now_ms), norm, mode, value, idempotency_key)
+        return NewJob(job_id, norm, mode, value, idempotency_key)
 
     async def submit(self, spec: pb.JobSpec, idempotency_key: str = "") -> Submitted:
         return (await self._submit([(spec, idempotency_key)], name_index=False))[0]
@@ -128,9 +128,9 @@ class JobManager:
         self._verbose = len(requests) == 1
         now_ms = int(self._core.clock.now() * 1000)
         prepared = []
-        for i, (spec, key) in enumerate(requests):
+        for i, (job_id, (spec, key)) in enumerate(zip(ids.new_job_ids(now_ms, len(requests)), requests)):
             try:
-                prepared.append(self._prepare(spec, key, now_ms))
+                prepared.append(self._prepare(job_id, spec, key, now_ms))
             except InvalidArgument as exc:
                 raise InvalidArgument(f"jobs[{i}].{exc}" if name_index else str(exc)) from None
         ttl_ms = int(self._core.cfg.idempotency_ttl_s * 1000)
@@ -143,7 +143,7 @@ class JobManager:
                 if not taken:
                     break
                 log.warning("%d new job ids were taken; drawing new ones", len(taken))
-                fresh = [replace(chunk[i], job_id=ids.new_job_id(now_ms)) for i in taken]
+                fresh = [replace(chunk[i], job_id=j) for i, j in zip(taken, ids.new_job_ids(now_ms, len(taken)))]
                 for i, res in zip(taken, await self._store.submit_many(fresh, ttl_ms)):
                     chunk[i], results[i] = fresh[taken.index(i)], res
             else:

@@ -112,10 +112,11 @@ class SlotScheduler:
         for claim in claims:
             by_worker[claim.worker].append(claim)
         undeliverable: list[Claim] = []
+        specs = await self._store.get_specs({claim.job_id for claim in claims})
         for worker_id, batch in by_worker.items():
             assignments = []
             for claim in batch:
-                spec = await self._store.get_spec(claim.job_id)
+                spec = specs.get(claim.job_id)
                 if spec is None:
                     undeliverable.append(claim)
                     continue

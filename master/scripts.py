@@ -2,8 +2,9 @@
 
 A script as sent to Redis is three parts:
 
-1. a prelude generated from Python — ``K`` (key builders from :class:`sparkyard.keys.Keys`) and
-   ``EDGES`` (transition tables from :mod:`sparkyard.states`), so neither is ever written twice;
+1. a prelude generated from Python — ``K`` (key builders from :class:`sparkyard.keys.Keys`),
+   ``task_id`` (from :mod:`sparkyard.ids`) and ``EDGES`` (transition tables from :mod:`sparkyard.states`),
+   so none is ever written twice;
 2. ``lib.lua``, the functions the scripts share;
 3. the script's own body, whose header documents KEYS, ARGV and the invariant it keeps.
 
@@ -19,6 +20,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
+from sparkyard import ids
 from sparkyard.keys import Keys
 from sparkyard.states import lua_tables
 
@@ -38,6 +40,7 @@ def render(name: str, keys: Keys) -> str:
     return "\n".join([
         f"-- sparkyard script {name} (namespace {keys.namespace})",
         keys.lua_prelude(),
+        ids.lua_task_id(),
         lua_tables(),
         script_source("lib"),
         script_source(name),

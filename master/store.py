@@ -173,8 +173,9 @@ class Store:
 
     # ---- submit and fire -------------------------------------------------------------------------
 
-    def _run_block(self, spec: pb.JobSpec, run: str, scheduled_ms: int, inputs: Sequence[Sequence[Any]]) -> dict[str, Any]:
-        """lib.lua create_run's block: the run's settings and its tasks (sent as JSON)."""
+    def _run_block(self, spec: pb.JobSpec, scheduled_ms: int, inputs: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        """lib.lua create_run's block: the run's settings and its tasks' inputs (sent as JSON; the task ids
+        are built in Lua from the run id, so identical runs of a bulk submit share one block)."""
         retry = spec.retry
         return {
             "group": spec.group, "max_attempts": retry.max_attempts,
@@ -184,28 +185,38 @@ class Store:
             "routing": "" if spec.routing == pb.ROUTING_UNSPECIFIED else pb.Routing.Name(spec.routing),
             "cap": spec.split.max_concurrent, "score": ready_score(spec.priority, scheduled_ms, self.priority_aging_ms),
             "recurring": spec.trigger.WhichOneof("kind") in ("cron", "every"),
-            "tasks": [[ids.task_id(run, i), inputs_to_json(list(x))] for i, x in enumerate(inputs)],
+            "tasks": [inputs_to_json(list(x)) for x in inputs],
         }
 
     async def submit_many(self, jobs: Sequence[NewJob], idempotency_ttl_ms: int) -> list[SubmitResult]:
         """Store jobs with one ``submit.lua`` call (a bulk submit is one script run, one round trip).
 
-        A job with ``fire_now`` inputs is created with its run (it fires in the same script).
+        A job with ``fire_now`` inputs is created with its run (it fires in the same script). Jobs of a
+        bulk submit usually share one spec object: its stored text and its run block are sent once.
         """
-        entries = []
+        specs: list[str] = []
+        blocks: list[dict[str, Any]] = []
+        spec_index: dict[int, int] = {}
+        block_index: dict[tuple[int, int, int], int] = {}
+        entries: list[list[Any]] = []
         for job in jobs:
-            entry: dict[str, Any] = {
-                "id": job.job_id, "spec": self._spec_text(job.spec), "mode": job.fire_mode, "value": job.fire_value_ms,
-                "idem": job.idempotency_key, "run": "",
-            }
-            if job.fire_now is not None:
-                run = ids.run_id(job.job_id, job.fire_value_ms)
-                entry.update(run=run, scheduled=job.fire_value_ms,
-                             block=self._run_block(job.spec, run, job.fire_value_ms, job.fire_now))
-            entries.append(entry)
+            si = spec_index.get(id(job.spec))
+            if si is None:
+                si = spec_index[id(job.spec)] = len(specs)
+                specs.append(self._spec_text(job.spec))
+            if job.fire_now is None:
+                entries.append([job.job_id, si, job.fire_mode, job.fire_value_ms, job.idempotency_key, "", 0, -1])
+            else:
+                key = (id(job.spec), job.fire_value_ms, id(job.fire_now))
+                bi = block_index.get(key)
+                if bi is None:
+                    bi = block_index[key] = len(blocks)
+                    blocks.append(self._run_block(job.spec, job.fire_value_ms, job.fire_now))
+                entries.append([job.job_id, si, job.fire_mode, job.fire_value_ms, job.idempotency_key,
+                                ids.run_id(job.job_id, job.fire_value_ms), job.fire_value_ms, bi])
             self.remember_spec(job.job_id, job.spec)
-        raw = await self._lua("submit", [self.keys.jobs, self.keys.schedule],
-                              [json.dumps(entries, separators=(",", ":")), idempotency_ttl_ms])
+        payload = json.dumps({"specs": specs, "blocks": blocks, "jobs": entries}, separators=(",", ":"))
+        raw = await self._lua("submit", [self.keys.jobs, self.keys.schedule], [payload, idempotency_ttl_ms])
         return [SubmitResult(j, int(d) == 1, int(c), int(n), bool(int(f)), id_taken=int(d) == 2)
                 for j, d, c, n, f in _groups(raw, 5)]
 
@@ -234,7 +245,7 @@ class Store:
                  k.ready(r.spec.group), k.groups],
                 [r.job_id, run, r.scheduled_ms, "manual" if r.expected_ms is None else r.expected_ms,
                  r.next_fire_ms, r.overlap, r.skip_reason,
-                 json.dumps(self._run_block(r.spec, run, r.scheduled_ms, r.inputs), separators=(",", ":"))],
+                 json.dumps(self._run_block(r.spec, r.scheduled_ms, r.inputs), separators=(",", ":"))],
             )
         replies = await pipe.execute()
         return [(run, FireResult(raw[0], int(raw[1]), raw[2])) for run, raw in zip(runs, replies)]
@@ -387,6 +398,26 @@ class Store:
         self._specs[job_id] = spec
         if len(self._specs) > SPEC_CACHE_SIZE:
             self._specs.popitem(last=False)
+
+    async def get_specs(self, job_ids: Iterable[str]) -> dict[str, pb.JobSpec]:
+        """The specs of jobs that exist: cached ones at once, the others in one round trip."""
+        found: dict[str, pb.JobSpec] = {}
+        missing: list[str] = []
+        for job_id in job_ids:
+            spec = self._specs.get(job_id)
+            if spec is None:
+                missing.append(job_id)
+            else:
+                found[job_id] = spec
+        if missing:
+            pipe = self.redis.pipeline(transaction=False)
+            for job_id in missing:
+                pipe.hget(self.keys.job(job_id), "spec")
+            for job_id, text in zip(missing, await pipe.execute()):
+                if text is not None:
+                    found[job_id] = spec_from_text(text)
+                    self.remember_spec(job_id, found[job_id])
+        return found
 
     async def get_spec(self, job_id: str) -> pb.JobSpec | None:
         """A job's spec, from the cache when possible (specs never change after submit)."""

@@ -163,7 +163,8 @@ end
 
 -- Create run `run_id` of job `job_id` (scheduled at `scheduled_ms`) and its READY tasks, from `b`
 -- (decoded JSON): {group, max_attempts, backoff_ms, backoff_mult, backoff_max_ms, timeout_ms, route,
--- routing ('' = default), cap, score, recurring, tasks = [[task id, inputs JSON], ...]}. Settings shared by
+-- routing ('' = default), cap, score, recurring, tasks = [inputs JSON of task 0, of task 1, ...]} (task i's
+-- id is task_id(run_id, i)). Settings shared by
 -- the tasks live in the run hash, and only when they differ from the defaults (no retries, no timeout, no
 -- cap); a task hash holds only what differs per task. With a max concurrency cap > 0, tasks from index
 -- cap on wait in run:{run}:gate and enter the ready queue one per task of the run that ends. A task's
@@ -187,10 +188,10 @@ local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job
   redis.call('SADD', K.job_active(job_id), run_id)
   local ready = K.ready(b.group)
   for i = 0, n - 1 do
-    local task = b.tasks[i + 1]
-    local tkey = K.task(task[1])
+    local id, inputs = task_id(run_id, i), b.tasks[i + 1]
+    local tkey = K.task(id)
     local t = {'state', 'READY', 'run_id', run_id, 'job_id', job_id, 'index', i, 'group', b.group, 'score', b.score}
-    if task[2] ~= '[]' then push(t, 'inputs', task[2]) end
+    if inputs ~= '[]' then push(t, 'inputs', inputs) end
     if b.routing ~= '' then push(t, 'routing', b.routing, 'route', b.route) end
     if b.recurring and i < AFFINITY_MAX_INDEX then
       push(t, 'aff', 1)
@@ -201,9 +202,9 @@ local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job
     end
     redis.call('HSET', tkey, unpack(t))
     if b.cap > 0 and i >= b.cap then
-      redis.call('ZADD', K.run_gate(run_id), i, task[1])
+      redis.call('ZADD', K.run_gate(run_id), i, id)
     else
-      redis.call('ZADD', ready, b.score, task[1])
+      redis.call('ZADD', ready, b.score, id)
     end
   end
   if not GROUPS_ADDED[b.group] then

@@ -9,6 +9,7 @@ import pytest
 from redis.asyncio import Redis
 
 from harness import RedisServer
+from sparkyard import ids
 from sparkyard.keys import Keys
 from sparkyard.master.store import NewJob, Report, Store
 from sparkyard.spec import normalize
@@ -158,3 +159,16 @@ async def test_a_one_shot_job_without_options_stores_no_default_settings(store: 
     assert not await store.redis.hexists(store.keys.task(task_id), "inputs")
     (failed,) = await store.report([Report(task_id, token, "FAILED", error="boom")])
     assert failed.task_state == "DEAD" and failed.run_state == "FAILED"  # absent max_attempts = 1
+
+
+async def test_runs_sharing_one_block_get_task_ids_built_like_ids_task_id(store: Store) -> None:
+    s = spec()
+    inputs = [[pb.SplitInput(value=v, mark=m)] for v, m in [("a", ""), ("b", "m"), ("c", "")]]
+    jobs = [NewJob(f"j00000000001000000000{n}", s, "abs", 1_000, fire_now=inputs) for n in range(2)]
+    results = await store.submit_many(jobs, 60_000)  # one spec, one block: sent once for both jobs
+    assert [r.fired for r in results] == [True, True]
+    for job in jobs:
+        run = await store.get_run(ids.run_id(job.job_id, 1_000))
+        assert run is not None and run.task_count == 3
+        assert [t.id for t in run.tasks] == [ids.task_id(run.id, i) for i in range(3)]
+        assert [[(i.value, i.mark) for i in t.inputs] for t in run.tasks] == [[("a", "")], [("b", "m")], [("c", "")]]

@@ -35,13 +35,20 @@ def test_new_job_ids_of_the_same_millisecond_differ() -> None:
 
 def test_new_job_ids_sort_by_creation_time_whatever_their_random_part(monkeypatch: pytest.MonkeyPatch) -> None:
     # The earlier id gets the largest random suffix, the later one the smallest: time still decides.
-    suffixes = iter([2**24 - 1, 0] * 5)
-    monkeypatch.setattr(ids.secrets, "randbits", lambda bits: next(suffixes))
+    suffixes = iter([b"\xff" * 5, b"\x00" * 5] * 5)
+    monkeypatch.setattr(ids.secrets, "token_bytes", lambda n: next(suffixes))
     times = [2**40, 2**40 + 1, NOW_MS, NOW_MS + 1, NOW_MS + 999, NOW_MS + 1000, NOW_MS + 86_400_000,
              2**44 - 2, 2**44 - 1]
     made = [new_job_id(t) for t in times]
     assert made == sorted(made)
     assert len(set(made)) == len(made)
+
+
+def test_a_bulk_of_new_job_ids_shares_the_time_prefix_and_has_distinct_random_parts() -> None:
+    made = ids.new_job_ids(NOW_MS, 1000)
+    assert len(made) == 1000 and len(set(made)) == 1000
+    assert all(re.fullmatch(r"j[0-9a-f]{21}", j) and int(j[1:12], 16) == NOW_MS for j in made)
+    assert ids.new_job_ids(NOW_MS, 0) == []
 
 
 def test_new_job_id_is_zero_padded_for_small_times() -> None:
