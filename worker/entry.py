@@ -17,6 +17,7 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import os
 import runpy
 import socket
 import sys
@@ -24,7 +25,7 @@ from stat import S_ISREG
 from pathlib import Path
 from typing import Any, Callable
 
-from sparkyard.spec import SpecError, parse_entrypoint
+from sparkyard.spec import Entrypoint, SpecError, parse_entrypoint
 from sparkyard.worker.context import TaskContext
 
 
@@ -36,8 +37,8 @@ class ResultError(Exception):
     """The task's return value cannot be stored (not JSON, too large)."""
 
 
-def _load_file_function(path: Path, func: str, mtime_ns: int, size: int) -> Callable[..., Any]:
-    module = _load_file_module(str(path), mtime_ns, size)
+def _load_file_function(path: str, func: str, mtime_ns: int, size: int) -> Callable[..., Any]:
+    module = _load_file_module(path, mtime_ns, size)
     target = getattr(module, func, None)
     if not callable(target):
         raise EntrypointError(f"{path} has no function {func!r}")
@@ -60,28 +61,33 @@ def _load_file_module(path_text: str, mtime_ns: int, size: int) -> Any:
     return module
 
 
+@functools.lru_cache(maxsize=1024)
+def _parsed(entrypoint: str) -> Entrypoint:
+    """Entrypoints repeat across attempts: parse each text once (a bad one raises every time)."""
+    return parse_entrypoint(entrypoint)
+
+
 def invoke(entrypoint: str, spark: Any, ctx: TaskContext) -> Any:
     """Run the task's code and return what it returned (None for a plain script)."""
     try:
-        entry = parse_entrypoint(entrypoint)
+        entry = _parsed(entrypoint)
     except SpecError as exc:
         raise EntrypointError(str(exc)) from None
     if entry.is_file:
-        path = Path(entry.path)
         try:
-            stat = path.stat()
+            stat = os.stat(entry.path)  # every attempt: a changed file is loaded again
         except OSError:
             stat = None
         if stat is None or not S_ISREG(stat.st_mode):
-            raise EntrypointError(f"entrypoint file not found on worker host {socket.gethostname()}: {path}")
+            raise EntrypointError(f"entrypoint file not found on worker host {socket.gethostname()}: {entry.path}")
         if not entry.func:
             try:
-                runpy.run_path(str(path), init_globals={"spark": spark, "ctx": ctx}, run_name="__main__")
+                runpy.run_path(entry.path, init_globals={"spark": spark, "ctx": ctx}, run_name="__main__")
             except SystemExit as exc:  # a script's sys.exit(0) is success, any other code a failure
                 if exc.code not in (None, 0):
-                    raise RuntimeError(f"{path.name} exited with code {exc.code}") from None
+                    raise RuntimeError(f"{Path(entry.path).name} exited with code {exc.code}") from None
             return None
-        return _load_file_function(path, entry.func, stat.st_mtime_ns, stat.st_size)(spark, ctx)
+        return _load_file_function(entry.path, entry.func, stat.st_mtime_ns, stat.st_size)(spark, ctx)
     try:
         module = importlib.import_module(entry.module)
     except ImportError as exc:

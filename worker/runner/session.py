@@ -332,10 +332,14 @@ class SessionRunner:
             self._routed = True
 
     async def run(self, attempt: AttemptRun) -> Outcome:
-        try:
-            spark = await self.session()
-        except Exception as exc:
-            return Outcome.failure(exc, "could not start the worker's SparkSession: ")
+        ready = self._spark
+        if ready is not None and ready.done() and not ready.cancelled() and ready.exception() is None:
+            spark = ready.result()  # the common case: no shield and no extra future per attempt
+        else:
+            try:
+                spark = await self.session()
+            except Exception as exc:
+                return Outcome.failure(exc, "could not start the worker's SparkSession: ")
         self._route_output()
         loop = asyncio.get_running_loop()
         if self._completions is None:
