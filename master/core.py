@@ -30,8 +30,11 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-# Retry releases that fall due together are sent to Redis in one call.
+# Retry releases that fall due together are sent to Redis in one call (and so are the checks of ended
+# runs whose job's spec is not cached).
 RELEASE_BATCH = 1000
+# After a failed check of ended runs (Redis unreachable), the next try comes this much later.
+AFTER_RUN_RETRY_S = 1.0
 
 
 def _fixed_delay(spec: pb.JobSpec) -> bool:
@@ -56,6 +59,9 @@ class MasterCore:
         )
         self._pending_release: set[str] = set()
         self._release_task: asyncio.Task[None] | None = None
+        # Ended runs of jobs whose spec is not cached: job id → run id, checked against `awaiting` in batches.
+        self._unknown_ended: dict[str, str] = {}
+        self._unknown_flushing = False
         self._background: set[asyncio.Task[None]] = set()
         # Set by the preloader: arms the timer for a job's next fire time.
         self.on_next_fire: Callable[[str, int], None] = lambda job_id, fire_ms: None
@@ -136,7 +142,14 @@ class MasterCore:
             self.ended_runs.pop(run_id, None)
         job_id = run_id.split(".", 1)[0]
         spec = self.store.cached_spec(job_id)
-        if spec is None or _fixed_delay(spec):
+        if spec is None:
+            # Not in the spec cache (a burst larger than it, or a run another master fired): ask Redis
+            # whether the job waits for this run, for many runs in one round trip.
+            self._unknown_ended[job_id] = run_id
+            if not self._unknown_flushing:
+                self._unknown_flushing = True
+                self.spawn(self._flush_unknown_ended(), "after-run-check")
+        elif _fixed_delay(spec):
             self.spawn(self._after_run(job_id, run_id), f"after-run-{run_id}")
 
     def job_ended(self, job_id: str) -> None:
@@ -146,6 +159,24 @@ class MasterCore:
             self.purgatory.check_and_complete(job_id)
         finally:
             self.ended_jobs.discard(job_id)
+
+    async def _flush_unknown_ended(self) -> None:
+        try:
+            while self._unknown_ended:
+                batch = dict(self._unknown_ended.popitem()
+                             for _ in range(min(RELEASE_BATCH, len(self._unknown_ended))))
+                try:
+                    waiting = await self.store.awaiting_among(list(batch))
+                except Exception:
+                    log.exception("checking %d ended runs for fixed-delay jobs failed; retrying in %.0fs",
+                                  len(batch), AFTER_RUN_RETRY_S)
+                    self._unknown_ended.update(batch)
+                    await self.clock.sleep(AFTER_RUN_RETRY_S)
+                    continue
+                for job_id in waiting:
+                    self.spawn(self._after_run(job_id, batch[job_id]), f"after-run-{batch[job_id]}")
+        finally:
+            self._unknown_flushing = False
 
     async def _after_run(self, job_id: str, run_id: str) -> None:
         """Fixed-delay jobs: the next fire time counts from the end of this run."""

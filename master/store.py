@@ -366,6 +366,13 @@ class Store:
                                             [job_id, run_id, next_fire_ms])
         return status, int(next_fire)
 
+    async def awaiting_among(self, job_ids: Sequence[str]) -> list[str]:
+        """Those of ``job_ids`` that wait for their current run to end (fixed-delay), in one round trip."""
+        if not job_ids:
+            return []
+        flags = await self.redis.smismember(self.keys.awaiting, list(job_ids))
+        return [j for j, member in zip(job_ids, flags) if member]
+
     async def awaiting_jobs(self) -> list[str]:
         return sorted(await self.redis.smembers(self.keys.awaiting))
 

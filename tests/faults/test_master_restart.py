@@ -54,3 +54,31 @@ def test_running_tasks_keep_their_leases_across_a_master_restart(make_cluster: o
         assert run.state == pb.RUN_SUCCEEDED
         (attempt,) = run.tasks[0].attempts  # the same attempt finished: no re-run, no loss
         assert attempt.state == pb.ATTEMPT_SUCCEEDED and attempt.worker == "w"
+
+
+def test_a_fixed_delay_job_is_rescheduled_by_a_master_that_did_not_fire_its_run(make_cluster: object,
+                                                                                tmp_path: Path) -> None:
+    # The new master has no spec of the job in memory when the run ends: it asks Redis whether the job
+    # waits for that run (the `awaiting` set) and schedules the next firing.
+    cluster: Cluster = make_cluster()  # type: ignore[operator]
+    lease = ("--lease", "10", "--heartbeat", "1")
+    address = cluster.start_master(*lease)
+    port = int(address.rsplit(":", 1)[1])
+    cluster.start_worker("w", slots=1)
+    cluster.wait_workers("w")
+    client = cluster.client()
+    markers = tmp_path / "markers"
+    job = client.submit(f"{TASKS}:sleep_python", args=["3", str(markers)], every="1s", fixed_delay=True,
+                        max_runs=2)
+    wait_for(lambda: list(markers.glob("*.started")), 90, "the first run to start")
+    cluster.stop_master(signal.SIGKILL)
+    cluster.start_master(*lease, port=port)
+    client = cluster.client()
+
+    def two_runs_succeeded() -> bool:
+        runs = client.runs(job.id)
+        return len(runs) == 2 and all(r.state == pb.RUN_SUCCEEDED for r in runs)
+
+    wait_for(two_runs_succeeded, 90, "the second run, fired after the first one ended")
+    first, second = sorted(client.runs(job.id), key=lambda r: r.scheduled_at.ToMilliseconds())
+    assert second.scheduled_at.ToMilliseconds() >= first.finished_at.ToMilliseconds() + 1000

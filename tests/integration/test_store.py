@@ -172,3 +172,11 @@ async def test_runs_sharing_one_block_get_task_ids_built_like_ids_task_id(store:
         assert run is not None and run.task_count == 3
         assert [t.id for t in run.tasks] == [ids.task_id(run.id, i) for i in range(3)]
         assert [[(i.value, i.mark) for i in t.inputs] for t in run.tasks] == [[("a", "")], [("b", "m")], [("c", "")]]
+
+
+async def test_awaiting_among_names_only_jobs_in_the_awaiting_set(store: Store) -> None:
+    await store.redis.sadd(store.keys.awaiting, "j0000000000100000000001", "j0000000000100000000003")
+    found = await store.awaiting_among(["j0000000000100000000001", "j0000000000100000000002",
+                                        "j0000000000100000000003"])
+    assert found == ["j0000000000100000000001", "j0000000000100000000003"]
+    assert await store.awaiting_among([]) == []
