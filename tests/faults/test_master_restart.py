@@ -8,10 +8,27 @@ from pathlib import Path
 import pytest
 
 from harness import EXAMPLES, Cluster, wait_for
-from sparkyard.client import first_run_id
+from sparkyard.client import Client, first_run_id
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 TASKS = EXAMPLES / "tasks.py"
+# A lease long enough to outlast a master restart (the worker self-fences at lease - 2 s).
+LONG_LEASE = ("--lease", "10", "--heartbeat", "1")
+
+
+def _start_with_long_lease(cluster: Cluster, slots: int) -> Client:
+    cluster.start_master(*LONG_LEASE)
+    cluster.start_worker("w", slots=slots)
+    cluster.wait_workers("w")
+    return cluster.client()
+
+
+def _restart_master(cluster: Cluster) -> Client:
+    """kill -9 the master and start a new one on the same port (the worker reconnects to the address it knows)."""
+    port = int(cluster.address.rsplit(":", 1)[1])
+    cluster.stop_master(signal.SIGKILL)
+    cluster.start_master(*LONG_LEASE, port=port)
+    return cluster.client()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["graceful", "kill-9"])
@@ -36,19 +53,11 @@ def test_queued_and_delayed_jobs_survive_a_master_restart(make_cluster: object, 
 
 def test_running_tasks_keep_their_leases_across_a_master_restart(make_cluster: object, tmp_path: Path) -> None:
     cluster: Cluster = make_cluster()  # type: ignore[operator]
-    # A lease long enough to outlast a master restart (the worker self-fences at lease - 2 s).
-    lease = ("--lease", "10", "--heartbeat", "1")
-    address = cluster.start_master(*lease)
-    port = int(address.rsplit(":", 1)[1])
-    cluster.start_worker("w", slots=2)
-    cluster.wait_workers("w")
-    client = cluster.client()
+    client = _start_with_long_lease(cluster, slots=2)
     markers = tmp_path / "markers"
     jobs = [client.submit(f"{TASKS}:sleep_python", args=["3", str(markers)]) for _ in range(2)]
     wait_for(lambda: len(list(markers.glob("*.started"))) == 2, 90, "both tasks to start")
-    cluster.stop_master(signal.SIGKILL)
-    cluster.start_master(*lease, port=port)  # the worker reconnects to the address it knows
-    client = cluster.client()
+    client = _restart_master(cluster)
     for job in jobs:
         run, _ = client.wait(first_run_id(job), timeout=60)
         assert run.state == pb.RUN_SUCCEEDED
@@ -61,19 +70,12 @@ def test_a_fixed_delay_job_is_rescheduled_by_a_master_that_did_not_fire_its_run(
     # The new master has no spec of the job in memory when the run ends: it asks Redis whether the job
     # waits for that run (the `awaiting` set) and schedules the next firing.
     cluster: Cluster = make_cluster()  # type: ignore[operator]
-    lease = ("--lease", "10", "--heartbeat", "1")
-    address = cluster.start_master(*lease)
-    port = int(address.rsplit(":", 1)[1])
-    cluster.start_worker("w", slots=1)
-    cluster.wait_workers("w")
-    client = cluster.client()
+    client = _start_with_long_lease(cluster, slots=1)
     markers = tmp_path / "markers"
     job = client.submit(f"{TASKS}:sleep_python", args=["3", str(markers)], every="1s", fixed_delay=True,
                         max_runs=2)
     wait_for(lambda: list(markers.glob("*.started")), 90, "the first run to start")
-    cluster.stop_master(signal.SIGKILL)
-    cluster.start_master(*lease, port=port)
-    client = cluster.client()
+    client = _restart_master(cluster)
 
     def two_runs_succeeded() -> bool:
         runs = client.runs(job.id)
