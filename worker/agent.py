@@ -30,7 +30,7 @@ import grpc
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential_jitter
 
 from sparkyard import __version__
-from sparkyard.clock import Clock, SystemClock
+from sparkyard.clock import Cancellable, Clock, SystemClock
 from sparkyard.config import WorkerConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
@@ -58,6 +58,8 @@ STARTED_REPORT_AFTER_S = 0.1
 RESEND_AFTER_S = 10.0
 # How often the self-fencing watchdog looks at lease renewals.
 FENCE_CHECK_S = 0.25
+# How long a stop or the end of a drain waits for killed attempts to end (each runner bounds its kill).
+STOP_TIMEOUT_S = 60.0
 # After a drain, how long to wait for the master to acknowledge the last results.
 FLUSH_TIMEOUT_S = 10.0
 # Attempt logs older than this are deleted when the worker starts.
@@ -82,7 +84,7 @@ class Execution:
     started_ms: int = 0  # wall-clock ms when the runner was given the attempt
     announced: bool = False  # its start was reported on its own (see Agent._fence_loop)
     kill_kind: str = ""  # timeout | cancel | release | lost | fence
-    task: asyncio.Task[None] | None = None
+    timer: Cancellable | None = None  # the attempt's timeout, if it has one
 
     def kill(self, kind: str, reason: str) -> None:
         if not self.kill_kind:
@@ -123,6 +125,8 @@ class Agent:
         self.registered = asyncio.Event()
         self._conn: _Connection | None = None
         self._stopping = asyncio.Event()
+        self._idle = asyncio.Event()  # set while no attempt is running
+        self._idle.set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._master_index = 0
         self.connections = 0
@@ -146,8 +150,8 @@ class Agent:
         fence.cancel()
         for execution in list(self.executions.values()):
             execution.kill("release", "worker stopping")
-        await asyncio.gather(connect, fence, *(e.task for e in self.executions.values() if e.task),
-                             return_exceptions=True)
+        await asyncio.gather(connect, fence, return_exceptions=True)
+        await self._until_idle(STOP_TIMEOUT_S)
         await self.reports.close(timeout_s=1.0)
         for runner in self.runners.values():
             await runner.close()
@@ -159,14 +163,10 @@ class Agent:
         self.draining = True
         log.info("draining: %d running, waiting up to %.0fs", len(self.executions), self.cfg.drain_timeout_s)
         self._send_heartbeat()
-        deadline = time.monotonic() + self.cfg.drain_timeout_s
-        while self.executions and time.monotonic() < deadline:
-            await asyncio.wait([e.task for e in self.executions.values() if e.task], timeout=0.5)
+        await self._until_idle(self.cfg.drain_timeout_s)
         for execution in list(self.executions.values()):
             execution.kill("release", "worker draining: handed back")
-        running = [e.task for e in self.executions.values() if e.task]
-        if running:
-            await asyncio.wait(running, timeout=30)
+        await self._until_idle(STOP_TIMEOUT_S)
         deadline = time.monotonic() + FLUSH_TIMEOUT_S
         while self.pending and time.monotonic() < deadline and self.registered.is_set():
             await asyncio.sleep(0.05)
@@ -176,6 +176,14 @@ class Agent:
 
     def stop(self) -> None:
         self._stopping.set()
+
+    async def _until_idle(self, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) until no attempt is running."""
+        if self.executions:
+            try:
+                await asyncio.wait_for(self._idle.wait(), timeout_s)
+            except asyncio.TimeoutError:
+                log.warning("%d attempts still running after %.0fs", len(self.executions), timeout_s)
 
     def _expire_old_logs(self) -> None:
         """Remove attempt logs and scratch directories older than the retention."""
@@ -401,31 +409,33 @@ class Agent:
             return False
         log_path = self.logs.path_for(assignment.task_id, assignment.attempt, self.clock.now())
         run = AttemptRun(assignment, self.worker_id, log_path, self._attempts_dir, self.cfg.result_max_bytes)
-        execution = Execution(assignment, run, renewed_at=self.clock.monotonic())
+        execution = Execution(assignment, run, renewed_at=self.clock.monotonic(),
+                              started_ms=int(self.clock.now() * 1000))
         self.executions[assignment.task_id] = execution
-        execution.task = asyncio.create_task(self._execute(execution), name=f"attempt-{assignment.task_id}")
+        self._idle.clear()
+        runner = self._runner_for(assignment.spec)
+        log.debug("task=%s attempt=%d token=%d starting (%s runner)", assignment.task_id, assignment.attempt,
+                  assignment.fencing_token, runner.name)
+        timeout_s = assignment.spec.timeout.ToMilliseconds() / 1000
+        if timeout_s > 0:
+            execution.timer = self.clock.call_later(
+                timeout_s, lambda: execution.kill("timeout", f"timed out after {timeout_s:g}s"))
+        try:
+            runner.begin(run, lambda outcome: self._ended(execution, outcome))
+        except Exception as exc:
+            log.exception("task=%s runner failed", assignment.task_id)
+            self._ended(execution, Outcome.failure(exc, f"{runner.name} runner error: "))
         return True
 
-    async def _execute(self, execution: Execution) -> None:
+    def _ended(self, execution: Execution, outcome: Outcome) -> None:
+        """The runner's outcome of an attempt (called once per attempt, on the event loop)."""
         a = execution.assignment
-        runner = self._runner_for(a.spec)
-        execution.started_ms = int(self.clock.now() * 1000)
-        log.debug("task=%s attempt=%d token=%d starting (%s runner)", a.task_id, a.attempt, a.fencing_token, runner.name)
-        timeout_s = a.spec.timeout.ToMilliseconds() / 1000
-        timer = (self.clock.call_later(timeout_s, lambda: execution.kill("timeout", f"timed out after {timeout_s:g}s"))
-                 if timeout_s > 0 else None)
-        try:
-            outcome = await runner.run(execution.run)
-        except asyncio.CancelledError:
-            outcome = Outcome("FAILED", error="worker stopping")
-            execution.kill_kind = execution.kill_kind or "release"
-        except Exception as exc:
-            log.exception("task=%s runner failed", a.task_id)
-            outcome = Outcome.failure(exc, f"{runner.name} runner error: ")
-        finally:
-            if timer is not None:
-                timer.cancel()
-            self.executions.pop(a.task_id, None)
+        if execution.timer is not None:
+            execution.timer.cancel()
+        if self.executions.get(a.task_id) is execution:
+            del self.executions[a.task_id]
+        if not self.executions:
+            self._idle.set()
         finished_ms = int(self.clock.now() * 1000)
         kind = execution.kill_kind
         if kind in ("lost", "fence"):

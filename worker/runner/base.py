@@ -81,8 +81,13 @@ class Runner(Protocol):
         """Get ready to run tasks (the session runner starts its SparkSession here)."""
         ...
 
+    def begin(self, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:
+        """Begin the attempt; ``done`` is called once, on the event loop, with its outcome. Once
+        ``attempt.kill`` is called, the runner stops the work and reports FAILED."""
+        ...
+
     async def run(self, attempt: AttemptRun) -> Outcome:
-        """Execute the attempt; once ``attempt.kill`` is called, stop the work and return (FAILED)."""
+        """The same as :meth:`begin`, awaited."""
         ...
 
     def stuck(self) -> int:

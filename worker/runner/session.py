@@ -36,7 +36,7 @@ import traceback
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Callable, Coroutine, TextIO
 
 from sparkyard.worker.context import set_current
 from sparkyard.worker.entry import encode_result, invoke
@@ -179,35 +179,39 @@ class _Completions:
             items, self._queue = self._queue, deque()
             self._scheduled = False
         for job, outcome in items:
-            job.settle(outcome)
+            try:
+                job.settle(outcome)
+            except Exception:  # one attempt's bookkeeping must not strand the others in this batch
+                log.exception("task=%s: handling its outcome failed", job.attempt.assignment.task_id)
 
 
 @dataclass(eq=False)
 class _Job:
-    """One attempt handed to a task thread; ``signal`` wakes the runner (outcome ready, or a kill)."""
+    """One attempt handed to a task thread. Its outcome reaches ``done`` once: from the thread's
+    completion, or — once a kill was requested — when the kill is over (SessionRunner._kill_then_finish)."""
 
     attempt: AttemptRun
     completions: _Completions
-    signal: asyncio.Future[Outcome | None]
+    done: Callable[[Outcome], None]
     outcome: Outcome | None = None
-    done: bool = False
+    ended: bool = False  # thread side: finish() was called
+    killing: bool = False  # loop side: a kill is in progress, and it calls done
+    wake: asyncio.Future[None] | None = None  # what a kill in progress waits on
     thread: _TaskThread | None = None  # set (under the kill lock) by the thread that runs it
 
     def finish(self, outcome: Outcome) -> None:
         """From the task thread: the attempt's outcome (once)."""
-        if not self.done:
-            self.done = True
+        if not self.ended:
+            self.ended = True
             self.completions.put(self, outcome)
 
     def settle(self, outcome: Outcome) -> None:
+        """On the loop: the thread's outcome arrived."""
         self.outcome = outcome
-        if not self.signal.done():
-            self.signal.set_result(outcome)
-
-    def interrupt(self) -> None:
-        """On the loop: a kill was requested."""
-        if not self.signal.done():
-            self.signal.set_result(None)
+        if not self.killing:
+            self.done(outcome)
+        elif self.wake is not None and not self.wake.done():
+            self.wake.set_result(None)
 
 
 @dataclass(eq=False)
@@ -274,6 +278,7 @@ class SessionRunner:
         self.kill_lock = threading.Lock()
         self._routed = False
         self._completions: _Completions | None = None
+        self._background: set[asyncio.Task[None]] = set()  # kills in progress, attempts waiting for the session
         # Attempt loggers write through this to the current thread's attempt log (else the worker's stderr).
         self._log_handler = logging.StreamHandler(_ThreadRoutedStream(sys.stderr, self._local))
         self._log_handler.setFormatter(_LOG_FORMAT)
@@ -331,29 +336,62 @@ class SessionRunner:
             sys.stderr = _ThreadRoutedStream(sys.stderr, self._local)
             self._routed = True
 
-    async def run(self, attempt: AttemptRun) -> Outcome:
+    def begin(self, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:
+        """Hand the attempt to a task thread; ``done`` gets its outcome on the event loop.
+
+        No coroutine, task or future is made per attempt on the common path (the session is up): at
+        thousands of short attempts a second they were a good part of the worker's CPU.
+        """
         ready = self._spark
         if ready is not None and ready.done() and not ready.cancelled() and ready.exception() is None:
-            spark = ready.result()  # the common case: no shield and no extra future per attempt
+            self._start_now(ready.result(), attempt, done)
         else:
-            try:
-                spark = await self.session()
-            except Exception as exc:
-                return Outcome.failure(exc, "could not start the worker's SparkSession: ")
+            self._spawn(self._start_when_ready(attempt, done))
+
+    async def run(self, attempt: AttemptRun) -> Outcome:
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+
+        def done(outcome: Outcome) -> None:
+            if not future.done():
+                future.set_result(outcome)
+
+        self.begin(attempt, done)
+        return await future
+
+    async def _start_when_ready(self, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:
+        try:
+            spark = await self.session()
+        except Exception as exc:
+            done(Outcome.failure(exc, "could not start the worker's SparkSession: "))
+            return
+        self._start_now(spark, attempt, done)
+
+    def _start_now(self, spark: Any, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:
         self._route_output()
-        loop = asyncio.get_running_loop()
         if self._completions is None:
-            self._completions = _Completions(loop)
-        job = _Job(attempt, self._completions, loop.create_future())
-        attempt.on_kill = job.interrupt
-        if attempt.killed:
-            job.interrupt()
+            self._completions = _Completions(asyncio.get_running_loop())
+        job = _Job(attempt, self._completions, done)
+        attempt.on_kill = lambda: self._interrupt(spark, job)
         self._submit(spark, job)
-        outcome = await job.signal
-        if outcome is not None:
-            return outcome
-        await self._kill(spark, attempt, job)
-        return Outcome("FAILED", error=f"killed: {attempt.kill_reason}")
+        if attempt.killed:
+            self._interrupt(spark, job)
+
+    def _interrupt(self, spark: Any, job: _Job) -> None:
+        """On the loop: a kill was requested (once it ended on its own, there is nothing to kill)."""
+        if job.outcome is None and not job.killing:
+            job.killing = True
+            self._spawn(self._kill_then_finish(spark, job))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _kill_then_finish(self, spark: Any, job: _Job) -> None:
+        try:
+            await self._kill(spark, job.attempt, job)
+        finally:
+            job.done(Outcome("FAILED", error=f"killed: {job.attempt.kill_reason}"))
 
     async def _kill(self, spark: Any, attempt: AttemptRun, job: _Job) -> None:
         with self.kill_lock:
@@ -364,9 +402,9 @@ class SessionRunner:
         waited = 0.0
         while job.outcome is None and waited < KILL_WAIT_S:
             await asyncio.to_thread(sc.cancelJobsWithTag, attempt.tag)
-            job.signal = asyncio.get_running_loop().create_future()
+            job.wake = asyncio.get_running_loop().create_future()
             if job.outcome is None:
-                await asyncio.wait({job.signal}, timeout=CANCEL_REISSUE_S)
+                await asyncio.wait({job.wake}, timeout=CANCEL_REISSUE_S)
             waited += CANCEL_REISSUE_S
         if job.outcome is None:
             log.warning("task=%s did not stop within %.0fs of its kill; its thread stays busy until it returns",

@@ -19,6 +19,7 @@ import shutil
 import signal
 import sys
 from pathlib import Path
+from typing import Callable
 
 from pyspark.find_spark_home import _find_spark_home
 
@@ -61,6 +62,7 @@ class SubmitRunner:
     def __init__(self, spark_master: str) -> None:
         self._master = spark_master or "local[1]"
         self._spark_submit = ""
+        self._running: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         self._spark_submit = spark_submit_path()
@@ -82,6 +84,22 @@ class SubmitRunner:
         if spec.py_files:
             cmd += ["--py-files", ",".join(spec.py_files)]
         return [*cmd, str(BOOTSTRAP), str(task_file), str(result_file)]
+
+    def begin(self, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:
+        task = asyncio.ensure_future(self._run_then(attempt, done))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    async def _run_then(self, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:
+        try:
+            outcome = await self.run(attempt)
+        except asyncio.CancelledError:
+            done(Outcome("FAILED", error="worker stopping"))
+            raise
+        except Exception as exc:
+            log.exception("task=%s submit runner failed", attempt.assignment.task_id)
+            outcome = Outcome.failure(exc, "submit runner error: ")
+        done(outcome)
 
     async def run(self, attempt: AttemptRun) -> Outcome:
         a = attempt.assignment
