@@ -207,6 +207,7 @@ class Batcher(Generic[T]):
         self._loop_task: asyncio.Task[None] | None = None
         self._deadline: Cancellable | None = None
         self._closing = False
+        self._flush = False  # flush() asked: what is queued leaves without waiting for the delay
         self._drain = True
         self._deadline_passed = False
         self._stats = BatcherStats()
@@ -271,6 +272,16 @@ class Batcher(Generic[T]):
         if queued == 1 or queued >= self._max_batch_size:
             self._wake.set()
         return True
+
+    def flush(self) -> None:
+        """Let what is queued leave now instead of at the batch delay (backoff still applies).
+
+        For a caller that knows nothing more will come soon — e.g. a worker whose last running attempt
+        just ended: waiting the delay would only add latency to a batch that cannot grow.
+        """
+        if self._accept:
+            self._flush = True
+            self._wake.set()
 
     async def submit_wait(self, item_id: ItemId, payload: T, expiry_s: float | None = None) -> bool:
         """Like :meth:`submit`, but under :attr:`OverflowPolicy.BLOCK` waits for room instead of refusing."""
@@ -338,7 +349,7 @@ class Batcher(Generic[T]):
             return math.inf
         if not self._accept and not self._retry:
             return math.inf
-        if self._retry or self._closing or len(self._accept) >= self._max_batch_size:
+        if self._retry or self._closing or self._flush or len(self._accept) >= self._max_batch_size:
             ready = now
         else:
             ready = self._accept[0].first_submit + self._max_batch_delay_s
@@ -346,6 +357,8 @@ class Batcher(Generic[T]):
 
     def _dispatch(self, now: float) -> None:
         batch = self._take_batch(now)
+        if not self._accept:
+            self._flush = False
         if not batch:
             return
         self._stats.batches += 1

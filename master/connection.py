@@ -86,7 +86,7 @@ class WorkerConnection:
         held = [(l.task_id, l.fencing_token) for l in reg.held]
         lease_ms = int(self._cfg.lease_s * 1000)
         renewal = await self._store.renew(session.worker_id, held, lease_ms)
-        session.leased.update(t for t, _ in renewal.renewed)
+        session.leased.update(renewal.renewed)
         # Tasks Redis still records as leased to this worker that it did not mention: it lost them.
         recorded = await self._store.worker_leases(session.worker_id)
         missing = sorted(recorded - {t for t, _ in held})
@@ -125,8 +125,8 @@ class WorkerConnection:
         session.stuck = max(0, hb.stuck)
         held = [(l.task_id, l.fencing_token) for l in hb.held]
         renewal = await self._store.renew(session.worker_id, held, int(self._cfg.lease_s * 1000))
-        for task_id, _ in renewal.lost:
-            self._registry.release(session.worker_id, task_id)
+        for task_id, token in renewal.lost:
+            self._registry.release(session.worker_id, task_id, token)
         ack = pb.HeartbeatAck(
             renewed=[pb.Lease(task_id=t, fencing_token=tok) for t, tok in renewal.renewed],
             lost=[pb.Lease(task_id=t, fencing_token=tok) for t, tok in renewal.lost],

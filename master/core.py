@@ -91,17 +91,17 @@ class MasterCore:
 
     # ---- reactions ----------------------------------------------------------------------------------
 
-    def apply_verdicts(self, worker_id: str, verdicts: Iterable[Verdict]) -> None:
-        """After report.lua: free slots, arm retries, wake waiters."""
+    def apply_verdicts(self, verdicts: Iterable[Verdict]) -> None:
+        """After report.lua, for results: arm retries, wake waiters (the slot was freed on receipt).
+
+        Every accepted result wakes the scheduler: the task may have been retried (READY again), or its
+        end may have let a task of a capped run (``--max-concurrent``) into the ready queue.
+        """
         for v in verdicts:
-            if v.verdict == "accepted" and v.task_state == "LEASED":
-                continue  # a STARTED report: the task still holds its slot
-            self.registry.release(worker_id, v.task_id)
-            if v.verdict != "accepted":
+            if v.verdict != "accepted" or v.task_state == "LEASED":
                 continue
-            if v.task_state == "READY":
-                self.wake()
-            elif v.task_state == "FAILED" and v.not_before_ms:
+            self.wake()
+            if v.task_state == "FAILED" and v.not_before_ms:
                 self.arm_release(v.task_id, v.not_before_ms)
             if v.run_state:
                 self.run_ended(v.run_id, v.run_state)

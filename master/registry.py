@@ -1,7 +1,9 @@
 """The workers connected to this master, their slots and what they hold (Doris FE's BE slot view).
 
-A worker's idle slots are ``slots − leased`` where ``leased`` is the master's own count of the tasks it
-leased to the worker and has not yet seen end. The count is rebuilt from what a worker reports when it
+A worker's idle slots are ``slots − leased`` where ``leased`` is the master's own record of the tasks
+(and fencing tokens) it leased to the worker and has not yet seen end. A slot is freed as soon as the
+worker's result for that lease arrives — the worker stopped using it when it sent the result — so the
+next dispatch round overlaps with writing the result to Redis instead of waiting for it. The count is rebuilt from what a worker reports when it
 (re)connects, so a master restart loses nothing. A draining worker has no idle slots; so has a worker
 whose outbound queue is full (backpressure: its stream is not keeping up).
 
@@ -37,7 +39,7 @@ class WorkerSession:
     registered_at: float  # wall clock
     last_seen: float  # monotonic
     outbound: asyncio.Queue[pb.MasterMessage]
-    leased: set[str] = field(default_factory=set)
+    leased: dict[str, int] = field(default_factory=dict)  # task id → fencing token
     stuck: int = 0  # slots held by attempts that ended but whose code has not returned (worker's report)
     draining: bool = False
     closed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -99,23 +101,22 @@ class WorkerRegistry:
     def touch(self, session: WorkerSession) -> None:
         session.last_seen = self._clock.monotonic()
 
-    def lease(self, worker_id: str, task_ids: Iterable[str]) -> None:
+    def lease(self, worker_id: str, leases: Iterable[tuple[str, int]]) -> None:
+        """``worker_id`` now runs these (task id, fencing token) leases."""
         session = self._sessions.get(worker_id)
         if session is not None:
-            session.leased.update(task_ids)
+            session.leased.update(leases)
 
-    def release(self, worker_id: str, task_id: str) -> None:
-        """A task no longer runs on ``worker_id``: its slot is free again."""
+    def release(self, worker_id: str, task_id: str, token: int | None = None) -> None:
+        """A task no longer runs on ``worker_id``: its slot is free again. With ``token``, only that lease
+        is let go (a late result of an older attempt leaves a newer attempt's slot taken)."""
         session = self._sessions.get(worker_id)
-        if session is not None and task_id in session.leased:
-            session.leased.discard(task_id)
-            self._on_capacity()
-
-    def release_anywhere(self, task_id: str) -> None:
-        for session in self._sessions.values():
-            if task_id in session.leased:
-                session.leased.discard(task_id)
-                self._on_capacity()
+        if session is None or task_id not in session.leased:
+            return
+        if token is not None and session.leased[task_id] != token:
+            return
+        del session.leased[task_id]
+        self._on_capacity()
 
     def send(self, worker_id: str, message: pb.MasterMessage) -> bool:
         """Queue a message for a worker; False if it is not connected or its queue is full."""

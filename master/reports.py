@@ -74,6 +74,9 @@ class ReportSink:
                             log_path=started.log_path)
             self._submit(("started", started.task_id, started.fencing_token), Incoming(worker_id, report, False))
         for result in reports.results:
+            # The attempt is over on the worker: its slot can take the next task while this result is
+            # written to Redis (the task itself stays LEASED until then, so it cannot be handed out twice).
+            self._core.registry.release(worker_id, result.task_id, result.fencing_token)
             report = self._result_report(result)
             if report is None:
                 ack = pb.ResultAck(task_id=result.task_id, fencing_token=result.fencing_token, accepted=False,
@@ -113,7 +116,7 @@ class ReportSink:
             incoming = item.payload
             if not incoming.is_result:
                 continue
-            self._core.apply_verdicts(incoming.worker_id, [verdict])
+            self._core.apply_verdicts([verdict])
             accepted = verdict.verdict == "accepted"
             report = incoming.report
             if accepted:

@@ -115,18 +115,22 @@ class SlotScheduler:
         specs = await self._store.get_specs({claim.job_id for claim in claims})
         for worker_id, batch in by_worker.items():
             assignments = []
+            sent: list[Claim] = []
             for claim in batch:
                 spec = specs.get(claim.job_id)
                 if spec is None:
                     undeliverable.append(claim)
                     continue
                 assignments.append(self._assignment(claim, spec))
-            self._registry.lease(worker_id, (c.task_id for c in batch))
+                sent.append(claim)
+            if not sent:
+                continue
+            self._registry.lease(worker_id, ((c.task_id, c.token) for c in sent))
             message = pb.MasterMessage(batch=pb.TaskBatch(tasks=assignments))
             if not self._registry.send(worker_id, message):
-                undeliverable.extend(batch)
-                for claim in batch:
-                    self._registry.release(worker_id, claim.task_id)
+                undeliverable.extend(sent)
+                for claim in sent:
+                    self._registry.release(worker_id, claim.task_id, claim.token)
                 continue
             self.dispatched += len(assignments)
             log.debug("worker=%s batch of %d tasks", worker_id, len(assignments))

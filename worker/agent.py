@@ -447,6 +447,8 @@ class Agent:
         else:
             state = pb.ATTEMPT_SUCCEEDED if outcome.state == "SUCCEEDED" else pb.ATTEMPT_FAILED
         self._finish(a, state, outcome, execution.started_ms, finished_ms, execution.run.log_path)
+        if not self.executions:
+            self.reports.flush()
 
     def _finish(self, a: pb.TaskAssignment, state: int, outcome: Outcome, started_ms: int, finished_ms: int,
                 log_path: str = "") -> None:

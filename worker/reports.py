@@ -1,7 +1,8 @@
 """Worker → master reports, batched: attempts started and results leave in ``Reports`` messages.
 
 A :class:`Batcher` folds what finishes within a couple of milliseconds into one message (a busy worker
-sends hundreds of results per message; an idle one waits at most the batch delay). While the worker is
+sends hundreds of results per message; a worker whose last running attempt just ended sends at once, as
+nothing more is coming to share the message). While the worker is
 disconnected the batcher backs off and retries; results also stay in the agent's ``pending`` map until
 the master acknowledges them, and are re-submitted after a reconnect — the batcher's dedupe by
 (task, token) keeps one copy.
@@ -42,6 +43,11 @@ class ReportSender:
 
     def result(self, message: pb.TaskResult) -> None:
         self._batcher.submit(("result", message.task_id, message.fencing_token), message)
+
+    def flush(self) -> None:
+        """Send what is queued now: the worker has nothing running, so no more results are coming to
+        share the message, and the master is waiting for these to refill the slots."""
+        self._batcher.flush()
 
     async def _process(self, batch: list[Item[pb.TaskStarted | pb.TaskResult]]) -> Outcome:
         reports = pb.Reports()

@@ -13,6 +13,11 @@
 -- terminal task never changes again. Failures retry after the backoff (task FAILED, in delayed) while
 -- attempts remain, else the task is DEAD. CANCELLED/RELEASED from the worker itself hand the task back
 -- to the ready queue without using up an attempt.
+--
+-- An attempt's finished time is the worker's (when it really ended: the master frees its slot on
+-- receipt, so the next task may be leased before this report is written), kept within [its start,
+-- now] so a worker's clock running ahead or behind cannot record an impossible order. Retry backoffs
+-- and run ends use Redis' clock.
 local now = now_ms()
 local out = {}
 local function emit(...) push(out, ...) end
@@ -30,10 +35,12 @@ for _, rep in ipairs(cjson.decode(ARGV[1])) do
     emit(task_id, 'accepted', t.state, t.run_id, '', 0)
   else
     drop_lease(task_id, t)
-    local ended = {state = outcome, finished_ms = now, log_path = rep[9], error = rep[5], traceback = rep[6]}
+    local finished = math.min(rep[8] > 0 and rep[8] or now, now)
+    if rep[7] > 0 then finished = math.max(finished, rep[7]) end
+    local ended = {state = outcome, finished_ms = finished, log_path = rep[9], error = rep[5], traceback = rep[6]}
     if rep[7] > 0 then ended.started_ms = rep[7] end
     if outcome == 'SUCCEEDED' then
-      finish_attempt(task_id, t, ended, {'state', 'SUCCEEDED', 'result', rep[4], 'error', '', 'finished_ms', now})
+      finish_attempt(task_id, t, ended, {'state', 'SUCCEEDED', 'result', rep[4], 'error', '', 'finished_ms', finished})
       if t.aff then redis.call('HSET', K.job(t.job_id), 'w:' .. t.index, t.worker) end
       emit(task_id, 'accepted', 'SUCCEEDED', t.run_id, task_terminal(t.run_id, 'succeeded', now), 0)
     elseif outcome == 'FAILED' or outcome == 'TIMED_OUT' then

@@ -66,7 +66,7 @@ def script_times(r: Any) -> list[tuple[str, int, float]]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=10_000)
-    parser.add_argument("--slots", type=int, default=8, help="slots per worker")
+    parser.add_argument("--slots", type=int, default=256, help="slots per worker")
     parser.add_argument("--mode", choices=["jobs", "split"], default="jobs")
     parser.add_argument("--profile", default="", help="directory for cProfile stats of master and workers")
     parser.add_argument("--redis-stats", action="store_true", help="print Redis' busiest commands")

@@ -63,6 +63,34 @@ async def test_a_stale_token_cannot_complete_and_a_terminal_task_never_changes(s
     assert task is not None and task.result == '"new"' and task.state.value == "SUCCEEDED"
 
 
+@pytest.mark.parametrize("offset_ms, expect", [(-500, "worker"), (0, "redis"), (60_000, "redis")])
+async def test_an_attempt_ends_at_the_workers_finish_time_within_its_start_and_now(
+        store: Store, offset_ms: int, expect: str) -> None:
+    """The worker's finish time is recorded (its slot may be re-leased before the report is written), but
+    never later than Redis' now or earlier than the attempt's start; offset 0 = the worker sent none."""
+    task_id, token, _ = await leased_task(store)
+    before = await store.time_ms()
+    finished = before + offset_ms if offset_ms else 0
+    (ok,) = await store.report([Report(task_id, token, "SUCCEEDED", started_ms=before - 1_000, finished_ms=finished)])
+    after = await store.time_ms()
+    task = await store.get_task(task_id)
+    assert ok.verdict == "accepted" and task is not None
+    recorded = task.attempts[-1].finished_ms
+    if expect == "worker":
+        assert recorded == finished
+    else:
+        assert before <= recorded <= after
+
+
+async def test_a_finish_time_before_the_attempts_start_is_raised_to_the_start(store: Store) -> None:
+    task_id, token, _ = await leased_task(store)
+    now = await store.time_ms()
+    (ok,) = await store.report([Report(task_id, token, "FAILED", error="x", started_ms=now - 100,
+                                       finished_ms=now - 5_000)])
+    task = await store.get_task(task_id)
+    assert ok.verdict == "accepted" and task is not None and task.attempts[-1].finished_ms == now - 100
+
+
 async def test_renewal_needs_the_current_token_and_worker(store: Store) -> None:
     task_id, token, _ = await leased_task(store)
     wrong_worker = await store.renew("w2", [(task_id, token)], LEASE_MS)

@@ -116,6 +116,49 @@ async def test_batch_leaves_at_max_delay_and_not_before(clock: FakeClock) -> Non
     assert recorder.times == [start + 1.0]
 
 
+async def test_flush_sends_what_is_queued_without_waiting_for_the_delay(clock: FakeClock) -> None:
+    recorder = Recorder(clock)
+    batcher = make(clock, recorder)
+    start = clock.monotonic()
+    batcher.submit("a", 1)
+    batcher.submit("b", 2)
+    batcher.flush()
+    await settle()
+    assert recorder.ids == [["a", "b"]] and recorder.times == [start]
+    # The flush was for what was queued then: a later item waits for the delay again.
+    batcher.submit("c", 3)
+    await advance(clock, 0.5)
+    assert recorder.ids == [["a", "b"]]
+    await advance(clock, 0.5)
+    assert recorder.ids == [["a", "b"], ["c"]]
+
+
+async def test_flush_of_an_empty_batcher_does_not_hurry_later_items(clock: FakeClock) -> None:
+    recorder = Recorder(clock)
+    batcher = make(clock, recorder)
+    batcher.flush()
+    batcher.submit("a", 1)
+    await advance(clock, 0.5)
+    assert recorder.calls == []
+    await advance(clock, 0.5)
+    assert recorder.ids == [["a"]]
+
+
+async def test_flush_still_honours_backoff(clock: FakeClock) -> None:
+    recorder = Recorder(clock, Outcome.CONGESTION)
+    batcher = make(clock, recorder)
+    batcher.submit("a", 1)
+    batcher.flush()
+    await settle()
+    assert recorder.ids == [["a"]]  # refused: backoff of 1 s (no jitter)
+    batcher.submit("b", 2)
+    batcher.flush()
+    await advance(clock, 0.9)
+    assert recorder.ids == [["a"]]
+    await advance(clock, 0.1)
+    assert recorder.ids == [["a"], ["a", "b"]]
+
+
 async def test_dedupe_keeps_the_latest_payload_and_the_first_submit_time(clock: FakeClock) -> None:
     recorder = Recorder(clock)
     batcher = make(clock, recorder)
