@@ -1,6 +1,6 @@
 """Throughput: N no-op tasks through 2 session-runner workers, submit → SUCCEEDED.
 
-    .venv/bin/python tests/bench/bench_throughput.py [--tasks 10000] [--slots 8] [--mode jobs|split]
+    .venv/bin/python tests/bench/bench_throughput.py [--tasks 10000] [--slots 256] [--mode jobs|split]
 
 A fresh redis-server (AOF on, fsync every second, as the embedded one), a master and two workers (session
 runner) on this machine. ``--mode jobs`` submits N one-task jobs with bulk SubmitJobs calls of 1,000;
@@ -11,7 +11,8 @@ to the worker, run a thread, report, complete.
 Reported: tasks/s from the first submit call to the last attempt's finish, dispatch latency (fired →
 leased) p50/p99, end-to-end latency (submit → finished on the worker) p50/p99, and CPU seconds used by the
 master, Redis, the two workers and this client process (bulk submits and the poll for the end) during the run
-(from /proc).
+(from /proc). The last column, "speed ms", times a fixed pure-Python loop before and after the run (median
+of 5 each): the machine is shared and its speed drifts, and this says how fast it was during the run.
 """
 
 from __future__ import annotations
@@ -45,6 +46,18 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, in clock ticks of 10 ms
 
 
+def speed_ms() -> float:
+    """Milliseconds for a fixed pure-Python loop (median of 5): a reading of how fast the machine is now."""
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        total = 0
+        for i in range(1_500_000):
+            total += i * i % 7
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
@@ -71,6 +84,7 @@ def main() -> int:
     parser.add_argument("--profile", default="", help="directory for cProfile stats of master and workers")
     parser.add_argument("--redis-stats", action="store_true", help="print Redis' busiest commands")
     args = parser.parse_args()
+    speed_before = speed_ms()
     with tempfile.TemporaryDirectory() as tmp:
         redis = start_redis(Path(tmp) / "redis")
         cluster = Cluster(redis.url, Path(tmp) / "cluster", profile_dir=args.profile)
@@ -138,20 +152,22 @@ def main() -> int:
         finally:
             cluster.stop()
             redis.stop()
+    speed_after = speed_ms()
     attempts = [(run, t.attempts[-1]) for run in runs for t in run.tasks]
     finish_ms = max(a.finished_at.ToMilliseconds() for _, a in attempts)
     dispatch = [a.leased_at.ToMilliseconds() - run.fired_at.ToMilliseconds() for run, a in attempts]
     e2e = [a.finished_at.ToMilliseconds() - run.scheduled_at.ToMilliseconds() for run, a in attempts]
     wall = done - t0
     print("| mode | tasks | slots | submit s | tasks/s (submit → last finished) | dispatch p50 / p99 ms | "
-          "submit → finished p50 / p99 ms | CPU s master / redis / workers / client |")
-    print("|---|---|---|---|---|---|---|---|")
+          "submit → finished p50 / p99 ms | CPU s master / redis / workers / client | speed ms before / after |")
+    print("|---|---|---|---|---|---|---|---|---|")
     workers_cpu = sum(cpu1[n] - cpu0[n] for n in ("w1", "w2"))
     print(f"| {args.mode} | {args.tasks:,} | 2 × {args.slots} | {submitted - t0:.2f} | "
           f"{args.tasks / max(0.001, finish_ms / 1000 - t0):,.0f} (seen done after {wall:.2f} s) | "
           f"{statistics.median(dispatch):.0f} / {pct(dispatch, 0.99):.0f} | "
           f"{statistics.median(e2e):.0f} / {pct(e2e, 0.99):.0f} | "
-          f"{cpu1['master'] - cpu0['master']:.1f} / {cpu1['redis'] - cpu0['redis']:.1f} / {workers_cpu:.1f} / {cpu1['client'] - cpu0['client']:.1f} |")
+          f"{cpu1['master'] - cpu0['master']:.1f} / {cpu1['redis'] - cpu0['redis']:.1f} / {workers_cpu:.1f} / {cpu1['client'] - cpu0['client']:.1f} | "
+          f"{speed_before:.0f} / {speed_after:.0f} |")
     return 0
 
 
