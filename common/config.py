@@ -61,6 +61,8 @@ DEFAULT_DRAIN_TIMEOUT_S = 60.0
 # Worker: kill a task when its lease could not be renewed for (lease - margin) — before the master
 # can give the task to another worker (self-fencing).
 DEFAULT_SELF_FENCE_MARGIN_S = 2.0
+# How long a worker keeps attempt logs and scratch directories (swept at start and then periodically).
+DEFAULT_LOG_RETENTION_S = 7 * 24 * 3600.0
 # Client: deadline of a unary call (WaitRun sets its own).
 DEFAULT_CALL_TIMEOUT_S = 30.0
 
@@ -119,11 +121,12 @@ class WorkerConfig:
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
     self_fence_margin_s: float = DEFAULT_SELF_FENCE_MARGIN_S
     result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES
+    log_retention_s: float = DEFAULT_LOG_RETENTION_S
     labels: dict[str, str] = field(default_factory=dict)
     log_level: str = "INFO"
 
     def validate(self) -> WorkerConfig:
-        _positive(self, "slots", "drain_timeout_s", "result_max_bytes")
+        _positive(self, "slots", "drain_timeout_s", "result_max_bytes", "log_retention_s")
         if self.runner not in ("submit", "session"):
             raise ConfigError(f"runner {self.runner!r}: use submit or session")
         for address in self.masters:

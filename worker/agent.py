@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import socket
 import time
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from sparkyard.clock import Cancellable, Clock, SystemClock
 from sparkyard.config import WorkerConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
-from sparkyard.worker.logs import LogFiles
+from sparkyard.worker.logs import LogFiles, day_name, remove_older_than
 from sparkyard.worker.reports import ReportSender
 from sparkyard.worker.runner.base import AttemptRun, Outcome, Runner
 from sparkyard.worker.runner.session import SessionRunner
@@ -62,8 +61,8 @@ FENCE_CHECK_S = 0.25
 STOP_TIMEOUT_S = 60.0
 # After a drain, how long to wait for the master to acknowledge the last results.
 FLUSH_TIMEOUT_S = 10.0
-# Attempt logs older than this are deleted when the worker starts.
-LOG_RETENTION_S = 7 * 24 * 3600
+# The longest time between two sweeps of old attempt logs (a sweep runs every retention / 2 at most).
+LOG_SWEEP_MAX_S = 3600.0
 KEEPALIVE_MS = 10_000
 
 _RUNNER_NAMES = {pb.RUNNER_SUBMIT: "submit", pb.RUNNER_SESSION: "session"}
@@ -137,7 +136,7 @@ class Agent:
     async def run(self) -> None:
         """Run until :meth:`stop` (after a drain or at once)."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(self._expire_old_logs)
+        await self._sweep_old_logs()
         self.reports.start()
         await self.runners[self.cfg.runner].start()
         for name, runner in self.runners.items():
@@ -145,12 +144,14 @@ class Agent:
                 await runner.start()
         fence = asyncio.create_task(self._fence_loop(), name="self-fence")
         connect = asyncio.create_task(self._connect_loop(), name="connect")
+        retention = asyncio.create_task(self._retention_loop(), name="log-retention")
         await self._stopping.wait()
         connect.cancel()
         fence.cancel()
+        retention.cancel()
         for execution in list(self.executions.values()):
             execution.kill("release", "worker stopping")
-        await asyncio.gather(connect, fence, return_exceptions=True)
+        await asyncio.gather(connect, fence, retention, return_exceptions=True)
         await self._until_idle(STOP_TIMEOUT_S)
         await self.reports.close(timeout_s=1.0)
         for runner in self.runners.values():
@@ -185,18 +186,26 @@ class Agent:
             except asyncio.TimeoutError:
                 log.warning("%d attempts still running after %.0fs", len(self.executions), timeout_s)
 
-    def _expire_old_logs(self) -> None:
-        """Remove attempt logs and scratch directories older than the retention."""
-        cutoff = time.time() - LOG_RETENTION_S
-        for root in (self.logs.root, self.work_dir / "attempts"):
-            if not root.exists():
-                continue
-            for directory in root.iterdir():
-                try:
-                    if directory.stat().st_mtime < cutoff:
-                        shutil.rmtree(directory, ignore_errors=True)
-                except OSError:
-                    continue
+    async def _retention_loop(self) -> None:
+        """Sweep old attempt logs and scratch directories for as long as the worker runs (a worker runs
+        for months; a sweep only at start would let its disk fill)."""
+        interval = min(LOG_SWEEP_MAX_S, self.cfg.log_retention_s / 2)
+        while True:
+            await self.clock.sleep(interval)
+            try:
+                await self._sweep_old_logs()
+            except Exception:  # a disk problem must not end the sweeps, or the worker
+                log.exception("sweeping old attempt logs failed")
+
+    async def _sweep_old_logs(self) -> None:
+        """Remove day directories of logs and per-task scratch directories older than the retention —
+        never today's log directory nor the scratch of a running task, however old."""
+        now = self.clock.now()
+        keep = {self.logs.current_day, day_name(now), *self.executions}
+        removed = await asyncio.to_thread(remove_older_than, (self.logs.root, self.work_dir / "attempts"),
+                                          now - self.cfg.log_retention_s, keep)
+        if removed:
+            log.info("removed %d log/scratch directories older than %.0fs", removed, self.cfg.log_retention_s)
 
     # ---- connection ------------------------------------------------------------------------------------
 

@@ -10,7 +10,9 @@ empty log.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
+from collections.abc import Container, Iterable
 from pathlib import Path
 from typing import Callable
 
@@ -23,6 +25,34 @@ FOLLOW_HOLD_S = 1.0
 FOLLOW_CHECK_S = 0.1
 
 
+def day_name(now: float) -> str:
+    """The UTC day directory name for a wall-clock time."""
+    return time.strftime("%Y%m%d", time.gmtime(now))
+
+
+def remove_older_than(roots: Iterable[Path], cutoff: float, keep: Container[str]) -> int:
+    """Delete what sits directly under each root and was last modified before ``cutoff`` (wall clock),
+    except the names in ``keep``; returns how many entries went. Runs in a thread: a sweep of a big
+    directory must not stall the worker's event loop."""
+    removed = 0
+    for root in roots:
+        try:
+            entries = list(root.iterdir())
+        except OSError:  # not created yet, or gone
+            continue
+        for entry in entries:
+            if entry.name in keep:
+                continue
+            try:
+                if entry.stat().st_mtime >= cutoff:
+                    continue
+            except OSError:
+                continue
+            shutil.rmtree(entry, ignore_errors=True)
+            removed += 1
+    return removed
+
+
 class LogFiles:
     def __init__(self, work_dir: Path) -> None:
         self.root = (work_dir / "logs").resolve()
@@ -30,12 +60,17 @@ class LogFiles:
         self._day = ""
         self._day_number = -1  # days since the epoch of ``_day``
 
+    @property
+    def current_day(self) -> str:
+        """The day directory attempts are being written to ('' before the first attempt)."""
+        return self._day
+
     def path_for(self, task_id: str, attempt: int, now: float) -> str:
         """Where the attempt's log goes (its day directory is created once a day); plain text, as it is
         built for every attempt."""
         day_number = int(now // 86400)
         if day_number != self._day_number:
-            day = time.strftime("%Y%m%d", time.gmtime(now))
+            day = day_name(now)
             (self.root / day).mkdir(parents=True, exist_ok=True)
             self._day, self._day_number = day, day_number
         return f"{self._root_text}/{self._day}/{task_id}.a{attempt}.log"

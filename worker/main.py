@@ -40,6 +40,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--label", action="append", default=None, metavar="K=V", help="a label (repeatable)")
     p.add_argument("--drain-timeout", dest="drain_timeout_s", type=float,
                    help="seconds running tasks may take to finish on SIGTERM before they are handed back")
+    p.add_argument("--log-retention", dest="log_retention_s", type=float,
+                   help="seconds attempt logs and scratch directories are kept (default 604800 = 7 days)")
     p.add_argument("--config", help="TOML file with a [worker] table")
     p.add_argument("--log-level", help="DEBUG, INFO (default), WARNING, ERROR")
     return p.parse_args(argv)

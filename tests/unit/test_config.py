@@ -218,7 +218,7 @@ def test_known_runners_are_accepted(runner: str) -> None:
     assert WorkerConfig(runner=runner).validate().runner == runner
 
 
-@pytest.mark.parametrize("field", ["slots", "drain_timeout_s", "result_max_bytes"])
+@pytest.mark.parametrize("field", ["slots", "drain_timeout_s", "result_max_bytes", "log_retention_s"])
 def test_worker_sizes_must_be_positive(field: str) -> None:
     with pytest.raises(ConfigError, match=f"^{field} must be positive"):
         WorkerConfig(**{field: 0}).validate()
