@@ -3,7 +3,9 @@
 The master owns an embedded Redis in ``<data-dir>/redis``; every process is a child of this command and
 is stopped with it (SIGTERM: workers drain, the master stops its Redis). Processes log to
 ``<data-dir>/logs/*.log``. A worker that dies is started again under the same id (the master then
-requeues at once the tasks it lost); if the master dies, everything stops.
+requeues at once the tasks it lost); if the master dies, everything stops. A worker that keeps dying
+soon after it starts (a broken Spark or Java setup) is restarted with an exponential backoff, so it
+does not spin a JVM start every half second.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +24,11 @@ from sparkyard.errors import SparkyardError, Unavailable
 # How long the cluster may take to come up (a worker's session runner needs Spark, ~5–10 s).
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
+# A worker that exits within STABLE_S of its start waits before its restart: RESTART_BASE_S, doubling
+# with each such exit in a row up to RESTART_MAX_S. After a run of STABLE_S or more it restarts at once.
+STABLE_S = 60.0
+RESTART_BASE_S = 1.0
+RESTART_MAX_S = 60.0
 
 
 @dataclass
@@ -35,6 +43,10 @@ class LocalCluster:
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     address: str = ""
     restarts: int = 0
+    monotonic: Callable[[], float] = time.monotonic
+    _started_at: dict[int, float] = field(default_factory=dict)  # worker number → when it was started
+    _quick_exits: dict[int, int] = field(default_factory=dict)  # exits in a row within STABLE_S of a start
+    _restart_at: dict[int, float] = field(default_factory=dict)  # dead workers waiting for their restart
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         logs = self.data_dir / "logs"
@@ -50,6 +62,14 @@ class LocalCluster:
 
     def start(self) -> str:
         """Start everything; returns the master's address once every worker is registered."""
+        self.start_master()
+        for i in range(1, self.workers + 1):
+            self._start_worker(i)
+        self._wait_ready()
+        return self.address
+
+    def start_master(self) -> str:
+        """Start the master (and its embedded Redis); returns its address once it listens."""
         self.data_dir = self.data_dir.resolve()
         master = self._spawn("master", ["sparkyard.master.main", "--listen", self.listen, "--data-dir",
                                         str(self.data_dir), *self.extra_master_args])
@@ -61,12 +81,10 @@ class LocalCluster:
             self.stop()
             raise SparkyardError(f"the master did not start (exit {master.returncode}):\n{tail}")
         self.address = line.split("listening on", 1)[1].split()[0]
-        for i in range(1, self.workers + 1):
-            self._start_worker(i)
-        self._wait_ready()
         return self.address
 
     def _start_worker(self, i: int) -> subprocess.Popen[bytes]:
+        self._started_at[i] = self.monotonic()
         return self._spawn(f"worker-{i}", [
             "sparkyard.worker.main", "--master", self.address, "--slots", str(self.slots), "--id", f"local-{i}",
             "--runner", self.runner, "--work-dir", str(self.data_dir / f"worker-{i}"),
@@ -76,14 +94,30 @@ class LocalCluster:
         """Restart workers that died; False when the master has exited (the cluster is gone)."""
         if self.processes[0].poll() is not None:
             return False
+        now = self.monotonic()
         for i, proc in enumerate(list(self.processes[1:]), start=1):
-            if proc.poll() is not None:
-                print(f"sparkyard: worker local-{i} exited with code {proc.returncode}; starting it again",
+            if proc.poll() is None:
+                continue
+            if i not in self._restart_at:
+                delay = self._restart_delay(i, now)
+                self._restart_at[i] = now + delay
+                when = "again" if delay == 0 else f"again in {delay:g}s (it keeps exiting soon after its start)"
+                print(f"sparkyard: worker local-{i} exited with code {proc.returncode}; starting it {when}",
                       file=sys.stderr, flush=True)
+            if now >= self._restart_at[i]:
+                del self._restart_at[i]
                 self.processes[i] = self._start_worker(i)
                 self.processes.pop()  # _spawn appended it; it now sits in its own place
                 self.restarts += 1
         return True
+
+    def _restart_delay(self, i: int, now: float) -> float:
+        if now - self._started_at.get(i, now) >= STABLE_S:
+            self._quick_exits[i] = 0
+            return 0.0
+        exits = self._quick_exits.get(i, 0) + 1
+        self._quick_exits[i] = exits
+        return min(RESTART_MAX_S, RESTART_BASE_S * 2 ** (exits - 1))
 
     def _wait_ready(self) -> None:
         from sparkyard.client import Client
