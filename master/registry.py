@@ -3,9 +3,10 @@
 A worker's idle slots are ``slots − leased`` where ``leased`` is the master's own record of the tasks
 (and fencing tokens) it leased to the worker and has not yet seen end. A slot is freed as soon as the
 worker's result for that lease arrives — the worker stopped using it when it sent the result — so the
-next dispatch round overlaps with writing the result to Redis instead of waiting for it. The count is rebuilt from what a worker reports when it
-(re)connects, so a master restart loses nothing. A draining worker has no idle slots; so has a worker
-whose outbound queue is full (backpressure: its stream is not keeping up).
+next dispatch round overlaps with writing the result to Redis instead of waiting for it. The record is
+rebuilt from what a worker reports when it (re)connects, so a master restart loses nothing. A draining
+worker has no idle slots; so has a worker whose outbound queue is full (backpressure: its stream is not
+keeping up).
 
 Each session owns a bounded outbound queue that its ``Connect`` stream drains; everything the master
 sends a worker goes through :meth:`WorkerRegistry.send`.

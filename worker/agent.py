@@ -443,7 +443,8 @@ class Agent:
             execution.timer.cancel()
         if self.executions.get(a.task_id) is execution:
             del self.executions[a.task_id]
-        if not self.executions:
+        idle = not self.executions
+        if idle:
             self._idle.set()
         finished_ms = int(self.clock.now() * 1000)
         kind = execution.kill_kind
@@ -456,7 +457,7 @@ class Agent:
         else:
             state = pb.ATTEMPT_SUCCEEDED if outcome.state == "SUCCEEDED" else pb.ATTEMPT_FAILED
         self._finish(a, state, outcome, execution.started_ms, finished_ms, execution.run.log_path)
-        if not self.executions:
+        if idle:  # nothing more is coming soon to share the message
             self.reports.flush()
 
     def _finish(self, a: pb.TaskAssignment, state: int, outcome: Outcome, started_ms: int, finished_ms: int,

@@ -86,10 +86,6 @@ class Runner(Protocol):
         ``attempt.kill`` is called, the runner stops the work and reports FAILED."""
         ...
 
-    async def run(self, attempt: AttemptRun) -> Outcome:
-        """The same as :meth:`begin`, awaited."""
-        ...
-
     def stuck(self) -> int:
         """Attempts that returned but whose code is still executing (occupying a slot)."""
         ...

@@ -348,16 +348,6 @@ class SessionRunner:
         else:
             self._spawn(self._start_when_ready(attempt, done))
 
-    async def run(self, attempt: AttemptRun) -> Outcome:
-        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-
-        def done(outcome: Outcome) -> None:
-            if not future.done():
-                future.set_result(outcome)
-
-        self.begin(attempt, done)
-        return await future
-
     async def _start_when_ready(self, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:
         try:
             spark = await self.session()
