@@ -56,6 +56,13 @@ class Runner(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RUNNER_SUBMIT: _ClassVar[Runner]
     RUNNER_SESSION: _ClassVar[Runner]
 
+class Readiness(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    READINESS_UNSPECIFIED: _ClassVar[Readiness]
+    READINESS_STARTING: _ClassVar[Readiness]
+    READINESS_READY: _ClassVar[Readiness]
+    READINESS_DEGRADED: _ClassVar[Readiness]
+
 class MisfirePolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     MISFIRE_UNSPECIFIED: _ClassVar[MisfirePolicy]
@@ -108,6 +115,10 @@ ATTEMPT_RELEASED: AttemptState
 RUNNER_UNSPECIFIED: Runner
 RUNNER_SUBMIT: Runner
 RUNNER_SESSION: Runner
+READINESS_UNSPECIFIED: Readiness
+READINESS_STARTING: Readiness
+READINESS_READY: Readiness
+READINESS_DEGRADED: Readiness
 MISFIRE_UNSPECIFIED: MisfirePolicy
 MISFIRE_SKIP: MisfirePolicy
 MISFIRE_FIRE_ONCE: MisfirePolicy
@@ -196,7 +207,7 @@ class SplitSpec(_message.Message):
     def __init__(self, inputs: _Optional[_Iterable[_Union[SplitInput, _Mapping]]] = ..., parallelism: _Optional[int] = ..., max_bytes_per_sec: _Optional[int] = ..., max_records_per_sec: _Optional[int] = ..., task_bytes_per_sec: _Optional[int] = ..., task_records_per_sec: _Optional[int] = ..., max_concurrent: _Optional[int] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "entrypoint", "args", "conf", "env", "py_files", "group", "priority", "runner", "trigger", "retry", "timeout", "split", "routing", "routing_key", "labels", "misfire", "misfire_catch_up_limit", "overlap")
+    __slots__ = ("name", "entrypoint", "args", "conf", "env", "py_files", "group", "priority", "runner", "trigger", "retry", "timeout", "split", "routing", "routing_key", "labels", "misfire", "misfire_catch_up_limit", "overlap", "bundle", "submit_dir", "cwd", "task_memory_mb")
     class ConfEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -237,6 +248,10 @@ class JobSpec(_message.Message):
     MISFIRE_FIELD_NUMBER: _ClassVar[int]
     MISFIRE_CATCH_UP_LIMIT_FIELD_NUMBER: _ClassVar[int]
     OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    BUNDLE_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_DIR_FIELD_NUMBER: _ClassVar[int]
+    CWD_FIELD_NUMBER: _ClassVar[int]
+    TASK_MEMORY_MB_FIELD_NUMBER: _ClassVar[int]
     name: str
     entrypoint: str
     args: _containers.RepeatedScalarFieldContainer[str]
@@ -256,7 +271,19 @@ class JobSpec(_message.Message):
     misfire: MisfirePolicy
     misfire_catch_up_limit: int
     overlap: OverlapPolicy
-    def __init__(self, name: _Optional[str] = ..., entrypoint: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., conf: _Optional[_Mapping[str, str]] = ..., env: _Optional[_Mapping[str, str]] = ..., py_files: _Optional[_Iterable[str]] = ..., group: _Optional[str] = ..., priority: _Optional[int] = ..., runner: _Optional[_Union[Runner, str]] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., split: _Optional[_Union[SplitSpec, _Mapping]] = ..., routing: _Optional[_Union[Routing, str]] = ..., routing_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_catch_up_limit: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ...) -> None: ...
+    bundle: BundleRef
+    submit_dir: str
+    cwd: str
+    task_memory_mb: int
+    def __init__(self, name: _Optional[str] = ..., entrypoint: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., conf: _Optional[_Mapping[str, str]] = ..., env: _Optional[_Mapping[str, str]] = ..., py_files: _Optional[_Iterable[str]] = ..., group: _Optional[str] = ..., priority: _Optional[int] = ..., runner: _Optional[_Union[Runner, str]] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., split: _Optional[_Union[SplitSpec, _Mapping]] = ..., routing: _Optional[_Union[Routing, str]] = ..., routing_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_catch_up_limit: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., bundle: _Optional[_Union[BundleRef, _Mapping]] = ..., submit_dir: _Optional[str] = ..., cwd: _Optional[str] = ..., task_memory_mb: _Optional[int] = ...) -> None: ...
+
+class BundleRef(_message.Message):
+    __slots__ = ("digest", "size")
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    digest: str
+    size: int
+    def __init__(self, digest: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
     __slots__ = ("id", "spec", "state", "created_at", "updated_at", "next_fire_at", "runs", "last_run_id")
@@ -507,7 +534,7 @@ class Lease(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ...) -> None: ...
 
 class Register(_message.Message):
-    __slots__ = ("worker_id", "group", "slots", "host", "pid", "labels", "default_runner", "held", "version")
+    __slots__ = ("worker_id", "group", "slots", "host", "pid", "labels", "default_runner", "held", "version", "readiness", "readiness_reason", "ready_slots")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -524,6 +551,9 @@ class Register(_message.Message):
     DEFAULT_RUNNER_FIELD_NUMBER: _ClassVar[int]
     HELD_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    READINESS_FIELD_NUMBER: _ClassVar[int]
+    READINESS_REASON_FIELD_NUMBER: _ClassVar[int]
+    READY_SLOTS_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     group: str
     slots: int
@@ -533,19 +563,28 @@ class Register(_message.Message):
     default_runner: Runner
     held: _containers.RepeatedCompositeFieldContainer[Lease]
     version: str
-    def __init__(self, worker_id: _Optional[str] = ..., group: _Optional[str] = ..., slots: _Optional[int] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., default_runner: _Optional[_Union[Runner, str]] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., version: _Optional[str] = ...) -> None: ...
+    readiness: Readiness
+    readiness_reason: str
+    ready_slots: int
+    def __init__(self, worker_id: _Optional[str] = ..., group: _Optional[str] = ..., slots: _Optional[int] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., default_runner: _Optional[_Union[Runner, str]] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., version: _Optional[str] = ..., readiness: _Optional[_Union[Readiness, str]] = ..., readiness_reason: _Optional[str] = ..., ready_slots: _Optional[int] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("free_slots", "held", "draining", "stuck")
+    __slots__ = ("free_slots", "held", "draining", "stuck", "readiness", "readiness_reason", "ready_slots")
     FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
     HELD_FIELD_NUMBER: _ClassVar[int]
     DRAINING_FIELD_NUMBER: _ClassVar[int]
     STUCK_FIELD_NUMBER: _ClassVar[int]
+    READINESS_FIELD_NUMBER: _ClassVar[int]
+    READINESS_REASON_FIELD_NUMBER: _ClassVar[int]
+    READY_SLOTS_FIELD_NUMBER: _ClassVar[int]
     free_slots: int
     held: _containers.RepeatedCompositeFieldContainer[Lease]
     draining: bool
     stuck: int
-    def __init__(self, free_slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., draining: _Optional[bool] = ..., stuck: _Optional[int] = ...) -> None: ...
+    readiness: Readiness
+    readiness_reason: str
+    ready_slots: int
+    def __init__(self, free_slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., draining: _Optional[bool] = ..., stuck: _Optional[int] = ..., readiness: _Optional[_Union[Readiness, str]] = ..., readiness_reason: _Optional[str] = ..., ready_slots: _Optional[int] = ...) -> None: ...
 
 class TaskStarted(_message.Message):
     __slots__ = ("task_id", "fencing_token", "started_at", "log_path")
@@ -731,8 +770,24 @@ class MasterMessage(_message.Message):
     acks: ResultAcks
     def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., batch: _Optional[_Union[TaskBatch, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[HeartbeatAck, _Mapping]] = ..., cancel: _Optional[_Union[CancelTask, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., acks: _Optional[_Union[ResultAcks, _Mapping]] = ...) -> None: ...
 
+class BundleChunk(_message.Message):
+    __slots__ = ("ref", "data")
+    REF_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    ref: BundleRef
+    data: bytes
+    def __init__(self, ref: _Optional[_Union[BundleRef, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class HasBundleResponse(_message.Message):
+    __slots__ = ("present", "max_bytes")
+    PRESENT_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    present: bool
+    max_bytes: int
+    def __init__(self, present: _Optional[bool] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
 class WorkerInfo(_message.Message):
-    __slots__ = ("id", "group", "host", "pid", "slots", "free_slots", "alive", "draining", "registered_at", "last_seen", "tasks", "labels", "default_runner")
+    __slots__ = ("id", "group", "host", "pid", "slots", "free_slots", "alive", "draining", "registered_at", "last_seen", "tasks", "labels", "default_runner", "readiness", "readiness_reason", "ready_slots")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -753,6 +808,9 @@ class WorkerInfo(_message.Message):
     TASKS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_RUNNER_FIELD_NUMBER: _ClassVar[int]
+    READINESS_FIELD_NUMBER: _ClassVar[int]
+    READINESS_REASON_FIELD_NUMBER: _ClassVar[int]
+    READY_SLOTS_FIELD_NUMBER: _ClassVar[int]
     id: str
     group: str
     host: str
@@ -766,7 +824,10 @@ class WorkerInfo(_message.Message):
     tasks: _containers.RepeatedScalarFieldContainer[str]
     labels: _containers.ScalarMap[str, str]
     default_runner: Runner
-    def __init__(self, id: _Optional[str] = ..., group: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., slots: _Optional[int] = ..., free_slots: _Optional[int] = ..., alive: _Optional[bool] = ..., draining: _Optional[bool] = ..., registered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tasks: _Optional[_Iterable[str]] = ..., labels: _Optional[_Mapping[str, str]] = ..., default_runner: _Optional[_Union[Runner, str]] = ...) -> None: ...
+    readiness: Readiness
+    readiness_reason: str
+    ready_slots: int
+    def __init__(self, id: _Optional[str] = ..., group: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., slots: _Optional[int] = ..., free_slots: _Optional[int] = ..., alive: _Optional[bool] = ..., draining: _Optional[bool] = ..., registered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tasks: _Optional[_Iterable[str]] = ..., labels: _Optional[_Mapping[str, str]] = ..., default_runner: _Optional[_Union[Runner, str]] = ..., readiness: _Optional[_Union[Readiness, str]] = ..., readiness_reason: _Optional[str] = ..., ready_slots: _Optional[int] = ...) -> None: ...
 
 class ListWorkersRequest(_message.Message):
     __slots__ = ("include_dead",)

@@ -642,6 +642,164 @@ class WorkerService:
             _registered_method=True)
 
 
+class BundleServiceStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.HasBundle = channel.unary_unary(
+                '/sparkyard.v1.BundleService/HasBundle',
+                request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.BundleRef.SerializeToString,
+                response_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.HasBundleResponse.FromString,
+                _registered_method=True)
+        self.UploadBundle = channel.stream_unary(
+                '/sparkyard.v1.BundleService/UploadBundle',
+                request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.BundleChunk.SerializeToString,
+                response_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.BundleRef.FromString,
+                _registered_method=True)
+        self.FetchBundle = channel.unary_stream(
+                '/sparkyard.v1.BundleService/FetchBundle',
+                request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.BundleRef.SerializeToString,
+                response_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.BundleChunk.FromString,
+                _registered_method=True)
+
+
+class BundleServiceServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def HasBundle(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UploadBundle(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FetchBundle(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_BundleServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'HasBundle': grpc.unary_unary_rpc_method_handler(
+                    servicer.HasBundle,
+                    request_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.BundleRef.FromString,
+                    response_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.HasBundleResponse.SerializeToString,
+            ),
+            'UploadBundle': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadBundle,
+                    request_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.BundleChunk.FromString,
+                    response_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.BundleRef.SerializeToString,
+            ),
+            'FetchBundle': grpc.unary_stream_rpc_method_handler(
+                    servicer.FetchBundle,
+                    request_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.BundleRef.FromString,
+                    response_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.BundleChunk.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'sparkyard.v1.BundleService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('sparkyard.v1.BundleService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class BundleService:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def HasBundle(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sparkyard.v1.BundleService/HasBundle',
+            sparkyard_dot_v1_dot_sparkyard__pb2.BundleRef.SerializeToString,
+            sparkyard_dot_v1_dot_sparkyard__pb2.HasBundleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UploadBundle(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/sparkyard.v1.BundleService/UploadBundle',
+            sparkyard_dot_v1_dot_sparkyard__pb2.BundleChunk.SerializeToString,
+            sparkyard_dot_v1_dot_sparkyard__pb2.BundleRef.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchBundle(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/sparkyard.v1.BundleService/FetchBundle',
+            sparkyard_dot_v1_dot_sparkyard__pb2.BundleRef.SerializeToString,
+            sparkyard_dot_v1_dot_sparkyard__pb2.BundleChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
 class ClusterServiceStub:
     """Missing associated documentation comment in .proto file."""
 
