@@ -1,4 +1,7 @@
-"""Parsing and printing of durations and instants, as users type and read them.
+"""Parsing and printing of durations, instants and sizes, as users type and read them.
+
+Sizes: ``512m``, ``2g``, ``1.5GiB``, ``64MB``, ``300k`` (binary units: k = 1024), or a bare number of
+``default_unit`` (:func:`parse_size`).
 
 Durations: ``250ms``, ``10s``, ``5m``, ``1h30m``, ``2d``, or a bare number of seconds (``1.5``).
 Instants: ISO 8601 / RFC 3339 (``2026-11-22T03:00:00Z``, ``2026-11-22 03:00+01:00``); an instant without
@@ -34,6 +37,23 @@ def parse_duration(text: str, *, field: str = "duration") -> float:
     if seconds < 0 or seconds != seconds or seconds == float("inf"):
         raise ValueError(f"{field}: {text!r} must be a finite, non-negative duration")
     return seconds
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?")
+
+
+def parse_size(text: str | int, *, field: str = "size", default_unit: str = "b") -> int:
+    """Bytes in ``text`` (binary units; a bare number counts in ``default_unit``); ValueError naming
+    ``field`` and the accepted forms when malformed."""
+    raw = str(text).strip().lower()
+    match = _SIZE.fullmatch(raw)
+    if not match:
+        raise ValueError(f"{field}: {text!r} is not a size (use e.g. 512m, 2g, 1.5GiB, 64MB)")
+    number, unit = match.groups()
+    if not unit and not raw.endswith("b"):
+        unit = default_unit
+    return int(float(number) * _SIZE_UNITS[unit])
 
 
 def format_duration(seconds: float) -> str:
