@@ -61,6 +61,9 @@ DEFAULT_DRAIN_TIMEOUT_S = 60.0
 # Worker: kill a task when its lease could not be renewed for (lease - margin) — before the master
 # can give the task to another worker (self-fencing).
 DEFAULT_SELF_FENCE_MARGIN_S = 2.0
+# Worker, session runner: a warm driver process is replaced after this many attempts (bounds what user
+# code can leak into a long-lived process).
+DEFAULT_DRIVER_MAX_TASKS = 500
 # How long a worker keeps attempt logs and scratch directories (swept at start and then periodically).
 DEFAULT_LOG_RETENTION_S = 7 * 24 * 3600.0
 # Client: deadline of a unary call (WaitRun sets its own).
@@ -114,7 +117,7 @@ class WorkerConfig:
     slots: int = DEFAULT_SLOTS
     group: str = DEFAULT_GROUP
     runner: str = DEFAULT_RUNNER
-    spark_master: str = ""  # '' = local[1] per spark-submit, local[slots] for the session
+    spark_master: str = ""  # '' = local[1]: one local Spark per task's driver (spark-submit or warm driver)
     work_dir: str = ""  # '' = .sparkyard/worker-<id>
     id: str = ""  # '' = <host>-<pid>
     token: str = ""
@@ -122,11 +125,15 @@ class WorkerConfig:
     self_fence_margin_s: float = DEFAULT_SELF_FENCE_MARGIN_S
     result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES
     log_retention_s: float = DEFAULT_LOG_RETENTION_S
+    task_memory_mb: int = 0  # memory limit of one attempt's processes; 0 = none (a job may set its own)
+    driver_max_tasks: int = DEFAULT_DRIVER_MAX_TASKS
     labels: dict[str, str] = field(default_factory=dict)
     log_level: str = "INFO"
 
     def validate(self) -> WorkerConfig:
-        _positive(self, "slots", "drain_timeout_s", "result_max_bytes", "log_retention_s")
+        _positive(self, "slots", "drain_timeout_s", "result_max_bytes", "log_retention_s", "driver_max_tasks")
+        if self.task_memory_mb < 0:
+            raise ConfigError("task_memory_mb must not be negative")
         if self.runner not in ("submit", "session"):
             raise ConfigError(f"runner {self.runner!r}: use submit or session")
         for address in self.masters:

@@ -55,6 +55,7 @@ class WorkerConnection:
             registered_at=self._core.clock.now(), last_seen=self._core.clock.monotonic(),
             outbound=asyncio.Queue(maxsize=self._cfg.outbound_queue),
         )
+        session.set_readiness(reg.readiness, reg.readiness_reason, reg.ready_slots)
         registered = await self._register(session, reg)
         self._registry.add(session)
         await self._persist(session, alive=True)
@@ -123,6 +124,7 @@ class WorkerConnection:
         was_draining, was_stuck = session.draining, session.stuck
         session.draining = hb.draining
         session.stuck = max(0, hb.stuck)
+        readiness_changed = session.set_readiness(hb.readiness, hb.readiness_reason, hb.ready_slots)
         held = [(l.task_id, l.fencing_token) for l in hb.held]
         renewal = await self._store.renew(session.worker_id, held, int(self._cfg.lease_s * 1000))
         for task_id, token in renewal.lost:
@@ -134,7 +136,12 @@ class WorkerConnection:
         self._registry.send(session.worker_id, pb.MasterMessage(heartbeat_ack=ack))
         if was_draining != hb.draining:
             log.info("worker=%s %s", session.worker_id, "draining" if hb.draining else "no longer draining")
-        if (was_draining, was_stuck) != (session.draining, session.stuck):
+        if readiness_changed:
+            log.info("worker=%s %s%s (%d of %d slots ready)", session.worker_id,
+                     pb.Readiness.Name(session.readiness).removeprefix("READINESS_").lower(),
+                     f": {session.readiness_reason}" if session.readiness_reason else "",
+                     session.slots if session.ready_slots < 0 else session.ready_slots, session.slots)
+        if readiness_changed or (was_draining, was_stuck) != (session.draining, session.stuck):
             self._core.wake()
         await self._persist(session, alive=True)
 
@@ -144,6 +151,8 @@ class WorkerConnection:
             "labels": session.labels, "runner": session.default_runner,
             "registered_ms": int(session.registered_at * 1000),
             "last_seen_ms": int(self._core.clock.now() * 1000), "alive": alive, "draining": session.draining,
+            "readiness": session.readiness, "readiness_reason": session.readiness_reason,
+            "ready_slots": session.ready_slots,
             "master": socket.gethostname(),
         }
         await self._store.put_worker(session.worker_id, info)

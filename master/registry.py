@@ -1,6 +1,7 @@
 """The workers connected to this master, their slots and what they hold (Doris FE's BE slot view).
 
-A worker's idle slots are ``slots − leased`` where ``leased`` is the master's own record of the tasks
+A worker's idle slots are ``ready − leased`` where ``ready`` is how many of its slots its runner can run a
+task on now (the worker's readiness: a worker whose Spark drivers are still warming offers none), and ``leased`` is the master's own record of the tasks
 (and fencing tokens) it leased to the worker and has not yet seen end. A slot is freed as soon as the
 worker's result for that lease arrives — the worker stopped using it when it sent the result — so the
 next dispatch round overlaps with writing the result to Redis instead of waiting for it. The record is
@@ -43,13 +44,25 @@ class WorkerSession:
     leased: dict[str, int] = field(default_factory=dict)  # task id → fencing token
     stuck: int = 0  # slots held by attempts that ended but whose code has not returned (worker's report)
     draining: bool = False
+    readiness: int = pb.READINESS_READY
+    readiness_reason: str = ""
+    ready_slots: int = -1  # slots its runner can run a task on now (-1: all; an older worker says nothing)
     closed: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def idle(self) -> int:
         if self.draining or self.closed.is_set() or self.outbound.full():
             return 0
-        return max(0, self.slots - len(self.leased) - self.stuck)
+        ready = self.slots if self.ready_slots < 0 else min(self.slots, self.ready_slots)
+        return max(0, ready - len(self.leased) - self.stuck)
+
+    def set_readiness(self, readiness: int, reason: str, ready_slots: int) -> bool:
+        """Record what the worker says it can run; True if that changed."""
+        if readiness == pb.READINESS_UNSPECIFIED:  # an older worker: ready with every slot
+            readiness, ready_slots = pb.READINESS_READY, -1
+        changed = (readiness, reason, ready_slots) != (self.readiness, self.readiness_reason, self.ready_slots)
+        self.readiness, self.readiness_reason, self.ready_slots = readiness, reason, ready_slots
+        return changed
 
     def close(self, reason: str) -> None:
         if not self.closed.is_set():

@@ -180,9 +180,12 @@ class ClusterService(pbg.ClusterServiceServicer):
                 labels=info.get("labels", {}), default_runner=int(info.get("runner", 0)),
             )
             if session is not None:
-                w.free_slots = max(0, session.slots - len(session.leased))
+                w.free_slots = session.idle
                 w.tasks.extend(sorted(session.leased))
                 w.draining = session.draining
+                w.readiness = session.readiness
+                w.readiness_reason = session.readiness_reason
+                w.ready_slots = session.slots if session.ready_slots < 0 else session.ready_slots
             if info.get("registered_ms"):
                 w.registered_at.FromMilliseconds(int(info["registered_ms"]))
             if info.get("last_seen_ms"):
@@ -198,7 +201,7 @@ class ClusterService(pbg.ClusterServiceServicer):
             version=__version__, master_id=self._master_id,
             workers_alive=len(sessions),
             slots_total=sum(s.slots for s in sessions),
-            slots_free=sum(max(0, s.slots - len(s.leased)) for s in sessions),
+            slots_free=sum(s.idle for s in sessions),
             ready_by_group=await self._core.store.ready_counts(),
             leased=counts["leased"], timers_pending=self._timers_pending(),
             jobs_scheduled=counts["scheduled"], redis=self._redis_url,

@@ -178,18 +178,19 @@ class Cluster:
         self._clients.append(client)
         return client
 
-    def wait_workers(self, *worker_ids: str, timeout: float = 90) -> None:
+    def wait_workers(self, *worker_ids: str, timeout: float = 180) -> None:
+        """Wait until the workers are registered and ready to run tasks (their runner is warm)."""
         client = self.client()
         wanted = set(worker_ids or self.workers)
 
         def ready() -> bool:
-            alive = {w.id for w in client.workers() if w.alive}
+            alive = {w.id for w in client.workers() if w.alive and w.readiness == pb.READINESS_READY}
             for wid in wanted:
                 if self.workers[wid].process.poll() is not None:
                     raise AssertionError(f"worker {wid} exited:\n{self.workers[wid].log()[-3000:]}")
             return wanted <= alive
 
-        wait_for(ready, timeout, f"workers {sorted(wanted)} to register")
+        wait_for(ready, timeout, f"workers {sorted(wanted)} to register and be ready")
 
     def kill_worker(self, worker_id: str, sig: int = signal.SIGKILL) -> None:
         proc = self.workers[worker_id].process

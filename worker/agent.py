@@ -23,6 +23,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, AsyncIterator, Coroutine
 
 import grpc
@@ -33,11 +34,13 @@ from sparkyard.clock import Cancellable, Clock, SystemClock
 from sparkyard.config import WorkerConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
+from sparkyard.worker.children import Children
 from sparkyard.worker.logs import LogFiles, day_name, remove_older_than
 from sparkyard.worker.reports import ReportSender
 from sparkyard.worker.runner.base import AttemptRun, Outcome, Runner
 from sparkyard.worker.runner.session import SessionRunner
 from sparkyard.worker.runner.submit import SubmitRunner
+from sparkyard.worker.workspace import Workspace, WorkspaceError, workspace
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +62,17 @@ RESEND_AFTER_S = 10.0
 FENCE_CHECK_S = 0.25
 # How long a stop or the end of a drain waits for killed attempts to end (each runner bounds its kill).
 STOP_TIMEOUT_S = 60.0
+# A runner that fails to start is tried again after this pause, doubling up to the maximum.
+RUNNER_RETRY_S = 1.0
+RUNNER_RETRY_MAX_S = 60.0
 # After a drain, how long to wait for the master to acknowledge the last results.
 FLUSH_TIMEOUT_S = 10.0
 # The longest time between two sweeps of old attempt logs (a sweep runs every retention / 2 at most).
 LOG_SWEEP_MAX_S = 3600.0
 KEEPALIVE_MS = 10_000
 
+# An attempt's workspace until the agent has placed it (bundle fetched, working directory chosen).
+_UNPLACED = Workspace("", "", (), ())
 _RUNNER_NAMES = {pb.RUNNER_SUBMIT: "submit", pb.RUNNER_SESSION: "session"}
 _KILL_OUTCOMES = {"timeout": pb.ATTEMPT_TIMED_OUT, "cancel": pb.ATTEMPT_CANCELLED, "release": pb.ATTEMPT_RELEASED}
 
@@ -84,6 +92,7 @@ class Execution:
     announced: bool = False  # its start was reported on its own (see Agent._fence_loop)
     kill_kind: str = ""  # timeout | cancel | release | lost | fence
     timer: Cancellable | None = None  # the attempt's timeout, if it has one
+    bundle: pb.BundleRef | None = None  # the bundle it holds in the cache while it runs
 
     def kill(self, kind: str, reason: str) -> None:
         if not self.kill_kind:
@@ -111,11 +120,16 @@ class Agent:
         self.work_dir = cfg.work_path
         self.logs = LogFiles(self.work_dir)
         self._attempts_dir = str(self.work_dir / "attempts")
-        default_master = cfg.spark_master or f"local[{cfg.slots}]"
+        self.children = Children(self.work_dir)
         self.runners: dict[str, Runner] = runners or {
-            "submit": SubmitRunner(cfg.spark_master),
-            "session": SessionRunner(default_master, f"sparkyard-worker-{self.worker_id}"),
+            "submit": SubmitRunner(cfg.spark_master, cfg.slots, self.children, task_memory_mb=cfg.task_memory_mb),
+            "session": SessionRunner(cfg.spark_master, cfg.slots, self.work_dir, self.children,
+                                     task_memory_mb=cfg.task_memory_mb, max_tasks=cfg.driver_max_tasks,
+                                     on_readiness=self._readiness_changed),
         }
+        self.bundles: Any = None
+        self._runner_error = ""  # the default runner failed to start (retried with backoff)
+        self._readiness: tuple[int, str, int] = (pb.READINESS_STARTING, "starting", 0)
         self.executions: dict[str, Execution] = {}
         self.pending: dict[tuple[str, int], _Pending] = {}
         self.draining = False
@@ -136,12 +150,11 @@ class Agent:
     async def run(self) -> None:
         """Run until :meth:`stop` (after a drain or at once)."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(self.children.end_leftovers)
         await self._sweep_old_logs()
         self.reports.start()
-        await self.runners[self.cfg.runner].start()
-        for name, runner in self.runners.items():
-            if name != self.cfg.runner:
-                await runner.start()
+        # Only the default runner starts now; another starts when a job first asks for it.
+        starter = asyncio.create_task(self._start_default_runner(), name="start-runner")
         fence = asyncio.create_task(self._fence_loop(), name="self-fence")
         connect = asyncio.create_task(self._connect_loop(), name="connect")
         retention = asyncio.create_task(self._retention_loop(), name="log-retention")
@@ -149,13 +162,48 @@ class Agent:
         connect.cancel()
         fence.cancel()
         retention.cancel()
+        starter.cancel()
         for execution in list(self.executions.values()):
             execution.kill("release", "worker stopping")
-        await asyncio.gather(connect, fence, retention, return_exceptions=True)
+        await asyncio.gather(connect, fence, retention, starter, return_exceptions=True)
         await self._until_idle(STOP_TIMEOUT_S)
         await self.reports.close(timeout_s=1.0)
         for runner in self.runners.values():
             await runner.close()
+
+    async def _start_default_runner(self) -> None:
+        """Start the default runner, retrying with backoff; until it can run a task no slot is offered."""
+        runner = self.runners[self.cfg.runner]
+        pause = RUNNER_RETRY_S
+        while True:
+            try:
+                await runner.start()
+                self._runner_error = ""
+                break
+            except Exception as exc:
+                self._runner_error = f"{runner.name} runner failed to start: {exc} (retrying in {pause:.0f}s)"
+                log.error("%s", self._runner_error)
+                self._readiness_changed()
+                await asyncio.sleep(pause)
+                pause = min(RUNNER_RETRY_MAX_S, pause * 2)
+        self._readiness_changed()
+
+    def readiness(self) -> tuple[int, str, int]:
+        """(pb.Readiness, reason, slots that can take a task now), from the default runner."""
+        if self._runner_error:
+            return pb.READINESS_DEGRADED, self._runner_error, 0
+        state, reason, ready = self.runners[self.cfg.runner].readiness()
+        return state, reason, min(ready, self.cfg.slots)
+
+    def _readiness_changed(self) -> None:
+        """Tell the master at once when the slots that can run a task change (not at the next heartbeat)."""
+        now = self.readiness()
+        if now != self._readiness:
+            self._readiness = now
+            log.info("readiness %s%s (%d of %d slots)", pb.Readiness.Name(now[0]).removeprefix("READINESS_"),
+                     f": {now[1]}" if now[1] else "", now[2], self.cfg.slots)
+            if self.registered.is_set():
+                self._send_heartbeat()
 
     async def drain(self) -> None:
         """Stop taking tasks, finish or hand back running ones, flush results, then stop."""
@@ -270,11 +318,12 @@ class Agent:
             yield message
 
     def _register_message(self) -> pb.Register:
+        readiness, reason, ready = self.readiness()
         return pb.Register(
             worker_id=self.worker_id, group=self.cfg.group, slots=self.cfg.slots, host=socket.gethostname(),
             pid=os.getpid(), labels=self.cfg.labels, version=__version__,
             default_runner=pb.RUNNER_SUBMIT if self.cfg.runner == "submit" else pb.RUNNER_SESSION,
-            held=self._held(),
+            held=self._held(), readiness=readiness, readiness_reason=reason, ready_slots=ready,
         )
 
     def _held(self) -> list[pb.Lease]:
@@ -357,15 +406,19 @@ class Agent:
     # ---- heartbeats and self-fencing ---------------------------------------------------------------------
 
     def free_slots(self) -> int:
+        """Slots that may take a new attempt: those of the default runner that can run one, less running
+        attempts (an attempt of the other runner also takes a slot)."""
         if self.draining:
             return 0
         stuck = sum(r.stuck() for r in self.runners.values())
-        return max(0, self.cfg.slots - len(self.executions) - stuck)
+        return max(0, self.readiness()[2] - len(self.executions) - stuck)
 
     def _send_heartbeat(self) -> None:
         stuck = sum(r.stuck() for r in self.runners.values())
+        readiness, reason, ready = self.readiness()
         self._send(pb.WorkerMessage(heartbeat=pb.Heartbeat(
-            free_slots=self.free_slots(), held=self._held(), draining=self.draining, stuck=stuck)))
+            free_slots=self.free_slots(), held=self._held(), draining=self.draining, stuck=stuck,
+            readiness=readiness, readiness_reason=reason, ready_slots=ready)))
 
     async def _heartbeat_loop(self) -> None:
         while True:
@@ -417,30 +470,61 @@ class Agent:
             self._finish(assignment, pb.ATTEMPT_RELEASED, Outcome("FAILED", error="worker has no free slot"), 0, 0)
             return False
         log_path = self.logs.path_for(assignment.task_id, assignment.attempt, self.clock.now())
-        run = AttemptRun(assignment, self.worker_id, log_path, self._attempts_dir, self.cfg.result_max_bytes)
+        run = AttemptRun(assignment, self.worker_id, log_path, self._attempts_dir, self.cfg.result_max_bytes,
+                         _UNPLACED)
         execution = Execution(assignment, run, renewed_at=self.clock.monotonic(),
                               started_ms=int(self.clock.now() * 1000))
         self.executions[assignment.task_id] = execution
         self._idle.clear()
-        runner = self._runner_for(assignment.spec)
-        log.debug("task=%s attempt=%d token=%d starting (%s runner)", assignment.task_id, assignment.attempt,
-                  assignment.fencing_token, runner.name)
         timeout_s = assignment.spec.timeout.ToMilliseconds() / 1000
         if timeout_s > 0:
             execution.timer = self.clock.call_later(
                 timeout_s, lambda: execution.kill("timeout", f"timed out after {timeout_s:g}s"))
+        if assignment.spec.bundle.digest:
+            self._spawn(self._fetch_then_begin(execution))
+        else:
+            self._begin(execution, None)
+        return True
+
+    async def _fetch_then_begin(self, execution: Execution) -> None:
+        """Bring the job's bundle into the cache (once per digest), then begin the attempt."""
+        ref = execution.assignment.spec.bundle
         try:
-            runner.begin(run, lambda outcome: self._ended(execution, outcome))
+            root = await self.bundles.acquire(ref)
+        except Exception as exc:
+            log.warning("task=%s: bundle %s unavailable: %s", execution.assignment.task_id, ref.digest[:12], exc)
+            self._ended(execution, Outcome.failure(exc, f"cannot fetch the job's bundle {ref.digest[:12]}: "))
+            return
+        execution.bundle = ref
+        if execution.run.killed:
+            self._ended(execution, Outcome("FAILED", error=f"killed: {execution.run.kill_reason}"))
+            return
+        self._begin(execution, root)
+
+    def _begin(self, execution: Execution, bundle_root: Path | None) -> None:
+        assignment = execution.assignment
+        runner = self._runner_for(assignment.spec)
+        try:
+            execution.run.workspace = workspace(assignment.spec, bundle_root, execution.run.work_dir)
+        except WorkspaceError as exc:
+            self._ended(execution, Outcome("FAILED", error=str(exc)))
+            return
+        log.debug("task=%s attempt=%d token=%d starting (%s runner)", assignment.task_id, assignment.attempt,
+                  assignment.fencing_token, runner.name)
+        try:
+            runner.begin(execution.run, lambda outcome: self._ended(execution, outcome))
         except Exception as exc:
             log.exception("task=%s runner failed", assignment.task_id)
             self._ended(execution, Outcome.failure(exc, f"{runner.name} runner error: "))
-        return True
 
     def _ended(self, execution: Execution, outcome: Outcome) -> None:
         """The runner's outcome of an attempt (called once per attempt, on the event loop)."""
         a = execution.assignment
         if execution.timer is not None:
             execution.timer.cancel()
+        if execution.bundle is not None:
+            self.bundles.release(execution.bundle)
+            execution.bundle = None
         if self.executions.get(a.task_id) is execution:
             del self.executions[a.task_id]
         idle = not self.executions

@@ -2,9 +2,13 @@
 
     spark-submit … bootstrap.py TASK_FILE RESULT_FILE
 
-It builds the SparkSession (spark-submit's ``--master``/``--conf`` apply), calls the task's entrypoint
-with its context and writes the outcome to RESULT_FILE (JSON, written atomically): ``{"ok": true,
-"result_json": …}`` or ``{"ok": false, "error": …, "traceback": …}``. The exit code is 0 on success.
+It calls the task's entrypoint with its context and writes the outcome to RESULT_FILE (JSON, written
+atomically): ``{"ok": true, "result_json": …}`` or ``{"ok": false, "error": …, "traceback": …,
+"exit_code": …}``, and exits with 0 on success, else the script's exit code (1 for an exception) — what
+``spark-submit`` of the program itself would give. A ``main(spark, ctx)`` function gets a SparkSession
+built here (spark-submit's ``--master``/``--conf`` apply); a plain script runs as ``__main__`` with its
+own ``sys.argv`` and makes its Spark itself (``getOrCreate()``, ``SparkContext(appName=…)``), exactly as
+under spark-submit. Whatever Spark is left running at the end is stopped.
 
 A watchdog thread ties the Spark application to the worker that launched it: when the worker process is
 gone (killed with -9, crashed), the watchdog kills this process group — the driver and its JVM — so an
@@ -80,25 +84,30 @@ def main(argv: list[str]) -> int:
     from sparkyard.worker.context import TaskContext
     from sparkyard.worker.entry import encode_result, invoke
 
-    ctx = TaskContext.from_json(task["context"], logging.getLogger(f"sparkyard.task.{task['context_id']}"))
-    sys.argv = [task["entrypoint"].rsplit(":", 1)[0], *ctx.args]
-    spark = None
-    try:
-        from pyspark.sql import SparkSession
+    from sparkyard.worker.entry import LazySpark, ScriptExit
 
-        spark = SparkSession.builder.getOrCreate()
-        value = invoke(task["entrypoint"], spark, ctx)
+    ctx = TaskContext.from_json(task["context"], logging.getLogger(f"sparkyard.task.{task['context_id']}"))
+    sys.path[:0] = task.get("sys_path", [])
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    try:
+        value = invoke(task["entrypoint"], LazySpark(SparkSession.builder.getOrCreate), ctx)
         _write_result(result_file, {"ok": True, "result_json": encode_result(value, int(task["result_max_bytes"]))})
         code = 0
+    except ScriptExit as exc:
+        _write_result(result_file, {"ok": False, "error": str(exc), "exit_code": exc.exit_code})
+        code = exc.exit_code
     except BaseException as exc:  # the outcome of user code, whatever it raised, is the task's result
         message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        _write_result(result_file, {"ok": False, "error": message, "traceback": traceback.format_exc()})
+        _write_result(result_file, {"ok": False, "error": message, "traceback": traceback.format_exc(), "exit_code": 1})
         traceback.print_exc()
         code = 1
     finally:
-        if spark is not None:
+        active = SparkContext._active_spark_context
+        if active is not None:
             try:
-                spark.stop()
+                active.stop()
             except Exception:
                 traceback.print_exc()
     return code

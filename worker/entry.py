@@ -4,7 +4,9 @@
   loaded again by the next attempt, without restarting the worker; under the session runner attempts of
   one version share the module's globals) with its directory on ``sys.path`` (so it can import its
   siblings); ``func(spark, ctx)`` is called.
-* ``/path/job.py`` — run as ``__main__`` with ``spark`` and ``ctx`` in its globals.
+* ``/path/job.py`` — a program written for ``spark-submit``: run as ``__main__`` with
+  ``sys.argv = [script, *args]`` (and ``spark`` and ``ctx`` in its globals); ``sys.exit(0)`` or the end of
+  the script is success, any other exit code a failure (:class:`ScriptExit`).
 * ``package.module:func`` — imported normally (cached, like any import).
 
 The return value is the task's result: it must be JSON-serialisable and at most ``max_bytes`` encoded.
@@ -31,6 +33,31 @@ from sparkyard.worker.context import TaskContext
 
 class EntrypointError(Exception):
     """The entrypoint cannot be loaded on this worker (file missing, no such function, import error)."""
+
+
+class ScriptExit(Exception):
+    """A plain script ended with a non-zero exit code (``sys.exit(3)``, ``sys.exit("message")``)."""
+
+    def __init__(self, script: str, code: object) -> None:
+        self.exit_code = code if isinstance(code, int) else 1
+        detail = f": {code}" if not isinstance(code, int) else ""
+        super().__init__(f"{Path(script).name} exited with exit code {self.exit_code}{detail}")
+
+
+class LazySpark:
+    """The ``spark`` global of a plain script: built on first use, so a script that makes its own
+    ``SparkContext(appName=…)`` is not pre-empted by one made for it."""
+
+    __slots__ = ("_factory", "_value")
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
+        self._value: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._value is None:
+            self._value = self._factory()
+        return getattr(self._value, name)
 
 
 class ResultError(Exception):
@@ -81,11 +108,7 @@ def invoke(entrypoint: str, spark: Any, ctx: TaskContext) -> Any:
         if stat is None or not S_ISREG(stat.st_mode):
             raise EntrypointError(f"entrypoint file not found on worker host {socket.gethostname()}: {entry.path}")
         if not entry.func:
-            try:
-                runpy.run_path(entry.path, init_globals={"spark": spark, "ctx": ctx}, run_name="__main__")
-            except SystemExit as exc:  # a script's sys.exit(0) is success, any other code a failure
-                if exc.code not in (None, 0):
-                    raise RuntimeError(f"{Path(entry.path).name} exited with code {exc.code}") from None
+            run_script(entry.path, spark, ctx)
             return None
         return _load_file_function(entry.path, entry.func, stat.st_mtime_ns, stat.st_size)(spark, ctx)
     try:
@@ -96,6 +119,19 @@ def invoke(entrypoint: str, spark: Any, ctx: TaskContext) -> Any:
     if not callable(target):
         raise EntrypointError(f"module {entry.module} has no function {entry.func!r}")
     return target(spark, ctx)
+
+
+def run_script(path: str, spark: Any, ctx: TaskContext) -> None:
+    """Run a plain script as ``spark-submit`` would: ``__main__``, ``sys.argv = [script, *args]``."""
+    saved_argv = sys.argv
+    sys.argv = [path, *ctx.args]
+    try:
+        runpy.run_path(path, init_globals={"spark": spark, "ctx": ctx}, run_name="__main__")
+    except SystemExit as exc:  # a script's sys.exit(0) is success, any other code a failure
+        if exc.code not in (None, 0):
+            raise ScriptExit(path, exc.code) from None
+    finally:
+        sys.argv = saved_argv
 
 
 def encode_result(value: Any, max_bytes: int) -> str:

@@ -1,7 +1,7 @@
 """``sparkyard-worker``: run a worker until SIGTERM/SIGINT (the first drains, a second stops at once).
 
     sparkyard-worker --master HOST:PORT --slots N [--group G] [--runner submit|session]
-                     [--spark-master local[2]] [--work-dir DIR] [--id NAME] [--token T]
+                     [--spark-master local[1]] [--task-memory 2g] [--work-dir DIR] [--id NAME] [--token T]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import sys  # noqa: E402
 from sparkyard.config import ConfigError, WorkerConfig, load  # noqa: E402
 from sparkyard.logsetup import configure_logging  # noqa: E402
 from sparkyard.profiling import profiled  # noqa: E402
+from sparkyard.timeutil import parse_size  # noqa: E402
 from sparkyard.worker.agent import Agent  # noqa: E402
 
 log = logging.getLogger("sparkyard.worker")
@@ -32,8 +33,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--slots", type=int, help="tasks run at once (default 2)")
     p.add_argument("--group", help="node group this worker serves (default 'default')")
     p.add_argument("--runner", choices=["submit", "session"], help="default runner for jobs that do not choose one")
-    p.add_argument("--spark-master", help="Spark master for tasks (default local[1] per spark-submit, "
-                   "local[SLOTS] for the session)")
+    p.add_argument("--spark-master", help="Spark master of every task's driver (default local[1])")
+    p.add_argument("--task-memory", help="memory limit of one attempt's processes, e.g. 2g (default none; "
+                   "a job's --task-memory wins)")
+    p.add_argument("--driver-max-tasks", dest="driver_max_tasks", type=int,
+                   help="session runner: replace a warm driver after this many attempts (default 500)")
     p.add_argument("--work-dir", help="directory for attempt logs and scratch (default .sparkyard/worker-ID)")
     p.add_argument("--id", help="worker id, stable across restarts (default HOST-PID)")
     p.add_argument("--token", help="shared secret of the master (or SPARKYARD_TOKEN)")
@@ -68,10 +72,12 @@ async def _run(agent: Agent) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "label")}
+    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "label", "task_memory")}
     if args.label:
         overrides["labels"] = ",".join(args.label)
     try:
+        if args.task_memory is not None:
+            overrides["task_memory_mb"] = parse_size(args.task_memory, field="--task-memory", default_unit="m") >> 20
         cfg = load(WorkerConfig, "worker", config_file=args.config, overrides=overrides)
         configure_logging(cfg.log_level, f"worker[{cfg.worker_id}]")
     except (ConfigError, ValueError) as exc:

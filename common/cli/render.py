@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sparkyard.timeutil import format_duration, rfc3339_ms
+from sparkyard.v1 import sparkyard_pb2 as pb
 
 _ENUM_PREFIXES = ("JOB_STATE_", "RUN_STATE_", "TASK_STATE_", "ATTEMPT_STATE_", "JOB_", "RUN_", "TASK_", "ATTEMPT_",
                   "RUNNER_", "ROUTING_", "MISFIRE_", "OVERLAP_")
@@ -141,9 +142,19 @@ def run_detail(console: Console, run: Any) -> None:
     console.print(table)
 
 
+def readiness_text(w: Any) -> str:
+    """``ready``, or ``starting``/``degraded`` with the worker's reason (an older worker says nothing)."""
+    if not w.alive:
+        return ""
+    name = pb.Readiness.Name(w.readiness).removeprefix("READINESS_").lower()
+    if name == "unspecified":
+        return "ready"
+    return f"{name}: {w.readiness_reason}" if w.readiness_reason else name
+
+
 def workers_table(console: Console, workers: Sequence[Any]) -> None:
-    table = _table("worker", "group", "host", "slots", "free", "alive", "draining", "tasks", "last seen")
+    table = _table("worker", "group", "host", "slots", "free", "alive", "readiness", "draining", "tasks", "last seen")
     for w in workers:
         table.add_row(w.id, w.group, w.host, str(w.slots), str(w.free_slots), "yes" if w.alive else "no",
-                      "yes" if w.draining else "", str(len(w.tasks)), _ts(w, "last_seen"))
+                      readiness_text(w), "yes" if w.draining else "", str(len(w.tasks)), _ts(w, "last_seen"))
     console.print(table)

@@ -35,8 +35,10 @@ def test_kill_9_of_a_worker_mid_task_reruns_each_task_exactly_once_with_a_higher
         assert attempts[0].worker == "victim" and attempts[1].worker == "survivor"
         assert attempts[1].fencing_token > attempts[0].fencing_token
         assert run.tasks[0].fencing_token == attempts[1].fencing_token
-    # Re-run within the lease plus a few seconds (the task itself takes 4 s on the survivor).
-    assert elapsed < TEST_LEASE_S + 4 + 8, f"recovery took {elapsed:.1f}s"
+    # Re-run after the lease (the task itself takes 4 s on the survivor); typically ~10 s. The bound is
+    # 10× that, for a loaded CI machine: the tight figure belongs to benchmarks, not to a test.
+    print(f"re-run finished {elapsed:.1f}s after the kill (lease {TEST_LEASE_S:g}s)")
+    assert elapsed < 10 * (TEST_LEASE_S + 4 + 2), f"recovery took {elapsed:.1f}s"
 
 
 def test_frozen_worker_loses_its_lease_and_its_late_result_is_refused(make_cluster: object, tmp_path: Path) -> None:

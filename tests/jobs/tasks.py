@@ -65,3 +65,38 @@ def sleep_python(spark: Any, ctx: Any) -> str:
 
 def big_result(spark: Any, ctx: Any) -> str:
     return "x" * (2 * 1024 * 1024)
+
+
+def exit_hard(spark: Any, ctx: Any) -> None:
+    """Ends its process at once, as a crashing native library or a stray os._exit would."""
+    os._exit(int(ctx.args[0]) if ctx.args else 3)
+
+
+def segfault(spark: Any, ctx: Any) -> None:
+    """Reads address 0 through ctypes: a real SIGSEGV in the process running the task."""
+    import ctypes
+
+    ctypes.string_at(0)
+
+
+def hog_memory(spark: Any, ctx: Any) -> int:
+    """Touches ctx.args[0] MiB of memory and holds it for up to ctx.args[1] seconds."""
+    block = b"x" * (int(ctx.args[0]) << 20)
+    deadline = time.monotonic() + (float(ctx.args[1]) if len(ctx.args) > 1 else 30.0)
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+    return len(block)
+
+
+def sleep_uninterruptibly(spark: Any, ctx: Any) -> str:
+    """One long time.sleep: a cancel cannot interrupt it, only killing the process can."""
+    if len(ctx.args) > 1:
+        Path(ctx.args[1]).mkdir(parents=True, exist_ok=True)
+        (Path(ctx.args[1]) / f"{ctx.task_id}.a{ctx.attempt}.started").write_text(str(os.getpid()))
+    time.sleep(float(ctx.args[0]) if ctx.args else 3600.0)
+    return "woke up"
+
+
+def driver_pid(spark: Any, ctx: Any) -> int:
+    """The pid of the process that runs the task (never the worker's)."""
+    return os.getpid()

@@ -14,6 +14,7 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.agent import Agent, Execution
 from sparkyard.worker.logs import day_name, remove_older_than
 from sparkyard.worker.runner.base import AttemptRun
+from sparkyard.worker.workspace import Workspace
 
 
 def _entry(root: Path, name: str, age_s: float, now: float) -> Path:
@@ -46,7 +47,7 @@ async def test_a_running_worker_sweeps_periodically_and_spares_today_and_running
     running_task = _entry(scratch, "t-running", 1_000, now)
     assignment = pb.TaskAssignment(task_id="t-running", attempt=1)
     agent.executions["t-running"] = Execution(
-        assignment, AttemptRun(assignment, "w1", "", str(scratch), 1024), renewed_at=clock.monotonic())
+        assignment, AttemptRun(assignment, "w1", "", str(scratch), 1024, Workspace("", "", (), ())), renewed_at=clock.monotonic())
 
     loop = asyncio.create_task(agent._retention_loop())
     try:

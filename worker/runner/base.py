@@ -1,13 +1,15 @@
 """What a runner is: something that executes one attempt of a task as Spark work and can kill it.
 
-The agent owns the attempt's life (lease, timeout, cancel, self-fencing); a runner only executes and,
-when :meth:`AttemptRun.kill` is called, stops the work as fast as its medium allows — a process group
-for ``submit``, job-tag cancellation (plus an interrupt of the task thread) for ``session``.
+The agent owns the attempt's life (lease, timeout, cancel, self-fencing) and places it (its bundle, working
+directory and paths: :class:`Workspace`); a runner only executes and, when :meth:`AttemptRun.kill` is
+called, stops the work as fast as its medium allows — a process group for ``submit``, a cancel to the
+warm driver and then its process group for ``session``. Neither runs task code in the worker's process.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,19 @@ from typing import Callable, Protocol
 
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.context import Input, TaskContext, utc_from_ms
+from sparkyard.worker.workspace import Workspace
+
+
+def log_tail(path: str, lines: int) -> str:
+    """The last ``lines`` lines of a log file ('' if it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 16384))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
 
 
 @dataclass
@@ -42,6 +57,7 @@ class AttemptRun:
     log_path: str  # plain text, not a Path: thousands of attempts a second each build one
     attempts_dir: str  # parent of every attempt's scratch directory (see work_dir)
     result_max_bytes: int
+    workspace: Workspace
     killed: bool = False
     kill_reason: str = ""
     on_kill: Callable[[], None] | None = None  # set by the runner: how to stop this attempt's work
@@ -78,7 +94,11 @@ class Runner(Protocol):
     name: str
 
     async def start(self) -> None:
-        """Get ready to run tasks (the session runner starts its SparkSession here)."""
+        """Get ready to run tasks (the session runner starts warming its drivers here)."""
+        ...
+
+    def readiness(self) -> tuple[int, str, int]:
+        """(pb.Readiness, reason, slots that can take an attempt now)."""
         ...
 
     def begin(self, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:

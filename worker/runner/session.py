@@ -1,440 +1,393 @@
-"""The session runner: one long-lived SparkSession per worker; each attempt runs on a task thread.
+"""The session runner: a pool of warm driver processes, one attempt at a time in each.
 
-A warm session turns Spark's ~5–10 s start-up into ~0.1 s per task. Isolation between concurrent
-attempts:
+Each driver (worker/driver.py) is a Python process holding a ready SparkSession; an attempt is handed to
+an idle one over its socket and runs there with its own ``newSession()``, working directory, argv,
+environment and log (worker/compat.py makes a spark-submit program's ``getOrCreate()``, ``SparkContext(…)``
+and ``stop()`` work against the shared context). Task code never runs in the worker process, so:
 
-* SQL state — an attempt's ``spark`` is its own ``spark.newSession()``: its own runtime SQL conf, temp
-  views and UDFs on the shared SparkContext. Job conf that cannot change at runtime (executor memory, …)
-  is reported in the attempt's log and ignored; such jobs belong on the submit runner.
-* Spark jobs — every Spark job the attempt starts carries its job tag (``addJobTag``, thread-local in
-  PySpark's pinned-thread mode); a kill calls ``cancelJobsWithTag`` and keeps re-issuing it until the
-  attempt ends, because the code may start a new job after the first one was cancelled.
-* Python code — a kill also raises :class:`TaskKilled` inside the task thread
-  (``PyThreadState_SetAsyncExc``), which interrupts pure-Python loops. Code blocked in C outside Spark
-  cannot be interrupted: its thread stays busy (``stuck``, reported to the master so the slot is not
-  counted as idle) until it returns.
-* Output — ``print`` and ``ctx.logger`` of an attempt go to its own log file (stdout/stderr are routed by
-  thread). Spark's JVM log is the worker's, shared by all attempts.
-* FAIR scheduling between concurrent attempts' Spark jobs (``spark.scheduler.mode=FAIR``).
+* an attempt that calls ``os._exit``, segfaults, or is killed fails alone — with its exit code or signal
+  and the end of its log in the attempt's error — and the worker warms a replacement driver;
+* a memory limit (``--task-memory`` of the worker or the job) is watched on the driver's process tree
+  (Python and its JVM); a breach kills that driver and fails its attempt;
+* a cancel, timeout or lost lease asks the driver to cancel the attempt's Spark jobs and interrupt its
+  Python code; a driver that has not answered within ``KILL_GRACE_S`` is killed with its process group.
 
-Costs are paid only when used: the attempt's session is a :class:`LazySession` that creates the new
-session and adds the job tag on first use, and task threads are pooled — in pinned-thread mode every
-new Python thread opens its own py4j connection and JVM thread, so reusing threads reuses those. A task
-that never touches ``spark`` makes no JVM call at all (measured in docs/benchmarks.md).
+A driver is recycled after ``max_tasks`` attempts (a replacement is warmed first, so capacity does not
+dip) and after any crash. The pool's readiness — how many drivers can take an attempt now — is what the
+worker offers the master as slots: a worker whose drivers are still warming is offered no task.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import io
+import json
 import logging
-import queue
+import os
+import signal
+import socket
 import sys
-import threading
-import traceback
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Coroutine, TextIO
+from typing import Any, Callable
 
-from sparkyard.worker.context import set_current
-from sparkyard.worker.entry import encode_result, invoke
-from sparkyard.worker.runner.base import AttemptRun, Outcome
+from sparkyard.config import DEFAULT_DRIVER_MAX_TASKS
+from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.worker.children import Children, tree_rss
+from sparkyard.worker.runner.base import AttemptRun, Outcome, log_tail
 
 log = logging.getLogger(__name__)
 
-# How often a kill re-issues cancelJobsWithTag while the attempt is still running.
-CANCEL_REISSUE_S = 0.2
-# How long a killed attempt may take to end before its thread is reported stuck.
-KILL_WAIT_S = 10.0
-# Spark settings of the worker's session unless the worker's config overrides them.
-SESSION_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.scheduler.mode": "FAIR",
-    "spark.sql.shuffle.partitions": "8",
-}
+# How long a cancelled attempt may take to stop before its driver is killed (and replaced).
+KILL_GRACE_S = 3.0
+# How often the memory of busy drivers is measured.
+MEMORY_CHECK_S = 0.5
+# A driver that failed to start is tried again after this pause, doubling up to the maximum.
+RESTART_BACKOFF_S = 1.0
+RESTART_BACKOFF_MAX_S = 60.0
+# Lines of the attempt's log quoted in the error when its driver died.
+ERROR_TAIL_LINES = 20
+# The longest line on a driver's socket (a result is at most the result limit, plus a traceback).
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# How long close() lets drivers exit on their own before killing them.
+CLOSE_TIMEOUT_S = 10.0
 
 
-class TaskKilled(BaseException):
-    """Raised inside a task thread to stop its attempt (a BaseException so ``except Exception`` passes it)."""
-
-
-def _raise_in(thread_id: int, exc: type[BaseException] | None) -> None:
-    """Schedule ``exc`` in another thread (None clears one that was scheduled and not yet raised)."""
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None)
-
-
-class _ThreadRoutedStream(io.TextIOBase):
-    """sys.stdout/sys.stderr replacement that writes to the current attempt's log, else the original."""
-
-    def __init__(self, original: TextIO, local: threading.local) -> None:
-        self._original = original
-        self._local = local
-
-    def write(self, text: str) -> int:
-        target = getattr(self._local, "stream", None)
-        return (target or self._original).write(text)
-
-    def flush(self) -> None:
-        target = getattr(self._local, "stream", None)
-        (target or self._original).flush()
-
-    @property
-    def encoding(self) -> str:  # type: ignore[override]
-        return getattr(self._original, "encoding", "utf-8")
-
-    def isatty(self) -> bool:
-        return False
-
-    def fileno(self) -> int:
-        return self._original.fileno()
-
-
-class _LazyLog(io.TextIOBase):
-    """An attempt's log file, opened on the first write (an attempt that prints nothing creates none)."""
-
-    def __init__(self, path: str, header: str) -> None:
-        self._path = path
-        self._header = header
-        self._file: TextIO | None = None
-
-    def write(self, text: str) -> int:
-        if self._file is None:
-            self._file = open(self._path, "a", buffering=1)
-            self._file.write(self._header)
-        return self._file.write(text)
-
-    def flush(self) -> None:
-        if self._file is not None:
-            self._file.flush()
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-        super().close()
-
-
-_LOG_FORMAT = logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s")
-
-
-class LazySession:
-    """The attempt's SparkSession, created (``newSession`` + the job tag + the job's conf) on first use."""
-
-    __slots__ = ("_root", "_attempt", "_logger", "_session", "tagged")
-
-    def __init__(self, root: Any, attempt: AttemptRun, logger: logging.Logger) -> None:
-        self._root = root
-        self._attempt = attempt
-        self._logger = logger
-        self._session: Any = None
-        self.tagged = False
-
-    def _real(self) -> Any:
-        if self._session is None:
-            self._root.sparkContext.addJobTag(self._attempt.tag)
-            self.tagged = True
-            session = self._root.newSession()
-            for key, value in self._attempt.assignment.spec.conf.items():
-                try:
-                    session.conf.set(key, value)
-                except Exception as exc:
-                    self._logger.warning("conf %s=%s ignored by the session runner (%s); use --runner submit",
-                                         key, value, str(exc).splitlines()[0])
-            self._session = session
-        return self._session
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real(), name)
-
-    def __repr__(self) -> str:
-        return f"<LazySession of {self._attempt.tag} ({'created' if self._session is not None else 'unused'})>"
-
-
-class _Completions:
-    """Outcomes handed from task threads to the event loop.
-
-    ``call_soon_threadsafe`` writes to the loop's wake-up pipe on every call; under load many attempts
-    end within one loop iteration, so the outcomes queue here and the pipe is written only when the queue
-    goes from empty to non-empty (one wake-up drains them all).
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._queue: deque[tuple[_Job, Outcome]] = deque()
-        self._lock = threading.Lock()
-        self._scheduled = False
-
-    def put(self, job: _Job, outcome: Outcome) -> None:
-        with self._lock:
-            self._queue.append((job, outcome))
-            if self._scheduled:
-                return
-            self._scheduled = True
-        self._loop.call_soon_threadsafe(self._drain)
-
-    def _drain(self) -> None:
-        with self._lock:
-            items, self._queue = self._queue, deque()
-            self._scheduled = False
-        for job, outcome in items:
-            try:
-                job.settle(outcome)
-            except Exception:  # one attempt's bookkeeping must not strand the others in this batch
-                log.exception("task=%s: handling its outcome failed", job.attempt.assignment.task_id)
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "ended"
+    if code < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with exit code {code}"
 
 
 @dataclass(eq=False)
 class _Job:
-    """One attempt handed to a task thread. Its outcome reaches ``done`` once: from the thread's
-    completion, or — once a kill was requested — when the kill is over (SessionRunner._kill_then_finish)."""
-
     attempt: AttemptRun
-    completions: _Completions
     done: Callable[[Outcome], None]
-    outcome: Outcome | None = None
-    ended: bool = False  # thread side: finish() was called
-    killing: bool = False  # loop side: a kill is in progress, and it calls done
-    wake: asyncio.Future[None] | None = None  # what a kill in progress waits on
-    thread: _TaskThread | None = None  # set (under the kill lock) by the thread that runs it
-
-    def finish(self, outcome: Outcome) -> None:
-        """From the task thread: the attempt's outcome (once)."""
-        if not self.ended:
-            self.ended = True
-            self.completions.put(self, outcome)
-
-    def settle(self, outcome: Outcome) -> None:
-        """On the loop: the thread's outcome arrived."""
-        self.outcome = outcome
-        if not self.killing:
-            self.done(outcome)
-        elif self.wake is not None and not self.wake.done():
-            self.wake.set_result(None)
+    key: str
+    driver: _Driver | None = None
+    failure: str = ""  # why the runner ended it (memory limit, kill); set before the driver is killed
 
 
-@dataclass(eq=False)
-class _TaskThread:
-    """A pooled task thread: takes attempts from the runner's shared queue, one at a time.
+class _Driver:
+    """One driver process and the attempt it runs."""
 
-    One queue for all threads means a thread that finishes an attempt takes the next one without
-    sleeping; a sleeping thread is woken only when no running thread comes back for work first.
-    """
+    def __init__(self, runner: SessionRunner, number: int) -> None:
+        self.runner = runner
+        self.number = number
+        self.proc: asyncio.subprocess.Process | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.state = "starting"  # starting | ready | busy | retiring | dead
+        self.tasks_run = 0
+        self.job: _Job | None = None
+        self.start_error = ""
+        self.log_path = runner.drivers_dir / f"driver-{number}.log"
 
-    runner: SessionRunner
-    spark: Any
-    current: _Job | None = None
-    thread: threading.Thread | None = None
+    async def start(self) -> None:
+        runner = self.runner
+        ours, theirs = socket.socketpair()
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        with open(self.log_path, "ab") as logf:
+            self.proc = await runner.children.spawn(
+                sys.executable, "-m", "sparkyard.worker.driver", str(theirs.fileno()), str(os.getpid()),
+                runner.spark_master, json.dumps(runner.conf), what="session driver",
+                pass_fds=(theirs.fileno(),), stdin=asyncio.subprocess.DEVNULL, stdout=logf,
+                stderr=asyncio.subprocess.STDOUT, env=env, cwd=runner.drivers_dir,
+            )
+        theirs.close()
+        reader, self.writer = await asyncio.open_unix_connection(sock=ours, limit=MAX_MESSAGE_BYTES)
+        log.info("session driver %d starting (pid %d)", self.number, self.proc.pid)
+        await self._read(reader)
 
-    def start(self) -> None:
-        self.thread = threading.Thread(target=self._loop, name="sparkyard-task", daemon=True)
-        self.thread.start()
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        """Messages from the driver until it ends; then the runner hears of its end."""
+        try:
+            while line := await reader.readline():
+                message = json.loads(line)
+                op = message.get("op")
+                if op == "ready":
+                    self.state = "ready"
+                    log.info("session driver %d ready (pid %d, Spark %s)", self.number, message.get("pid", 0),
+                             message.get("version", "?"))
+                    self.runner.driver_ready(self)
+                elif op == "start_failed":
+                    self.start_error = message.get("error", "unknown error")
+                elif op == "done":
+                    self.runner.driver_done(self, message)
+        except (ConnectionError, ValueError) as exc:
+            log.warning("session driver %d: broken channel: %s", self.number, exc)
+        finally:
+            code = await self._ended()
+            self.runner.driver_ended(self, code)
 
-    def _loop(self) -> None:
-        lock = self.runner.kill_lock
-        while True:
-            job: _Job | None = None
-            outcome = Outcome("FAILED", error="killed")
-            # A kill is raised at most once per attempt and only while it runs here (under the lock); it
-            # may surface anywhere in this block, and whatever it interrupts, the attempt gets an outcome.
+    async def _ended(self) -> int | None:
+        if self.writer is not None:
+            self.writer.close()
+        proc = self.proc
+        if proc is None:
+            return None
+        if proc.returncode is None:
             try:
-                job = self.runner.next_job(self)
-                if job is None:
-                    return
-                with lock:
-                    self.current = job
-                    job.thread = self
-                outcome = self.runner.execute(self.spark, job.attempt)
-                with lock:
-                    self.current = None
-                    _raise_in(threading.get_ident(), None)
-            except TaskKilled:
-                with lock:
-                    self.current = None
-            except BaseException as exc:  # a failure of the runner itself must still end the attempt
-                log.exception("task thread failed outside the attempt")
-                outcome = Outcome.failure(exc, "session runner error: ")
-                with lock:
-                    self.current = None
-            if job is not None:
-                job.finish(outcome)
+                await asyncio.wait_for(proc.wait(), KILL_GRACE_S)
+            except asyncio.TimeoutError:
+                Children.kill_group(proc.pid)
+                await proc.wait()
+        Children.kill_group(proc.pid)  # its JVM and anything the attempt started
+        self.runner.children.forget(proc.pid)
+        return proc.returncode
+
+    def send(self, message: dict[str, Any]) -> None:
+        if self.writer is not None and not self.writer.is_closing():
+            self.writer.write((json.dumps(message) + "\n").encode())
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            Children.kill_group(self.proc.pid)
+
+    def rss_bytes(self) -> int:
+        return tree_rss(self.proc.pid) if self.proc is not None else 0
 
 
 class SessionRunner:
     name = "session"
 
-    def __init__(self, spark_master: str, app_name: str, conf: dict[str, str] | None = None) -> None:
-        self._master = spark_master
-        self._app_name = app_name
-        self._conf = {**SESSION_CONF, **(conf or {})}
-        self._spark: asyncio.Future[Any] | None = None
-        self._local = threading.local()
-        self.work: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._threads: list[_TaskThread] = []
-        self._waiting = 0  # threads blocked on `work`
-        self._abandoned: set[_TaskThread] = set()
-        self._pool_lock = threading.Lock()
-        self.kill_lock = threading.Lock()
-        self._routed = False
-        self._completions: _Completions | None = None
-        self._background: set[asyncio.Task[None]] = set()  # kills in progress, attempts waiting for the session
-        # Attempt loggers write through this to the current thread's attempt log (else the worker's stderr).
-        self._log_handler = logging.StreamHandler(_ThreadRoutedStream(sys.stderr, self._local))
-        self._log_handler.setFormatter(_LOG_FORMAT)
+    def __init__(self, spark_master: str, slots: int, work_dir: Path, children: Children, *,
+                 conf: dict[str, str] | None = None, task_memory_mb: int = 0,
+                 max_tasks: int = DEFAULT_DRIVER_MAX_TASKS, on_readiness: Callable[[], None] | None = None) -> None:
+        self.spark_master = spark_master or "local[1]"
+        self.slots = slots
+        self.conf = dict(conf or {})
+        self.children = children
+        self.drivers_dir = work_dir / "drivers"
+        self._task_memory_mb = task_memory_mb
+        self._max_tasks = max_tasks
+        self._on_readiness = on_readiness or (lambda: None)
+        self._drivers: list[_Driver] = []
+        self._queue: deque[_Job] = deque()
+        self._numbers = 0
+        self._failures = 0  # drivers in a row that failed to start
+        self._last_error = ""
+        self._started = False
+        self._warm = False  # every driver was ready once (before that the pool is STARTING, after DEGRADED)
+        self._closing = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._monitor: asyncio.Task[None] | None = None
+
+    # ---- life cycle ----------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start building the session in the background; the first attempt waits for it."""
-        loop = asyncio.get_running_loop()
-        self._spark = loop.run_in_executor(None, self._build)
-        self._spark.add_done_callback(lambda f: f.exception())  # failure is reported per attempt
-
-    def _build(self) -> Any:
-        from pyspark.sql import SparkSession
-
-        builder = SparkSession.builder.master(self._master).appName(self._app_name)
-        for key, value in self._conf.items():
-            builder = builder.config(key, value)
-        spark = builder.getOrCreate()
-        log.info("SparkSession ready master=%s version=%s", self._master, spark.version)
-        return spark
-
-    async def session(self) -> Any:
-        if self._spark is None:
-            await self.start()
-        assert self._spark is not None
-        return await asyncio.shield(self._spark)
-
-    def stuck(self) -> int:
-        with self._pool_lock:
-            self._abandoned = {t for t in self._abandoned if t.current is not None}
-            return len(self._abandoned)
-
-    def next_job(self, thread: _TaskThread) -> _Job | None:
-        """Called by a task thread: the next attempt to run (None: the thread should exit)."""
-        with self._pool_lock:
-            self._waiting += 1
-            self._abandoned.discard(thread)
-        job = self.work.get()
-        with self._pool_lock:
-            self._waiting -= 1
-        return job
-
-    def _submit(self, spark: Any, job: _Job) -> None:
-        """Queue an attempt, starting a thread when no idle one is left to take it."""
-        with self._pool_lock:
-            spawn = self._waiting <= self.work.qsize()
-        if spawn:
-            thread = _TaskThread(self, spark)
-            self._threads.append(thread)
-            thread.start()
-        self.work.put(job)
-
-    def _route_output(self) -> None:
-        if not self._routed:
-            sys.stdout = _ThreadRoutedStream(sys.stdout, self._local)
-            sys.stderr = _ThreadRoutedStream(sys.stderr, self._local)
-            self._routed = True
-
-    def begin(self, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:
-        """Hand the attempt to a task thread; ``done`` gets its outcome on the event loop.
-
-        No coroutine, task or future is made per attempt on the common path (the session is up): at
-        thousands of short attempts a second they were a good part of the worker's CPU.
-        """
-        ready = self._spark
-        if ready is not None and ready.done() and not ready.cancelled() and ready.exception() is None:
-            self._start_now(ready.result(), attempt, done)
-        else:
-            self._spawn(self._start_when_ready(attempt, done))
-
-    async def _start_when_ready(self, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:
-        try:
-            spark = await self.session()
-        except Exception as exc:
-            done(Outcome.failure(exc, "could not start the worker's SparkSession: "))
+        if self._started:
             return
-        self._start_now(spark, attempt, done)
+        self._started = True
+        self.drivers_dir.mkdir(parents=True, exist_ok=True)
+        # Drivers warm one after another: on a small machine two JVMs starting at once each take twice
+        # as long, so the first slot is ready twice as soon (driver_ready starts the next).
+        self._spawn_driver()
+        self._monitor = asyncio.create_task(self._watch_memory(), name="driver-memory")
 
-    def _start_now(self, spark: Any, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:
-        self._route_output()
-        if self._completions is None:
-            self._completions = _Completions(asyncio.get_running_loop())
-        job = _Job(attempt, self._completions, done)
-        attempt.on_kill = lambda: self._interrupt(spark, job)
-        self._submit(spark, job)
-        if attempt.killed:
-            self._interrupt(spark, job)
+    def _spawn_driver(self, delay: float = 0.0) -> None:
+        self._numbers += 1
+        driver = _Driver(self, self._numbers)
+        self._drivers.append(driver)
+        self._background(self._start_driver(driver, delay))
 
-    def _interrupt(self, spark: Any, job: _Job) -> None:
-        """On the loop: a kill was requested (once it ended on its own, there is nothing to kill)."""
-        if job.outcome is None and not job.killing:
-            job.killing = True
-            self._spawn(self._kill_then_finish(spark, job))
-
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _kill_then_finish(self, spark: Any, job: _Job) -> None:
+    async def _start_driver(self, driver: _Driver, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        if self._closing:
+            self._drivers.remove(driver)
+            return
         try:
-            await self._kill(spark, job.attempt, job)
-        finally:
-            job.done(Outcome("FAILED", error=f"killed: {job.attempt.kill_reason}"))
+            await driver.start()
+        except Exception as exc:  # cannot even spawn: counted as a failed start
+            log.exception("session driver %d could not be started", driver.number)
+            driver.start_error = f"{type(exc).__name__}: {exc}"
+            self.driver_ended(driver, None)
 
-    async def _kill(self, spark: Any, attempt: AttemptRun, job: _Job) -> None:
-        with self.kill_lock:
-            thread = job.thread
-            if thread is not None and thread.current is job and thread.thread and thread.thread.ident:
-                _raise_in(thread.thread.ident, TaskKilled)
-        sc = spark.sparkContext
-        waited = 0.0
-        while job.outcome is None and waited < KILL_WAIT_S:
-            await asyncio.to_thread(sc.cancelJobsWithTag, attempt.tag)
-            job.wake = asyncio.get_running_loop().create_future()
-            if job.outcome is None:
-                await asyncio.wait({job.wake}, timeout=CANCEL_REISSUE_S)
-            waited += CANCEL_REISSUE_S
-        if job.outcome is None:
-            log.warning("task=%s did not stop within %.0fs of its kill; its thread stays busy until it returns",
-                        attempt.assignment.task_id, KILL_WAIT_S)
-            with self._pool_lock:
-                if job.thread is not None and job.thread.current is job:
-                    self._abandoned.add(job.thread)
-
-    def execute(self, spark: Any, attempt: AttemptRun) -> Outcome:
-        """Run one attempt on the calling task thread (its output routed to the attempt's log)."""
-        a = attempt.assignment
-        # Every attempt's logger shares one handler that writes to the calling thread's attempt log:
-        # creating a handler per attempt takes logging's global lock, which all task threads contend for.
-        logger = logging.Logger(f"sparkyard.task.{a.task_id}.a{a.attempt}")
-        logger.handlers = [self._log_handler]
-        header = (f"sparkyard: attempt {a.attempt} of task {a.task_id} (token {a.fencing_token}) "
-                  f"in the session of worker {attempt.worker_id}, job tag {attempt.tag}\n")
-        with _LazyLog(attempt.log_path, header) as stream:
-            self._local.stream = stream
-            ctx = attempt.context(logger)
-            set_current(ctx)
-            session = LazySession(spark, attempt, logger)
-            try:
-                value = invoke(a.spec.entrypoint, session, ctx)
-                return Outcome("SUCCEEDED", result_json=encode_result(value, attempt.result_max_bytes))
-            except BaseException as exc:  # user code's failure (or a kill) is the attempt's outcome
-                stream.write(traceback.format_exc())
-                return Outcome.failure(exc)
-            finally:
-                if session.tagged:
-                    try:
-                        spark.sparkContext.removeJobTag(attempt.tag)
-                    except Exception:
-                        log.debug("removeJobTag failed", exc_info=True)
-                set_current(None)
-                self._local.stream = None
+    def _background(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def close(self) -> None:
-        for _ in self._threads:
-            self.work.put(None)
-        if self._spark is not None and self._spark.done() and not self._spark.exception():
-            spark = self._spark.result()
-            await asyncio.to_thread(spark.stop)
+        self._closing = True
+        if self._monitor is not None:
+            self._monitor.cancel()
+        for driver in self._drivers:
+            driver.send({"op": "exit"})
+        if self._tasks:
+            _, pending = await asyncio.wait(self._tasks, timeout=CLOSE_TIMEOUT_S)
+            for driver in self._drivers:
+                driver.kill()
+            if pending:
+                await asyncio.wait(pending, timeout=KILL_GRACE_S * 2)
+
+    # ---- readiness -----------------------------------------------------------------------------------------
+
+    def readiness(self) -> tuple[int, str, int]:
+        """(pb.Readiness, reason, slots that can take an attempt now)."""
+        if not self._started:
+            return pb.READINESS_STARTING, "session drivers not started", 0
+        ready = sum(1 for d in self._drivers if d.state in ("ready", "busy"))
+        if ready >= self.slots:
+            return pb.READINESS_READY, "", self.slots
+        if self._failures:
+            return (pb.READINESS_DEGRADED, f"{ready} of {self.slots} Spark drivers ready; a driver failed to "
+                    f"start ({self._last_error}), retrying", ready)
+        if not self._warm:
+            return pb.READINESS_STARTING, f"warming Spark drivers, {ready} of {self.slots} ready", ready
+        return pb.READINESS_DEGRADED, f"{ready} of {self.slots} Spark drivers ready (replacements warming)", ready
+
+    def stuck(self) -> int:
+        return 0
+
+    # ---- attempts ------------------------------------------------------------------------------------------
+
+    def begin(self, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:
+        a = attempt.assignment
+        job = _Job(attempt, done, f"{a.task_id}.a{a.attempt}.t{a.fencing_token}")
+        attempt.on_kill = lambda: self._kill(job)
+        self._queue.append(job)
+        self._dispatch()
+        if not self._started:
+            self._background(self.start())
+
+    def _dispatch(self) -> None:
+        while self._queue:
+            driver = next((d for d in self._drivers if d.state == "ready"), None)
+            if driver is None:
+                return
+            job = self._queue.popleft()
+            if job.attempt.killed:
+                job.done(Outcome("FAILED", error=f"killed: {job.attempt.kill_reason}"))
+                continue
+            driver.state = "busy"
+            driver.job = job
+            job.driver = driver
+            driver.send(self._run_message(job))
+
+    def _run_message(self, job: _Job) -> dict[str, Any]:
+        attempt = job.attempt
+        a = attempt.assignment
+        ws = attempt.workspace
+        ctx = attempt.context()
+        header = (f"sparkyard: attempt {a.attempt} of task {a.task_id} (token {a.fencing_token}) on worker "
+                  f"{attempt.worker_id}, warm driver {job.driver.number if job.driver else '?'} "
+                  f"(pid {job.driver.proc.pid if job.driver and job.driver.proc else '?'}), cwd {ws.cwd}\n")
+        return {
+            "op": "run", "id": job.key, "entrypoint": ws.entrypoint, "sys_path": list(ws.sys_path), "cwd": ws.cwd,
+            "env": {**dict(a.spec.env), **ctx.env()}, "conf": dict(a.spec.conf), "context": ctx.to_json(),
+            "context_id": f"{a.task_id}.a{a.attempt}", "log_path": attempt.log_path, "header": header,
+            "result_max_bytes": attempt.result_max_bytes,
+        }
+
+    def _kill(self, job: _Job) -> None:
+        """A cancel, timeout or lost lease: ask the driver, then kill it if it does not stop in time."""
+        driver = job.driver
+        if driver is None:  # still queued: _dispatch ends it
+            if job in self._queue:
+                self._queue.remove(job)
+                job.done(Outcome("FAILED", error=f"killed: {job.attempt.kill_reason}"))
+            return
+        driver.send({"op": "cancel", "id": job.key})
+        asyncio.get_running_loop().call_later(KILL_GRACE_S, self._kill_if_running, job,
+                                              f"killed: {job.attempt.kill_reason} (it did not stop within "
+                                              f"{KILL_GRACE_S:g}s of its cancel)")
+
+    def _kill_if_running(self, job: _Job, reason: str) -> None:
+        driver = job.driver
+        if driver is not None and driver.job is job:
+            job.failure = reason
+            log.warning("task=%s: killing its driver %d (pid %s): %s", job.attempt.assignment.task_id,
+                        driver.number, driver.proc.pid if driver.proc else "?", reason)
+            driver.kill()
+
+    def _memory_limit_bytes(self, job: _Job) -> int:
+        mb = job.attempt.assignment.spec.task_memory_mb or self._task_memory_mb
+        return mb * 1024 * 1024
+
+    async def _watch_memory(self) -> None:
+        while True:
+            await asyncio.sleep(MEMORY_CHECK_S)
+            for driver in list(self._drivers):
+                job = driver.job
+                if job is None or job.failure:
+                    continue
+                limit = self._memory_limit_bytes(job)
+                if not limit:
+                    continue
+                rss = await asyncio.to_thread(driver.rss_bytes)
+                if rss > limit and driver.job is job:
+                    job.failure = (f"memory limit exceeded: its driver used {rss / 2**20:.0f} MiB, over the "
+                                   f"--task-memory limit of {limit / 2**20:.0f} MiB")
+                    log.warning("task=%s: %s", job.attempt.assignment.task_id, job.failure)
+                    driver.kill()
+
+    # ---- driver events ---------------------------------------------------------------------------------------
+
+    def driver_ready(self, driver: _Driver) -> None:
+        self._failures = 0
+        self._last_error = ""
+        if not self._warm:
+            if len(self._drivers) < self.slots:
+                self._spawn_driver()
+            else:
+                self._warm = all(d.state in ("ready", "busy") for d in self._drivers)
+        retiring = [d for d in self._drivers if d.state == "retiring" and d.job is None]
+        if retiring:  # a warmed replacement takes over: the old one may go
+            retiring[0].send({"op": "exit"})
+        self._on_readiness()
+        self._dispatch()
+
+    def driver_done(self, driver: _Driver, message: dict[str, Any]) -> None:
+        job = driver.job
+        if job is None or message.get("id") != job.key:
+            return
+        driver.job = None
+        job.driver = None
+        driver.tasks_run += 1
+        if driver.tasks_run >= self._max_tasks and not self._closing:
+            driver.state = "retiring"
+            self._spawn_driver()
+        else:
+            driver.state = "ready"
+        if message.get("ok"):
+            job.done(Outcome("SUCCEEDED", result_json=message.get("result_json", "")))
+        else:
+            job.done(Outcome("FAILED", error=message.get("error", "failed"), traceback=message.get("traceback", "")))
+        self._dispatch()
+
+    def driver_ended(self, driver: _Driver, code: int | None) -> None:
+        was_ready = driver.state in ("ready", "busy", "retiring")
+        driver.state = "dead"
+        if driver in self._drivers:
+            self._drivers.remove(driver)
+        job = driver.job
+        driver.job = None
+        if job is not None:
+            job.driver = None
+            tail = log_tail(job.attempt.log_path, ERROR_TAIL_LINES)
+            error = job.failure or f"the task's driver process {_describe_exit(code)}"
+            job.done(Outcome("FAILED", error=error, traceback=tail))
+        if driver.log_path.exists() and (was_ready or self._closing):
+            driver.log_path.unlink(missing_ok=True)
+        if self._closing:
+            return
+        if not was_ready and driver.tasks_run == 0:
+            self._failures += 1
+            tail = log_tail(str(driver.log_path), 3).replace("\n", " | ")
+            self._last_error = driver.start_error or f"driver {_describe_exit(code)}: {tail}"
+            delay = min(RESTART_BACKOFF_MAX_S, RESTART_BACKOFF_S * 2 ** (self._failures - 1))
+            log.error("session driver %d failed to start (%s); retrying in %.0fs", driver.number, self._last_error,
+                      delay)
+            self._spawn_driver(delay)
+        elif len([d for d in self._drivers if d.state != "retiring"]) < self.slots:
+            if job is not None:
+                log.warning("session driver %d %s while running task=%s; warming a replacement", driver.number,
+                            _describe_exit(code), job.attempt.assignment.task_id)
+            self._spawn_driver()
+        self._on_readiness()

@@ -4,8 +4,10 @@ Isolation is total (own JVM, own conf, own memory) at the price of Spark's start
 job on local[1] (docs/benchmarks.md). ``--master`` is the worker's ``--spark-master`` (``local[1]`` by
 default; ``spark://…``, ``yarn`` or ``k8s://…`` work the same way).
 
-The process is started in its own process group and killed as a group (SIGTERM, then SIGKILL after a
-grace) on cancel, timeout or lost lease; the driver bootstrap kills the group itself if the worker dies.
+The process is started in its own process group, recorded (worker/children.py), and killed as a group
+(SIGTERM, then SIGKILL after a grace) on cancel, timeout, lost lease or a breach of the attempt's memory
+limit (measured on the whole process tree); the driver bootstrap kills the group itself if the worker
+dies. It runs in the attempt's working directory (worker/workspace.py) with the job's ``--py-files``.
 Everything the application prints — the task's output and Spark's log — goes to the attempt's log file.
 """
 
@@ -24,7 +26,9 @@ from typing import Callable
 from pyspark.find_spark_home import _find_spark_home
 
 import sparkyard.worker
-from sparkyard.worker.runner.base import AttemptRun, Outcome
+from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.worker.children import Children, tree_rss
+from sparkyard.worker.runner.base import AttemptRun, Outcome, log_tail
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +36,11 @@ log = logging.getLogger(__name__)
 KILL_GRACE_S = 5.0
 # Lines of the log quoted in the error when spark-submit fails without a result.
 ERROR_TAIL_LINES = 20
+# How often the memory of a running spark-submit (its whole process tree) is measured against the limit.
+MEMORY_CHECK_S = 0.5
 # Spark settings applied unless the job sets them: no UI (dozens of concurrent applications would fight
 # over ports 4040+), and a local dir inside the attempt's directory.
-DEFAULT_CONF = {"spark.ui.enabled": "false"}
+DEFAULT_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
 # The driver program (run as a file by spark-submit, never imported by the worker).
 BOOTSTRAP = Path(sparkyard.worker.__file__).parent / "bootstrap.py"
 
@@ -45,29 +51,30 @@ def spark_submit_path() -> str:
     return str(home / "bin" / "spark-submit")
 
 
-def _tail(path: Path, lines: int) -> str:
-    try:
-        with path.open("rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 16384))
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
 class SubmitRunner:
     name = "submit"
 
-    def __init__(self, spark_master: str) -> None:
+    def __init__(self, spark_master: str, slots: int, children: Children, *, task_memory_mb: int = 0) -> None:
         self._master = spark_master or "local[1]"
+        self._slots = slots
+        self._children = children
+        self._task_memory_mb = task_memory_mb
         self._spark_submit = ""
+        self._error = ""
         self._running: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         self._spark_submit = spark_submit_path()
         if not Path(self._spark_submit).exists():
-            raise RuntimeError(f"spark-submit not found at {self._spark_submit}")
+            self._error = f"spark-submit not found at {self._spark_submit}"
+            raise RuntimeError(self._error)
+
+    def readiness(self) -> tuple[int, str, int]:
+        if self._error:
+            return pb.READINESS_DEGRADED, self._error, 0
+        if not self._spark_submit:
+            return pb.READINESS_STARTING, "looking for spark-submit", 0
+        return pb.READINESS_READY, "", self._slots
 
     def stuck(self) -> int:
         return 0
@@ -81,8 +88,8 @@ class SubmitRunner:
         conf = {**DEFAULT_CONF, "spark.local.dir": str(work_dir / "spark-local"), **dict(spec.conf)}
         for key, value in sorted(conf.items()):
             cmd += ["--conf", f"{key}={value}"]
-        if spec.py_files:
-            cmd += ["--py-files", ",".join(spec.py_files)]
+        if attempt.workspace.py_files:
+            cmd += ["--py-files", ",".join(attempt.workspace.py_files)]
         return [*cmd, str(BOOTSTRAP), str(task_file), str(result_file)]
 
     def begin(self, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:
@@ -102,26 +109,29 @@ class SubmitRunner:
         done(outcome)
 
     async def run(self, attempt: AttemptRun) -> Outcome:
+        if not self._spark_submit:  # not the worker's default runner: started on first use
+            await self.start()
         a = attempt.assignment
         work_dir = attempt.work_dir
         work_dir.mkdir(parents=True, exist_ok=True)
         task_file = work_dir / "task.json"
         result_file = work_dir / "result.json"
         ctx = attempt.context()
+        ws = attempt.workspace
         task_file.write_text(json.dumps({
-            "entrypoint": a.spec.entrypoint, "context": ctx.to_json(), "context_id": f"{a.task_id}.a{a.attempt}",
-            "result_max_bytes": attempt.result_max_bytes,
+            "entrypoint": ws.entrypoint, "sys_path": list(ws.sys_path), "context": ctx.to_json(),
+            "context_id": f"{a.task_id}.a{a.attempt}", "result_max_bytes": attempt.result_max_bytes,
         }))
         cmd = self.command(attempt, work_dir, task_file, result_file)
         env = {**os.environ, **dict(a.spec.env), **ctx.env(),
                "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                "SPARKYARD_WORKER_PID": str(os.getpid())}
         with open(attempt.log_path, "ab") as logf:
-            logf.write(f"sparkyard: {' '.join(cmd)}\n".encode())
+            logf.write(f"sparkyard: in {ws.cwd}: {' '.join(cmd)}\n".encode())
             logf.flush()
-            proc = await asyncio.create_subprocess_exec(
-                *cmd, stdin=asyncio.subprocess.DEVNULL, stdout=logf, stderr=asyncio.subprocess.STDOUT,
-                cwd=work_dir, env=env, start_new_session=True,
+            proc = await self._children.spawn(
+                *cmd, what="spark-submit", stdin=asyncio.subprocess.DEVNULL, stdout=logf,
+                stderr=asyncio.subprocess.STDOUT, cwd=ws.cwd, env=env,
             )
         log.info("task=%s attempt=%d spark-submit pid=%d", a.task_id, a.attempt, proc.pid)
         waiter = asyncio.create_task(proc.wait())
@@ -130,40 +140,55 @@ class SubmitRunner:
         if attempt.killed:
             killed.set()
         killer = asyncio.create_task(killed.wait())
+        limit = (a.spec.task_memory_mb or self._task_memory_mb) * 1024 * 1024
         try:
-            await asyncio.wait({waiter, killer}, return_when=asyncio.FIRST_COMPLETED)
-            if not waiter.done():
-                await self._kill_group(proc, waiter, attempt.kill_reason)
-                return Outcome("FAILED", error=f"killed: {attempt.kill_reason}")
+            while True:
+                await asyncio.wait({waiter, killer}, timeout=MEMORY_CHECK_S if limit else None,
+                                   return_when=asyncio.FIRST_COMPLETED)
+                if waiter.done():
+                    break
+                if killer.done():
+                    await self._kill_group(proc, waiter, attempt.kill_reason)
+                    return Outcome("FAILED", error=f"killed: {attempt.kill_reason}")
+                rss = await asyncio.to_thread(tree_rss, proc.pid)
+                if rss > limit:
+                    reason = (f"memory limit exceeded: spark-submit used {rss / 2**20:.0f} MiB, over the "
+                              f"--task-memory limit of {limit / 2**20:.0f} MiB")
+                    await self._kill_group(proc, waiter, reason, grace=False)
+                    return Outcome("FAILED", error=reason, traceback=log_tail(attempt.log_path, ERROR_TAIL_LINES))
         finally:
             killer.cancel()
             if not waiter.done():
                 await self._kill_group(proc, waiter, "worker stopping")
+            Children.kill_group(proc.pid)  # whatever the application left running in its group
+            self._children.forget(proc.pid)
             shutil.rmtree(work_dir / "spark-local", ignore_errors=True)
-        return self._outcome(proc.returncode or 0, result_file, Path(attempt.log_path))
+        return self._outcome(proc.returncode or 0, result_file, attempt.log_path)
 
-    async def _kill_group(self, proc: asyncio.subprocess.Process, waiter: asyncio.Task[int], reason: str) -> None:
+    async def _kill_group(self, proc: asyncio.subprocess.Process, waiter: asyncio.Task[int], reason: str,
+                          grace: bool = True) -> None:
         log.info("killing spark-submit pid=%d (%s)", proc.pid, reason)
-        for sig, grace in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
+        steps = ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)) if grace else ((signal.SIGKILL, None),)
+        for sig, pause in steps:
             try:
                 os.killpg(proc.pid, sig)
             except ProcessLookupError:
                 break
-            if grace is None:
+            if pause is None:
                 break
-            done, _ = await asyncio.wait({waiter}, timeout=grace)
+            done, _ = await asyncio.wait({waiter}, timeout=pause)
             if done:
                 return
         await waiter
 
     @staticmethod
-    def _outcome(code: int, result_file: Path, log_path: Path) -> Outcome:
+    def _outcome(code: int, result_file: Path, log_path: str) -> Outcome:
         try:
             result = json.loads(result_file.read_text())
         except (OSError, ValueError):
-            tail = _tail(log_path, ERROR_TAIL_LINES)
-            return Outcome("FAILED", error=f"spark-submit exited with code {code} before the task returned",
-                           traceback=tail)
+            how = f"was killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with exit code {code}"
+            return Outcome("FAILED", error=f"spark-submit {how} before the task returned",
+                           traceback=log_tail(log_path, ERROR_TAIL_LINES))
         if result.get("ok"):
             return Outcome("SUCCEEDED", result_json=result.get("result_json", ""))
         return Outcome("FAILED", error=result.get("error", "task failed"), traceback=result.get("traceback", ""))

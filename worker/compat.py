@@ -1,0 +1,164 @@
+"""spark-submit compatibility inside a warm driver: the process's one SparkContext looks like the task's own.
+
+A warm driver process (worker/driver.py) runs one attempt after another against one SparkContext, so a
+program written for ``spark-submit`` must not be able to tell — or break — that its Spark is shared:
+
+* ``SparkSession.builder…getOrCreate()`` and ``SparkSession.getActiveSession()`` return the attempt's own
+  session (``newSession()`` of the driver's root session: own SQL conf, temp views and UDFs); builder
+  options are applied with Spark's own rule for an existing session (runtime SQL conf is set, static conf
+  is reported in the attempt log and left alone);
+* ``SparkContext.getOrCreate()``, ``SparkContext(conf=…)`` and ``SparkContext(appName=…)`` return the
+  shared context instead of failing with "Cannot run multiple SparkContexts at once"; what cannot apply
+  (another master, app name or static conf) is reported in the attempt log;
+* ``spark.stop()`` / ``sc.stop()`` (and leaving a ``with`` block) end only the attempt's use of Spark: the
+  next attempt in this process is unaffected.
+
+Outside an attempt every patched call behaves exactly as PySpark's own, so the driver's start-up and
+shutdown are untouched. One attempt at a time runs in a driver, on its main thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+
+class SharedSpark:
+    """The driver's root session and the current attempt's view of it (installed once per process)."""
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.sc = root.sparkContext
+        self.in_attempt = False
+        self.stopped = False  # the attempt called stop()
+        self._session: Any = None
+        self._conf: dict[str, str] = {}
+        self._warn: Callable[[str], None] = log.warning
+
+    # ---- per attempt -------------------------------------------------------------------------------------
+
+    def begin(self, conf: dict[str, str], warn: Callable[[str], None]) -> None:
+        self.in_attempt = True
+        self.stopped = False
+        self._session = None
+        self._conf = conf
+        self._warn = warn
+
+    def session(self) -> Any:
+        """The attempt's session, created on first use (a task that never touches Spark costs nothing)."""
+        if self._session is None:
+            from pyspark.sql import SparkSession
+
+            session = self.root.newSession()
+            for key, value in self._conf.items():
+                try:
+                    session.conf.set(key, value)
+                except Exception as exc:
+                    self._warn(f"conf {key}={value} cannot change in a warm driver ({str(exc).splitlines()[0]}); "
+                               "use --runner submit for it")
+            self._session = session
+            SparkSession._instantiatedSession = session
+            SparkSession._activeSession = session
+            jvm_session = SparkSession._get_j_spark_session_class(session._jvm)
+            jvm_session.setDefaultSession(session._jsparkSession)
+            jvm_session.setActiveSession(session._jsparkSession)
+        return self._session
+
+    def end(self) -> None:
+        """After an attempt: cancel what it left running, and make the root session the default again."""
+        from pyspark.sql import SparkSession
+
+        self.in_attempt = False
+        try:
+            self.sc.cancelAllJobs()  # jobs started from threads the attempt left behind
+        except Exception:
+            log.debug("cancelAllJobs after the attempt failed", exc_info=True)
+        if self._session is not None:
+            SparkSession._instantiatedSession = self.root
+            SparkSession._activeSession = self.root
+            jvm_session = SparkSession._get_j_spark_session_class(self.root._jvm)
+            jvm_session.setDefaultSession(self.root._jsparkSession)
+            jvm_session.setActiveSession(self.root._jsparkSession)
+        self._session = None
+
+    # ---- the patches ---------------------------------------------------------------------------------------
+
+    def install(self) -> None:
+        """Patch PySpark's entry points (once per process)."""
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+
+        shared = self
+        builder_cls = type(SparkSession.builder)
+        original_get_or_create = builder_cls.getOrCreate
+        original_get_active = SparkSession.getActiveSession.__func__  # type: ignore[attr-defined]
+        original_session_stop = SparkSession.stop
+        original_sc_init = SparkContext.__init__
+        original_sc_stop = SparkContext.stop
+        original_sc_get_or_create = SparkContext.getOrCreate.__func__  # type: ignore[attr-defined]
+
+        def get_or_create(builder: Any) -> Any:
+            if not shared.in_attempt:
+                return original_get_or_create(builder)
+            session = shared.session()
+            options = dict(builder._options)
+            options.pop("spark.app.name", None)  # the attempt's name is Sparkyard's, as under any scheduler
+            master = options.pop("spark.master", None)
+            if master not in (None, shared.sc.master):
+                shared._warn(f"spark.master {master} set by the program is ignored: this task runs in a warm "
+                             f"driver ({shared.sc.master}); use --runner submit to choose it")
+            if options:
+                module = SparkSession._get_j_spark_session_module(session._jvm)
+                module.applyModifiableSettings(session._jsparkSession, options)
+            return session
+
+        def get_active(cls: Any) -> Any:
+            if shared.in_attempt:
+                return shared.session()
+            return original_get_active(cls)
+
+        def session_stop(session: Any) -> None:
+            if shared.in_attempt:
+                shared.stopped = True
+                return
+            original_session_stop(session)
+
+        def sc_new(cls: Any, *args: Any, **kwargs: Any) -> Any:
+            if shared.in_attempt and cls is SparkContext and SparkContext._active_spark_context is shared.sc:
+                return shared.sc
+            return object.__new__(cls)
+
+        def sc_init(sc: Any, *args: Any, **kwargs: Any) -> None:
+            if shared.in_attempt and sc is shared.sc:
+                conf = kwargs.get("conf")
+                master = kwargs.get("master", args[0] if args else None)
+                if master is None and conf is not None:
+                    master = conf.get("spark.master", None)
+                if master not in (None, sc.master):
+                    shared._warn(f"SparkContext master {master} is ignored: this task runs in a warm driver "
+                                 f"({sc.master}); use --runner submit to choose it")
+                return
+            original_sc_init(sc, *args, **kwargs)
+
+        def sc_stop(sc: Any) -> None:
+            if shared.in_attempt and sc is shared.sc:
+                shared.stopped = True
+                return
+            original_sc_stop(sc)
+
+        def sc_get_or_create(cls: Any, conf: Any = None) -> Any:
+            if shared.in_attempt:
+                return shared.sc
+            return original_sc_get_or_create(cls, conf)
+
+        patches: dict[Any, dict[str, Any]] = {
+            builder_cls: {"getOrCreate": get_or_create},
+            SparkSession: {"getActiveSession": classmethod(get_active), "stop": session_stop},
+            SparkContext: {"__new__": sc_new, "__init__": sc_init, "stop": sc_stop,
+                           "getOrCreate": classmethod(sc_get_or_create)},
+        }
+        for owner, methods in patches.items():
+            for name, method in methods.items():
+                setattr(owner, name, method)

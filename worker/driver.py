@@ -1,0 +1,223 @@
+"""A warm driver process: one Python process holding a ready SparkSession, running one attempt at a time.
+
+    python -m sparkyard.worker.driver FD WORKER_PID SPARK_MASTER CONF_JSON
+
+The worker's session runner (worker/runner/pool.py) keeps a pool of these. Task code never runs inside
+the worker: an attempt that calls ``os._exit``, segfaults or eats all memory ends this process, and the
+worker fails that one attempt and warms a replacement.
+
+Protocol on the socket FD (newline-delimited JSON, one object per line):
+
+* driver → worker: ``{"op": "ready", "version": …}`` once Spark is up; ``{"op": "start_failed",
+  "error": …}`` if it cannot start; ``{"op": "done", "id": …, "ok": …, "result_json", "error",
+  "traceback", "exit_code"}`` per attempt;
+* worker → driver: ``{"op": "run", "id": …, …}`` (see :func:`_run`), ``{"op": "cancel", "id": …}`` (cancel
+  the attempt's Spark jobs and interrupt its Python code; the worker kills the process if that is not
+  enough within its grace), ``{"op": "exit"}``.
+
+Per attempt the driver changes process-wide state — working directory, ``sys.argv``, ``sys.path``,
+environment, file descriptors 1 and 2 (to the attempt's log) — and puts it all back afterwards; modules
+the attempt imported from its own code are forgotten so the next attempt loads its own version. The
+process dies with the worker (``PR_SET_PDEATHSIG``), and the worker records it before handing it work so
+a restarted worker ends it if it was left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# ``-m`` put the worker's working directory first on sys.path: user code must not import from there.
+if sys.path and sys.path[0] in ("", os.getcwd()):
+    del sys.path[0]
+
+import ctypes  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import queue  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import threading  # noqa: E402
+import traceback  # noqa: E402
+from typing import Any  # noqa: E402
+
+PR_SET_PDEATHSIG = 1
+# Spark settings of every driver unless the worker's config overrides them: no UI (a pool of drivers
+# would fight over ports 4040+).
+DRIVER_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+               "spark.sql.shuffle.partitions": "8"}
+
+log = logging.getLogger("sparkyard.driver")
+
+
+class TaskKilled(BaseException):
+    """Raised in the main thread to stop a cancelled attempt (a BaseException: ``except Exception`` passes)."""
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """SIGKILL this process when the worker dies (and at once if it already has)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        log.warning("PR_SET_PDEATHSIG unavailable; relying on the worker to end this driver")
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+class Driver:
+    def __init__(self, sock: socket.socket, spark_master: str, conf: dict[str, str]) -> None:
+        self._sock = sock
+        self._file = sock.makefile("rwb", buffering=0)
+        self._send_lock = threading.Lock()
+        self._master = spark_master
+        self._conf = {**DRIVER_CONF, **conf}
+        self._work: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        self._current = ""
+        self._kill_lock = threading.Lock()
+        self._main_ident = threading.get_ident()
+        self.shared: Any = None
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = (json.dumps(message) + "\n").encode()
+        with self._send_lock:
+            self._file.write(data)
+
+    def start(self) -> bool:
+        try:
+            from pyspark.sql import SparkSession
+
+            from sparkyard.worker.compat import SharedSpark
+
+            builder = SparkSession.builder.master(self._master).appName(f"sparkyard-driver-{os.getpid()}")
+            for key, value in self._conf.items():
+                builder = builder.config(key, value)
+            spark = builder.getOrCreate()
+            spark.range(1).collect()  # the first job pays for class loading and code generation: not a task
+            self.shared = SharedSpark(spark)
+            self.shared.install()
+        except BaseException as exc:
+            self.send({"op": "start_failed", "error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
+            return False
+        self.send({"op": "ready", "version": spark.version, "pid": os.getpid()})
+        return True
+
+    def serve(self) -> None:
+        threading.Thread(target=self._read, name="sparkyard-driver-reader", daemon=True).start()
+        while True:
+            message = self._work.get()
+            if message is None:
+                return
+            self.send(self._run(message))
+
+    def _read(self) -> None:
+        for line in self._file:
+            message = json.loads(line)
+            op = message.get("op")
+            if op == "run":
+                self._work.put(message)
+            elif op == "cancel":
+                self._cancel(message.get("id", ""))
+            elif op == "exit":
+                break
+        self._work.put(None)  # the worker closed the socket or asked to exit
+
+    def _cancel(self, attempt_id: str) -> None:
+        with self._kill_lock:
+            if not attempt_id or attempt_id != self._current:
+                return
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._main_ident), ctypes.py_object(TaskKilled))
+        try:
+            self.shared.sc.cancelAllJobs()
+        except Exception:
+            log.debug("cancelAllJobs failed", exc_info=True)
+
+    def _not_killable(self) -> None:
+        """The attempt's code is over: no cancel may interrupt what follows (one already raised is dropped)."""
+        with self._kill_lock:
+            self._current = ""
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._main_ident), None)
+
+    def _run(self, task: dict[str, Any]) -> dict[str, Any]:
+        """One attempt, with every piece of process state it may change put back afterwards."""
+        from sparkyard.worker.context import TaskContext, set_current
+        from sparkyard.worker.entry import LazySpark, ScriptExit, encode_result, invoke
+
+        attempt_id = task["id"]
+        saved_cwd, saved_path, saved_argv = os.getcwd(), list(sys.path), list(sys.argv)
+        saved_env = dict(os.environ)
+        modules_before = set(sys.modules)
+        log_fd = os.open(task["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.write(log_fd, task["header"].encode())
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved_fds = os.dup(1), os.dup(2)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.close(log_fd)
+        logger = logging.getLogger(f"sparkyard.task.{task['context_id']}")
+        reply: dict[str, Any] = {"op": "done", "id": attempt_id}
+        try:
+            os.environ.update(task["env"])
+            sys.path[:0] = task["sys_path"]
+            os.chdir(task["cwd"])
+            ctx = TaskContext.from_json(task["context"], logger)
+            set_current(ctx)
+            self.shared.begin(task["conf"], lambda text: print(f"sparkyard: warning: {text}", file=sys.stderr))
+            with self._kill_lock:
+                self._current = attempt_id
+            value = invoke(task["entrypoint"], LazySpark(self.shared.session), ctx)
+            self._not_killable()
+            reply.update(ok=True, result_json=encode_result(value, int(task["result_max_bytes"])))
+        except BaseException as exc:  # the outcome of user code, whatever it raised, is the attempt's result
+            self._not_killable()
+            if isinstance(exc, ScriptExit):  # an exit code is not an error with a traceback
+                reply.update(ok=False, error=str(exc), exit_code=exc.exit_code)
+            else:
+                traceback.print_exc()
+                message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+                reply.update(ok=False, error=message, traceback=traceback.format_exc(), exit_code=1)
+        finally:
+            set_current(None)
+            self.shared.end()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved_fds[0], 1)
+            os.dup2(saved_fds[1], 2)
+            os.close(saved_fds[0])
+            os.close(saved_fds[1])
+            os.chdir(saved_cwd)
+            sys.path[:] = saved_path
+            sys.argv[:] = saved_argv
+            os.environ.clear()
+            os.environ.update(saved_env)
+            _forget_modules(set(sys.modules) - modules_before, task["sys_path"])
+        return reply
+
+
+def _forget_modules(names: set[str], roots: list[str]) -> None:
+    """Drop modules an attempt imported from its own code (the next attempt may ship another version);
+    libraries it imported from site-packages stay loaded (C extensions cannot be loaded twice)."""
+    prefixes = tuple(os.path.join(r, "") for r in roots if r)
+    for name in names:
+        module = sys.modules.get(name)
+        origin = getattr(module, "__file__", None) or ""
+        if prefixes and origin.startswith(prefixes):
+            del sys.modules[name]
+
+
+def main(argv: list[str]) -> int:
+    fd, worker_pid, spark_master, conf_json = int(argv[1]), int(argv[2]), argv[3], argv[4]
+    die_with_parent(worker_pid)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    sock = socket.socket(fileno=fd)
+    driver = Driver(sock, spark_master, json.loads(conf_json))
+    if not driver.start():
+        return 1
+    driver.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

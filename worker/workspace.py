@@ -1,0 +1,77 @@
+"""Where an attempt's code is and which directory it runs in — the same rule under every runner.
+
+Working directory (``cwd`` of the attempt), first that applies:
+
+1. ``--cwd DIR`` of the job; it must exist on the worker (else the attempt fails saying so);
+2. the directory ``sparkyard submit`` ran in, when it exists on the worker **with the job's entrypoint in
+   it** — the worker shares the user's files (same machine, or a shared filesystem), so relative paths
+   resolve exactly as under ``spark-submit``. An empty or unrelated directory of the same name (a mount
+   point, another user's checkout) is not taken for it;
+3. the root of the job's shipped bundle, which mirrors the submit directory's layout for every file that
+   was shipped (entrypoint, ``--py-files``, ``--files``, ``--bundle DIR``), so the same relative paths
+   resolve there too;
+4. the attempt's scratch directory (a job submitted without a bundle and from nowhere the worker knows).
+
+``sys.path`` of the attempt starts with the entrypoint's directory (as ``python script.py`` does), then
+the bundle root, then each ``--py-files`` entry (a .zip/.egg itself, a .py file's directory).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from sparkyard.spec import SpecError, parse_entrypoint
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+
+class WorkspaceError(Exception):
+    """The attempt cannot be placed on this worker (a missing --cwd, a bad entrypoint)."""
+
+
+@dataclass(frozen=True)
+class Workspace:
+    entrypoint: str  # absolute file path[:func], or package.module:func
+    cwd: str
+    sys_path: tuple[str, ...]
+    py_files: tuple[str, ...]  # absolute paths (spark-submit --py-files, SparkContext.addPyFile)
+
+
+def workspace(spec: pb.JobSpec, bundle_root: Path | None, scratch: Path) -> Workspace:
+    try:
+        entry = parse_entrypoint(spec.entrypoint)
+    except SpecError as exc:
+        raise WorkspaceError(str(exc)) from None
+    base = str(bundle_root) if bundle_root is not None else ""
+    entry_path = os.path.join(base, entry.path) if entry.is_file and base else entry.path
+    entrypoint = (f"{entry_path}:{entry.func}" if entry.func else entry_path) if entry.is_file else str(entry)
+    py_files = tuple(os.path.join(base, p) if base else p for p in spec.py_files)
+    sys_path: list[str] = []
+    if entry.is_file:
+        sys_path.append(os.path.dirname(entry_path))
+    if base:
+        sys_path.append(base)
+    for path in py_files:
+        sys_path.append(path if path.endswith((".zip", ".egg")) else os.path.dirname(path))
+    return Workspace(entrypoint, _cwd(spec, entry.path if entry.is_file else "", base, scratch),
+                     tuple(dict.fromkeys(sys_path)), py_files)
+
+
+def _cwd(spec: pb.JobSpec, entry_path: str, bundle_root: str, scratch: Path) -> str:
+    if spec.cwd:
+        if not os.path.isdir(spec.cwd):
+            raise WorkspaceError(f"working directory {spec.cwd} (--cwd) does not exist on worker host "
+                                 f"{socket.gethostname()}")
+        return spec.cwd
+    submit_dir = spec.submit_dir
+    if submit_dir and os.path.isdir(submit_dir):
+        if not bundle_root:
+            return submit_dir
+        if entry_path and os.path.isfile(os.path.join(submit_dir, entry_path)):
+            return submit_dir
+    if bundle_root:
+        return bundle_root
+    scratch.mkdir(parents=True, exist_ok=True)
+    return str(scratch)
