@@ -121,9 +121,8 @@ class WorkerConnection:
             session.close("stream ended")
 
     async def _heartbeat(self, session: WorkerSession, hb: pb.Heartbeat) -> None:
-        was_draining, was_stuck = session.draining, session.stuck
+        was_draining = session.draining
         session.draining = hb.draining
-        session.stuck = max(0, hb.stuck)
         readiness_changed = session.set_readiness(hb.readiness, hb.readiness_reason, hb.ready_slots)
         held = [(l.task_id, l.fencing_token) for l in hb.held]
         renewal = await self._store.renew(session.worker_id, held, int(self._cfg.lease_s * 1000))
@@ -141,7 +140,7 @@ class WorkerConnection:
                      pb.Readiness.Name(session.readiness).removeprefix("READINESS_").lower(),
                      f": {session.readiness_reason}" if session.readiness_reason else "",
                      session.slots if session.ready_slots < 0 else session.ready_slots, session.slots)
-        if readiness_changed or (was_draining, was_stuck) != (session.draining, session.stuck):
+        if readiness_changed or was_draining != session.draining:
             self._core.wake()
         await self._persist(session, alive=True)
 

@@ -42,7 +42,6 @@ class WorkerSession:
     last_seen: float  # monotonic
     outbound: asyncio.Queue[pb.MasterMessage]
     leased: dict[str, int] = field(default_factory=dict)  # task id → fencing token
-    stuck: int = 0  # slots held by attempts that ended but whose code has not returned (worker's report)
     draining: bool = False
     readiness: int = pb.READINESS_READY
     readiness_reason: str = ""
@@ -54,7 +53,7 @@ class WorkerSession:
         if self.draining or self.closed.is_set() or self.outbound.full():
             return 0
         ready = self.slots if self.ready_slots < 0 else min(self.slots, self.ready_slots)
-        return max(0, ready - len(self.leased) - self.stuck)
+        return max(0, ready - len(self.leased))
 
     def set_readiness(self, readiness: int, reason: str, ready_slots: int) -> bool:
         """Record what the worker says it can run; True if that changed."""

@@ -410,14 +410,12 @@ class Agent:
         attempts (an attempt of the other runner also takes a slot)."""
         if self.draining:
             return 0
-        stuck = sum(r.stuck() for r in self.runners.values())
-        return max(0, self.readiness()[2] - len(self.executions) - stuck)
+        return max(0, self.readiness()[2] - len(self.executions))
 
     def _send_heartbeat(self) -> None:
-        stuck = sum(r.stuck() for r in self.runners.values())
         readiness, reason, ready = self.readiness()
         self._send(pb.WorkerMessage(heartbeat=pb.Heartbeat(
-            free_slots=self.free_slots(), held=self._held(), draining=self.draining, stuck=stuck,
+            free_slots=self.free_slots(), held=self._held(), draining=self.draining,
             readiness=readiness, readiness_reason=reason, ready_slots=ready)))
 
     async def _heartbeat_loop(self) -> None:

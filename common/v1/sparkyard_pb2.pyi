@@ -569,22 +569,20 @@ class Register(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., group: _Optional[str] = ..., slots: _Optional[int] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., default_runner: _Optional[_Union[Runner, str]] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., version: _Optional[str] = ..., readiness: _Optional[_Union[Readiness, str]] = ..., readiness_reason: _Optional[str] = ..., ready_slots: _Optional[int] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("free_slots", "held", "draining", "stuck", "readiness", "readiness_reason", "ready_slots")
+    __slots__ = ("free_slots", "held", "draining", "readiness", "readiness_reason", "ready_slots")
     FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
     HELD_FIELD_NUMBER: _ClassVar[int]
     DRAINING_FIELD_NUMBER: _ClassVar[int]
-    STUCK_FIELD_NUMBER: _ClassVar[int]
     READINESS_FIELD_NUMBER: _ClassVar[int]
     READINESS_REASON_FIELD_NUMBER: _ClassVar[int]
     READY_SLOTS_FIELD_NUMBER: _ClassVar[int]
     free_slots: int
     held: _containers.RepeatedCompositeFieldContainer[Lease]
     draining: bool
-    stuck: int
     readiness: Readiness
     readiness_reason: str
     ready_slots: int
-    def __init__(self, free_slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., draining: _Optional[bool] = ..., stuck: _Optional[int] = ..., readiness: _Optional[_Union[Readiness, str]] = ..., readiness_reason: _Optional[str] = ..., ready_slots: _Optional[int] = ...) -> None: ...
+    def __init__(self, free_slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., draining: _Optional[bool] = ..., readiness: _Optional[_Union[Readiness, str]] = ..., readiness_reason: _Optional[str] = ..., ready_slots: _Optional[int] = ...) -> None: ...
 
 class TaskStarted(_message.Message):
     __slots__ = ("task_id", "fencing_token", "started_at", "log_path")

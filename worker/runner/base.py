@@ -106,9 +106,6 @@ class Runner(Protocol):
         ``attempt.kill`` is called, the runner stops the work and reports FAILED."""
         ...
 
-    def stuck(self) -> int:
-        """Attempts that returned but whose code is still executing (occupying a slot)."""
-        ...
 
     async def close(self) -> None:
         ...

@@ -242,8 +242,6 @@ class SessionRunner:
             return pb.READINESS_STARTING, f"warming Spark drivers, {ready} of {self.slots} ready", ready
         return pb.READINESS_DEGRADED, f"{ready} of {self.slots} Spark drivers ready (replacements warming)", ready
 
-    def stuck(self) -> int:
-        return 0
 
     # ---- attempts ------------------------------------------------------------------------------------------
 

@@ -76,8 +76,6 @@ class SubmitRunner:
             return pb.READINESS_STARTING, "looking for spark-submit", 0
         return pb.READINESS_READY, "", self._slots
 
-    def stuck(self) -> int:
-        return 0
 
     async def close(self) -> None:
         return None
