@@ -20,7 +20,8 @@ def test_kill_9_of_a_worker_mid_task_reruns_each_task_exactly_once_with_a_higher
     cluster: Cluster = make_cluster()  # type: ignore[operator]
     client = cluster.start_with_worker("victim", 2)
     markers = tmp_path / "markers"
-    jobs = [client.submit(f"{TASKS}:sleep_python", args=["4", str(markers)]) for _ in range(2)]
+    # The first attempts outlast the survivor's warm-up; the re-runs take 4 s.
+    jobs = [client.submit(f"{TASKS}:sleep_long_then_short", args=["600", "4", str(markers)]) for _ in range(2)]
     wait_for(lambda: len(list(markers.glob("*.a1.started"))) == 2, 90, "both tasks to start on the victim")
     cluster.start_worker("survivor", slots=2)
     cluster.wait_workers("survivor")

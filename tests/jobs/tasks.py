@@ -100,3 +100,12 @@ def sleep_uninterruptibly(spark: Any, ctx: Any) -> str:
 def driver_pid(spark: Any, ctx: Any) -> int:
     """The pid of the process that runs the task (never the worker's)."""
     return os.getpid()
+
+
+def sleep_long_then_short(spark: Any, ctx: Any) -> str:
+    """Attempt 1 sleeps ctx.args[0] seconds, later attempts ctx.args[1]; writes a start marker in ctx.args[2]."""
+    seconds = float(ctx.args[0] if ctx.attempt == 1 else ctx.args[1])
+    Path(ctx.args[2]).mkdir(parents=True, exist_ok=True)
+    (Path(ctx.args[2]) / f"{ctx.task_id}.a{ctx.attempt}.started").write_text(str(ctx.fencing_token))
+    time.sleep(seconds)
+    return f"slept {seconds:g}"
