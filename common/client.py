@@ -123,7 +123,7 @@ def build_spec(entrypoint: str, *, base_dir: Path | None = None, args: Sequence[
         group=group, priority=priority, runner=_choice(_RUNNERS, runner, "runner"),
         misfire=_choice(_MISFIRE, misfire, "misfire"), misfire_catch_up_limit=catch_up_limit,
         overlap=_choice(_OVERLAP, overlap, "overlap"), routing=_choice(_ROUTING, routing, "routing"),
-        routing_key=routing_key, labels=labels or {},
+        routing_key=routing_key, labels=labels or {}, submit_dir=str(base_dir or Path.cwd()),
     )
     spec.retry.max_attempts = retries + 1
     for field, value in (("backoff", backoff), ("max_backoff", max_backoff)):

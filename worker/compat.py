@@ -36,15 +36,27 @@ class SharedSpark:
         self._session: Any = None
         self._conf: dict[str, str] = {}
         self._warn: Callable[[str], None] = log.warning
+        self._jvm_cwd = ""
 
     # ---- per attempt -------------------------------------------------------------------------------------
 
-    def begin(self, conf: dict[str, str], warn: Callable[[str], None]) -> None:
+    def begin(self, cwd: str, conf: dict[str, str], warn: Callable[[str], None]) -> None:
         self.in_attempt = True
         self.stopped = False
         self._session = None
         self._conf = conf
         self._warn = warn
+        if cwd != self._jvm_cwd:
+            self._set_jvm_cwd(cwd)
+
+    def _set_jvm_cwd(self, cwd: str) -> None:
+        """Relative paths given to Spark (``spark.read.csv("data/x.csv")``, ``sc.textFile``) resolve in the
+        JVM against the local filesystem's working directory, not Python's: point it at the attempt's. (The
+        JVM's own ``user.dir`` cannot change; Hadoop's local filesystem has a working directory of its own.)"""
+        jvm = self.sc._jvm
+        local_fs = jvm.org.apache.hadoop.fs.FileSystem.getLocal(self.sc._jsc.hadoopConfiguration())
+        local_fs.setWorkingDirectory(jvm.org.apache.hadoop.fs.Path(f"file://{cwd}"))
+        self._jvm_cwd = cwd
 
     def session(self) -> Any:
         """The attempt's session, created on first use (a task that never touches Spark costs nothing)."""

@@ -163,7 +163,7 @@ class Driver:
             os.chdir(task["cwd"])
             ctx = TaskContext.from_json(task["context"], logger)
             set_current(ctx)
-            self.shared.begin(task["conf"], lambda text: print(f"sparkyard: warning: {text}", file=sys.stderr))
+            self.shared.begin(task["cwd"], task["conf"], lambda text: print(f"sparkyard: warning: {text}", file=sys.stderr))
             with self._kill_lock:
                 self._current = attempt_id
             value = invoke(task["entrypoint"], LazySpark(self.shared.session), ctx)
