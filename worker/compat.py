@@ -33,6 +33,7 @@ class SharedSpark:
         self.sc = root.sparkContext
         self.in_attempt = False
         self.stopped = False  # the attempt called stop()
+        self.touched = False  # the attempt reached Spark (only then can it have left jobs running)
         self._session: Any = None
         self._conf: dict[str, str] = {}
         self._warn: Callable[[str], None] = log.warning
@@ -43,6 +44,7 @@ class SharedSpark:
     def begin(self, cwd: str, conf: dict[str, str], warn: Callable[[str], None]) -> None:
         self.in_attempt = True
         self.stopped = False
+        self.touched = False
         self._session = None
         self._conf = conf
         self._warn = warn
@@ -60,6 +62,7 @@ class SharedSpark:
 
     def session(self) -> Any:
         """The attempt's session, created on first use (a task that never touches Spark costs nothing)."""
+        self.touched = True
         if self._session is None:
             from pyspark.sql import SparkSession
 
@@ -83,10 +86,11 @@ class SharedSpark:
         from pyspark.sql import SparkSession
 
         self.in_attempt = False
-        try:
-            self.sc.cancelAllJobs()  # jobs started from threads the attempt left behind
-        except Exception:
-            log.debug("cancelAllJobs after the attempt failed", exc_info=True)
+        if self.touched:
+            try:
+                self.sc.cancelAllJobs()  # jobs started from threads the attempt left behind
+            except Exception:
+                log.debug("cancelAllJobs after the attempt failed", exc_info=True)
         if self._session is not None:
             SparkSession._instantiatedSession = self.root
             SparkSession._activeSession = self.root
@@ -139,6 +143,7 @@ class SharedSpark:
 
         def sc_new(cls: Any, *args: Any, **kwargs: Any) -> Any:
             if shared.in_attempt and cls is SparkContext and SparkContext._active_spark_context is shared.sc:
+                shared.touched = True
                 return shared.sc
             return object.__new__(cls)
 
@@ -162,6 +167,7 @@ class SharedSpark:
 
         def sc_get_or_create(cls: Any, conf: Any = None) -> Any:
             if shared.in_attempt:
+                shared.touched = True
                 return shared.sc
             return original_sc_get_or_create(cls, conf)
 

@@ -37,7 +37,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--task-memory", help="memory limit of one attempt's processes, e.g. 2g (default none; "
                    "a job's --task-memory wins)")
     p.add_argument("--driver-max-tasks", dest="driver_max_tasks", type=int,
-                   help="session runner: replace a warm driver after this many attempts (default 500)")
+                   help="session runner: replace a warm driver after this many attempts (default 10000)")
     p.add_argument("--work-dir", help="directory for attempt logs and scratch (default .sparkyard/worker-ID)")
     p.add_argument("--id", help="worker id, stable across restarts (default HOST-PID)")
     p.add_argument("--token", help="shared secret of the master (or SPARKYARD_TOKEN)")

@@ -172,3 +172,24 @@ def test_a_worker_offers_no_slot_until_its_runner_can_run_a_task(make_cluster: o
     cluster.start_worker("healthy", slots=1)
     run, _ = client.wait(run_id, timeout=180)
     assert run.state == pb.RUN_SUCCEEDED and run.tasks[0].attempts[0].worker == "healthy"
+
+
+def test_a_driver_is_recycled_after_its_share_of_attempts_without_a_gap(make_cluster: object) -> None:
+    cluster: Cluster = make_cluster()  # type: ignore[operator]
+    cluster.start_master()
+    cluster.start_worker("w", slots=1, extra=("--driver-max-tasks", "2"))
+    cluster.wait_workers("w")
+    client = cluster.client()
+    pids: list[int] = []
+
+    def next_pid() -> int:
+        run, _ = client.wait(first_run_id(client.submit(f"{TASKS}:driver_pid")), timeout=120)
+        assert run.state == pb.RUN_SUCCEEDED, run
+        pids.append(json.loads(run.tasks[0].result_json))
+        return pids[-1]
+
+    first = next_pid()
+    wait_for(lambda: next_pid() != first, 180, "a replacement driver to take over after 2 attempts")
+    # The old driver served on until its replacement was warm: no attempt waited for a cold start.
+    assert pids.count(first) >= 2 and all(p == first for p in pids[:pids.index(pids[-1])])
+    wait_for(lambda: not Path(f"/proc/{first}").exists(), 60, "the retired driver to exit")

@@ -81,7 +81,8 @@ class _Driver:
         self.number = number
         self.proc: asyncio.subprocess.Process | None = None
         self.writer: asyncio.StreamWriter | None = None
-        self.state = "starting"  # starting | ready | busy | retiring | dead
+        self.state = "starting"  # starting | ready | busy | leaving (told to exit) | dead
+        self.retiring = False  # ran its share of attempts: leaves once a replacement is warm
         self.tasks_run = 0
         self.job: _Job | None = None
         self.start_error = ""
@@ -232,7 +233,7 @@ class SessionRunner:
         """(pb.Readiness, reason, slots that can take an attempt now)."""
         if not self._started:
             return pb.READINESS_STARTING, "session drivers not started", 0
-        ready = sum(1 for d in self._drivers if d.state in ("ready", "busy"))
+        ready = min(self.slots, sum(1 for d in self._drivers if d.state in ("ready", "busy")))
         if ready >= self.slots:
             return pb.READINESS_READY, "", self.slots
         if self._failures:
@@ -335,11 +336,19 @@ class SessionRunner:
                 self._spawn_driver()
             else:
                 self._warm = all(d.state in ("ready", "busy") for d in self._drivers)
-        retiring = [d for d in self._drivers if d.state == "retiring" and d.job is None]
-        if retiring:  # a warmed replacement takes over: the old one may go
-            retiring[0].send({"op": "exit"})
+        retiring = sorted((d for d in self._drivers if d.retiring and d.state in ("ready", "busy")),
+                          key=lambda d: d.state == "busy")
+        if retiring:  # a warmed replacement takes over: the old one goes now, or after its attempt
+            self._leave(retiring[0])
         self._on_readiness()
         self._dispatch()
+
+    def _leave(self, driver: _Driver) -> None:
+        """Retire a driver: at once when idle, else when its attempt ends."""
+        idle = driver.state == "ready"
+        driver.state = "leaving"
+        if idle:
+            driver.send({"op": "exit"})
 
     def driver_done(self, driver: _Driver, message: dict[str, Any]) -> None:
         job = driver.job
@@ -348,11 +357,13 @@ class SessionRunner:
         driver.job = None
         job.driver = None
         driver.tasks_run += 1
-        if driver.tasks_run >= self._max_tasks and not self._closing:
-            driver.state = "retiring"
-            self._spawn_driver()
+        if driver.state == "leaving":
+            driver.send({"op": "exit"})
         else:
             driver.state = "ready"
+            if driver.tasks_run == self._max_tasks and not self._closing:
+                driver.retiring = True  # it keeps serving until its replacement is warm
+                self._spawn_driver()
         if message.get("ok"):
             job.done(Outcome("SUCCEEDED", result_json=message.get("result_json", "")))
         else:
@@ -360,7 +371,7 @@ class SessionRunner:
         self._dispatch()
 
     def driver_ended(self, driver: _Driver, code: int | None) -> None:
-        was_ready = driver.state in ("ready", "busy", "retiring")
+        was_ready = driver.state in ("ready", "busy", "leaving")
         driver.state = "dead"
         if driver in self._drivers:
             self._drivers.remove(driver)
@@ -383,7 +394,7 @@ class SessionRunner:
             log.error("session driver %d failed to start (%s); retrying in %.0fs", driver.number, self._last_error,
                       delay)
             self._spawn_driver(delay)
-        elif len([d for d in self._drivers if d.state != "retiring"]) < self.slots:
+        elif len([d for d in self._drivers if d.state != "leaving"]) < self.slots:
             if job is not None:
                 log.warning("session driver %d %s while running task=%s; warming a replacement", driver.number,
                             _describe_exit(code), job.attempt.assignment.task_id)
