@@ -20,8 +20,10 @@ import grpc
 
 from sparkyard import errors
 from sparkyard.config import ClientConfig, load
-from sparkyard.spec import parse_conf, resolve_entrypoint
-from sparkyard.timeutil import parse_duration, parse_instant
+from sparkyard.bundle import Bundle, built, chunks
+from sparkyard.bundle import build as build_bundle
+from sparkyard.spec import parse_conf, parse_entrypoint, resolve_entrypoint
+from sparkyard.timeutil import format_size, parse_duration, parse_instant, parse_size
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 
@@ -94,7 +96,23 @@ def translate(exc: grpc.RpcError, master: str) -> errors.SparkyardError:
     return cls(details or code.name)
 
 
-def build_spec(entrypoint: str, *, base_dir: Path | None = None, args: Sequence[str] = (), name: str = "",
+def build_spec(entrypoint: str, **options: Any) -> pb.JobSpec:
+    """A JobSpec from friendly arguments (see :func:`prepare`); raises InvalidArgument naming the bad one."""
+    return prepare(entrypoint, **options)[0]
+
+
+def _paths(items: Sequence[str], base: Path) -> tuple[Path, ...]:
+    """Comma-separated or repeated paths (spark-submit's --py-files/--files style), made absolute."""
+    out = []
+    for item in items:
+        for part in str(item).split(","):
+            if part.strip():
+                path = Path(part.strip()).expanduser()
+                out.append(path if path.is_absolute() else (base / path).absolute())
+    return tuple(out)
+
+
+def prepare(entrypoint: str, *, base_dir: Path | None = None, args: Sequence[str] = (), name: str = "",
                group: str = "", priority: int = 0, runner: str = "", conf: Mapping[str, str] | Sequence[str] | None = None,
                env: Mapping[str, str] | Sequence[str] | None = None, py_files: Sequence[str] = (), retries: int = 0,
                backoff: float | str | None = None, max_backoff: float | str | None = None,
@@ -105,10 +123,16 @@ def build_spec(entrypoint: str, *, base_dir: Path | None = None, args: Sequence[
                inputs: Sequence[str | tuple[str, str]] = (), parallelism: int = 0, max_bytes_per_sec: int = 0,
                max_records_per_sec: int = 0, task_bytes_per_sec: int = 0, task_records_per_sec: int = 0,
                max_concurrent: int = 0, routing: str = "", routing_key: str = "",
-               labels: dict[str, str] | None = None) -> pb.JobSpec:
-    """A JobSpec from friendly arguments; raises InvalidArgument naming the bad one."""
+               labels: dict[str, str] | None = None, files: Sequence[str] = (), bundle: str | None = None,
+               cwd: str | None = None, task_memory: str | int | None = None,
+               ship: bool = True) -> tuple[pb.JobSpec, Bundle | None]:
+    """A JobSpec from friendly arguments, and the bundle of files to upload with it (None: nothing is
+    shipped). A file entrypoint, ``py_files``, ``files`` and ``bundle`` (a directory) are shipped unless
+    ``ship`` is False; see :mod:`sparkyard.bundle` for the layout. Raises InvalidArgument naming the bad
+    argument."""
+    base = (base_dir or Path.cwd()).absolute()
     try:
-        entry = resolve_entrypoint(entrypoint, base_dir or Path.cwd())
+        entry = resolve_entrypoint(entrypoint, base)
         conf_map = dict(conf) if isinstance(conf, Mapping) else parse_conf(list(conf or []))
         env_map = dict(env) if isinstance(env, Mapping) else parse_conf(list(env or []), field="env")
     except ValueError as exc:
@@ -123,8 +147,30 @@ def build_spec(entrypoint: str, *, base_dir: Path | None = None, args: Sequence[
         group=group, priority=priority, runner=_choice(_RUNNERS, runner, "runner"),
         misfire=_choice(_MISFIRE, misfire, "misfire"), misfire_catch_up_limit=catch_up_limit,
         overlap=_choice(_OVERLAP, overlap, "overlap"), routing=_choice(_ROUTING, routing, "routing"),
-        routing_key=routing_key, labels=labels or {}, submit_dir=str(base_dir or Path.cwd()),
+        routing_key=routing_key, labels=labels or {}, submit_dir=str(base),
     )
+    packed: Bundle | None = None
+    parsed = parse_entrypoint(entry)
+    shipped_py, shipped_files = _paths(py_files, base), _paths(files, base)
+    if ship and (parsed.is_file or bundle or shipped_py or shipped_files):
+        packed = build_bundle(Path(parsed.path) if parsed.is_file else None, parsed.func, submit_dir=base,
+                              bundle_dir=_paths([bundle], base)[0] if bundle else None,
+                              py_files=shipped_py, files=shipped_files)
+        spec.entrypoint = packed.entrypoint or entry
+        del spec.py_files[:]
+        spec.py_files.extend(packed.py_files)
+        spec.bundle.digest, spec.bundle.size = packed.digest, len(packed.data)
+    elif files or bundle:
+        raise errors.InvalidArgument("files: --files and --bundle ship files, which --no-ship turns off")
+    if cwd:
+        if not cwd.startswith("/"):
+            raise errors.InvalidArgument(f"cwd: {cwd!r} must be an absolute path (on the workers)")
+        spec.cwd = cwd
+    if task_memory not in (None, "", 0):
+        try:
+            spec.task_memory_mb = max(1, parse_size(task_memory, field="task_memory", default_unit="m") >> 20)
+        except ValueError as exc:
+            raise errors.InvalidArgument(str(exc)) from None
     spec.retry.max_attempts = retries + 1
     for field, value in (("backoff", backoff), ("max_backoff", max_backoff)):
         seconds = _duration(value, field)
@@ -165,7 +211,7 @@ def build_spec(entrypoint: str, *, base_dir: Path | None = None, args: Sequence[
     split.max_bytes_per_sec, split.max_records_per_sec = max_bytes_per_sec, max_records_per_sec
     split.task_bytes_per_sec, split.task_records_per_sec = task_bytes_per_sec, task_records_per_sec
     split.max_concurrent = max_concurrent
-    return spec
+    return spec, packed
 
 
 def first_run_id(job: pb.Job) -> str:
@@ -191,6 +237,7 @@ class Client:
         ])
         self._jobs = pbg.JobServiceStub(self._channel)
         self._cluster = pbg.ClusterServiceStub(self._channel)
+        self._bundles = pbg.BundleServiceStub(self._channel)
 
     def close(self) -> None:
         self._channel.close()
@@ -210,15 +257,39 @@ class Client:
     # ---- jobs --------------------------------------------------------------------------------------------
 
     def submit(self, entrypoint: str, *, idempotency_key: str | None = None, **options: Any) -> pb.Job:
-        """Submit a job (see :func:`build_spec` for the options); returns the stored job."""
+        """Submit a job (see :func:`prepare` for the options), uploading its files first when the master
+        does not have them yet; returns the stored job."""
         return self.submit_spec(build_spec(entrypoint, **options), idempotency_key).job
 
+    def _upload_for(self, specs: Sequence[pb.JobSpec]) -> None:
+        """Upload the bundles these specs name that this process built (each digest once)."""
+        for digest in dict.fromkeys(s.bundle.digest for s in specs if s.bundle.digest):
+            packed = built(digest)
+            if packed is not None:
+                self.upload(packed)
+
+    def upload(self, packed: Bundle) -> None:
+        """Store a bundle on the master unless it is there already (content-addressed: sent once)."""
+        ref = pb.BundleRef(digest=packed.digest, size=len(packed.data))
+        have = self._call(self._bundles.HasBundle, ref)
+        if have.present:
+            return
+        if have.max_bytes and ref.size > have.max_bytes:
+            raise errors.ResourceExhausted(
+                f"bundle is {format_size(ref.size)}, over the master's limit of {format_size(have.max_bytes)} "
+                "(--max-bundle); ship less (.sparkyardignore) or raise the limit")
+        parts = chunks(packed.data)
+        messages = [pb.BundleChunk(ref=ref, data=parts[0]), *(pb.BundleChunk(data=p) for p in parts[1:])]
+        self._call(self._bundles.UploadBundle, iter(messages), timeout=max(self._timeout, ref.size / 1e6))
+
     def submit_spec(self, spec: pb.JobSpec, idempotency_key: str | None = None) -> pb.SubmitJobResponse:
+        self._upload_for([spec])
         request = pb.SubmitJobRequest(spec=spec, idempotency_key=idempotency_key or uuid.uuid4().hex)
         return self._call(self._jobs.SubmitJob, request)
 
     def submit_many(self, specs: Sequence[pb.JobSpec]) -> list[pb.Job]:
         """Submit many jobs in one call (all validated first; one bad spec rejects the call)."""
+        self._upload_for(specs)
         request = pb.SubmitJobsRequest(jobs=[pb.SubmitJobRequest(spec=s, idempotency_key=uuid.uuid4().hex)
                                              for s in specs])
         return [r.job for r in self._call(self._jobs.SubmitJobs, request).jobs]

@@ -51,6 +51,11 @@ DEFAULT_PRIORITY_AGING_S = 1.0
 DEFAULT_OUTBOUND_QUEUE = 1024
 # Grace given to in-flight RPCs on shutdown.
 DEFAULT_SHUTDOWN_GRACE_S = 5.0
+# Largest bundle of shipped code (a job's files, zipped) the master stores: big enough for a project with
+# its helper modules and small data files, small enough that Redis memory stays bounded.
+DEFAULT_MAX_BUNDLE_BYTES = 64 * 1024 * 1024
+# Worker: disk kept for extracted bundles (least recently used ones beyond it are removed).
+DEFAULT_BUNDLE_CACHE_BYTES = 2 * 1024 * 1024 * 1024
 # Largest task result kept (JSON bytes); larger results fail the attempt with a clear error.
 DEFAULT_RESULT_MAX_BYTES = 1024 * 1024
 # Worker: slots, node group, runner; how long a draining worker lets running tasks finish.
@@ -99,11 +104,12 @@ class MasterConfig:
     outbound_queue: int = DEFAULT_OUTBOUND_QUEUE
     shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
     result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES
+    max_bundle_bytes: int = DEFAULT_MAX_BUNDLE_BYTES
     log_level: str = "INFO"
 
     def validate(self) -> MasterConfig:
         _positive(self, "lease_s", "heartbeat_s", "reaper_interval_s", "dispatch_batch", "outbound_queue",
-                  "preload_horizon_s", "wait_max_s", "dead_after_heartbeats")
+                  "preload_horizon_s", "wait_max_s", "dead_after_heartbeats", "max_bundle_bytes")
         if self.heartbeat_s * 2 > self.lease_s:
             raise ConfigError(f"heartbeat_s ({self.heartbeat_s}) must be at most half of lease_s ({self.lease_s})")
         if self.max_lost < 0:
@@ -128,11 +134,13 @@ class WorkerConfig:
     log_retention_s: float = DEFAULT_LOG_RETENTION_S
     task_memory_mb: int = 0  # memory limit of one attempt's processes; 0 = none (a job may set its own)
     driver_max_tasks: int = DEFAULT_DRIVER_MAX_TASKS
+    bundle_cache_bytes: int = DEFAULT_BUNDLE_CACHE_BYTES
     labels: dict[str, str] = field(default_factory=dict)
     log_level: str = "INFO"
 
     def validate(self) -> WorkerConfig:
-        _positive(self, "slots", "drain_timeout_s", "result_max_bytes", "log_retention_s", "driver_max_tasks")
+        _positive(self, "slots", "drain_timeout_s", "result_max_bytes", "log_retention_s", "driver_max_tasks",
+                  "bundle_cache_bytes")
         if self.task_memory_mb < 0:
             raise ConfigError("task_memory_mb must not be negative")
         if self.runner not in ("submit", "session"):

@@ -41,6 +41,13 @@ class Unauthenticated(SparkyardError):
     code_name = "UNAUTHENTICATED"
 
 
+class ResourceExhausted(InvalidArgument):
+    """Over a size limit; the message names the limit and how to change it."""
+
+    code_name = "RESOURCE_EXHAUSTED"
+
+
 BY_CODE_NAME: dict[str, type[SparkyardError]] = {
-    cls.code_name: cls for cls in (InvalidArgument, NotFound, FailedPrecondition, Unavailable, Unauthenticated)
+    cls.code_name: cls for cls in (InvalidArgument, NotFound, FailedPrecondition, Unavailable, Unauthenticated,
+                                   ResourceExhausted)
 }

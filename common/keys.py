@@ -44,6 +44,12 @@ P:timeouts                            zset    task id → attempt deadline in ms
 P:worker:{worker}:leases              set     task ids leased to the worker
 P:workers                             hash    worker id → worker record (JSON)
 P:fence                               string  the fencing-token counter (INCR, strictly increasing)
+P:bundle:{digest}                     hash    a shipped bundle: size, created_ms, c0 … cN (1 MiB chunks);
+                                              written under P:bundle:{digest}:up:{upload} and RENAMEd
+                                              once its size and sha256 are checked
+P:bundle:{digest}:jobs                set     ids of the jobs that name the bundle (its references)
+P:bundles                             zset    digest → created or last looked-at ms (the garbage
+                                              collector's list, oldest first)
 ====================================  ======  =========================================================
 
 Ids: a job id is ``j`` + 11 hex digits of creation ms + 10 random hex digits; a run id is
@@ -73,6 +79,8 @@ _TEMPLATES: dict[str, str] = {
     "ready": "ready:{}",
     "worker_leases": "worker:{}:leases",
     "idem": "idem:{}",
+    "bundle": "bundle:{}",
+    "bundle_jobs": "bundle:{}:jobs",
 }
 
 
@@ -119,6 +127,19 @@ class Keys:
     def idempotency(self, key: str) -> str:
         return self._k("idem", key)
 
+    def bundle(self, digest: str) -> str:
+        return self._k("bundle", digest)
+
+    def bundle_upload(self, digest: str, upload_id: str) -> str:
+        return f"{self._k('bundle', digest)}:up:{upload_id}"
+
+    def bundle_jobs(self, digest: str) -> str:
+        return self._k("bundle_jobs", digest)
+
+    @property
+    def bundles(self) -> str:
+        return f"{self.namespace}:bundles"
+
     @property
     def jobs(self) -> str:
         return f"{self.namespace}:jobs"
@@ -163,6 +184,6 @@ class Keys:
             lines.append(
                 f"K.{name} = function(id) return '{self.namespace}:{head}' .. id .. '{tail}' end"
             )
-        for name in ("jobs", "schedule", "awaiting", "groups", "delayed", "leases", "timeouts", "workers", "fence"):
+        for name in ("jobs", "schedule", "awaiting", "groups", "delayed", "leases", "timeouts", "workers", "fence", "bundles"):
             lines.append(f"K.{name} = '{getattr(self, name)}'")
         return "\n".join(lines)

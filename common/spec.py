@@ -236,8 +236,14 @@ def normalize(spec: pb.JobSpec, *, require_absolute_path: bool = True) -> pb.Job
     out = pb.JobSpec()
     out.CopyFrom(spec)
     entry = parse_entrypoint(out.entrypoint)
-    if entry.is_file and require_absolute_path and not entry.path.startswith("/"):
+    if out.HasField("bundle"):
+        _validate_bundle(out, entry)
+    elif entry.is_file and require_absolute_path and not entry.path.startswith("/"):
         raise SpecError("entrypoint", f"{entry.path!r} must be an absolute path (the client resolves relative ones)")
+    if out.task_memory_mb < 0:
+        raise SpecError("task_memory_mb", "must not be negative")
+    if out.cwd and not out.cwd.startswith("/"):
+        raise SpecError("cwd", f"{out.cwd[:200]!r} must be an absolute path")
     out.entrypoint = str(entry)
     if len(out.name) > MAX_NAME_LENGTH:
         raise SpecError("name", f"longer than {MAX_NAME_LENGTH} characters")
@@ -269,6 +275,25 @@ def normalize(spec: pb.JobSpec, *, require_absolute_path: bool = True) -> pb.Job
     _validate_trigger(out.trigger)
     _validate_retry(out.retry)
     return out
+
+
+def _inside_bundle(path: str) -> bool:
+    parts = path.split("/")
+    return bool(path) and not path.startswith("/") and ".." not in parts
+
+
+def _validate_bundle(spec: pb.JobSpec, entry: Entrypoint) -> None:
+    """With shipped code, file paths are relative to the bundle root and stay inside it."""
+    digest = spec.bundle.digest
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise SpecError("bundle.digest", f"{digest[:80]!r} is not a sha256 (64 lowercase hex digits)")
+    if spec.bundle.size <= 0:
+        raise SpecError("bundle.size", "must be positive")
+    if entry.is_file and not _inside_bundle(entry.path):
+        raise SpecError("entrypoint", f"{entry.path[:200]!r} must be a path inside the bundle (relative, no '..')")
+    for path in spec.py_files:
+        if not _inside_bundle(path):
+            raise SpecError("py_files", f"{path[:200]!r} must be a path inside the bundle (relative, no '..')")
 
 
 def backoff_seconds(retry: pb.RetryPolicy, failed_attempt: int) -> float:

@@ -56,6 +56,16 @@ def parse_size(text: str | int, *, field: str = "size", default_unit: str = "b")
     return int(float(number) * _SIZE_UNITS[unit])
 
 
+def format_size(n: int) -> str:
+    """Short human form in binary units: 1536 → '1.5 KiB'."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
+
+
 def format_duration(seconds: float) -> str:
     """Short human form: 0.25 → '250ms', 90 → '1m30s'."""
     if round(seconds * 1000) < 1000:

@@ -16,6 +16,7 @@ from typing import Any
 from sparkyard import ids
 from sparkyard.errors import FailedPrecondition, InvalidArgument, NotFound
 from sparkyard.master import triggers
+from sparkyard.master.bundles import BundleStore
 from sparkyard.master.core import MasterCore
 from sparkyard.master.preloader import Preloader, split_spec
 from sparkyard.master.purgatory import DelayedOperation
@@ -71,12 +72,13 @@ class RunWaiter(DelayedOperation):
 
 
 class JobManager:
-    def __init__(self, core: MasterCore, preloader: Preloader) -> None:
+    def __init__(self, core: MasterCore, preloader: Preloader, bundles: BundleStore) -> None:
         self._verbose = True  # one log line per job for single submits, one per call for bulk ones
         self._validation_cache: OrderedDict[bytes, tuple[pb.JobSpec, list[tuple[Any, ...]]]] = OrderedDict()
         self._core = core
         self._store = core.store
         self._preloader = preloader
+        self._bundles = bundles
 
     # ---- submit ---------------------------------------------------------------------------------------
 
@@ -133,6 +135,7 @@ class JobManager:
                 prepared.append(self._prepare(job_id, spec, key, now_ms))
             except InvalidArgument as exc:
                 raise InvalidArgument(f"jobs[{i}].{exc}" if name_index else str(exc)) from None
+        await self._check_bundles(prepared)
         ttl_ms = int(self._core.cfg.idempotency_ttl_s * 1000)
         out: list[Submitted] = []
         for start in range(0, len(prepared), SUBMIT_PIPELINE):
@@ -148,9 +151,23 @@ class JobManager:
                     chunk[i], results[i] = fresh[taken.index(i)], res
             else:
                 raise FailedPrecondition("could not draw unused job ids; try again")
+            refs = [(new.spec.bundle.digest, res.job_id) for new, res in zip(chunk, results)
+                    if new.spec.bundle.digest and not res.duplicate]
+            if refs:
+                await self._bundles.add_refs(refs)
             for new, res in zip(chunk, results):
                 out.append(await self._submitted(new, res))
         return out
+
+    async def _check_bundles(self, prepared: list[NewJob]) -> None:
+        """A job may name only a bundle the master has (the client uploads it first)."""
+        digests = {p.spec.bundle.digest for p in prepared if p.spec.bundle.digest}
+        if not digests:
+            return
+        missing = digests - await self._bundles.present(digests)
+        if missing:
+            raise InvalidArgument(f"bundle {sorted(missing)[0]} is not on the master: upload it first "
+                                  "(sparkyard submit and Client.submit do)")
 
     async def _submitted(self, new: NewJob, res: SubmitResult) -> Submitted:
         if res.duplicate:

@@ -19,6 +19,7 @@ import sys
 from sparkyard.config import ConfigError, MasterConfig, load
 from sparkyard.logsetup import configure_logging
 from sparkyard.profiling import profiled
+from sparkyard.timeutil import parse_size
 from sparkyard.master.embedded_redis import EmbeddedRedisError
 from sparkyard.master.server import MasterServer, StartupError, redact
 
@@ -45,6 +46,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="seconds late after which a firing counts as missed (default 5)")
     p.add_argument("--preload-horizon", dest="preload_horizon_s", type=float,
                    help="seconds ahead the schedule is loaded into the timing wheel (default 60; re-read every half)")
+    p.add_argument("--max-bundle", help="largest bundle of shipped code a job may upload, e.g. 64m (default 64m)")
     p.add_argument("--log-level", help="DEBUG, INFO (default), WARNING, ERROR")
     return p.parse_args(argv)
 
@@ -71,8 +73,10 @@ async def _run(cfg: MasterConfig) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    overrides = {k: v for k, v in vars(args).items() if k != "config"}
+    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "max_bundle")}
     try:
+        if args.max_bundle is not None:
+            overrides["max_bundle_bytes"] = parse_size(args.max_bundle, field="--max-bundle")
         cfg = load(MasterConfig, "master", config_file=args.config, overrides=overrides)
         configure_logging(cfg.log_level, "master")
     except (ConfigError, ValueError) as exc:

@@ -26,7 +26,7 @@ from sparkyard.states import lua_tables
 
 SCRIPT_NAMES = (
     "submit", "fire", "peek", "claim", "renew", "report", "release", "reap", "cancel", "job_state",
-    "reschedule",
+    "reschedule", "bundle_gc",
 )
 
 

@@ -30,7 +30,8 @@ from sparkyard.master.logs import LogRelay
 from sparkyard.master.preloader import Preloader
 from sparkyard.master.reaper import Reaper
 from sparkyard.master.reports import ReportSink
-from sparkyard.master.services import ClusterService, JobService, WorkerService, master_id
+from sparkyard.master.bundles import BundleStore
+from sparkyard.master.services import BundleService, ClusterService, JobService, WorkerService, master_id
 from sparkyard.master.store import Store
 from sparkyard.master.timer import SystemTimer
 from sparkyard.retry import with_redis_retry
@@ -78,6 +79,8 @@ class MasterServer:
         self._reaper: Reaper | None = None
         self._timer: SystemTimer | None = None
         self._reports: ReportSink | None = None
+        self._raw_redis: Redis | None = None
+        self._collector: asyncio.Task[None] | None = None
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
@@ -101,6 +104,12 @@ class MasterServer:
         except Exception as exc:
             raise StartupError(f"cannot reach redis at {redact(self.redis_url)}: {exc}") from None
         store = Store(self._redis, Keys(cfg.namespace), priority_aging_ms=int(cfg.priority_aging_s * 1000))
+        # Bundles are bytes: their client does not decode replies.
+        self._raw_redis = Redis(connection_pool=BlockingConnectionPool.from_url(
+            self.redis_url, decode_responses=False, max_connections=REDIS_CONNECTIONS // 4,
+            timeout=REDIS_POOL_WAIT_S))
+        bundles = BundleStore(self._raw_redis, Keys(cfg.namespace), store.scripts, cfg.max_bundle_bytes)
+        self._collector = asyncio.create_task(bundles.run_collector(), name="bundle-collector")
 
         self._timer = SystemTimer(self.clock)
         self._timer.start()
@@ -110,7 +119,7 @@ class MasterServer:
         self._reports.start()
         jobs: JobManager
         self._preloader = Preloader(core, lambda job_id, runs, reason: jobs.cancel_runs(job_id, runs, reason))
-        jobs = JobManager(core, self._preloader)
+        jobs = JobManager(core, self._preloader, bundles)
 
         async def worker_dead(worker_id: str) -> None:
             workers = await store.get_workers()
@@ -137,6 +146,7 @@ class MasterServer:
         mid = master_id(cfg.listen)
         pbg.add_JobServiceServicer_to_server(JobService(jobs, logs), server)
         pbg.add_WorkerServiceServicer_to_server(WorkerService(WorkerConnection(core, logs, self._reports)), server)
+        pbg.add_BundleServiceServicer_to_server(BundleService(bundles), server)
         pbg.add_ClusterServiceServicer_to_server(
             ClusterService(core, mid, redact(self.redis_url), started_at, lambda: self._timer.size if self._timer else 0),
             server,
@@ -188,6 +198,10 @@ class MasterServer:
             await self.core.stop()
         if self._timer is not None:
             self._timer.close()
+        if self._collector is not None:
+            self._collector.cancel()
+        if self._raw_redis is not None:
+            await self._raw_redis.aclose()
         if self._redis is not None:
             await self._redis.aclose()
         if self._embedded is not None:

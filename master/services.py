@@ -14,6 +14,7 @@ import redis.exceptions
 
 from sparkyard import __version__
 from sparkyard.errors import InvalidArgument, NotFound, SparkyardError
+from sparkyard.master.bundles import BundleStore, check_ref
 from sparkyard.master.connection import WorkerConnection
 from sparkyard.master.convert import job_to_proto, run_to_proto
 from sparkyard.master.core import MasterCore
@@ -212,3 +213,27 @@ class ClusterService(pbg.ClusterServiceServicer):
 
 def master_id(listen: str) -> str:
     return f"{socket.gethostname()}:{listen.rpartition(':')[2]}"
+
+
+class BundleService(pbg.BundleServiceServicer):
+    def __init__(self, bundles: BundleStore) -> None:
+        self._bundles = bundles
+
+    @mapped
+    async def HasBundle(self, request: pb.BundleRef, context: grpc.aio.ServicerContext) -> pb.HasBundleResponse:
+        check_ref(request)
+        present = request.digest in await self._bundles.present([request.digest])
+        return pb.HasBundleResponse(present=present, max_bytes=self._bundles.max_bytes)
+
+    @mapped
+    async def UploadBundle(self, request_iterator: AsyncIterator[pb.BundleChunk],
+                           context: grpc.aio.ServicerContext) -> pb.BundleRef:
+        return await self._bundles.upload(request_iterator)
+
+    async def FetchBundle(self, request: pb.BundleRef,
+                          context: grpc.aio.ServicerContext) -> AsyncIterator[pb.BundleChunk]:
+        try:
+            async for chunk in self._bundles.fetch(request):
+                yield chunk
+        except Exception as exc:
+            await _abort(context, exc, "FetchBundle")

@@ -167,7 +167,7 @@ class Store:
         # Any: redis-py types every reply as bytes | str whatever decode_responses says; ours are str.
         self.redis: Any = redis
         self.keys = keys
-        self._lua = ScriptLibrary(redis, keys)
+        self._lua = self.scripts = ScriptLibrary(redis, keys)
         self._specs: OrderedDict[str, pb.JobSpec] = OrderedDict()
         self._spec_texts: OrderedDict[int, tuple[pb.JobSpec, str]] = OrderedDict()
 

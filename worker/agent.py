@@ -34,6 +34,7 @@ from sparkyard.clock import Cancellable, Clock, SystemClock
 from sparkyard.config import WorkerConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
+from sparkyard.worker.bundles import BundleCache, fetch_over
 from sparkyard.worker.children import Children
 from sparkyard.worker.logs import LogFiles, day_name, remove_older_than
 from sparkyard.worker.reports import ReportSender
@@ -127,7 +128,9 @@ class Agent:
                                      task_memory_mb=cfg.task_memory_mb, max_tasks=cfg.driver_max_tasks,
                                      on_readiness=self._readiness_changed),
         }
-        self.bundles: Any = None
+        self._channel: grpc.aio.Channel | None = None
+        self.bundles = BundleCache(self.work_dir / "bundles", cfg.bundle_cache_bytes,
+                                   fetch_over(lambda: self._channel, self._metadata))
         self._runner_error = ""  # the default runner failed to start (retried with backoff)
         self._readiness: tuple[int, str, int] = (pb.READINESS_STARTING, "starting", 0)
         self.executions: dict[str, Execution] = {}
@@ -151,6 +154,7 @@ class Agent:
         """Run until :meth:`stop` (after a drain or at once)."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(self.children.end_leftovers)
+        await asyncio.to_thread(self.bundles.load)
         await self._sweep_old_logs()
         self.reports.start()
         # Only the default runner starts now; another starts when a job first asks for it.
@@ -279,6 +283,7 @@ class Agent:
         options = [("grpc.keepalive_time_ms", KEEPALIVE_MS), ("grpc.keepalive_permit_without_calls", 1),
                    ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
         async with grpc.aio.insecure_channel(address, options=options) as channel:
+            self._channel = channel
             conn = _Connection()
             conn.outbound.put_nowait(pb.WorkerMessage(register=self._register_message()))
             call = pbg.WorkerServiceStub(channel).Connect(self._requests(conn), metadata=self._metadata())

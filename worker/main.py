@@ -36,6 +36,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--spark-master", help="Spark master of every task's driver (default local[1])")
     p.add_argument("--task-memory", help="memory limit of one attempt's processes, e.g. 2g (default none; "
                    "a job's --task-memory wins)")
+    p.add_argument("--bundle-cache", help="disk kept for fetched bundles of shipped code, e.g. 2g (default 2g)")
     p.add_argument("--driver-max-tasks", dest="driver_max_tasks", type=int,
                    help="session runner: replace a warm driver after this many attempts (default 10000)")
     p.add_argument("--work-dir", help="directory for attempt logs and scratch (default .sparkyard/worker-ID)")
@@ -72,12 +73,14 @@ async def _run(agent: Agent) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "label", "task_memory")}
+    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "label", "task_memory", "bundle_cache")}
     if args.label:
         overrides["labels"] = ",".join(args.label)
     try:
         if args.task_memory is not None:
             overrides["task_memory_mb"] = parse_size(args.task_memory, field="--task-memory", default_unit="m") >> 20
+        if args.bundle_cache is not None:
+            overrides["bundle_cache_bytes"] = parse_size(args.bundle_cache, field="--bundle-cache")
         cfg = load(WorkerConfig, "worker", config_file=args.config, overrides=overrides)
         configure_logging(cfg.log_level, f"worker[{cfg.worker_id}]")
     except (ConfigError, ValueError) as exc:

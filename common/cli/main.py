@@ -53,7 +53,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--runner", choices=["submit", "session"], default="", help="default: the worker's runner")
     s.add_argument("--conf", action="append", default=[], metavar="K=V", help="Spark conf (repeatable)")
     s.add_argument("--env", action="append", default=[], metavar="K=V", help="environment variable (repeatable)")
-    s.add_argument("--py-files", action="append", default=[], help="extra .py/.zip for the driver (repeatable)")
+    s.add_argument("--py-files", action="append", default=[],
+                   help=".py/.zip/.egg files put on the task's sys.path, shipped with the job (repeatable or comma-separated)")
+    s.add_argument("--files", action="append", default=[],
+                   help="data files shipped with the job, at their path relative to here (repeatable or comma-separated)")
+    s.add_argument("--bundle", metavar="DIR", help="ship this project directory (minus .sparkyardignore); "
+                   "it becomes the task's working directory and is on sys.path")
+    s.add_argument("--cwd", help="the task's working directory on the worker (default: see docs/runners.md)")
+    s.add_argument("--task-memory", help="memory limit of each attempt, e.g. 2g (default: the worker's)")
+    s.add_argument("--no-ship", action="store_true",
+                   help="do not upload the entrypoint: it must be readable at its absolute path on the workers")
     s.add_argument("--retries", type=int, default=0, help="retries after a failed attempt (default 0)")
     s.add_argument("--backoff", help="delay before the first retry, doubling after (default 5s)")
     s.add_argument("--max-backoff", help="largest retry delay (default 10m)")
@@ -172,6 +181,7 @@ def cmd_submit(client: Client, args: argparse.Namespace, out: Callable[..., None
         max_records_per_sec=args.max_records_per_sec, task_bytes_per_sec=args.task_bytes_per_sec,
         task_records_per_sec=args.task_records_per_sec, max_concurrent=args.max_concurrent, routing=args.routing,
         routing_key=args.routing_key, labels=dict(kv.split("=", 1) for kv in args.label if "=" in kv),
+        files=args.files, bundle=args.bundle, cwd=args.cwd, task_memory=args.task_memory, ship=not args.no_ship,
     )
     if not args.wait:
         out(job, lambda c: c.print(f"submitted job {job.id} ({job.spec.name}); next run {first_run_id(job)}"))

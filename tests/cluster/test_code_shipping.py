@@ -36,7 +36,6 @@ EXPECTED_LINE = "RESULT helper[X] zipped-42 rows=4 total=10"
 
 @pytest.mark.spark
 @pytest.mark.acceptance
-@pytest.mark.xfail(strict=False, reason="needs code shipping")
 def test_shipped_job_runs_on_a_worker_without_the_files(net_cluster: NetCluster) -> None:
     cluster = net_cluster
     project = cluster.submit_dir

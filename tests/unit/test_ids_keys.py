@@ -167,6 +167,8 @@ ID_KEYS = {
     "ready": "P:ready:X",
     "worker_leases": "P:worker:X:leases",
     "idempotency": "P:idem:X",
+    "bundle": "P:bundle:X",
+    "bundle_jobs": "P:bundle:X:jobs",
 }
 FIXED_KEYS = {
     "jobs": "P:jobs",
@@ -178,6 +180,7 @@ FIXED_KEYS = {
     "timeouts": "P:timeouts",
     "workers": "P:workers",
     "fence": "P:fence",
+    "bundles": "P:bundles",
 }
 # Lua builder name → Python method name (where they differ).
 LUA_TO_PYTHON = {"idem": "idempotency"}

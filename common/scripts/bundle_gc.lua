@@ -1,0 +1,37 @@
+-- bundle_gc.lua — delete shipped bundles that no job needs any more.
+--
+-- KEYS[1] bundles (zset digest -> created or last looked-at ms: the oldest are looked at first)
+-- ARGV[1] unreferenced grace ms (a bundle uploaded this recently and never referenced is kept: its
+--         job's submit may still be on its way)   ARGV[2] at most this many digests looked at
+-- Returns the digests deleted.
+--
+-- Invariant: a bundle is deleted only when every job that names it is COMPLETED or CANCELLED with no
+-- active run (nothing can fire or run it again), or when none ever named it past the grace; the check
+-- and the delete are one step, so a job submitted meanwhile (its SADD of a reference) cannot be missed.
+local now = now_ms()
+local grace = tonumber(ARGV[1])
+local deleted = {}
+for _, digest in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)) do
+  local refs = K.bundle(digest) .. ':jobs'
+  local jobs = redis.call('SMEMBERS', refs)
+  local needed = false
+  if #jobs == 0 then
+    local created = tonumber(redis.call('HGET', K.bundle(digest), 'created_ms') or '0')
+    needed = now - created < grace
+  end
+  for _, job_id in ipairs(jobs) do
+    local state = redis.call('HGET', K.job(job_id), 'state')
+    if state and ((state ~= 'COMPLETED' and state ~= 'CANCELLED') or redis.call('SCARD', K.job_active(job_id)) > 0) then
+      needed = true
+      break
+    end
+  end
+  if needed then
+    redis.call('ZADD', KEYS[1], 'XX', now, digest)  -- looked at: to the back of the list
+  else
+    redis.call('DEL', K.bundle(digest), refs)
+    redis.call('ZREM', KEYS[1], digest)
+    deleted[#deleted + 1] = digest
+  end
+end
+return deleted

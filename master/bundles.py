@@ -1,0 +1,142 @@
+"""Shipped code, master side: bundles stored once in Redis in chunks, fetched by workers, collected when
+no job needs them.
+
+An upload is written under a temporary key and published with one ``RENAME`` only after its size and
+sha256 were checked, so a worker never reads half a bundle and a broken upload leaves nothing behind.
+A job that names a bundle holds a reference (``P:bundle:{digest}:jobs``); the collector
+(``bundle_gc.lua``) deletes a bundle once every job naming it has ended, or when none named it within a
+grace period after its upload. Every master may run the collector: each step is one script.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import uuid
+from typing import AsyncIterator, Iterable
+
+from redis.asyncio import Redis
+
+from sparkyard.bundle import CHUNK_BYTES
+from sparkyard.errors import InvalidArgument, NotFound, ResourceExhausted
+from sparkyard.keys import Keys
+from sparkyard.master.scripts import ScriptLibrary
+from sparkyard.timeutil import format_size
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+# A bundle nobody references is kept this long after its upload (its job's submit follows the upload).
+UNREFERENCED_GRACE_S = 3600.0
+# How often the collector runs, and how many bundles it looks at per step (bounded work per call).
+GC_INTERVAL_S = 60.0
+GC_BATCH = 100
+# An unfinished upload's temporary key expires after this long (a client that died mid-upload).
+UPLOAD_TTL_S = 3600
+
+
+def check_ref(ref: pb.BundleRef) -> None:
+    if len(ref.digest) != 64 or any(c not in "0123456789abcdef" for c in ref.digest):
+        raise InvalidArgument(f"bundle.digest: {ref.digest[:80]!r} is not a sha256 (64 lowercase hex digits)")
+    if ref.size <= 0:
+        raise InvalidArgument("bundle.size: must be positive")
+
+
+class BundleStore:
+    def __init__(self, redis: Redis, keys: Keys, scripts: ScriptLibrary, max_bytes: int) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._scripts = scripts
+        self.max_bytes = max_bytes
+
+    async def present(self, digests: Iterable[str]) -> set[str]:
+        pipe = self._redis.pipeline(transaction=False)
+        wanted = list(dict.fromkeys(digests))
+        for digest in wanted:
+            pipe.exists(self._keys.bundle(digest))
+        return {d for d, n in zip(wanted, await pipe.execute()) if n}
+
+    def _check_size(self, size: int) -> None:
+        if size > self.max_bytes:
+            raise ResourceExhausted(f"bundle is {format_size(size)}, over the master's limit of "
+                                    f"{format_size(self.max_bytes)} (--max-bundle); ship less (.sparkyardignore) "
+                                    "or raise the limit")
+
+    async def upload(self, chunks: AsyncIterator[pb.BundleChunk]) -> pb.BundleRef:
+        first = await anext(chunks, None)
+        if first is None or not first.HasField("ref"):
+            raise InvalidArgument("upload: the first chunk must name the bundle (ref)")
+        ref = pb.BundleRef(digest=first.ref.digest, size=first.ref.size)
+        check_ref(ref)
+        self._check_size(ref.size)
+        if await self.present([ref.digest]):
+            async for _ in chunks:  # drain: the bundle is already here
+                pass
+            return ref
+        temp = self._keys.bundle_upload(ref.digest, uuid.uuid4().hex)
+        digest, received, index = hashlib.sha256(), 0, 0
+        try:
+            chunk: pb.BundleChunk | None = first
+            while chunk is not None:
+                if len(chunk.data) > CHUNK_BYTES:
+                    raise InvalidArgument(f"upload: chunk of {len(chunk.data)} bytes, over {CHUNK_BYTES}")
+                received += len(chunk.data)
+                self._check_size(received)
+                if chunk.data:
+                    digest.update(chunk.data)
+                    await self._redis.hset(temp, f"c{index}", chunk.data)
+                    await self._redis.expire(temp, UPLOAD_TTL_S)
+                    index += 1
+                chunk = await anext(chunks, None)
+            if received != ref.size or digest.hexdigest() != ref.digest:
+                raise InvalidArgument(f"upload: received {received} bytes with sha256 {digest.hexdigest()[:12]}…, "
+                                      f"not the {ref.size} bytes of {ref.digest[:12]}… announced")
+            await self._redis.hset(temp, mapping={"size": received, "chunks": index,
+                                                  "created_ms": await self._now_ms()})
+            await self._redis.persist(temp)
+            await self._redis.rename(temp, self._keys.bundle(ref.digest))
+            await self._redis.zadd(self._keys.bundles, {ref.digest: await self._now_ms()})
+        finally:
+            await self._redis.delete(temp)
+        log.info("bundle %s stored (%s)", ref.digest[:12], format_size(received))
+        return ref
+
+    async def _now_ms(self) -> int:
+        seconds, micros = await self._redis.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    async def fetch(self, ref: pb.BundleRef) -> AsyncIterator[pb.BundleChunk]:
+        check_ref(pb.BundleRef(digest=ref.digest, size=ref.size or 1))
+        key = self._keys.bundle(ref.digest)
+        count = await self._redis.hget(key, "chunks")
+        if count is None:
+            raise NotFound(f"bundle {ref.digest} not found (deleted, or never uploaded)")
+        for index in range(int(count)):
+            data = await self._redis.hget(key, f"c{index}")
+            if data is None:
+                raise NotFound(f"bundle {ref.digest} was deleted while being fetched")
+            yield pb.BundleChunk(data=data if isinstance(data, bytes) else data.encode("latin-1"))
+
+    async def add_refs(self, refs: Iterable[tuple[str, str]]) -> None:
+        """(digest, job id) references of newly stored jobs."""
+        pipe = self._redis.pipeline(transaction=False)
+        for digest, job_id in refs:
+            pipe.sadd(self._keys.bundle_jobs(digest), job_id)
+        await pipe.execute()
+
+    async def collect(self) -> list[str]:
+        deleted = await self._scripts("bundle_gc", [self._keys.bundles],
+                                      [int(UNREFERENCED_GRACE_S * 1000), GC_BATCH])
+        return [d.decode() if isinstance(d, bytes) else d for d in deleted]
+
+    async def run_collector(self) -> None:
+        """The collector loop: one bounded script call per interval, never the end of the master."""
+        while True:
+            await asyncio.sleep(GC_INTERVAL_S)
+            try:
+                deleted = await self.collect()
+                if deleted:
+                    log.info("deleted %d bundles no job needs any more", len(deleted))
+            except Exception:
+                log.exception("bundle collection failed; retrying in %.0fs", GC_INTERVAL_S)

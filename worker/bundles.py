@@ -1,0 +1,157 @@
+"""Shipped code, worker side: bundles fetched from the master once per digest, verified, extracted and
+kept on disk (least recently used beyond a size cap, never one that an attempt is using).
+
+``<work_dir>/bundles/<digest>/`` is a bundle's root. It is written under a temporary name and renamed
+into place only after the archive's sha256 and size matched its digest, so a directory of that name is
+always a complete, verified bundle — which is also how the cache is rebuilt when a worker restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import logging
+import os
+import shutil
+import time
+import uuid
+import zipfile
+from pathlib import Path
+from typing import AsyncIterator, Callable
+
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+Fetch = Callable[[pb.BundleRef], AsyncIterator[bytes]]
+
+
+class BundleError(Exception):
+    """A bundle could not be fetched or does not match its digest."""
+
+
+def _tree_size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _extract(data: bytes, target: Path) -> None:
+    """Unpack into a temporary directory beside ``target`` and rename it into place."""
+    temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            for name in archive.namelist():
+                parts = name.split("/")
+                if name.startswith("/") or ".." in parts:
+                    raise BundleError(f"bundle entry {name!r} points outside the bundle")
+            archive.extractall(temp)
+        os.rename(temp, target)
+    except FileExistsError:  # another fetch of the same digest won: the same verified content
+        shutil.rmtree(temp, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(temp, ignore_errors=True)
+        if not target.is_dir():
+            raise BundleError(f"cannot extract the bundle: {exc}") from None
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+
+
+class BundleCache:
+    def __init__(self, root: Path, max_bytes: int, fetch: Fetch) -> None:
+        self._root = root
+        self._max_bytes = max_bytes
+        self._fetch = fetch
+        self._sizes: dict[str, int] = {}
+        self._used: dict[str, float] = {}  # digest → last use (monotonic)
+        self._pins: dict[str, int] = {}
+        self._fetching: dict[str, asyncio.Future[Path]] = {}
+
+    def load(self) -> None:
+        """Rebuild the cache's view from disk (a restarted worker keeps its bundles)."""
+        self._root.mkdir(parents=True, exist_ok=True)
+        for entry in self._root.iterdir():
+            if entry.name.startswith("."):
+                shutil.rmtree(entry, ignore_errors=True)  # an extraction that never finished
+            elif entry.is_dir():
+                self._sizes[entry.name] = _tree_size(entry)
+                self._used[entry.name] = time.monotonic() - (time.time() - entry.stat().st_mtime)
+
+    async def acquire(self, ref: pb.BundleRef) -> Path:
+        """The bundle's root directory, fetched if needed; pinned until :meth:`release`."""
+        digest = ref.digest
+        self._pins[digest] = self._pins.get(digest, 0) + 1
+        try:
+            path = self._root / digest
+            if digest not in self._sizes:
+                future = self._fetching.get(digest)
+                if future is None:
+                    future = asyncio.ensure_future(self._download(ref))
+                    self._fetching[digest] = future
+                    future.add_done_callback(lambda _: self._fetching.pop(digest, None))
+                path = await asyncio.shield(future)
+            self._used[digest] = time.monotonic()
+            return path
+        except BaseException:
+            self.release(ref)
+            raise
+
+    def release(self, ref: pb.BundleRef) -> None:
+        left = self._pins.get(ref.digest, 0) - 1
+        if left > 0:
+            self._pins[ref.digest] = left
+        else:
+            self._pins.pop(ref.digest, None)
+
+    async def _download(self, ref: pb.BundleRef) -> Path:
+        started = time.monotonic()
+        parts, sha, size = [], hashlib.sha256(), 0
+        async for data in self._fetch(ref):
+            sha.update(data)
+            size += len(data)
+            parts.append(data)
+            if size > ref.size:
+                raise BundleError(f"bundle {ref.digest[:12]} is larger than its {ref.size} bytes")
+        if size != ref.size or sha.hexdigest() != ref.digest:
+            raise BundleError(f"bundle {ref.digest[:12]} does not match its digest (got {size} bytes, sha256 "
+                              f"{sha.hexdigest()[:12]})")
+        target = self._root / ref.digest
+        self._root.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(_extract, b"".join(parts), target)
+        self._sizes[ref.digest] = await asyncio.to_thread(_tree_size, target)
+        log.info("bundle %s fetched and verified (%d bytes) in %.0f ms", ref.digest[:12], size,
+                 (time.monotonic() - started) * 1000)
+        await asyncio.to_thread(self._evict)
+        return target
+
+    def _evict(self) -> None:
+        """Remove least recently used bundles beyond the cap, never a pinned one."""
+        total = sum(self._sizes.values())
+        for digest in sorted(self._sizes, key=lambda d: self._used.get(d, 0.0)):
+            if total <= self._max_bytes:
+                break
+            if self._pins.get(digest):
+                continue
+            shutil.rmtree(self._root / digest, ignore_errors=True)
+            total -= self._sizes.pop(digest)
+            self._used.pop(digest, None)
+            log.info("bundle %s removed from the cache (over %d bytes)", digest[:12], self._max_bytes)
+
+    @property
+    def size(self) -> int:
+        return sum(self._sizes.values())
+
+
+def fetch_over(channel: Callable[[], object | None], metadata: Callable[[], list[tuple[str, str]]]) -> Fetch:
+    """A Fetch that calls BundleService.FetchBundle on the agent's current channel to the master."""
+    from sparkyard.v1 import sparkyard_pb2_grpc as pbg
+
+    async def fetch(ref: pb.BundleRef) -> AsyncIterator[bytes]:
+        current = channel()
+        if current is None:
+            raise BundleError("not connected to a master")
+        stub = pbg.BundleServiceStub(current)
+        async for chunk in stub.FetchBundle(ref, metadata=metadata()):
+            yield chunk.data
+
+    return fetch
