@@ -136,6 +136,7 @@ class WorkerConfig:
     driver_max_tasks: int = DEFAULT_DRIVER_MAX_TASKS
     bundle_cache_bytes: int = DEFAULT_BUNDLE_CACHE_BYTES
     labels: dict[str, str] = field(default_factory=dict)
+    conf: dict[str, str] = field(default_factory=dict)  # Spark conf of every driver this worker starts
     log_level: str = "INFO"
 
     def validate(self) -> WorkerConfig:

@@ -123,8 +123,9 @@ class Agent:
         self._attempts_dir = str(self.work_dir / "attempts")
         self.children = Children(self.work_dir)
         self.runners: dict[str, Runner] = runners or {
-            "submit": SubmitRunner(cfg.spark_master, cfg.slots, self.children, task_memory_mb=cfg.task_memory_mb),
-            "session": SessionRunner(cfg.spark_master, cfg.slots, self.work_dir, self.children,
+            "submit": SubmitRunner(cfg.spark_master, cfg.slots, self.children, task_memory_mb=cfg.task_memory_mb,
+                                   conf=cfg.conf),
+            "session": SessionRunner(cfg.spark_master, cfg.slots, self.work_dir, self.children, conf=cfg.conf,
                                      task_memory_mb=cfg.task_memory_mb, max_tasks=cfg.driver_max_tasks,
                                      on_readiness=self._readiness_changed),
         }

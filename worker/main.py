@@ -21,6 +21,7 @@ import sys  # noqa: E402
 from sparkyard.config import ConfigError, WorkerConfig, load  # noqa: E402
 from sparkyard.logsetup import configure_logging  # noqa: E402
 from sparkyard.profiling import profiled  # noqa: E402
+from sparkyard.spec import parse_conf  # noqa: E402
 from sparkyard.timeutil import parse_size  # noqa: E402
 from sparkyard.worker.agent import Agent  # noqa: E402
 
@@ -36,6 +37,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--spark-master", help="Spark master of every task's driver (default local[1])")
     p.add_argument("--task-memory", help="memory limit of one attempt's processes, e.g. 2g (default none; "
                    "a job's --task-memory wins)")
+    p.add_argument("--conf", action="append", default=None, metavar="K=V",
+                   help="Spark conf of every driver and spark-submit this worker starts (repeatable; a job's wins)")
     p.add_argument("--bundle-cache", help="disk kept for fetched bundles of shipped code, e.g. 2g (default 2g)")
     p.add_argument("--driver-max-tasks", dest="driver_max_tasks", type=int,
                    help="session runner: replace a warm driver after this many attempts (default 10000)")
@@ -73,12 +76,14 @@ async def _run(agent: Agent) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "label", "task_memory", "bundle_cache")}
+    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "label", "task_memory", "bundle_cache", "conf")}
     if args.label:
         overrides["labels"] = ",".join(args.label)
     try:
         if args.task_memory is not None:
             overrides["task_memory_mb"] = parse_size(args.task_memory, field="--task-memory", default_unit="m") >> 20
+        if args.conf:
+            overrides["conf"] = dict(parse_conf(args.conf))
         if args.bundle_cache is not None:
             overrides["bundle_cache_bytes"] = parse_size(args.bundle_cache, field="--bundle-cache")
         cfg = load(WorkerConfig, "worker", config_file=args.config, overrides=overrides)

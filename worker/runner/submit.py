@@ -54,8 +54,10 @@ def spark_submit_path() -> str:
 class SubmitRunner:
     name = "submit"
 
-    def __init__(self, spark_master: str, slots: int, children: Children, *, task_memory_mb: int = 0) -> None:
+    def __init__(self, spark_master: str, slots: int, children: Children, *, task_memory_mb: int = 0,
+                 conf: dict[str, str] | None = None) -> None:
         self._master = spark_master or "local[1]"
+        self._conf = dict(conf or {})
         self._slots = slots
         self._children = children
         self._task_memory_mb = task_memory_mb
@@ -83,7 +85,7 @@ class SubmitRunner:
     def command(self, attempt: AttemptRun, work_dir: Path, task_file: Path, result_file: Path) -> list[str]:
         spec = attempt.assignment.spec
         cmd = [self._spark_submit or spark_submit_path(), "--master", self._master, "--name", attempt.tag]
-        conf = {**DEFAULT_CONF, "spark.local.dir": str(work_dir / "spark-local"), **dict(spec.conf)}
+        conf = {**DEFAULT_CONF, "spark.local.dir": str(work_dir / "spark-local"), **self._conf, **dict(spec.conf)}
         for key, value in sorted(conf.items()):
             cmd += ["--conf", f"{key}={value}"]
         if attempt.workspace.py_files:

@@ -1,0 +1,94 @@
+"""Code shipping through a real master and Redis: uploaded once, fetched by workers, limited in size,
+collected when no job needs it any more."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+
+from harness import Cluster, RedisServer, wait_for
+from sparkyard.client import first_run_id
+from sparkyard.keys import Keys
+from sparkyard.master.bundles import BundleStore
+from sparkyard.master.scripts import ScriptLibrary
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+JOB = "import os, sys\nfrom helper import GREETING\n\ndef main(spark, ctx):\n    return [GREETING, os.getcwd()]\n"
+
+
+def _project(root: Path) -> Path:
+    root.mkdir(parents=True)
+    (root / "job.py").write_text(JOB)
+    (root / "helper.py").write_text("GREETING = 'hello from the bundle'\n")
+    return root
+
+
+def _bundles(redis_server: RedisServer, namespace: str) -> list[str]:
+    return list(redis_server.client().zrange(Keys(namespace).bundles, 0, -1))
+
+
+def test_a_shipped_job_runs_from_its_bundle_and_a_resubmit_uploads_nothing(
+        shared_cluster: Cluster, redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = _project(tmp_path / "proj")
+    monkeypatch.chdir(project)
+    client = shared_cluster.client()
+    job = client.submit("job.py:main", bundle=".")
+    assert job.spec.bundle.digest and job.spec.entrypoint == "job.py:main"
+    run, _ = client.wait(first_run_id(job), timeout=120)
+    assert run.state == pb.RUN_SUCCEEDED, run
+    greeting, cwd = json.loads(run.tasks[0].result_json)
+    assert greeting == "hello from the bundle"
+    assert cwd == str(project)  # same machine: the submit directory holds the entrypoint
+    assert shared_cluster.master is not None
+    stored = f"bundle {job.spec.bundle.digest[:12]} stored"
+    again = client.submit("job.py:main", bundle=".")
+    assert again.spec.bundle.digest == job.spec.bundle.digest
+    assert shared_cluster.master.log().count(stored) == 1  # the second submit asked, and uploaded nothing
+    assert client.wait(first_run_id(again), timeout=120)[0].state == pb.RUN_SUCCEEDED
+    assert job.spec.bundle.digest in _bundles(redis_server, shared_cluster.namespace)
+
+
+def test_a_bundle_over_the_limit_is_refused_with_the_limit_named(make_cluster: object, tmp_path: Path) -> None:
+    cluster: Cluster = make_cluster()  # type: ignore[operator]
+    cluster.start_master("--max-bundle", "2k")
+    project = _project(tmp_path / "proj")
+    (project / "big.bin").write_bytes(os.urandom(8192))
+    done = subprocess.run([sys.executable, "-m", "sparkyard.cli.main", "submit", "job.py:main", "--bundle", ".",
+                           "--master", cluster.address], cwd=project, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "over the master's limit of 2.0 KiB" in lines[0] and "--max-bundle" in lines[0]
+
+
+def test_a_bundle_is_collected_once_no_job_needs_it(make_cluster: object, redis_server: RedisServer,
+                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster: Cluster = make_cluster()  # type: ignore[operator]
+    cluster.start_master()
+    client = cluster.client()
+    monkeypatch.chdir(_project(tmp_path / "once"))
+    one_shot = client.submit("job.py:main", bundle=".", delay="1h")
+    monkeypatch.chdir(_project(tmp_path / "cron"))
+    (tmp_path / "cron" / "helper.py").write_text("GREETING = 'another'\n")
+    recurring = client.submit("job.py:main", bundle=".", cron="0 3 * * *")
+
+    async def collect() -> list[str]:
+        redis = Redis(port=redis_server.port)
+        keys = Keys(cluster.namespace)
+        try:
+            return await BundleStore(redis, keys, ScriptLibrary(Redis(port=redis_server.port, decode_responses=True),
+                                                                keys), 1 << 20).collect()
+        finally:
+            await redis.aclose()
+
+    assert asyncio.run(collect()) == []  # both jobs may still fire
+    client.cancel(one_shot.id)
+    wait_for(lambda: client.job(one_shot.id).state == pb.JOB_CANCELLED, 30, "the cancel")
+    assert asyncio.run(collect()) == [one_shot.spec.bundle.digest]
+    assert _bundles(redis_server, cluster.namespace) == [recurring.spec.bundle.digest]
