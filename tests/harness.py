@@ -125,6 +125,7 @@ class Cluster:
     token: str = ""
     profile_dir: str = ""  # set: the processes named in profile_processes write cProfile stats <dir>/<name>.prof
     profile_processes: tuple[str, ...] = ("master",)
+    driver_conf: str = TEST_DRIVER_CONF  # benchmarks set "" to measure the default configuration
     master: Proc | None = None
     address: str = ""
     workers: dict[str, Proc] = field(default_factory=dict)
@@ -161,7 +162,9 @@ class Cluster:
         log_path = self.root / f"{worker_id}.log"
         args = [sys.executable, "-m", "sparkyard.worker.main", "--master", self.address, "--slots", str(slots),
                 "--id", worker_id, "--runner", runner, "--work-dir", str(self.root / worker_id),
-                "--spark-master", "local[1]", "--drain-timeout", "5", "--conf", TEST_DRIVER_CONF, *extra]
+                "--spark-master", "local[1]", "--drain-timeout", "5", *extra]
+        if self.driver_conf:
+            args += ["--conf", self.driver_conf]
         if group:
             args += ["--group", group]
         proc = subprocess.Popen(args, stdout=log_path.open("ab"), stderr=subprocess.STDOUT, env=self._env(worker_id))

@@ -2,7 +2,9 @@
 
     .venv/bin/python tests/bench/bench_latency.py [--session 30] [--submit 3] [--baseline 2]
 
-Starts a real redis-server, a master and two workers (one per runner) on free loopback ports; submits
+Also reports how long a worker with the default 2 slots takes to be READY and its idle memory (the worker
+process, and with its warm driver processes and their JVMs). Starts a real redis-server, a master and
+one worker on free loopback ports; submits
 trivial tasks one at a time (count a 100-row range) and measures, per task, the client's wall time from
 the submit call to the end of its wait, and where that time went (from the run and attempt records):
 scheduled→fired, fired→leased, leased→started on the worker, started→finished, finished→client saw it.
@@ -13,6 +15,7 @@ Prints a markdown table (paste it into docs/benchmarks.md with the date).
 from __future__ import annotations
 
 import argparse
+import psutil
 import statistics
 import subprocess
 import sys
@@ -76,11 +79,16 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         redis = start_redis(Path(tmp) / "redis")
-        cluster = Cluster(redis.url, Path(tmp) / "cluster")
+        cluster = Cluster(redis.url, Path(tmp) / "cluster", driver_conf="")
         try:
             cluster.start_master()
-            cluster.start_worker("session-worker", slots=1, runner="session", group="")
+            started = time.monotonic()
+            worker = cluster.start_worker("session-worker", slots=2, runner="session", group="")  # the defaults
             cluster.wait_workers()
+            ready_s = time.monotonic() - started
+            idle = psutil.Process(worker.pid)
+            worker_rss = idle.memory_info().rss
+            tree_rss = worker_rss + sum(p.memory_info().rss for p in idle.children(recursive=True))
             measure(cluster, "session", 2)  # warm-up: the session's first job compiles and JITs
             results = {"session": measure(cluster, "session", args.session)}
             if args.submit:
@@ -89,6 +97,8 @@ def main() -> int:
             cluster.stop()
             redis.stop()
     base = baseline(args.baseline) if args.baseline else []
+    print(f"worker with the default 2 slots (session runner): READY {ready_s:.1f} s after start; idle RSS "
+          f"worker {worker_rss / 2**20:.0f} MiB, worker + drivers + JVMs {tree_rss / 2**20:.0f} MiB\n")
     print("| runner | n | submit→SUCCEEDED p50 / p90 / max ms | scheduled→fired | fired→leased | "
           "leased→started | started→finished | finished→client | vs bare spark-submit |")
     print("|---|---|---|---|---|---|---|---|---|")

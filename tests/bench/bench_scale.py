@@ -86,7 +86,7 @@ async def fast_worker(address: str, worker_id: str, slots: int, stop: asyncio.Ev
 def part_cron(n: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         redis = start_redis(Path(tmp) / "redis")
-        cluster = Cluster(redis.url, Path(tmp) / "cluster")
+        cluster = Cluster(redis.url, Path(tmp) / "cluster", driver_conf="")
         try:
             cluster.start_master("--log-level", "WARNING")
             assert cluster.master is not None
@@ -113,7 +113,7 @@ def part_cron(n: int) -> dict[str, float]:
 def part_same_second(n: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         redis = start_redis(Path(tmp) / "redis")
-        cluster = Cluster(redis.url, Path(tmp) / "cluster")
+        cluster = Cluster(redis.url, Path(tmp) / "cluster", driver_conf="")
         try:
             cluster.start_master("--log-level", "WARNING")
             client = cluster.client()

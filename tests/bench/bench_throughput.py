@@ -1,6 +1,6 @@
 """Throughput: N no-op tasks through 2 session-runner workers, submit → SUCCEEDED.
 
-    .venv/bin/python tests/bench/bench_throughput.py [--tasks 10000] [--slots 256] [--mode jobs|split]
+    .venv/bin/python tests/bench/bench_throughput.py [--tasks 10000] [--slots 2] [--mode jobs|split]
 
 A fresh redis-server (AOF on, fsync every second, as the embedded one), a master and two workers (session
 runner) on this machine. ``--mode jobs`` submits N one-task jobs with bulk SubmitJobs calls of 1,000;
@@ -79,7 +79,7 @@ def script_times(r: Any) -> list[tuple[str, int, float]]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=10_000)
-    parser.add_argument("--slots", type=int, default=256, help="slots per worker")
+    parser.add_argument("--slots", type=int, default=2, help="slots per worker (default: the worker default)")
     parser.add_argument("--mode", choices=["jobs", "split"], default="jobs")
     parser.add_argument("--profile", default="", help="directory for cProfile stats of master and workers")
     parser.add_argument("--redis-stats", action="store_true", help="print Redis' busiest commands")
@@ -87,7 +87,7 @@ def main() -> int:
     speed_before = speed_ms()
     with tempfile.TemporaryDirectory() as tmp:
         redis = start_redis(Path(tmp) / "redis")
-        cluster = Cluster(redis.url, Path(tmp) / "cluster", profile_dir=args.profile)
+        cluster = Cluster(redis.url, Path(tmp) / "cluster", profile_dir=args.profile, driver_conf="")
         try:
             cluster.start_master("--log-level", "WARNING")
             for name in ("w1", "w2"):

@@ -44,7 +44,7 @@ def rss_mb(pid: int) -> float:
 def one(pending: int, probes: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         redis = start_redis(Path(tmp) / "redis", appendonly=False)
-        cluster = Cluster(redis.url, Path(tmp) / "cluster")
+        cluster = Cluster(redis.url, Path(tmp) / "cluster", driver_conf="")
         try:
             cluster.start_master("--preload-horizon", "10800", "--log-level", "WARNING")
             cluster.start_worker("w", slots=4, runner="session")
