@@ -44,8 +44,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class WaitAborted(AssertionError):
+    """Raised by a wait_for condition to fail the wait at once (a process it depends on died)."""
+
+
 def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:
-    """Poll ``condition`` until it returns something truthy; fail the test with ``what`` at the deadline."""
+    """Poll ``condition`` until it returns something truthy; fail the test with ``what`` at the deadline,
+    or at once when the condition raises :class:`WaitAborted`."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
     while True:
@@ -53,6 +58,8 @@ def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: fl
             value = condition()
             if value:
                 return value
+        except WaitAborted:
+            raise
         except Exception as exc:  # conditions may fail while a process is starting
             last_error = exc
         if time.monotonic() > deadline:

@@ -27,6 +27,7 @@ from typing import Any, Callable, TypeVar
 
 import redis
 
+from harness import WaitAborted, wait_for
 from netns import Host, Network, NetError, netns_pids
 from sparkyard.client import Client
 from sparkyard.master.embedded_redis import find_redis_server
@@ -45,25 +46,16 @@ LOG_TAIL = 6000
 
 def wait_until(condition: Callable[[], T], timeout: float, what: str, watch: tuple[HostProcess, ...] = (),
                interval: float = 0.05) -> T:
-    """Poll ``condition`` until it returns something truthy; fail at the deadline, or at once if a process
-    in ``watch`` exits meanwhile (with the end of its log)."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while True:
+    """harness.wait_for, failing at once if a process in ``watch`` exits meanwhile (with the end of its log)."""
+
+    def watched() -> T:
         for proc in watch:
             if proc.process.poll() is not None:
-                raise AssertionError(f"{proc.name} exited with {proc.process.returncode} while waiting for {what}:"
-                                     f"\n{proc.log()[-3000:]}")
-        try:
-            value = condition()
-            if value:
-                return value
-        except Exception as exc:  # conditions may fail while a process is starting
-            last_error = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}" +
-                                 (f" (last error: {last_error!r})" if last_error else ""))
-        time.sleep(interval)
+                raise WaitAborted(f"{proc.name} exited with {proc.process.returncode} while waiting for {what}:"
+                                  f"\n{proc.log()[-3000:]}")
+        return condition()
+
+    return wait_for(watched, timeout, what, interval)
 
 
 def _ns_inode(pid: int | str, kind: str) -> int:
