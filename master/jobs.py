@@ -82,9 +82,6 @@ class JobManager:
 
     # ---- submit ---------------------------------------------------------------------------------------
 
-    def validate(self, spec: pb.JobSpec) -> pb.JobSpec:
-        return self._validated(spec)[0]
-
     def _validated(self, spec: pb.JobSpec) -> tuple[pb.JobSpec, list[tuple[Any, ...]]]:
         """The normalized spec and its task split, cached by the spec's bytes: the jobs of a bulk submit
         usually share one spec, and both are pure functions of it (the result is never mutated)."""

@@ -172,9 +172,6 @@ class MasterServer:
     def address(self) -> str:
         return f"{self.cfg.listen.rpartition(':')[0]}:{self.port}"
 
-    async def wait_stopped(self) -> None:
-        await self._stopped.wait()
-
     async def stop(self) -> None:
         """Graceful stop: refuse new calls, let in-flight ones finish (grace), then release everything."""
         if self._stopped.is_set():

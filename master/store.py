@@ -263,10 +263,6 @@ class Store:
                                               withscores=True)
         return [(job_id, int(score)) for job_id, score in rows]
 
-    async def schedule_entry(self, job_id: str) -> int | None:
-        score = await self.redis.zscore(self.keys.schedule, job_id)
-        return None if score is None else int(score)
-
     # ---- dispatch ----------------------------------------------------------------------------------
 
     async def peek_ready(self, group: str, n: int) -> list[Routable]:
@@ -331,14 +327,6 @@ class Store:
     @staticmethod
     def _reaped(raw: Sequence[Any]) -> list[Reaped]:
         return [Reaped(t, w, s, r, rs, wk, int(nb), int(tok)) for t, w, s, r, rs, wk, nb, tok in _groups(raw, 8)]
-
-    async def next_deadlines(self) -> tuple[int | None, int | None]:
-        """Earliest lease deadline and earliest master-side timeout, in ms (None when there is none)."""
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.zrange(self.keys.leases, 0, 0, withscores=True)
-        pipe.zrange(self.keys.timeouts, 0, 0, withscores=True)
-        lease, timeout = await pipe.execute()
-        return (int(lease[0][1]) if lease else None, int(timeout[0][1]) if timeout else None)
 
     # ---- cancel, pause, resume ---------------------------------------------------------------------
 
@@ -531,12 +519,4 @@ class Store:
 
     async def worker_leases(self, worker_id: str) -> set[str]:
         return set(await self.redis.smembers(self.keys.worker_leases(worker_id)))
-
-    async def leased_by_worker(self) -> dict[str, int]:
-        """Leases each registered worker holds (rebuilds the slot view after a master restart)."""
-        workers = await self.redis.hkeys(self.keys.workers)
-        pipe = self.redis.pipeline(transaction=False)
-        for w in workers:
-            pipe.scard(self.keys.worker_leases(w))
-        return dict(zip(workers, await pipe.execute()))
 
