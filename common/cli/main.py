@@ -22,6 +22,7 @@ from rich.console import Console
 from sparkyard import errors
 from sparkyard.cli import render
 from sparkyard.client import Client, first_run_id
+from sparkyard.config import ConfigError
 from sparkyard.spec import parse_input
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -34,6 +35,8 @@ def _common(p: argparse.ArgumentParser, default: Any = argparse.SUPPRESS) -> Non
                    help="HOST:PORT of the master (or SPARKYARD_MASTER; default 127.0.0.1:7070)")
     p.add_argument("--token", default=default if default is argparse.SUPPRESS else None,
                    help="the master's token (or SPARKYARD_TOKEN)")
+    p.add_argument("--config", default=default if default is argparse.SUPPRESS else None,
+                   help="TOML file whose [client] table sets master and token (or SPARKYARD_CONFIG)")
     p.add_argument("--json", action="store_true", default=default if default is argparse.SUPPRESS else False,
                    help="print JSON")
 
@@ -249,7 +252,7 @@ def dispatch(args: argparse.Namespace) -> int:
 
     if args.verb == "local":
         return cmd_local(args)
-    with Client(args.master, token=args.token) as client:
+    with Client(args.master, token=args.token, config_file=args.config) as client:
         verb = args.verb
         if verb == "submit":
             return cmd_submit(client, args, out)
@@ -296,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return dispatch(args)
-    except errors.InvalidArgument as exc:
+    except (errors.InvalidArgument, ConfigError) as exc:
         print(f"sparkyard: {exc}", file=sys.stderr)
         return 2
     except errors.SparkyardError as exc:
