@@ -70,6 +70,9 @@ DEFAULT_SELF_FENCE_MARGIN_S = 2.0
 # code can leak into a long-lived process). A replacement costs a JVM start (~10 CPU-seconds on a small
 # machine), so for short tasks this is ~1 ms per task amortised; the old driver serves until it is warm.
 DEFAULT_DRIVER_MAX_TASKS = 10_000
+# Worker: most tasks held beyond its slots, queued locally so a slot never waits a round trip for its next
+# task (the worker asks for fewer, by Little's law: worker/prefetch.py). 0 turns prefetch off.
+DEFAULT_PREFETCH_MAX = 256
 # How long a worker keeps attempt logs and scratch directories (swept at start and then periodically).
 DEFAULT_LOG_RETENTION_S = 7 * 24 * 3600.0
 # Client: deadline of a unary call (WaitRun sets its own).
@@ -134,6 +137,7 @@ class WorkerConfig:
     log_retention_s: float = DEFAULT_LOG_RETENTION_S
     task_memory_mb: int = 0  # memory limit of one attempt's processes; 0 = none (a job may set its own)
     driver_max_tasks: int = DEFAULT_DRIVER_MAX_TASKS
+    prefetch_max: int = DEFAULT_PREFETCH_MAX
     bundle_cache_bytes: int = DEFAULT_BUNDLE_CACHE_BYTES
     labels: dict[str, str] = field(default_factory=dict)
     conf: dict[str, str] = field(default_factory=dict)  # Spark conf of every driver this worker starts
@@ -144,6 +148,8 @@ class WorkerConfig:
                   "bundle_cache_bytes")
         if self.task_memory_mb < 0:
             raise ConfigError("task_memory_mb must not be negative")
+        if self.prefetch_max < 0:
+            raise ConfigError("prefetch_max must not be negative")
         if self.runner not in ("submit", "session"):
             raise ConfigError(f"runner {self.runner!r}: use submit or session")
         for address in self.masters:

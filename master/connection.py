@@ -56,6 +56,7 @@ class WorkerConnection:
             outbound=asyncio.Queue(maxsize=self._cfg.outbound_queue),
         )
         session.set_readiness(reg.readiness, reg.readiness_reason, reg.ready_slots)
+        session.set_prefetch(reg)
         registered = await self._register(session, reg)
         self._registry.add(session)
         await self._persist(session, alive=True)
@@ -108,6 +109,9 @@ class WorkerConnection:
                 if kind == "heartbeat":
                     await self._heartbeat(session, message.heartbeat)
                 elif kind == "reports":
+                    session.reports_seq = max(session.reports_seq, message.reports.seq)
+                    if session.set_prefetch(message.reports):
+                        self._core.wake()
                     self._reports.accept(session.worker_id, message.reports)
                 elif kind == "log":
                     self._logs.deliver(message.log)
@@ -124,6 +128,8 @@ class WorkerConnection:
         was_draining = session.draining
         session.draining = hb.draining
         readiness_changed = session.set_readiness(hb.readiness, hb.readiness_reason, hb.ready_slots)
+        if session.set_prefetch(hb):
+            self._core.wake()
         held = [(l.task_id, l.fencing_token) for l in hb.held]
         renewal = await self._store.renew(session.worker_id, held, int(self._cfg.lease_s * 1000))
         for task_id, token in renewal.lost:

@@ -1,8 +1,10 @@
 """The workers connected to this master, their slots and what they hold (Doris FE's BE slot view).
 
-A worker's idle slots are ``ready − leased`` where ``ready`` is how many of its slots its runner can run a
-task on now (the worker's readiness: a worker whose Spark drivers are still warming offers none), and ``leased`` is the master's own record of the tasks
-(and fencing tokens) it leased to the worker and has not yet seen end. A slot is freed as soon as the
+A worker can take ``ready + prefetch − leased`` more tasks, where ``ready`` is how many of its slots its
+runner can run a task on now (the worker's readiness: a worker whose Spark drivers are still warming
+offers none), ``prefetch`` is how many tasks it asked to have queued beyond them (so a slot that frees
+starts its next task without waiting a round trip to the master), and ``leased`` is the master's own
+record of the tasks (and fencing tokens) it leased to the worker and has not yet seen end. A slot is freed as soon as the
 worker's result for that lease arrives — the worker stopped using it when it sent the result — so the
 next dispatch round overlaps with writing the result to Redis instead of waiting for it. The record is
 rebuilt from what a worker reports when it (re)connects, so a master restart loses nothing. A draining
@@ -46,14 +48,39 @@ class WorkerSession:
     readiness: int = pb.READINESS_READY
     readiness_reason: str = ""
     ready_slots: int = -1  # slots its runner can run a task on now (-1: all; an older worker says nothing)
+    prefetch: int = 0  # tasks it asked for beyond its ready slots (queued on the worker)
+    reports_seq: int = 0  # the last Reports message received from it (echoed in each TaskBatch)
     closed: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
+    def ready(self) -> int:
+        return self.slots if self.ready_slots < 0 else min(self.slots, self.ready_slots)
+
+    @property
+    def capacity(self) -> int:
+        """Tasks it may hold: a running one per ready slot, plus the ones it asked to have queued."""
+        return self.ready + self.prefetch if self.ready else 0
+
+    @property
     def idle(self) -> int:
+        """Tasks it can take now (what dispatch fills)."""
         if self.draining or self.closed.is_set() or self.outbound.full():
             return 0
-        ready = self.slots if self.ready_slots < 0 else min(self.slots, self.ready_slots)
-        return max(0, ready - len(self.leased))
+        return max(0, self.capacity - len(self.leased))
+
+    @property
+    def free_slots(self) -> int:
+        """Ready slots not leased (what an operator reads: queued tasks are not counted as free)."""
+        return max(0, self.ready - len(self.leased))
+
+    def set_prefetch(self, message: pb.Register | pb.Heartbeat | pb.Reports) -> bool:
+        """Record the prefetch a message carries (if it carries one); True if it grew (dispatch can send more)."""
+        if not message.HasField("prefetch"):
+            return False
+        value = max(0, message.prefetch)
+        grew = value > self.prefetch
+        self.prefetch = value
+        return grew
 
     def set_readiness(self, readiness: int, reason: str, ready_slots: int) -> bool:
         """Record what the worker says it can run; True if that changed."""
@@ -104,7 +131,7 @@ class WorkerRegistry:
     def loads(self, group: str) -> list[WorkerLoad]:
         """Routing's view of a group: only workers that can take a task now count their slots."""
         return [
-            WorkerLoad(s.worker_id, s.slots, len(s.leased) if s.idle else s.slots)
+            WorkerLoad(s.worker_id, s.capacity, len(s.leased) if s.idle else s.capacity)
             for s in self._sessions.values() if s.group == group
         ]
 

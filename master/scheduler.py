@@ -125,8 +125,10 @@ class SlotScheduler:
                 sent.append(claim)
             if not sent:
                 continue
+            session = self._registry.get(worker_id)
             self._registry.lease(worker_id, ((c.task_id, c.token) for c in sent))
-            message = pb.MasterMessage(batch=pb.TaskBatch(tasks=assignments))
+            message = pb.MasterMessage(batch=pb.TaskBatch(tasks=assignments,
+                                                          reports_seq=session.reports_seq if session else 0))
             if not self._registry.send(worker_id, message):
                 undeliverable.extend(sent)
                 for claim in sent:

@@ -181,7 +181,8 @@ class ClusterService(pbg.ClusterServiceServicer):
                 labels=info.get("labels", {}), default_runner=int(info.get("runner", 0)),
             )
             if session is not None:
-                w.free_slots = session.idle
+                w.free_slots = session.free_slots
+                w.prefetch = session.prefetch
                 w.tasks.extend(sorted(session.leased))
                 w.draining = session.draining
                 w.readiness = session.readiness

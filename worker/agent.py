@@ -22,9 +22,10 @@ import logging
 import os
 import socket
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Coroutine
+from typing import Any, AsyncIterator, Callable, Coroutine
 
 import grpc
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential_jitter
@@ -37,6 +38,7 @@ from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 from sparkyard.worker.bundles import BundleCache, fetch_over
 from sparkyard.worker.children import Children
 from sparkyard.worker.logs import LogFiles, day_name, remove_older_than
+from sparkyard.worker.prefetch import Prefetch
 from sparkyard.worker.reports import ReportSender
 from sparkyard.worker.runner.base import AttemptRun, Outcome, Runner
 from sparkyard.worker.runner.session import SessionRunner
@@ -57,6 +59,9 @@ DEFAULT_HEARTBEAT_S = 3.0
 # result): halves the messages of a stream of short tasks, keeps `logs -f` working for long ones. The
 # check runs every FENCE_CHECK_S, so the report leaves 0.1–0.35 s after the start.
 STARTED_REPORT_AFTER_S = 0.1
+# A queued task that has waited this long for a slot is handed back (RELEASED, no attempt used up) so a
+# worker with a free slot runs it: the slots here are held by attempts that run far longer than usual.
+HANDBACK_AFTER_S = 1.0
 # A result not acknowledged for this long is sent again on the next heartbeat.
 RESEND_AFTER_S = 10.0
 # How often the self-fencing watchdog looks at lease renewals.
@@ -84,12 +89,18 @@ class StreamClosed(Exception):
 
 @dataclass(eq=False)
 class Execution:
-    """One attempt running on this worker."""
+    """One attempt leased to this worker: queued for a slot, then running."""
 
     assignment: pb.TaskAssignment
     run: AttemptRun
     renewed_at: float  # monotonic time of the last lease renewal (or of receipt)
+    queued_at: float  # monotonic time it arrived
+    unqueue: Callable[[Execution], None]  # how a kill ends it while it is still queued
+    begun_at: float = 0.0  # monotonic time a slot took it (0: still queued)
     started_ms: int = 0  # wall-clock ms when the runner was given the attempt
+    placed: bool = False  # its bundle (if any) is in the cache: a slot can take it
+    bundle_root: Path | None = None
+    ended: bool = False
     announced: bool = False  # its start was reported on its own (see Agent._fence_loop)
     kill_kind: str = ""  # timeout | cancel | release | lost | fence
     timer: Cancellable | None = None  # the attempt's timeout, if it has one
@@ -99,6 +110,8 @@ class Execution:
         if not self.kill_kind:
             self.kill_kind = kind
             self.run.kill(reason)
+            if not self.begun_at:
+                self.unqueue(self)
 
 
 @dataclass
@@ -134,7 +147,13 @@ class Agent:
                                    fetch_over(lambda: self._channel, self._metadata))
         self._runner_error = ""  # the default runner failed to start (retried with backoff)
         self._readiness: tuple[int, str, int] = (pb.READINESS_STARTING, "starting", 0)
-        self.executions: dict[str, Execution] = {}
+        self.executions: dict[str, Execution] = {}  # every attempt leased here, queued or running
+        self.queue: deque[Execution] = deque()  # leased, waiting for a slot (prefetched), in arrival order
+        self._busy = 0  # attempts on a slot
+        self._pumping = False
+        self.prefetch = Prefetch(cfg.prefetch_max)
+        self._asked = 0  # the prefetch last told to the master
+        self._asked_before = 0  # the one before it (the master may still be working from it)
         self.pending: dict[tuple[str, int], _Pending] = {}
         self.draining = False
         self.lease_s = DEFAULT_LEASE_S
@@ -147,7 +166,7 @@ class Agent:
         self._tasks: set[asyncio.Task[None]] = set()
         self._master_index = 0
         self.connections = 0
-        self.reports = ReportSender(self.clock, self._send)
+        self.reports = ReportSender(self.clock, self._send_reports)
 
     # ---- life cycle ------------------------------------------------------------------------------------
 
@@ -215,7 +234,10 @@ class Agent:
         if self.draining:
             return
         self.draining = True
-        log.info("draining: %d running, waiting up to %.0fs", len(self.executions), self.cfg.drain_timeout_s)
+        log.info("draining: %d running, %d queued (handed back now), waiting up to %.0fs", self._busy,
+                 len(self.queue), self.cfg.drain_timeout_s)
+        for execution in list(self.queue):
+            execution.kill("release", "worker draining: handed back")
         self._send_heartbeat()
         await self._until_idle(self.cfg.drain_timeout_s)
         for execution in list(self.executions.values()):
@@ -330,6 +352,7 @@ class Agent:
             pid=os.getpid(), labels=self.cfg.labels, version=__version__,
             default_runner=pb.RUNNER_SUBMIT if self.cfg.runner == "submit" else pb.RUNNER_SESSION,
             held=self._held(), readiness=readiness, readiness_reason=reason, ready_slots=ready,
+            prefetch=self._ask(),
         )
 
     def _held(self) -> list[pb.Lease]:
@@ -363,15 +386,36 @@ class Agent:
         conn.outbound.put_nowait(message)
         return True
 
+    def _send_reports(self, message: pb.WorkerMessage) -> bool:
+        """Reports carry the prefetch: the results in them free slots, the prefetch says how many more
+        tasks to send."""
+        message.reports.prefetch = self._ask()
+        message.reports.seq = self.prefetch.next_seq(self.clock.monotonic(), bool(message.reports.results))
+        return self._send(message)
+
+    def _ask(self) -> int:
+        """The prefetch to ask the master for now (and remember it was asked)."""
+        now = self.clock.monotonic()
+        running = (now - e.begun_at for e in self.executions.values() if e.begun_at)
+        asked = 0 if self.draining else self.prefetch.want(self.readiness()[2], running)
+        if asked != self._asked:
+            self._asked_before, self._asked = self._asked, asked
+        return asked
+
     # ---- messages from the master ----------------------------------------------------------------------
 
     def _on_message(self, message: pb.MasterMessage) -> None:
         kind = message.WhichOneof("kind")
         if kind == "batch":
-            free = self.free_slots()
+            self.prefetch.batch_arrived(self.clock.monotonic(), message.batch.reports_seq)
+            # Room for what this worker asked for: its ready slots and its last prefetch. A master that
+            # sends more worked from an older figure; the excess goes straight back.
+            ready = 0 if self.draining else self.readiness()[2]
+            room = ready + max(self._asked, self._asked_before) - len(self.executions) if ready else 0
             for assignment in message.batch.tasks:
-                if self._start(assignment, free > 0):
-                    free -= 1
+                if self._accept(assignment, room > 0):
+                    room -= 1
+            self._pump()
         elif kind == "heartbeat_ack":
             now = self.clock.monotonic()
             for lease in message.heartbeat_ack.renewed:
@@ -416,13 +460,13 @@ class Agent:
         attempts (an attempt of the other runner also takes a slot)."""
         if self.draining:
             return 0
-        return max(0, self.readiness()[2] - len(self.executions))
+        return max(0, self.readiness()[2] - self._busy)
 
     def _send_heartbeat(self) -> None:
         readiness, reason, ready = self.readiness()
         self._send(pb.WorkerMessage(heartbeat=pb.Heartbeat(
             free_slots=self.free_slots(), held=self._held(), draining=self.draining,
-            readiness=readiness, readiness_reason=reason, ready_slots=ready)))
+            readiness=readiness, readiness_reason=reason, ready_slots=ready, prefetch=self._ask())))
 
     async def _heartbeat_loop(self) -> None:
         while True:
@@ -435,12 +479,20 @@ class Agent:
             await self.clock.sleep(self.heartbeat_s)
 
     async def _fence_loop(self) -> None:
-        """Self-fencing, and the start reports of attempts that outlive STARTED_REPORT_AFTER_S.
+        """Self-fencing, hand-back of queued tasks stuck behind long attempts, the prefetch when it
+        changes with no result to carry it, and the start reports of attempts that outlive
+        STARTED_REPORT_AFTER_S.
 
         Short attempts report their start together with their result; a longer one tells the master it
         started (so ``logs -f`` finds its log) from here, instead of from a timer per attempt.
         """
         while True:
+            self._hand_back_stuck()
+            asked = self._asked
+            if self.registered.is_set() and self._ask() != asked:
+                log.debug("prefetch %d → %d (task %.2f ms, refill %.2f ms)", asked, self._asked,
+                          (self.prefetch.task_s or 0) * 1000, self.prefetch.refill_s * 1000)
+                self._send_reports(pb.WorkerMessage(reports=pb.Reports()))
             limit = self.lease_s - self.cfg.self_fence_margin_s
             now = self.clock.monotonic()
             announce_before_ms = int(self.clock.now() * 1000) - STARTED_REPORT_AFTER_S * 1000
@@ -465,51 +517,93 @@ class Agent:
     def _runner_for(self, spec: pb.JobSpec) -> Runner:
         return self.runners[_RUNNER_NAMES.get(spec.runner, self.cfg.runner)]
 
-    def _start(self, assignment: pb.TaskAssignment, have_slot: bool) -> bool:
-        """Start an attempt (True), or hand it straight back when it is a duplicate or no slot is free."""
+    def _accept(self, assignment: pb.TaskAssignment, have_room: bool) -> bool:
+        """Queue an attempt for a slot (True), or hand it straight back when it is a duplicate or the
+        worker has no room (the master's view of its capacity was out of date)."""
         if assignment.task_id in self.executions:
             log.warning("task=%s already running here; duplicate assignment ignored", assignment.task_id)
             return False
-        if not have_slot:
+        if not have_room:
             self._finish(assignment, pb.ATTEMPT_RELEASED, Outcome("FAILED", error="worker has no free slot"), 0, 0)
             return False
         log_path = self.logs.path_for(assignment.task_id, assignment.attempt, self.clock.now())
         run = AttemptRun(assignment, self.worker_id, log_path, self._attempts_dir, self.cfg.result_max_bytes,
                          _UNPLACED)
-        execution = Execution(assignment, run, renewed_at=self.clock.monotonic(),
-                              started_ms=int(self.clock.now() * 1000))
+        now = self.clock.monotonic()
+        execution = Execution(assignment, run, renewed_at=now, queued_at=now, unqueue=self._unqueue)
         self.executions[assignment.task_id] = execution
         self._idle.clear()
-        timeout_s = assignment.spec.timeout.ToMilliseconds() / 1000
-        if timeout_s > 0:
-            execution.timer = self.clock.call_later(
-                timeout_s, lambda: execution.kill("timeout", f"timed out after {timeout_s:g}s"))
-        if assignment.spec.bundle.digest:
-            self._spawn(self._fetch_then_begin(execution))
+        self.queue.append(execution)
+        if assignment.spec.bundle.digest:  # fetched while it waits for a slot
+            self._spawn(self._place(execution))
         else:
-            self._begin(execution, None)
+            execution.placed = True
         return True
 
-    async def _fetch_then_begin(self, execution: Execution) -> None:
-        """Bring the job's bundle into the cache (once per digest), then begin the attempt."""
+    def _unqueue(self, execution: Execution) -> None:
+        """A queued attempt was killed (cancel, hand-back, lost lease, drain): it ends without running."""
+        try:
+            self.queue.remove(execution)
+        except ValueError:
+            pass
+        self._ended(execution, Outcome("FAILED", error=execution.run.kill_reason))
+
+    def _hand_back_stuck(self) -> None:
+        now = self.clock.monotonic()
+        stuck = [e for e in self.queue if e.placed and now - e.queued_at > HANDBACK_AFTER_S]
+        if stuck:
+            log.info("handing back %d queued tasks: no slot freed for %.1fs (the slots run long attempts)",
+                     len(stuck), HANDBACK_AFTER_S)
+        for execution in stuck:
+            execution.kill("release", f"handed back after waiting {now - execution.queued_at:.1f}s for a free "
+                                      "slot on this worker (its slots run long attempts)")
+
+    def _pump(self) -> None:
+        """Give free slots the queued attempts that can run (in arrival order)."""
+        if self._pumping:  # an attempt that ends at once re-enters here: the loop below sees it
+            return
+        self._pumping = True
+        try:
+            while self.queue and not self.draining and self._busy < self.readiness()[2]:
+                execution = next((e for e in self.queue if e.placed), None)
+                if execution is None:
+                    return
+                self.queue.remove(execution)
+                self._begin(execution)
+        finally:
+            self._pumping = False
+
+    async def _place(self, execution: Execution) -> None:
+        """Bring the job's bundle into the cache (once per digest) while the attempt waits for a slot."""
         ref = execution.assignment.spec.bundle
         try:
             root = await self.bundles.acquire(ref)
         except Exception as exc:
             log.warning("task=%s: bundle %s unavailable: %s", execution.assignment.task_id, ref.digest[:12], exc)
-            self._ended(execution, Outcome.failure(exc, f"cannot fetch the job's bundle {ref.digest[:12]}: "))
+            if not execution.ended:
+                self.queue.remove(execution)
+                self._ended(execution, Outcome.failure(exc, f"cannot fetch the job's bundle {ref.digest[:12]}: "))
+            return
+        if execution.ended:  # killed while its bundle was fetched
+            self.bundles.release(ref)
             return
         execution.bundle = ref
-        if execution.run.killed:
-            self._ended(execution, Outcome("FAILED", error=f"killed: {execution.run.kill_reason}"))
-            return
-        self._begin(execution, root)
+        execution.bundle_root = root
+        execution.placed = True
+        self._pump()
 
-    def _begin(self, execution: Execution, bundle_root: Path | None) -> None:
+    def _begin(self, execution: Execution) -> None:
         assignment = execution.assignment
         runner = self._runner_for(assignment.spec)
+        execution.begun_at = self.clock.monotonic()
+        execution.started_ms = int(self.clock.now() * 1000)
+        self._busy += 1
+        timeout_s = assignment.spec.timeout.ToMilliseconds() / 1000
+        if timeout_s > 0:
+            execution.timer = self.clock.call_later(
+                timeout_s, lambda: execution.kill("timeout", f"timed out after {timeout_s:g}s"))
         try:
-            execution.run.workspace = workspace(assignment.spec, bundle_root, execution.run.work_dir)
+            execution.run.workspace = workspace(assignment.spec, execution.bundle_root, execution.run.work_dir)
         except WorkspaceError as exc:
             self._ended(execution, Outcome("FAILED", error=str(exc)))
             return
@@ -522,8 +616,15 @@ class Agent:
             self._ended(execution, Outcome.failure(exc, f"{runner.name} runner error: "))
 
     def _ended(self, execution: Execution, outcome: Outcome) -> None:
-        """The runner's outcome of an attempt (called once per attempt, on the event loop)."""
+        """The runner's outcome of an attempt, or the end of one that never ran (once per attempt)."""
+        if execution.ended:
+            return
+        execution.ended = True
         a = execution.assignment
+        if execution.begun_at:
+            self._busy -= 1
+            if not execution.kill_kind:
+                self.prefetch.ended(self.clock.monotonic() - execution.begun_at)
         if execution.timer is not None:
             execution.timer.cancel()
         if execution.bundle is not None:
@@ -538,14 +639,16 @@ class Agent:
         kind = execution.kill_kind
         if kind in ("lost", "fence"):
             log.info("task=%s attempt=%d killed (%s); result dropped", a.task_id, a.attempt, execution.run.kill_reason)
-            return
-        if kind:
-            outcome.error = execution.run.kill_reason
-            state = _KILL_OUTCOMES[kind]
         else:
-            state = pb.ATTEMPT_SUCCEEDED if outcome.state == "SUCCEEDED" else pb.ATTEMPT_FAILED
-        self._finish(a, state, outcome, execution.started_ms, finished_ms, execution.run.log_path)
-        if idle:  # nothing more is coming soon to share the message
+            if kind:
+                outcome.error = execution.run.kill_reason
+                state = _KILL_OUTCOMES[kind]
+            else:
+                state = pb.ATTEMPT_SUCCEEDED if outcome.state == "SUCCEEDED" else pb.ATTEMPT_FAILED
+            log_path = execution.run.log_path if execution.begun_at else ""
+            self._finish(a, state, outcome, execution.started_ms, finished_ms, log_path)
+        self._pump()
+        if self._busy == 0:  # nothing more is coming soon to share the message
             self.reports.flush()
 
     def _finish(self, a: pb.TaskAssignment, state: int, outcome: Outcome, started_ms: int, finished_ms: int,
@@ -557,7 +660,7 @@ class Agent:
             result.started_at.FromMilliseconds(started_ms)
         if finished_ms:
             result.finished_at.FromMilliseconds(finished_ms)
-        level = logging.DEBUG if state == pb.ATTEMPT_SUCCEEDED else logging.INFO
+        level = logging.DEBUG if state in (pb.ATTEMPT_SUCCEEDED, pb.ATTEMPT_RELEASED) else logging.INFO
         if log.isEnabledFor(level):
             log.log(level, "task=%s attempt=%d token=%d finished %s%s", a.task_id, a.attempt, a.fencing_token,
                     pb.AttemptState.Name(state), f": {outcome.error}" if outcome.error else "")

@@ -42,6 +42,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--bundle-cache", help="disk kept for fetched bundles of shipped code, e.g. 2g (default 2g)")
     p.add_argument("--driver-max-tasks", dest="driver_max_tasks", type=int,
                    help="session runner: replace a warm driver after this many attempts (default 10000)")
+    p.add_argument("--prefetch-max", dest="prefetch_max", type=int,
+                   help="most tasks queued on this worker beyond its slots, so a slot never waits a round trip "
+                        "for its next task (it asks for fewer: slots x refill time / task time); 0 = off "
+                        "(default 256)")
     p.add_argument("--work-dir", help="directory for attempt logs and scratch (default .sparkyard/worker-ID)")
     p.add_argument("--id", help="worker id, stable across restarts (default HOST-PID)")
     p.add_argument("--token", help="shared secret of the master (or SPARKYARD_TOKEN)")

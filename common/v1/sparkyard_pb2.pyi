@@ -534,7 +534,7 @@ class Lease(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ...) -> None: ...
 
 class Register(_message.Message):
-    __slots__ = ("worker_id", "group", "slots", "host", "pid", "labels", "default_runner", "held", "version", "readiness", "readiness_reason", "ready_slots")
+    __slots__ = ("worker_id", "group", "slots", "host", "pid", "labels", "default_runner", "held", "version", "readiness", "readiness_reason", "ready_slots", "prefetch")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -554,6 +554,7 @@ class Register(_message.Message):
     READINESS_FIELD_NUMBER: _ClassVar[int]
     READINESS_REASON_FIELD_NUMBER: _ClassVar[int]
     READY_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    PREFETCH_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     group: str
     slots: int
@@ -566,23 +567,26 @@ class Register(_message.Message):
     readiness: Readiness
     readiness_reason: str
     ready_slots: int
-    def __init__(self, worker_id: _Optional[str] = ..., group: _Optional[str] = ..., slots: _Optional[int] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., default_runner: _Optional[_Union[Runner, str]] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., version: _Optional[str] = ..., readiness: _Optional[_Union[Readiness, str]] = ..., readiness_reason: _Optional[str] = ..., ready_slots: _Optional[int] = ...) -> None: ...
+    prefetch: int
+    def __init__(self, worker_id: _Optional[str] = ..., group: _Optional[str] = ..., slots: _Optional[int] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., default_runner: _Optional[_Union[Runner, str]] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., version: _Optional[str] = ..., readiness: _Optional[_Union[Readiness, str]] = ..., readiness_reason: _Optional[str] = ..., ready_slots: _Optional[int] = ..., prefetch: _Optional[int] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("free_slots", "held", "draining", "readiness", "readiness_reason", "ready_slots")
+    __slots__ = ("free_slots", "held", "draining", "readiness", "readiness_reason", "ready_slots", "prefetch")
     FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
     HELD_FIELD_NUMBER: _ClassVar[int]
     DRAINING_FIELD_NUMBER: _ClassVar[int]
     READINESS_FIELD_NUMBER: _ClassVar[int]
     READINESS_REASON_FIELD_NUMBER: _ClassVar[int]
     READY_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    PREFETCH_FIELD_NUMBER: _ClassVar[int]
     free_slots: int
     held: _containers.RepeatedCompositeFieldContainer[Lease]
     draining: bool
     readiness: Readiness
     readiness_reason: str
     ready_slots: int
-    def __init__(self, free_slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., draining: _Optional[bool] = ..., readiness: _Optional[_Union[Readiness, str]] = ..., readiness_reason: _Optional[str] = ..., ready_slots: _Optional[int] = ...) -> None: ...
+    prefetch: int
+    def __init__(self, free_slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., draining: _Optional[bool] = ..., readiness: _Optional[_Union[Readiness, str]] = ..., readiness_reason: _Optional[str] = ..., ready_slots: _Optional[int] = ..., prefetch: _Optional[int] = ...) -> None: ...
 
 class TaskStarted(_message.Message):
     __slots__ = ("task_id", "fencing_token", "started_at", "log_path")
@@ -633,12 +637,16 @@ class LogData(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ..., eof: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
 
 class Reports(_message.Message):
-    __slots__ = ("started", "results")
+    __slots__ = ("started", "results", "prefetch", "seq")
     STARTED_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    PREFETCH_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
     started: _containers.RepeatedCompositeFieldContainer[TaskStarted]
     results: _containers.RepeatedCompositeFieldContainer[TaskResult]
-    def __init__(self, started: _Optional[_Iterable[_Union[TaskStarted, _Mapping]]] = ..., results: _Optional[_Iterable[_Union[TaskResult, _Mapping]]] = ...) -> None: ...
+    prefetch: int
+    seq: int
+    def __init__(self, started: _Optional[_Iterable[_Union[TaskStarted, _Mapping]]] = ..., results: _Optional[_Iterable[_Union[TaskResult, _Mapping]]] = ..., prefetch: _Optional[int] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class WorkerMessage(_message.Message):
     __slots__ = ("register", "heartbeat", "log", "reports")
@@ -691,10 +699,12 @@ class Registered(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., lease: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., lost: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ...) -> None: ...
 
 class TaskBatch(_message.Message):
-    __slots__ = ("tasks",)
+    __slots__ = ("tasks", "reports_seq")
     TASKS_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_SEQ_FIELD_NUMBER: _ClassVar[int]
     tasks: _containers.RepeatedCompositeFieldContainer[TaskAssignment]
-    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskAssignment, _Mapping]]] = ...) -> None: ...
+    reports_seq: int
+    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskAssignment, _Mapping]]] = ..., reports_seq: _Optional[int] = ...) -> None: ...
 
 class HeartbeatAck(_message.Message):
     __slots__ = ("renewed", "lost")
@@ -785,7 +795,7 @@ class HasBundleResponse(_message.Message):
     def __init__(self, present: _Optional[bool] = ..., max_bytes: _Optional[int] = ...) -> None: ...
 
 class WorkerInfo(_message.Message):
-    __slots__ = ("id", "group", "host", "pid", "slots", "free_slots", "alive", "draining", "registered_at", "last_seen", "tasks", "labels", "default_runner", "readiness", "readiness_reason", "ready_slots")
+    __slots__ = ("id", "group", "host", "pid", "slots", "free_slots", "alive", "draining", "registered_at", "last_seen", "tasks", "labels", "default_runner", "readiness", "readiness_reason", "ready_slots", "prefetch")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -809,6 +819,7 @@ class WorkerInfo(_message.Message):
     READINESS_FIELD_NUMBER: _ClassVar[int]
     READINESS_REASON_FIELD_NUMBER: _ClassVar[int]
     READY_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    PREFETCH_FIELD_NUMBER: _ClassVar[int]
     id: str
     group: str
     host: str
@@ -825,7 +836,8 @@ class WorkerInfo(_message.Message):
     readiness: Readiness
     readiness_reason: str
     ready_slots: int
-    def __init__(self, id: _Optional[str] = ..., group: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., slots: _Optional[int] = ..., free_slots: _Optional[int] = ..., alive: _Optional[bool] = ..., draining: _Optional[bool] = ..., registered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tasks: _Optional[_Iterable[str]] = ..., labels: _Optional[_Mapping[str, str]] = ..., default_runner: _Optional[_Union[Runner, str]] = ..., readiness: _Optional[_Union[Readiness, str]] = ..., readiness_reason: _Optional[str] = ..., ready_slots: _Optional[int] = ...) -> None: ...
+    prefetch: int
+    def __init__(self, id: _Optional[str] = ..., group: _Optional[str] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., slots: _Optional[int] = ..., free_slots: _Optional[int] = ..., alive: _Optional[bool] = ..., draining: _Optional[bool] = ..., registered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., tasks: _Optional[_Iterable[str]] = ..., labels: _Optional[_Mapping[str, str]] = ..., default_runner: _Optional[_Union[Runner, str]] = ..., readiness: _Optional[_Union[Readiness, str]] = ..., readiness_reason: _Optional[str] = ..., ready_slots: _Optional[int] = ..., prefetch: _Optional[int] = ...) -> None: ...
 
 class ListWorkersRequest(_message.Message):
     __slots__ = ("include_dead",)

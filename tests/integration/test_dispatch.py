@@ -53,12 +53,15 @@ def test_priorities_are_served_in_order_within_a_group(make_cluster: object, tmp
     cluster: Cluster = make_cluster()  # type: ignore[operator]
     cluster.start_master()
     client = cluster.client()
-    jobs = {p: client.submit(f"{TASKS}:noop", priority=p) for p in (1, 50, -10, 500, 0)}  # queued: no worker yet
+    # queued: no worker yet; each task takes 20 ms, so their starts on the one slot are apart
+    jobs = {p: client.submit(f"{TASKS}:sleep_python", args=["0.02"], priority=p) for p in (1, 50, -10, 500, 0)}
     wait_for(lambda: all(client.run(first_run_id(j)).state == pb.RUN_SCHEDULED for j in jobs.values()), 30,
              "the runs to be queued")
     cluster.start_worker("single", slots=1)
     runs = {p: client.wait(first_run_id(j), timeout=120)[0] for p, j in jobs.items()}
-    order = sorted(runs, key=lambda p: runs[p].tasks[0].attempts[0].leased_at.ToMilliseconds())
+    # Started, not leased: a worker may hold several leased tasks queued for its slot (prefetch), and runs
+    # them in the order they were leased.
+    order = sorted(runs, key=lambda p: runs[p].tasks[0].attempts[0].started_at.ToMilliseconds())
     assert order == [500, 50, 1, 0, -10]
 
 
@@ -76,3 +79,28 @@ def test_a_full_cluster_leaves_tasks_ready_in_redis(make_cluster: object, tmp_pa
     runs = [client.wait(first_run_id(j), timeout=120)[0] for j in jobs]
     assert all(r.state == pb.RUN_SUCCEEDED for r in runs)
     assert _max_overlap([iv for r in runs for iv in _intervals(r)]) <= 2  # never more than its slots
+
+
+def test_a_prefetched_task_never_waits_behind_a_long_one(shared_cluster: Cluster) -> None:
+    """Workers queue tasks beyond their slots (prefetch); one whose slots are taken by long attempts hands
+    its queued tasks back, and a worker with free slots runs them."""
+    client = shared_cluster.client()
+    warm, _ = client.wait(first_run_id(client.submit(f"{TASKS}:noop", parallelism=200)), timeout=120)
+    assert warm.state == pb.RUN_SUCCEEDED  # both workers now know their tasks are short: they prefetch
+    long_job = client.submit(f"{TASKS}:sleep_python", args=["120"], parallelism=2, routing="consistent-hash",
+                             routing_key="one-worker")  # both long tasks on the key's worker
+    long_run = first_run_id(long_job)
+    try:
+        def long_ones_started() -> bool:
+            tasks = client.run(long_run).tasks
+            return len(tasks) == 2 and all(t.state == pb.TASK_LEASED and t.attempts[-1].started_at.seconds
+                                           for t in tasks)
+
+        wait_for(long_ones_started, 60, "both long tasks to start")
+        assert len({t.attempts[-1].worker for t in client.run(long_run).tasks}) == 1
+        short, _ = client.wait(first_run_id(client.submit(f"{TASKS}:noop", parallelism=1000)), timeout=100)
+        assert short.state == pb.RUN_SUCCEEDED
+        assert client.run(long_run).state == pb.RUN_RUNNING  # every short task finished while the long ones ran
+    finally:
+        client.cancel(long_job.id, "test over")
+        wait_for(lambda: client.run(long_run).state != pb.RUN_RUNNING, 60, "the long run to end")

@@ -47,7 +47,8 @@ async def test_a_running_worker_sweeps_periodically_and_spares_today_and_running
     running_task = _entry(scratch, "t-running", 1_000, now)
     assignment = pb.TaskAssignment(task_id="t-running", attempt=1)
     agent.executions["t-running"] = Execution(
-        assignment, AttemptRun(assignment, "w1", "", str(scratch), 1024, Workspace("", "", (), ())), renewed_at=clock.monotonic())
+        assignment, AttemptRun(assignment, "w1", "", str(scratch), 1024, Workspace("", "", (), ())),
+        renewed_at=clock.monotonic(), queued_at=clock.monotonic(), unqueue=lambda e: None)
 
     loop = asyncio.create_task(agent._retention_loop())
     try:
