@@ -15,7 +15,7 @@ import json
 import logging
 import os
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -51,10 +51,13 @@ class TaskContext:
         return [i.value for i in self.inputs]
 
     def to_json(self) -> str:
-        data = asdict(self)
-        data.pop("logger")
-        data["scheduled_at"] = self.scheduled_at.isoformat()
-        return json.dumps(data)
+        # Written out instead of dataclasses.asdict, which deep-copies every field: this runs per attempt.
+        return json.dumps({
+            "job_id": self.job_id, "run_id": self.run_id, "task_id": self.task_id, "task_index": self.task_index,
+            "task_count": self.task_count, "inputs": [{"value": i.value, "mark": i.mark} for i in self.inputs],
+            "args": list(self.args), "attempt": self.attempt, "fencing_token": self.fencing_token,
+            "scheduled_at": self.scheduled_at.isoformat(), "worker_id": self.worker_id, "labels": self.labels,
+        })
 
     @classmethod
     def from_json(cls, text: str, logger: logging.Logger | None = None) -> TaskContext:

@@ -41,6 +41,9 @@ import threading  # noqa: E402
 import traceback  # noqa: E402
 from typing import Any  # noqa: E402
 
+from sparkyard.worker.context import TaskContext, set_current  # noqa: E402
+from sparkyard.worker.entry import LazySpark, ScriptExit, encode_result, invoke  # noqa: E402
+
 PR_SET_PDEATHSIG = 1
 # Spark settings of every driver unless the worker's config overrides them: no UI (a pool of drivers
 # would fight over ports 4040+).
@@ -48,6 +51,7 @@ DRIVER_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "fal
                "spark.sql.shuffle.partitions": "8"}
 
 log = logging.getLogger("sparkyard.driver")
+TASK_LOG = logging.getLogger("sparkyard.task")  # ctx.logger: the attempt's log is its own file already
 
 
 class TaskKilled(BaseException):
@@ -68,7 +72,9 @@ def die_with_parent(parent_pid: int) -> None:
 class Driver:
     def __init__(self, sock: socket.socket, spark_master: str, conf: dict[str, str]) -> None:
         self._sock = sock
-        self._file = sock.makefile("rwb", buffering=0)
+        # Reads are buffered (an unbuffered readline costs one recv per byte); writes go out whole, at once.
+        self._reader = sock.makefile("rb")
+        self._writer = sock.makefile("wb", buffering=0)
         self._send_lock = threading.Lock()
         self._master = spark_master
         self._conf = {**DRIVER_CONF, **conf}
@@ -81,7 +87,7 @@ class Driver:
     def send(self, message: dict[str, Any]) -> None:
         data = (json.dumps(message) + "\n").encode()
         with self._send_lock:
-            self._file.write(data)
+            self._writer.write(data)
 
     def start(self) -> bool:
         try:
@@ -111,7 +117,7 @@ class Driver:
             self.send(self._run(message))
 
     def _read(self) -> None:
-        for line in self._file:
+        for line in self._reader:
             message = json.loads(line)
             op = message.get("op")
             if op == "run":
@@ -140,12 +146,9 @@ class Driver:
 
     def _run(self, task: dict[str, Any]) -> dict[str, Any]:
         """One attempt, with every piece of process state it may change put back afterwards."""
-        from sparkyard.worker.context import TaskContext, set_current
-        from sparkyard.worker.entry import LazySpark, ScriptExit, encode_result, invoke
-
         attempt_id = task["id"]
         saved_cwd, saved_path, saved_argv = os.getcwd(), list(sys.path), list(sys.argv)
-        saved_env = dict(os.environ)
+        saved_env = _environ_snapshot()
         modules_before = set(sys.modules)
         log_fd = os.open(task["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.write(log_fd, task["header"].encode())
@@ -155,13 +158,12 @@ class Driver:
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         os.close(log_fd)
-        logger = logging.getLogger(f"sparkyard.task.{task['context_id']}")
         reply: dict[str, Any] = {"op": "done", "id": attempt_id}
         try:
             os.environ.update(task["env"])
             sys.path[:0] = task["sys_path"]
             os.chdir(task["cwd"])
-            ctx = TaskContext.from_json(task["context"], logger)
+            ctx = TaskContext.from_json(task["context"], TASK_LOG)
             set_current(ctx)
             self.shared.begin(task["cwd"], task["conf"], lambda text: print(f"sparkyard: warning: {text}", file=sys.stderr))
             with self._kill_lock:
@@ -189,10 +191,27 @@ class Driver:
             os.chdir(saved_cwd)
             sys.path[:] = saved_path
             sys.argv[:] = saved_argv
-            os.environ.clear()
-            os.environ.update(saved_env)
+            _restore_environ(saved_env)
             _forget_modules(set(sys.modules) - modules_before, task["sys_path"])
         return reply
+
+
+def _environ_snapshot() -> dict[bytes, bytes]:
+    """The environment as the encoded map behind ``os.environ``: copying it decodes nothing (a decoded
+    copy and its restore were most of a no-op attempt's time)."""
+    return dict(os.environ._data)  # type: ignore[attr-defined]
+
+
+def _restore_environ(saved: dict[bytes, bytes]) -> None:
+    """Put the environment back as it was, touching (putenv/unsetenv) only what the attempt changed."""
+    data = os.environ._data  # type: ignore[attr-defined]
+    if data == saved:
+        return
+    for key in [k for k in data if k not in saved]:
+        del os.environ[os.fsdecode(key)]
+    for key, value in saved.items():
+        if data.get(key) != value:
+            os.environ[os.fsdecode(key)] = os.fsdecode(value)
 
 
 def _forget_modules(names: set[str], roots: list[str]) -> None:

@@ -1,0 +1,30 @@
+"""A task's context crosses a process boundary as JSON (worker → driver, env of a spark-submit task)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from datetime import datetime, timezone
+
+from sparkyard.worker.context import Input, TaskContext
+
+
+def _context() -> TaskContext:
+    return TaskContext(job_id="j1", run_id="r1", task_id="t1", task_index=3, task_count=8,
+                       inputs=(Input("s3://b/part-1", "m1"), Input("s3://b/part-2")), args=("--day", "2026-11-24"),
+                       attempt=2, fencing_token=41, scheduled_at=datetime(2026, 11, 24, 1, 2, 3, tzinfo=timezone.utc),
+                       worker_id="w1", labels={"team": "etl"})
+
+
+def test_every_field_survives_the_json_round_trip() -> None:
+    ctx = _context()
+    back = TaskContext.from_json(ctx.to_json())
+    assert back == ctx
+    sent = set(json.loads(ctx.to_json()))
+    assert sent == {f.name for f in fields(TaskContext)} - {"logger"}  # a new field must be sent too
+
+
+def test_env_carries_the_whole_context() -> None:
+    env = _context().env()
+    assert TaskContext.from_json(env["SPARKYARD_TASK"]) == _context()
+    assert env["SPARKYARD_TASK_INDEX"] == "3" and env["SPARKYARD_FENCING_TOKEN"] == "41"
