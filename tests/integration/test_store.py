@@ -11,7 +11,8 @@ from redis.asyncio import Redis
 from harness import RedisServer
 from sparkyard import ids
 from sparkyard.keys import Keys
-from sparkyard.master.store import NewJob, Report, Store
+from sparkyard.master.redis_store import RedisStore
+from sparkyard.master.store import NewJob, Report
 from sparkyard.spec import normalize
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -20,9 +21,9 @@ LEASE_MS = 60_000
 
 
 @pytest.fixture
-async def store(redis_server: RedisServer) -> AsyncIterator[Store]:
+async def store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
     redis = Redis(port=redis_server.port, decode_responses=True)
-    yield Store(redis, Keys(f"st{next(_ns)}"))
+    yield RedisStore(redis, Keys(f"st{next(_ns)}"))
     await redis.aclose()
 
 
@@ -30,7 +31,7 @@ def spec(**kw: object) -> pb.JobSpec:
     return normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", **kw))  # type: ignore[arg-type]
 
 
-async def leased_task(store: Store, job_id: str = "j0000000000100000000001", worker: str = "w1",
+async def leased_task(store: RedisStore, job_id: str = "j0000000000100000000001", worker: str = "w1",
                       **kw: object) -> tuple[str, int, str]:
     """A job fired at submit, its one task claimed: (task id, token, run id)."""
     s = spec(**kw)
@@ -41,7 +42,7 @@ async def leased_task(store: Store, job_id: str = "j0000000000100000000001", wor
     return claim.task_id, claim.token, claim.run_id
 
 
-async def test_a_new_job_never_overwrites_one_with_the_same_id(store: Store) -> None:
+async def test_a_new_job_never_overwrites_one_with_the_same_id(store: RedisStore) -> None:
     first = NewJob("j0000000000100000000001", spec(name="first"), "delay", 0)
     second = NewJob("j0000000000100000000001", spec(name="second"), "delay", 0)
     (a,) = await store.submit_many([first], 60_000)
@@ -51,7 +52,7 @@ async def test_a_new_job_never_overwrites_one_with_the_same_id(store: Store) -> 
     assert job is not None and job.spec.name == "first"
 
 
-async def test_a_stale_token_cannot_complete_and_a_terminal_task_never_changes(store: Store) -> None:
+async def test_a_stale_token_cannot_complete_and_a_terminal_task_never_changes(store: RedisStore) -> None:
     task_id, token, run_id = await leased_task(store)
     (stale,) = await store.report([Report(task_id, token - 1, "SUCCEEDED", result_json='"old"')])
     assert stale.verdict == "stale"
@@ -65,7 +66,7 @@ async def test_a_stale_token_cannot_complete_and_a_terminal_task_never_changes(s
 
 @pytest.mark.parametrize("offset_ms, expect", [(-500, "worker"), (0, "redis"), (60_000, "redis")])
 async def test_an_attempt_ends_at_the_workers_finish_time_within_its_start_and_now(
-        store: Store, offset_ms: int, expect: str) -> None:
+        store: RedisStore, offset_ms: int, expect: str) -> None:
     """The worker's finish time is recorded (its slot may be re-leased before the report is written), but
     never later than Redis' now or earlier than the attempt's start; offset 0 = the worker sent none."""
     task_id, token, _ = await leased_task(store)
@@ -82,7 +83,7 @@ async def test_an_attempt_ends_at_the_workers_finish_time_within_its_start_and_n
         assert before <= recorded <= after
 
 
-async def test_a_finish_time_before_the_attempts_start_is_raised_to_the_start(store: Store) -> None:
+async def test_a_finish_time_before_the_attempts_start_is_raised_to_the_start(store: RedisStore) -> None:
     task_id, token, _ = await leased_task(store)
     now = await store.time_ms()
     (ok,) = await store.report([Report(task_id, token, "FAILED", error="x", started_ms=now - 100,
@@ -91,7 +92,7 @@ async def test_a_finish_time_before_the_attempts_start_is_raised_to_the_start(st
     assert ok.verdict == "accepted" and task is not None and task.attempts[-1].finished_ms == now - 100
 
 
-async def test_renewal_needs_the_current_token_and_worker(store: Store) -> None:
+async def test_renewal_needs_the_current_token_and_worker(store: RedisStore) -> None:
     task_id, token, _ = await leased_task(store)
     wrong_worker = await store.renew("w2", [(task_id, token)], LEASE_MS)
     assert wrong_worker.lost == [(task_id, token)] and not wrong_worker.renewed
@@ -99,7 +100,7 @@ async def test_renewal_needs_the_current_token_and_worker(store: Store) -> None:
     assert right.renewed == [(task_id, token)] and right.lost == [(task_id, token + 1)]
 
 
-async def test_cancel_of_a_leased_task_leaves_no_index_behind(store: Store) -> None:
+async def test_cancel_of_a_leased_task_leaves_no_index_behind(store: RedisStore) -> None:
     task_id, token, run_id = await leased_task(store)
     result = await store.cancel("stop", run_ids=[run_id], task_ids=[task_id])
     assert result.leased == [(task_id, "w1", token)] and result.ended_runs == [(run_id, "CANCELLED")]
@@ -111,7 +112,7 @@ async def test_cancel_of_a_leased_task_leaves_no_index_behind(store: Store) -> N
     assert late.verdict == "terminal"
 
 
-async def test_a_retry_waits_for_its_backoff_and_gets_a_higher_token(store: Store) -> None:
+async def test_a_retry_waits_for_its_backoff_and_gets_a_higher_token(store: RedisStore) -> None:
     retry = pb.RetryPolicy(max_attempts=2)
     retry.initial_backoff.FromMilliseconds(300)
     task_id, token, _ = await leased_task(store, retry=retry)
@@ -125,7 +126,7 @@ async def test_a_retry_waits_for_its_backoff_and_gets_a_higher_token(store: Stor
     assert claim.token > token and claim.attempt == 2
 
 
-async def test_an_expired_lease_is_requeued_once_and_lost_attempts_are_recorded(store: Store) -> None:
+async def test_an_expired_lease_is_requeued_once_and_lost_attempts_are_recorded(store: RedisStore) -> None:
     task_id, token, _ = await leased_task(store)
     now = await store.time_ms()
     await store.redis.zadd(store.keys.leases, {task_id: now - 1})  # the lease has run out
@@ -137,7 +138,7 @@ async def test_an_expired_lease_is_requeued_once_and_lost_attempts_are_recorded(
     assert task.prev_worker == "w1"
 
 
-async def test_a_task_lost_more_than_max_lost_times_is_dead(store: Store) -> None:
+async def test_a_task_lost_more_than_max_lost_times_is_dead(store: RedisStore) -> None:
     task_id, _, run_id = await leased_task(store)
     for _ in range(2):
         now = await store.time_ms()
@@ -148,7 +149,7 @@ async def test_a_task_lost_more_than_max_lost_times_is_dead(store: Store) -> Non
     assert reaped[0].task_state == "DEAD" and reaped[0].run_state == "FAILED"
 
 
-async def test_attempt_history_keeps_every_attempt_when_the_latest_lives_in_the_task_hash(store: Store) -> None:
+async def test_attempt_history_keeps_every_attempt_when_the_latest_lives_in_the_task_hash(store: RedisStore) -> None:
     retry = pb.RetryPolicy(max_attempts=3)
     retry.initial_backoff.FromMilliseconds(1)
     timeout = pb.JobSpec().timeout
@@ -180,7 +181,7 @@ async def test_attempt_history_keeps_every_attempt_when_the_latest_lives_in_the_
     assert await r.hlen(k.attempts(task_id)) == 1  # only the earlier attempt was archived
 
 
-async def test_a_one_shot_job_without_options_stores_no_default_settings(store: Store) -> None:
+async def test_a_one_shot_job_without_options_stores_no_default_settings(store: RedisStore) -> None:
     task_id, token, run_id = await leased_task(store)
     run_fields = set(await store.redis.hkeys(store.keys.run(run_id)))
     assert not run_fields & {"max_attempts", "backoff_ms", "timeout_ms", "max_concurrent"}
@@ -189,7 +190,7 @@ async def test_a_one_shot_job_without_options_stores_no_default_settings(store: 
     assert failed.task_state == "DEAD" and failed.run_state == "FAILED"  # absent max_attempts = 1
 
 
-async def test_runs_sharing_one_block_get_task_ids_built_like_ids_task_id(store: Store) -> None:
+async def test_runs_sharing_one_block_get_task_ids_built_like_ids_task_id(store: RedisStore) -> None:
     s = spec()
     inputs = [[pb.SplitInput(value=v, mark=m)] for v, m in [("a", ""), ("b", "m"), ("c", "")]]
     jobs = [NewJob(f"j00000000001000000000{n}", s, "abs", 1_000, fire_now=inputs) for n in range(2)]
@@ -202,7 +203,7 @@ async def test_runs_sharing_one_block_get_task_ids_built_like_ids_task_id(store:
         assert [[(i.value, i.mark) for i in t.inputs] for t in run.tasks] == [[("a", "")], [("b", "m")], [("c", "")]]
 
 
-async def test_awaiting_among_names_only_jobs_in_the_awaiting_set(store: Store) -> None:
+async def test_awaiting_among_names_only_jobs_in_the_awaiting_set(store: RedisStore) -> None:
     await store.redis.sadd(store.keys.awaiting, "j0000000000100000000001", "j0000000000100000000003")
     found = await store.awaiting_among(["j0000000000100000000001", "j0000000000100000000002",
                                         "j0000000000100000000003"])
