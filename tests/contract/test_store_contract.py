@@ -3,7 +3,8 @@
 Each test gets a fresh store (its own Redis namespace) and ``advance(ms)``, which lets that much of the
 store's time pass: the memory store's clock moves; for Redis, whose ``TIME`` cannot be moved, every
 deadline the scripts compare with it (leases, master-side timeouts, retry backoffs, idempotency TTLs)
-moves that much into the past instead. Long leases and backoffs keep real time from mattering.
+moves that much into the past instead (so tests compare deadlines with what the store reports, not with
+``time_ms()`` readings taken before an advance). Long leases and backoffs keep real time from mattering.
 """
 
 from __future__ import annotations
