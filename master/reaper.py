@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Iterable, Protocol
 
-from sparkyard.master.core import MasterCore
-from sparkyard.master.timer import TimerTask
+from sparkyard.config import MasterConfig
+from sparkyard.master.registry import WorkerRegistry
+from sparkyard.master.store import Reaped, Store
+from sparkyard.master.timer import SystemTimer, TimerTask
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +31,23 @@ log = logging.getLogger(__name__)
 REAP_BATCH = 500
 
 
+class ReaperHost(Protocol):
+    """What the reaper uses of the master's core (MasterCore is one); a narrow seam for unit tests."""
+
+    cfg: MasterConfig
+    store: Store
+    registry: WorkerRegistry
+    timer: SystemTimer
+
+    def spawn(self, coro: Awaitable[None], name: str) -> None: ...
+
+    def apply_reaped(self, reaped: Iterable[Reaped]) -> None: ...
+
+    def wake(self) -> None: ...
+
+
 class Reaper:
-    def __init__(self, core: MasterCore, on_worker_dead: Callable[[str], Awaitable[None]]) -> None:
+    def __init__(self, core: ReaperHost, on_worker_dead: Callable[[str], Awaitable[None]]) -> None:
         self._core = core
         self._cfg = core.cfg
         self._timer_task: TimerTask | None = None

@@ -32,7 +32,7 @@ from sparkyard.master.reaper import Reaper
 from sparkyard.master.reports import ReportSink
 from sparkyard.master.bundles import BundleStore
 from sparkyard.master.services import BundleService, ClusterService, JobService, WorkerService, master_id
-from sparkyard.master.store import Store
+from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.timer import SystemTimer
 from sparkyard.retry import with_redis_retry
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -103,7 +103,7 @@ class MasterServer:
             await with_redis_retry(self._redis.ping, REDIS_CONNECT_WAIT_S)
         except Exception as exc:
             raise StartupError(f"cannot reach redis at {redact(self.redis_url)}: {exc}") from None
-        store = Store(self._redis, Keys(cfg.namespace), priority_aging_ms=int(cfg.priority_aging_s * 1000))
+        store = RedisStore(self._redis, Keys(cfg.namespace), priority_aging_ms=int(cfg.priority_aging_s * 1000))
         # Bundles are bytes: their client does not decode replies.
         self._raw_redis = Redis(connection_pool=BlockingConnectionPool.from_url(
             self.redis_url, decode_responses=False, max_connections=REDIS_CONNECTIONS // 4,

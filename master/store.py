@@ -1,47 +1,47 @@
-"""The master's view of Redis: every mutation is one Lua script call, every read a pipeline.
+"""The master's only door to shared state: the :class:`Store` protocol and the values it trades in.
 
-The Store holds no state of its own (beyond an immutable job-spec cache), so any number of masters can
-use the same Redis; the scripts' invariants make concurrent use safe. Method names follow the path of
-a job (DESIGN §4): submit → fire → peek/claim → renew → report → release/reap, plus cancel and reads.
+Method names follow the path of a job (DESIGN §4): submit → fire → peek/claim → renew → report →
+release/reap, plus cancel, pause/resume and reads. Two implementations keep the same contract
+(``tests/contract/test_store_contract.py`` runs one suite against both):
+
+* :class:`~sparkyard.master.redis_store.RedisStore` — production: every mutation is one Lua script
+  (``common/scripts/*.lua``), every read a pipeline; any number of masters may share one Redis.
+* :class:`~sparkyard.master.memory_store.MemoryStore` — the same semantics in one process's memory, with
+  time from an injected clock, so components can be unit-tested without Redis and without waiting.
+
+The contract, in short:
+
+* a task is in exactly one of: its group's ready queue (READY, or held back by its run's concurrency
+  cap), the leases (LEASED), the retry backoffs (FAILED), nowhere (terminal);
+* every claim hands out a fencing token greater than every token before it; a report or renewal counts
+  only with the task's current token while it is LEASED, so a stale attempt can never overwrite a newer
+  one and a terminal task never changes;
+* deadlines (leases, retry backoffs, master-side timeouts, idempotency keys) are read against the store's
+  own clock (:meth:`Store.time_ms`: Redis ``TIME``, or the injected clock), so all masters agree.
 """
 
 from __future__ import annotations
 
-import json
-from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Protocol, Sequence
 
-from redis.asyncio import Redis
-
-from sparkyard.keys import Keys
-from sparkyard.master.records import (
-    JobRecord,
-    RunRecord,
-    TaskRecord,
-    inputs_to_json,
-    spec_from_text,
-    spec_to_text,
-)
+from sparkyard.master.records import JobRecord, RunRecord, TaskRecord, inputs_to_json
 from sparkyard.master.routing import Routable
-from sparkyard.master.scripts import ScriptLibrary
 from sparkyard.states import JobState
 from sparkyard.v1 import sparkyard_pb2 as pb
-from sparkyard import ids
 
-# Specs are immutable once submitted; this many are kept in memory to build task assignments.
-SPEC_CACHE_SIZE = 10_000
-# Stored encodings of recently submitted spec objects (the jobs of a bulk submit share one object).
-SPEC_TEXT_CACHE_SIZE = 256
 # Ready-queue aging: one priority point is worth this many milliseconds of waiting. Tasks fired within
 # the same second run strictly by priority; a task that has waited longer than (priority difference ×
 # this) goes before a newer, higher-priority one — so a steady stream of high-priority work cannot
 # starve lower priorities forever (priority 1000 vs 0 is a ~17 minute head start).
 DEFAULT_PRIORITY_AGING_MS = 1000
+# How many schedule entries and queue items one call looks at unless told otherwise.
+DEFAULT_DUE_LIMIT = 100_000
+DEFAULT_SWEEP_LIMIT = 1000
 
 
 def ready_score(priority: int, scheduled_ms: int, aging_ms: int = DEFAULT_PRIORITY_AGING_MS) -> int:
-    """A task's place in its group's ready queue (lowest first; ZSET ties sort by task id)."""
+    """A task's place in its group's ready queue (lowest first; equal scores go by task id)."""
     return scheduled_ms - priority * aging_ms
 
 
@@ -69,7 +69,7 @@ class NewJob:
 
 @dataclass(frozen=True)
 class FireRequest:
-    """One firing for fire.lua (see the script's header for the meaning of each field)."""
+    """One firing (see fire.lua's header for the meaning of each field)."""
 
     job_id: str
     spec: pb.JobSpec
@@ -86,6 +86,52 @@ class FireResult:
     status: str  # created | skipped | exists | stale | inactive
     fired_ms: int
     run_state: str
+
+
+@dataclass(frozen=True)
+class RunBlock:
+    """What the tasks of one firing share, and each task's inputs (lib.lua create_run's block).
+
+    Settings are taken from the spec once per firing; a store writes only those that differ from the
+    defaults (no retries, no timeout, no concurrency cap).
+    """
+
+    group: str
+    max_attempts: int
+    backoff_ms: int
+    backoff_mult: float
+    backoff_max_ms: int
+    timeout_ms: int
+    route: str
+    routing: str  # protobuf Routing name; '' = default
+    cap: int  # max tasks of the run in the ready queue or leased at once; 0 = no cap
+    score: int  # ready-queue score of every task of the run
+    recurring: bool  # tasks remember their last worker (job field w:{index}) for the next run
+    tasks: tuple[str, ...]  # inputs JSON of task 0, 1, …
+
+    @classmethod
+    def of(cls, spec: pb.JobSpec, scheduled_ms: int, inputs: Sequence[Sequence[Any]],
+           aging_ms: int = DEFAULT_PRIORITY_AGING_MS) -> RunBlock:
+        retry = spec.retry
+        return cls(
+            group=spec.group, max_attempts=retry.max_attempts,
+            backoff_ms=retry.initial_backoff.ToMilliseconds(), backoff_mult=retry.multiplier,
+            backoff_max_ms=retry.max_backoff.ToMilliseconds(), timeout_ms=spec.timeout.ToMilliseconds(),
+            route=spec.routing_key,
+            routing="" if spec.routing == pb.ROUTING_UNSPECIFIED else pb.Routing.Name(spec.routing),
+            cap=spec.split.max_concurrent, score=ready_score(spec.priority, scheduled_ms, aging_ms),
+            recurring=spec.trigger.WhichOneof("kind") in ("cron", "every"),
+            tasks=tuple(inputs_to_json(list(x)) for x in inputs),
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The block as create_run decodes it from JSON."""
+        return {
+            "group": self.group, "max_attempts": self.max_attempts, "backoff_ms": self.backoff_ms,
+            "backoff_mult": self.backoff_mult, "backoff_max_ms": self.backoff_max_ms,
+            "timeout_ms": self.timeout_ms, "route": self.route, "routing": self.routing, "cap": self.cap,
+            "score": self.score, "recurring": self.recurring, "tasks": list(self.tasks),
+        }
 
 
 @dataclass(frozen=True)
@@ -148,77 +194,32 @@ class Reaped:
 
 @dataclass(frozen=True)
 class CancelResult:
-    status: str
+    status: str  # ok | retry (the job has an active run the caller did not list: nothing changed)
     cancelled: list[str]
     leased: list[tuple[str, str, int]]  # task, worker, token
     ended_runs: list[tuple[str, str]]  # run, state
 
 
-def _groups(flat: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
-    for i in range(0, len(flat), size):
-        yield flat[i:i + size]
+class Store(Protocol):
+    """Everything the master reads and changes, as typed calls (see the module docstring for the contract).
 
-
-class Store:
-    """Typed access to Sparkyard's Redis state."""
-
-    def __init__(self, redis: Redis, keys: Keys, priority_aging_ms: int = DEFAULT_PRIORITY_AGING_MS) -> None:
-        self.priority_aging_ms = priority_aging_ms
-        # Any: redis-py types every reply as bytes | str whatever decode_responses says; ours are str.
-        self.redis: Any = redis
-        self.keys = keys
-        self._lua = self.scripts = ScriptLibrary(redis, keys)
-        self._specs: OrderedDict[str, pb.JobSpec] = OrderedDict()
-        self._spec_texts: OrderedDict[int, tuple[pb.JobSpec, str]] = OrderedDict()
+    Implementations subclass this class explicitly, so mypy checks them against it and they share the
+    methods defined here in terms of the others.
+    """
 
     # ---- submit and fire -------------------------------------------------------------------------
 
-    def _run_block(self, spec: pb.JobSpec, scheduled_ms: int, inputs: Sequence[Sequence[Any]]) -> dict[str, Any]:
-        """lib.lua create_run's block: the run's settings and its tasks' inputs (sent as JSON; the task ids
-        are built in Lua from the run id, so identical runs of a bulk submit share one block)."""
-        retry = spec.retry
-        return {
-            "group": spec.group, "max_attempts": retry.max_attempts,
-            "backoff_ms": retry.initial_backoff.ToMilliseconds(), "backoff_mult": retry.multiplier,
-            "backoff_max_ms": retry.max_backoff.ToMilliseconds(), "timeout_ms": spec.timeout.ToMilliseconds(),
-            "route": spec.routing_key,
-            "routing": "" if spec.routing == pb.ROUTING_UNSPECIFIED else pb.Routing.Name(spec.routing),
-            "cap": spec.split.max_concurrent, "score": ready_score(spec.priority, scheduled_ms, self.priority_aging_ms),
-            "recurring": spec.trigger.WhichOneof("kind") in ("cron", "every"),
-            "tasks": [inputs_to_json(list(x)) for x in inputs],
-        }
-
     async def submit_many(self, jobs: Sequence[NewJob], idempotency_ttl_ms: int) -> list[SubmitResult]:
-        """Store jobs with one ``submit.lua`` call (a bulk submit is one script run, one round trip).
+        """Store jobs with their first fire time (or, with ``fire_now``, their run), all in one step.
 
-        A job with ``fire_now`` inputs is created with its run (it fires in the same script). Jobs of a
-        bulk submit usually share one spec object: its stored text and its run block are sent once.
+        A job whose idempotency key was used within the TTL is not stored again: its result names the job
+        stored under the key (``duplicate``). A job whose id exists is not stored (``id_taken``).
         """
-        specs: list[str] = []
-        blocks: list[dict[str, Any]] = []
-        spec_index: dict[int, int] = {}
-        block_index: dict[tuple[int, int, int], int] = {}
-        entries: list[list[Any]] = []
-        for job in jobs:
-            si = spec_index.get(id(job.spec))
-            if si is None:
-                si = spec_index[id(job.spec)] = len(specs)
-                specs.append(self._spec_text(job.spec))
-            if job.fire_now is None:
-                entries.append([job.job_id, si, job.fire_mode, job.fire_value_ms, job.idempotency_key, "", 0, -1])
-            else:
-                key = (id(job.spec), job.fire_value_ms, id(job.fire_now))
-                bi = block_index.get(key)
-                if bi is None:
-                    bi = block_index[key] = len(blocks)
-                    blocks.append(self._run_block(job.spec, job.fire_value_ms, job.fire_now))
-                entries.append([job.job_id, si, job.fire_mode, job.fire_value_ms, job.idempotency_key,
-                                ids.run_id(job.job_id, job.fire_value_ms), job.fire_value_ms, bi])
-            self.remember_spec(job.job_id, job.spec)
-        payload = json.dumps({"specs": specs, "blocks": blocks, "jobs": entries}, separators=(",", ":"))
-        raw = await self._lua("submit", [self.keys.jobs, self.keys.schedule], [payload, idempotency_ttl_ms])
-        return [SubmitResult(j, int(d) == 1, int(c), int(n), bool(int(f)), id_taken=int(d) == 2)
-                for j, d, c, n, f in _groups(raw, 5)]
+        ...
+
+    async def fire_many(self, requests: Sequence[FireRequest]) -> list[tuple[str, FireResult]]:
+        """Several firings, each atomic on its own: (run id, result) per request, in order."""
+        ...
 
     async def fire(self, job_id: str, spec: pb.JobSpec, scheduled_ms: int, *, expected_ms: int | None,
                    next_fire_ms: int, overlap: str, inputs: Sequence[Sequence[Any]],
@@ -231,292 +232,138 @@ class Store:
                                                       overlap, inputs, skip_reason)])
         return result
 
-    async def fire_many(self, requests: Sequence[FireRequest]) -> list[tuple[str, FireResult]]:
-        """Several firings in one pipeline (one round trip); each is its own atomic fire.lua call."""
-        k = self.keys
-        pipe = self.redis.pipeline(transaction=False)
-        runs = []
-        for r in requests:
-            run = ids.run_id(r.job_id, r.scheduled_ms)
-            runs.append(run)
-            await self._lua.queue(
-                pipe, "fire",
-                [k.job(r.job_id), k.run(run), k.job_runs(r.job_id), k.job_active(r.job_id), k.schedule,
-                 k.ready(r.spec.group), k.groups],
-                [r.job_id, run, r.scheduled_ms, "manual" if r.expected_ms is None else r.expected_ms,
-                 r.next_fire_ms, r.overlap, r.skip_reason,
-                 json.dumps(self._run_block(r.spec, r.scheduled_ms, r.inputs), separators=(",", ":"))],
-            )
-        replies = await pipe.execute()
-        return [(run, FireResult(raw[0], int(raw[1]), raw[2])) for run, raw in zip(runs, replies)]
-
     async def job_progress(self, job_ids: Sequence[str]) -> dict[str, tuple[str, int]]:
-        """(state, runs) of each job that exists, in one round trip."""
-        pipe = self.redis.pipeline(transaction=False)
-        for job_id in job_ids:
-            pipe.hmget(self.keys.job(job_id), "state", "runs")
-        return {j: (v[0], int(v[1] or 0)) for j, v in zip(job_ids, await pipe.execute()) if v[0]}
+        """(state, runs) of each job that exists."""
+        ...
 
-    async def due_schedule(self, until_ms: int, limit: int = 100_000) -> list[tuple[str, int]]:
-        """Schedule entries due at or before ``until_ms`` (the trigger preload horizon)."""
-        rows = await self.redis.zrangebyscore(self.keys.schedule, "-inf", until_ms, start=0, num=limit,
-                                              withscores=True)
-        return [(job_id, int(score)) for job_id, score in rows]
+    async def due_schedule(self, until_ms: int, limit: int = DEFAULT_DUE_LIMIT) -> list[tuple[str, int]]:
+        """Schedule entries (job id, fire ms) due at or before ``until_ms``, earliest first."""
+        ...
 
     # ---- dispatch ----------------------------------------------------------------------------------
 
     async def peek_ready(self, group: str, n: int) -> list[Routable]:
-        raw = await self._lua("peek", [self.keys.ready(group)], [n])
-        return [Routable(t, p, s, r) for t, p, s, r in _groups(raw, 4)]
+        """The first ``n`` tasks of a group's ready queue with what routing needs (changes nothing)."""
+        ...
 
     async def claim(self, group: str, pairs: Sequence[tuple[str, str]], *, lease_ms: int,
                     timeout_grace_ms: int) -> list[Claim]:
-        if not pairs:
-            return []
-        k = self.keys
-        args: list[Any] = [lease_ms, timeout_grace_ms]
-        for task_id, worker in pairs:
-            args += [task_id, worker]
-        raw = await self._lua("claim", [k.ready(group), k.leases, k.fence, k.timeouts], args)
-        return [
-            Claim(t, w, int(tok), int(att), run, job, int(idx), inp, int(sched), int(count))
-            for t, w, tok, att, run, job, idx, inp, sched, count in _groups(raw, 10)
-        ]
+        """Lease (task, worker) pairs: each still-READY task gets a new fencing token and attempt."""
+        ...
 
     async def renew(self, worker: str, leases: Sequence[tuple[str, int]], lease_ms: int) -> RenewResult:
-        args: list[Any] = [worker, lease_ms]
-        for task_id, token in leases:
-            args += [task_id, token]
-        renewed, lost, deadline = await self._lua("renew", [self.keys.leases], args)
-        return RenewResult(
-            [(t, int(tok)) for t, tok in _groups(renewed, 2)],
-            [(t, int(tok)) for t, tok in _groups(lost, 2)],
-            int(deadline),
-        )
+        """Extend the leases the worker still holds under these tokens; the others are lost."""
+        ...
 
     async def report(self, reports: Sequence[Report]) -> list[Verdict]:
-        if not reports:
-            return []
-        k = self.keys
-        batch = json.dumps([[r.task_id, r.token, r.outcome, r.result_json, r.error, r.traceback, r.started_ms,
-                             r.finished_ms, r.log_path] for r in reports], separators=(",", ":"))
-        raw = await self._lua("report", [k.leases, k.delayed, k.timeouts], [batch])
-        return [Verdict(t, v, s, run, rs, int(nb)) for t, v, s, run, rs, nb in _groups(raw, 6)]
+        """Apply worker reports in order under the fencing rule; one verdict per report."""
+        ...
 
-    async def release_due(self, limit: int = 1000, task_ids: Sequence[str] = ()) -> list[tuple[str, str]]:
-        """Move FAILED tasks whose backoff is over back to READY; returns (task, group) pairs."""
-        raw = await self._lua("release", [self.keys.delayed], [limit, *task_ids])
-        return [(t, g) for t, g in _groups(raw, 2)]
+    async def release_due(self, limit: int = DEFAULT_SWEEP_LIMIT, task_ids: Sequence[str] = ()) -> list[tuple[str, str]]:
+        """Move FAILED tasks whose backoff is over back to READY; returns (task, group) pairs.
+
+        With ``task_ids`` only those are looked at (a timer fired for them), else up to ``limit`` due ones.
+        """
+        ...
 
     async def delayed_entries(self) -> list[tuple[str, int]]:
-        rows = await self.redis.zrange(self.keys.delayed, 0, -1, withscores=True)
-        return [(t, int(s)) for t, s in rows]
+        """Every (task, retry-after ms) in backoff, earliest first."""
+        ...
 
-    async def reap_expired(self, max_lost: int, limit: int = 1000) -> list[Reaped]:
-        raw = await self._lua("reap", [self.keys.leases, self.keys.timeouts], [max_lost, limit, "expired"])
-        return self._reaped(raw)
+    async def reap_expired(self, max_lost: int, limit: int = DEFAULT_SWEEP_LIMIT) -> list[Reaped]:
+        """Requeue tasks whose lease expired (DEAD past ``max_lost`` losses); fail attempts past their timeout."""
+        ...
 
     async def reap_worker(self, worker: str, task_ids: Sequence[str], max_lost: int) -> list[Reaped]:
         """End the leases of tasks a reconnecting worker no longer has."""
-        if not task_ids:
-            return []
-        raw = await self._lua("reap", [self.keys.leases, self.keys.timeouts],
-                              [max_lost, len(task_ids), "worker", worker, *task_ids])
-        return self._reaped(raw)
-
-    @staticmethod
-    def _reaped(raw: Sequence[Any]) -> list[Reaped]:
-        return [Reaped(t, w, s, r, rs, wk, int(nb), int(tok)) for t, w, s, r, rs, wk, nb, tok in _groups(raw, 8)]
+        ...
 
     # ---- cancel, pause, resume ---------------------------------------------------------------------
 
     async def cancel(self, reason: str, *, job_id: str = "", run_ids: Sequence[str] = (),
                      task_ids: Sequence[str] = ()) -> CancelResult:
-        raw = await self._lua("cancel", [self.keys.schedule],
-                              [reason, job_id, len(run_ids), *run_ids, *task_ids])
-        status, cancelled, leased, ended = raw
-        return CancelResult(
-            status,
-            list(cancelled),
-            [(t, w, int(tok)) for t, w, tok in _groups(leased, 3)],
-            [(r, s) for r, s in _groups(ended, 2)],
-        )
+        """Cancel a job (no more firings), and the listed runs and tasks that are not terminal yet."""
+        ...
 
     async def set_job_state(self, job_id: str, target: JobState, next_fire_ms: int = -1) -> tuple[str, str, int]:
-        k = self.keys
-        status, state, next_fire = await self._lua("job_state", [k.job(job_id), k.schedule],
-                                                   [job_id, target.value, next_fire_ms])
-        return status, state, int(next_fire)
+        """Pause or resume a job: (status, state, next fire ms); status ok | unchanged | illegal | missing."""
+        ...
 
     async def reschedule_after_run(self, job_id: str, run_id: str, next_fire_ms: int) -> tuple[str, int]:
-        k = self.keys
-        status, next_fire = await self._lua("reschedule", [k.job(job_id), k.schedule, k.awaiting],
-                                            [job_id, run_id, next_fire_ms])
-        return status, int(next_fire)
+        """A fixed-delay job's next fire time once the run it waited for ended: (ok | not_awaiting, ms)."""
+        ...
 
     async def awaiting_among(self, job_ids: Sequence[str]) -> list[str]:
-        """Those of ``job_ids`` that wait for their current run to end (fixed-delay), in one round trip."""
-        if not job_ids:
-            return []
-        flags = await self.redis.smismember(self.keys.awaiting, list(job_ids))
-        return [j for j, member in zip(job_ids, flags) if member]
+        """Those of ``job_ids`` that wait for their current run to end (fixed-delay)."""
+        ...
 
     async def awaiting_jobs(self) -> list[str]:
-        return sorted(await self.redis.smembers(self.keys.awaiting))
+        ...
 
     # ---- reads ---------------------------------------------------------------------------------------
 
     async def time_ms(self) -> int:
-        seconds, micros = await self.redis.time()
-        return int(seconds) * 1000 + int(micros) // 1000
+        """The store's clock, the one every deadline in it is measured against."""
+        ...
 
     async def get_job(self, job_id: str) -> JobRecord | None:
-        h = await self.redis.hgetall(self.keys.job(job_id))
-        return JobRecord.from_hash(job_id, h) if h else None
+        ...
 
     def cached_spec(self, job_id: str) -> pb.JobSpec | None:
-        """A job's spec if this master has it in memory (no Redis call)."""
-        return self._specs.get(job_id)
-
-    def _spec_text(self, spec: pb.JobSpec) -> str:
-        """The stored form of a spec, remembered per spec object (a bulk submit shares one)."""
-        cached = self._spec_texts.get(id(spec))
-        if cached is not None and cached[0] is spec:
-            return cached[1]
-        text = spec_to_text(spec)
-        self._spec_texts[id(spec)] = (spec, text)
-        if len(self._spec_texts) > SPEC_TEXT_CACHE_SIZE:
-            self._spec_texts.popitem(last=False)
-        return text
-
-    def remember_spec(self, job_id: str, spec: pb.JobSpec) -> None:
-        self._specs[job_id] = spec
-        if len(self._specs) > SPEC_CACHE_SIZE:
-            self._specs.popitem(last=False)
+        """A job's spec if it can be had without a round trip (specs never change after submit)."""
+        ...
 
     async def get_specs(self, job_ids: Iterable[str]) -> dict[str, pb.JobSpec]:
-        """The specs of jobs that exist: cached ones at once, the others in one round trip."""
-        found: dict[str, pb.JobSpec] = {}
-        missing: list[str] = []
-        for job_id in job_ids:
-            spec = self._specs.get(job_id)
-            if spec is None:
-                missing.append(job_id)
-            else:
-                found[job_id] = spec
-        if missing:
-            pipe = self.redis.pipeline(transaction=False)
-            for job_id in missing:
-                pipe.hget(self.keys.job(job_id), "spec")
-            for job_id, text in zip(missing, await pipe.execute()):
-                if text is not None:
-                    found[job_id] = spec_from_text(text)
-                    self.remember_spec(job_id, found[job_id])
-        return found
+        """The specs of those jobs that exist."""
+        ...
 
     async def get_spec(self, job_id: str) -> pb.JobSpec | None:
-        """A job's spec, from the cache when possible (specs never change after submit)."""
-        spec = self._specs.get(job_id)
-        if spec is None:
-            text = await self.redis.hget(self.keys.job(job_id), "spec")
-            if text is None:
-                return None
-            spec = spec_from_text(text)
-            self.remember_spec(job_id, spec)
-        else:
-            self._specs.move_to_end(job_id)
-        return spec
+        ...
 
     async def list_jobs(self, limit: int, state: JobState | None = None, group: str = "") -> list[JobRecord]:
-        """Newest first; filters are applied while scanning so ``limit`` counts matching jobs."""
-        out: list[JobRecord] = []
-        start, page = 0, max(limit, 100)
-        while len(out) < limit:
-            job_ids = await self.redis.zrevrange(self.keys.jobs, start, start + page - 1)
-            if not job_ids:
-                break
-            pipe = self.redis.pipeline(transaction=False)
-            for job_id in job_ids:
-                pipe.hgetall(self.keys.job(job_id))
-            for job_id, h in zip(job_ids, await pipe.execute()):
-                if not h:
-                    continue
-                rec = JobRecord.from_hash(job_id, h)
-                if (state is None or rec.state == state) and (not group or rec.spec.group == group):
-                    out.append(rec)
-                    if len(out) == limit:
-                        break
-            start += page
-        return out
+        """Newest first; filters are applied before ``limit`` counts."""
+        ...
 
     async def get_run(self, run_id: str, *, with_tasks: bool = True) -> RunRecord | None:
-        h = await self.redis.hgetall(self.keys.run(run_id))
-        if not h:
-            return None
-        run = RunRecord.from_hash(run_id, h)
-        if with_tasks:
-            run.tasks = await self.get_tasks([ids.task_id(run_id, i) for i in range(run.task_count)])
-        return run
+        ...
 
     async def list_runs(self, job_id: str, limit: int, *, with_tasks: bool = False) -> list[RunRecord]:
-        run_ids = await self.redis.zrevrange(self.keys.job_runs(job_id), 0, limit - 1)
-        pipe = self.redis.pipeline(transaction=False)
-        for run_id in run_ids:
-            pipe.hgetall(self.keys.run(run_id))
-        runs = [RunRecord.from_hash(r, h) for r, h in zip(run_ids, await pipe.execute()) if h]
-        if with_tasks:
-            for run in runs:
-                run.tasks = await self.get_tasks([ids.task_id(run.id, i) for i in range(run.task_count)])
-        return runs
+        """A job's runs, latest scheduled first."""
+        ...
 
     async def get_tasks(self, task_ids: Sequence[str]) -> list[TaskRecord]:
-        pipe = self.redis.pipeline(transaction=False)
-        for task_id in task_ids:
-            pipe.hgetall(self.keys.task(task_id))
-            pipe.hgetall(self.keys.attempts(task_id))
-        raw = await pipe.execute()
-        return [
-            TaskRecord.from_hash(task_id, raw[2 * i], raw[2 * i + 1])
-            for i, task_id in enumerate(task_ids) if raw[2 * i]
-        ]
+        """The tasks that exist among ``task_ids``, in that order, each with its attempts."""
+        ...
 
     async def get_task(self, task_id: str) -> TaskRecord | None:
         found = await self.get_tasks([task_id])
         return found[0] if found else None
 
     async def active_runs(self, job_id: str) -> list[str]:
-        return sorted(await self.redis.smembers(self.keys.job_active(job_id)))
+        """The job's runs that are not terminal, sorted."""
+        ...
 
     async def run_task_counts(self, run_ids: Sequence[str]) -> dict[str, int]:
-        pipe = self.redis.pipeline(transaction=False)
-        for run_id in run_ids:
-            pipe.hget(self.keys.run(run_id), "task_count")
-        return {r: int(c or 0) for r, c in zip(run_ids, await pipe.execute())}
+        """Tasks of each run (0 for a run that does not exist)."""
+        ...
 
     async def ready_counts(self) -> dict[str, int]:
-        groups = sorted(await self.redis.smembers(self.keys.groups))
-        pipe = self.redis.pipeline(transaction=False)
-        for group in groups:
-            pipe.zcard(self.keys.ready(group))
-        return dict(zip(groups, await pipe.execute()))
+        """Ready-queue length of every group that has had one."""
+        ...
 
     async def counts(self) -> dict[str, int]:
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.zcard(self.keys.leases)
-        pipe.zcard(self.keys.schedule)
-        pipe.zcard(self.keys.delayed)
-        leased, scheduled, delayed = await pipe.execute()
-        return {"leased": leased, "scheduled": scheduled, "delayed": delayed}
+        """How many tasks are leased and delayed, and how many jobs are scheduled."""
+        ...
 
     # ---- workers -------------------------------------------------------------------------------------
 
     async def put_worker(self, worker_id: str, info: dict[str, Any]) -> None:
-        await self.redis.hset(self.keys.workers, worker_id, json.dumps(info, separators=(",", ":")))
+        """Record what a worker said about itself (JSON-compatible)."""
+        ...
 
     async def get_workers(self) -> dict[str, dict[str, Any]]:
-        raw = await self.redis.hgetall(self.keys.workers)
-        return {w: json.loads(v) for w, v in raw.items()}
+        ...
 
     async def worker_leases(self, worker_id: str) -> set[str]:
-        return set(await self.redis.smembers(self.keys.worker_leases(worker_id)))
-
+        """Task ids leased to the worker."""
+        ...

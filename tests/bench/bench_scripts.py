@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/bench/bench_scripts.py [--jobs 10000] [--batch 256] [--repeat 3]
 
-A fresh redis-server (AOF on, as the embedded one) and the master's own ``Store``; no master process, no
+A fresh redis-server (AOF on, as the embedded one) and the master's own ``RedisStore``; no master process, no
 workers. Phase by phase, ``--jobs`` one-task jobs are bulk-submitted (fire now, 1,000 per call), peeked
 and claimed (``--batch`` per call, as the slot scheduler does), reported STARTED+SUCCEEDED (as a worker
 batch, ``--batch`` per call), and each phase's redis-server CPU time (from /proc, so AOF writing and
@@ -29,7 +29,8 @@ from sparkyard.client import build_spec  # noqa: E402
 from sparkyard.keys import Keys  # noqa: E402
 from sparkyard.master.preloader import split_spec  # noqa: E402
 from sparkyard.master.splitter import split  # noqa: E402
-from sparkyard.master.store import NewJob, Report, Store  # noqa: E402
+from sparkyard.master.redis_store import RedisStore  # noqa: E402
+from sparkyard.master.store import NewJob, Report  # noqa: E402
 from sparkyard import ids  # noqa: E402
 from sparkyard.spec import normalize  # noqa: E402
 
@@ -42,7 +43,7 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / 100.0
 
 
-async def one_round(store: Store, pid: int, jobs: int, batch: int, now_ms: int) -> dict[str, float]:
+async def one_round(store: RedisStore, pid: int, jobs: int, batch: int, now_ms: int) -> dict[str, float]:
     """Redis CPU µs per task of each phase, for ``jobs`` new one-task jobs."""
     spec = normalize(build_spec(NOOP))
     tasks = split(split_spec(spec))
@@ -92,7 +93,7 @@ async def main_async(args: argparse.Namespace) -> None:
         server = start_redis(Path(tmp) / "redis", appendonly=not args.no_aof)
         try:
             redis = Redis(port=server.port, decode_responses=True)
-            store = Store(redis, Keys())
+            store = RedisStore(redis, Keys())
             now_ms = int((await redis.time())[0]) * 1000
             rounds = [await one_round(store, server.process.pid, args.jobs, args.batch, now_ms)
                       for _ in range(args.repeat)]

@@ -1,0 +1,382 @@
+"""The Redis implementation of :class:`~sparkyard.master.store.Store`: every mutation one Lua script call,
+every read a pipeline.
+
+RedisStore holds no state of its own (beyond an immutable job-spec cache), so any number of masters can
+use the same Redis; the scripts' invariants make concurrent use safe.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from typing import Any, Iterable, Sequence
+
+from redis.asyncio import Redis
+
+from sparkyard.keys import Keys
+from sparkyard.master.records import JobRecord, RunRecord, TaskRecord, spec_from_text, spec_to_text
+from sparkyard.master.routing import Routable
+from sparkyard.master.scripts import ScriptLibrary
+from sparkyard.master.store import (
+    DEFAULT_DUE_LIMIT,
+    DEFAULT_PRIORITY_AGING_MS,
+    DEFAULT_SWEEP_LIMIT,
+    CancelResult,
+    Claim,
+    FireRequest,
+    FireResult,
+    NewJob,
+    Reaped,
+    RenewResult,
+    Report,
+    RunBlock,
+    Store,
+    SubmitResult,
+    Verdict,
+)
+from sparkyard.states import JobState
+from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard import ids
+
+# Specs are immutable once submitted; this many are kept in memory to build task assignments.
+SPEC_CACHE_SIZE = 10_000
+# Stored encodings of recently submitted spec objects (the jobs of a bulk submit share one object).
+SPEC_TEXT_CACHE_SIZE = 256
+
+
+def _groups(flat: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+    for i in range(0, len(flat), size):
+        yield flat[i:i + size]
+
+
+class RedisStore(Store):
+    """Sparkyard's state in Redis (key schema: :mod:`sparkyard.keys`)."""
+
+    def __init__(self, redis: Redis, keys: Keys, priority_aging_ms: int = DEFAULT_PRIORITY_AGING_MS) -> None:
+        self.priority_aging_ms = priority_aging_ms
+        # Any: redis-py types every reply as bytes | str whatever decode_responses says; ours are str.
+        self.redis: Any = redis
+        self.keys = keys
+        self._lua = self.scripts = ScriptLibrary(redis, keys)
+        self._specs: OrderedDict[str, pb.JobSpec] = OrderedDict()
+        self._spec_texts: OrderedDict[int, tuple[pb.JobSpec, str]] = OrderedDict()
+
+    # ---- submit and fire -------------------------------------------------------------------------
+
+    def _run_block(self, spec: pb.JobSpec, scheduled_ms: int, inputs: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        """create_run's block as JSON (the task ids are built in Lua from the run id, so identical runs of a
+        bulk submit share one block)."""
+        return RunBlock.of(spec, scheduled_ms, inputs, self.priority_aging_ms).to_wire()
+
+    async def submit_many(self, jobs: Sequence[NewJob], idempotency_ttl_ms: int) -> list[SubmitResult]:
+        """Store jobs with one ``submit.lua`` call (a bulk submit is one script run, one round trip).
+
+        A job with ``fire_now`` inputs is created with its run (it fires in the same script). Jobs of a
+        bulk submit usually share one spec object: its stored text and its run block are sent once.
+        """
+        specs: list[str] = []
+        blocks: list[dict[str, Any]] = []
+        spec_index: dict[int, int] = {}
+        block_index: dict[tuple[int, int, int], int] = {}
+        entries: list[list[Any]] = []
+        for job in jobs:
+            si = spec_index.get(id(job.spec))
+            if si is None:
+                si = spec_index[id(job.spec)] = len(specs)
+                specs.append(self._spec_text(job.spec))
+            if job.fire_now is None:
+                entries.append([job.job_id, si, job.fire_mode, job.fire_value_ms, job.idempotency_key, "", 0, -1])
+            else:
+                key = (id(job.spec), job.fire_value_ms, id(job.fire_now))
+                bi = block_index.get(key)
+                if bi is None:
+                    bi = block_index[key] = len(blocks)
+                    blocks.append(self._run_block(job.spec, job.fire_value_ms, job.fire_now))
+                entries.append([job.job_id, si, job.fire_mode, job.fire_value_ms, job.idempotency_key,
+                                ids.run_id(job.job_id, job.fire_value_ms), job.fire_value_ms, bi])
+            self._remember_spec(job.job_id, job.spec)
+        payload = json.dumps({"specs": specs, "blocks": blocks, "jobs": entries}, separators=(",", ":"))
+        raw = await self._lua("submit", [self.keys.jobs, self.keys.schedule], [payload, idempotency_ttl_ms])
+        return [SubmitResult(j, int(d) == 1, int(c), int(n), bool(int(f)), id_taken=int(d) == 2)
+                for j, d, c, n, f in _groups(raw, 5)]
+
+    async def fire_many(self, requests: Sequence[FireRequest]) -> list[tuple[str, FireResult]]:
+        """In one pipeline (one round trip); each firing is its own atomic fire.lua call."""
+        k = self.keys
+        pipe = self.redis.pipeline(transaction=False)
+        runs = []
+        for r in requests:
+            run = ids.run_id(r.job_id, r.scheduled_ms)
+            runs.append(run)
+            await self._lua.queue(
+                pipe, "fire",
+                [k.job(r.job_id), k.run(run), k.job_runs(r.job_id), k.job_active(r.job_id), k.schedule,
+                 k.ready(r.spec.group), k.groups],
+                [r.job_id, run, r.scheduled_ms, "manual" if r.expected_ms is None else r.expected_ms,
+                 r.next_fire_ms, r.overlap, r.skip_reason,
+                 json.dumps(self._run_block(r.spec, r.scheduled_ms, r.inputs), separators=(",", ":"))],
+            )
+        replies = await pipe.execute()
+        return [(run, FireResult(raw[0], int(raw[1]), raw[2])) for run, raw in zip(runs, replies)]
+
+    async def job_progress(self, job_ids: Sequence[str]) -> dict[str, tuple[str, int]]:
+        pipe = self.redis.pipeline(transaction=False)
+        for job_id in job_ids:
+            pipe.hmget(self.keys.job(job_id), "state", "runs")
+        return {j: (v[0], int(v[1] or 0)) for j, v in zip(job_ids, await pipe.execute()) if v[0]}
+
+    async def due_schedule(self, until_ms: int, limit: int = DEFAULT_DUE_LIMIT) -> list[tuple[str, int]]:
+        rows = await self.redis.zrangebyscore(self.keys.schedule, "-inf", until_ms, start=0, num=limit,
+                                              withscores=True)
+        return [(job_id, int(score)) for job_id, score in rows]
+
+    # ---- dispatch ----------------------------------------------------------------------------------
+
+    async def peek_ready(self, group: str, n: int) -> list[Routable]:
+        raw = await self._lua("peek", [self.keys.ready(group)], [n])
+        return [Routable(t, p, s, r) for t, p, s, r in _groups(raw, 4)]
+
+    async def claim(self, group: str, pairs: Sequence[tuple[str, str]], *, lease_ms: int,
+                    timeout_grace_ms: int) -> list[Claim]:
+        if not pairs:
+            return []
+        k = self.keys
+        args: list[Any] = [lease_ms, timeout_grace_ms]
+        for task_id, worker in pairs:
+            args += [task_id, worker]
+        raw = await self._lua("claim", [k.ready(group), k.leases, k.fence, k.timeouts], args)
+        return [
+            Claim(t, w, int(tok), int(att), run, job, int(idx), inp, int(sched), int(count))
+            for t, w, tok, att, run, job, idx, inp, sched, count in _groups(raw, 10)
+        ]
+
+    async def renew(self, worker: str, leases: Sequence[tuple[str, int]], lease_ms: int) -> RenewResult:
+        args: list[Any] = [worker, lease_ms]
+        for task_id, token in leases:
+            args += [task_id, token]
+        renewed, lost, deadline = await self._lua("renew", [self.keys.leases], args)
+        return RenewResult(
+            [(t, int(tok)) for t, tok in _groups(renewed, 2)],
+            [(t, int(tok)) for t, tok in _groups(lost, 2)],
+            int(deadline),
+        )
+
+    async def report(self, reports: Sequence[Report]) -> list[Verdict]:
+        if not reports:
+            return []
+        k = self.keys
+        batch = json.dumps([[r.task_id, r.token, r.outcome, r.result_json, r.error, r.traceback, r.started_ms,
+                             r.finished_ms, r.log_path] for r in reports], separators=(",", ":"))
+        raw = await self._lua("report", [k.leases, k.delayed, k.timeouts], [batch])
+        return [Verdict(t, v, s, run, rs, int(nb)) for t, v, s, run, rs, nb in _groups(raw, 6)]
+
+    async def release_due(self, limit: int = DEFAULT_SWEEP_LIMIT, task_ids: Sequence[str] = ()) -> list[tuple[str, str]]:
+        raw = await self._lua("release", [self.keys.delayed], [limit, *task_ids])
+        return [(t, g) for t, g in _groups(raw, 2)]
+
+    async def delayed_entries(self) -> list[tuple[str, int]]:
+        rows = await self.redis.zrange(self.keys.delayed, 0, -1, withscores=True)
+        return [(t, int(s)) for t, s in rows]
+
+    async def reap_expired(self, max_lost: int, limit: int = DEFAULT_SWEEP_LIMIT) -> list[Reaped]:
+        raw = await self._lua("reap", [self.keys.leases, self.keys.timeouts], [max_lost, limit, "expired"])
+        return self._reaped(raw)
+
+    async def reap_worker(self, worker: str, task_ids: Sequence[str], max_lost: int) -> list[Reaped]:
+        if not task_ids:
+            return []
+        raw = await self._lua("reap", [self.keys.leases, self.keys.timeouts],
+                              [max_lost, len(task_ids), "worker", worker, *task_ids])
+        return self._reaped(raw)
+
+    @staticmethod
+    def _reaped(raw: Sequence[Any]) -> list[Reaped]:
+        return [Reaped(t, w, s, r, rs, wk, int(nb), int(tok)) for t, w, s, r, rs, wk, nb, tok in _groups(raw, 8)]
+
+    # ---- cancel, pause, resume ---------------------------------------------------------------------
+
+    async def cancel(self, reason: str, *, job_id: str = "", run_ids: Sequence[str] = (),
+                     task_ids: Sequence[str] = ()) -> CancelResult:
+        raw = await self._lua("cancel", [self.keys.schedule],
+                              [reason, job_id, len(run_ids), *run_ids, *task_ids])
+        status, cancelled, leased, ended = raw
+        return CancelResult(
+            status,
+            list(cancelled),
+            [(t, w, int(tok)) for t, w, tok in _groups(leased, 3)],
+            [(r, s) for r, s in _groups(ended, 2)],
+        )
+
+    async def set_job_state(self, job_id: str, target: JobState, next_fire_ms: int = -1) -> tuple[str, str, int]:
+        k = self.keys
+        status, state, next_fire = await self._lua("job_state", [k.job(job_id), k.schedule],
+                                                   [job_id, target.value, next_fire_ms])
+        return status, state, int(next_fire)
+
+    async def reschedule_after_run(self, job_id: str, run_id: str, next_fire_ms: int) -> tuple[str, int]:
+        k = self.keys
+        status, next_fire = await self._lua("reschedule", [k.job(job_id), k.schedule, k.awaiting],
+                                            [job_id, run_id, next_fire_ms])
+        return status, int(next_fire)
+
+    async def awaiting_among(self, job_ids: Sequence[str]) -> list[str]:
+        if not job_ids:
+            return []
+        flags = await self.redis.smismember(self.keys.awaiting, list(job_ids))
+        return [j for j, member in zip(job_ids, flags) if member]
+
+    async def awaiting_jobs(self) -> list[str]:
+        return sorted(await self.redis.smembers(self.keys.awaiting))
+
+    # ---- reads ---------------------------------------------------------------------------------------
+
+    async def time_ms(self) -> int:
+        seconds, micros = await self.redis.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    async def get_job(self, job_id: str) -> JobRecord | None:
+        h = await self.redis.hgetall(self.keys.job(job_id))
+        return JobRecord.from_hash(job_id, h) if h else None
+
+    def cached_spec(self, job_id: str) -> pb.JobSpec | None:
+        """A job's spec if this master has it in memory (no Redis call): only what it submitted or read."""
+        return self._specs.get(job_id)
+
+    def _spec_text(self, spec: pb.JobSpec) -> str:
+        """The stored form of a spec, remembered per spec object (a bulk submit shares one)."""
+        cached = self._spec_texts.get(id(spec))
+        if cached is not None and cached[0] is spec:
+            return cached[1]
+        text = spec_to_text(spec)
+        self._spec_texts[id(spec)] = (spec, text)
+        if len(self._spec_texts) > SPEC_TEXT_CACHE_SIZE:
+            self._spec_texts.popitem(last=False)
+        return text
+
+    def _remember_spec(self, job_id: str, spec: pb.JobSpec) -> None:
+        self._specs[job_id] = spec
+        if len(self._specs) > SPEC_CACHE_SIZE:
+            self._specs.popitem(last=False)
+
+    async def get_specs(self, job_ids: Iterable[str]) -> dict[str, pb.JobSpec]:
+        """Cached ones at once, the others in one round trip."""
+        found: dict[str, pb.JobSpec] = {}
+        missing: list[str] = []
+        for job_id in job_ids:
+            spec = self._specs.get(job_id)
+            if spec is None:
+                missing.append(job_id)
+            else:
+                found[job_id] = spec
+        if missing:
+            pipe = self.redis.pipeline(transaction=False)
+            for job_id in missing:
+                pipe.hget(self.keys.job(job_id), "spec")
+            for job_id, text in zip(missing, await pipe.execute()):
+                if text is not None:
+                    found[job_id] = spec_from_text(text)
+                    self._remember_spec(job_id, found[job_id])
+        return found
+
+    async def get_spec(self, job_id: str) -> pb.JobSpec | None:
+        """A job's spec, from the cache when possible (specs never change after submit)."""
+        spec = self._specs.get(job_id)
+        if spec is None:
+            text = await self.redis.hget(self.keys.job(job_id), "spec")
+            if text is None:
+                return None
+            spec = spec_from_text(text)
+            self._remember_spec(job_id, spec)
+        else:
+            self._specs.move_to_end(job_id)
+        return spec
+
+    async def list_jobs(self, limit: int, state: JobState | None = None, group: str = "") -> list[JobRecord]:
+        """Filters are applied while scanning pages of the jobs index, so ``limit`` counts matching jobs."""
+        out: list[JobRecord] = []
+        start, page = 0, max(limit, 100)
+        while len(out) < limit:
+            job_ids = await self.redis.zrevrange(self.keys.jobs, start, start + page - 1)
+            if not job_ids:
+                break
+            pipe = self.redis.pipeline(transaction=False)
+            for job_id in job_ids:
+                pipe.hgetall(self.keys.job(job_id))
+            for job_id, h in zip(job_ids, await pipe.execute()):
+                if not h:
+                    continue
+                rec = JobRecord.from_hash(job_id, h)
+                if (state is None or rec.state == state) and (not group or rec.spec.group == group):
+                    out.append(rec)
+                    if len(out) == limit:
+                        break
+            start += page
+        return out
+
+    async def get_run(self, run_id: str, *, with_tasks: bool = True) -> RunRecord | None:
+        h = await self.redis.hgetall(self.keys.run(run_id))
+        if not h:
+            return None
+        run = RunRecord.from_hash(run_id, h)
+        if with_tasks:
+            run.tasks = await self.get_tasks([ids.task_id(run_id, i) for i in range(run.task_count)])
+        return run
+
+    async def list_runs(self, job_id: str, limit: int, *, with_tasks: bool = False) -> list[RunRecord]:
+        run_ids = await self.redis.zrevrange(self.keys.job_runs(job_id), 0, limit - 1)
+        pipe = self.redis.pipeline(transaction=False)
+        for run_id in run_ids:
+            pipe.hgetall(self.keys.run(run_id))
+        runs = [RunRecord.from_hash(r, h) for r, h in zip(run_ids, await pipe.execute()) if h]
+        if with_tasks:
+            for run in runs:
+                run.tasks = await self.get_tasks([ids.task_id(run.id, i) for i in range(run.task_count)])
+        return runs
+
+    async def get_tasks(self, task_ids: Sequence[str]) -> list[TaskRecord]:
+        pipe = self.redis.pipeline(transaction=False)
+        for task_id in task_ids:
+            pipe.hgetall(self.keys.task(task_id))
+            pipe.hgetall(self.keys.attempts(task_id))
+        raw = await pipe.execute()
+        return [
+            TaskRecord.from_hash(task_id, raw[2 * i], raw[2 * i + 1])
+            for i, task_id in enumerate(task_ids) if raw[2 * i]
+        ]
+
+    async def active_runs(self, job_id: str) -> list[str]:
+        return sorted(await self.redis.smembers(self.keys.job_active(job_id)))
+
+    async def run_task_counts(self, run_ids: Sequence[str]) -> dict[str, int]:
+        pipe = self.redis.pipeline(transaction=False)
+        for run_id in run_ids:
+            pipe.hget(self.keys.run(run_id), "task_count")
+        return {r: int(c or 0) for r, c in zip(run_ids, await pipe.execute())}
+
+    async def ready_counts(self) -> dict[str, int]:
+        groups = sorted(await self.redis.smembers(self.keys.groups))
+        pipe = self.redis.pipeline(transaction=False)
+        for group in groups:
+            pipe.zcard(self.keys.ready(group))
+        return dict(zip(groups, await pipe.execute()))
+
+    async def counts(self) -> dict[str, int]:
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zcard(self.keys.leases)
+        pipe.zcard(self.keys.schedule)
+        pipe.zcard(self.keys.delayed)
+        leased, scheduled, delayed = await pipe.execute()
+        return {"leased": leased, "scheduled": scheduled, "delayed": delayed}
+
+    # ---- workers -------------------------------------------------------------------------------------
+
+    async def put_worker(self, worker_id: str, info: dict[str, Any]) -> None:
+        await self.redis.hset(self.keys.workers, worker_id, json.dumps(info, separators=(",", ":")))
+
+    async def get_workers(self) -> dict[str, dict[str, Any]]:
+        raw = await self.redis.hgetall(self.keys.workers)
+        return {w: json.loads(v) for w, v in raw.items()}
+
+    async def worker_leases(self, worker_id: str) -> set[str]:
+        return set(await self.redis.smembers(self.keys.worker_leases(worker_id)))
+

@@ -1,0 +1,194 @@
+"""SlotScheduler on a MemoryStore and a FakeClock: no Redis, no gRPC, no waiting."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Awaitable, Callable, Sequence
+
+import pytest
+
+from sparkyard import ids
+from sparkyard.clock import FakeClock
+from sparkyard.master.memory_store import MemoryStore
+from sparkyard.master.registry import WorkerRegistry, WorkerSession
+from sparkyard.master.routing import Routable
+from sparkyard.master.scheduler import ERROR_BACKOFF_S, SlotScheduler
+from sparkyard.master.store import Claim, NewJob
+from sparkyard.spec import normalize
+from sparkyard.states import AttemptState, TaskState
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+LEASE_MS = 10_000
+GROUP = "default"
+
+
+def job_id(n: int) -> str:
+    return f"j{n:021x}"
+
+
+async def submit(store: MemoryStore, n: int, tasks: int = 1, priority: int = 0, at: int = 1_000) -> list[str]:
+    """Job ``n`` fired at submit with ``tasks`` tasks (inputs p0, p1, …); returns the task ids."""
+    spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", priority=priority))
+    inputs = [[pb.SplitInput(value=f"p{i}")] for i in range(tasks)]
+    await store.submit_many([NewJob(job_id(n), spec, "abs", at, fire_now=inputs)], 60_000)
+    return [ids.task_id(ids.run_id(job_id(n), at), i) for i in range(tasks)]
+
+
+def connect(registry: WorkerRegistry, clock: FakeClock, worker_id: str, slots: int) -> WorkerSession:
+    session = WorkerSession(worker_id, GROUP, slots, "host", 1, {}, pb.RUNNER_UNSPECIFIED, clock.now(),
+                            clock.monotonic(), asyncio.Queue(maxsize=100))
+    registry.add(session)
+    return session
+
+
+def sent(session: WorkerSession) -> list[pb.TaskAssignment]:
+    """Every task assignment queued for the worker so far (one TaskBatch per dispatch)."""
+    out = []
+    while not session.outbound.empty():
+        out.extend(session.outbound.get_nowait().batch.tasks)
+    return out
+
+
+class Rig:
+    """A scheduler over a memory store, a registry and a fake clock; ``store_class`` may wrap the store."""
+
+    def __init__(self, *, batch: int = 64, store_class: type[MemoryStore] = MemoryStore,
+                 on_claimed: Callable[[list[Claim]], Awaitable[None]] | None = None) -> None:
+        self.clock = FakeClock()
+        self.store = store_class(self.clock)
+        self.registry = WorkerRegistry(self.clock, on_capacity=lambda: None)
+        self.scheduler = SlotScheduler(self.store, self.registry, self.clock, lease_ms=LEASE_MS, timeout_grace_ms=0,
+                                       dispatch_batch=batch, on_claimed=on_claimed)
+
+    async def states(self, task_ids: Sequence[str]) -> list[TaskState]:
+        return [t.state for t in await self.store.get_tasks(task_ids)]
+
+
+async def test_a_round_fills_exactly_the_idle_slots_and_leaves_the_rest_ready() -> None:
+    rig = Rig()
+    tasks = await submit(rig.store, 1, tasks=5)
+    w1, w2 = connect(rig.registry, rig.clock, "w1", 2), connect(rig.registry, rig.clock, "w2", 1)
+    await rig.scheduler.dispatch_round()
+    to_w1, to_w2 = sent(w1), sent(w2)
+    assert (len(to_w1), len(to_w2)) == (2, 1) and rig.registry.idle_slots(GROUP) == 0
+    assert sorted(a.task_id for a in to_w1 + to_w2) == tasks[:3]  # queue order: index order within a run
+    assert await rig.states(tasks) == [TaskState.LEASED] * 3 + [TaskState.READY] * 2
+    assert not await rig.scheduler.dispatch_round() and sent(w1) == [] and rig.scheduler.dispatched == 3
+
+
+async def test_the_highest_priority_task_takes_the_only_idle_slot() -> None:
+    rig = Rig()
+    (low,) = await submit(rig.store, 1, priority=0, at=1_000)
+    (high,) = await submit(rig.store, 2, priority=10, at=2_000)
+    w1 = connect(rig.registry, rig.clock, "w1", 1)
+    await rig.scheduler.dispatch_round()
+    assert [a.task_id for a in sent(w1)] == [high]
+    assert await rig.states([low, high]) == [TaskState.READY, TaskState.LEASED]
+
+
+async def test_an_assignment_carries_the_claims_token_attempt_spec_and_inputs() -> None:
+    rig = Rig()
+    (task_id,) = await submit(rig.store, 1, at=5_000)
+    w1 = connect(rig.registry, rig.clock, "w1", 1)
+    await rig.scheduler.dispatch_round()
+    (a,) = sent(w1)
+    task = await rig.store.get_task(task_id)
+    assert task is not None and (a.fencing_token, a.attempt) == (task.token, 1)
+    assert (a.run_id, a.job_id, a.index, a.task_count) == (task.run_id, job_id(1), 0, 1)
+    assert [i.value for i in a.inputs] == ["p0"] and a.spec.entrypoint == "/jobs/x.py:main"
+    assert a.scheduled_at.ToMilliseconds() == 5_000 and a.lease.ToMilliseconds() == LEASE_MS
+    assert w1.leased == {task_id: task.token}
+
+
+async def test_a_round_says_more_may_be_placed_when_it_filled_a_whole_batch() -> None:
+    rig = Rig(batch=2)
+    tasks = await submit(rig.store, 1, tasks=5)
+    w1 = connect(rig.registry, rig.clock, "w1", 4)
+    assert await rig.scheduler.dispatch_round()  # 2 of 4 idle slots filled: go again
+    assert await rig.scheduler.dispatch_round()
+    assert not await rig.scheduler.dispatch_round()  # no idle slot left
+    assert len(sent(w1)) == 4 and await rig.states(tasks[4:]) == [TaskState.READY]
+
+
+async def test_claims_the_worker_cannot_receive_go_straight_back_to_the_ready_queue() -> None:
+    registries: list[WorkerRegistry] = []
+
+    class VanishingWorker(MemoryStore):
+        """The worker's stream closes while the claim is on its way (between routing and sending)."""
+
+        async def claim(self, group: str, pairs: Sequence[tuple[str, str]], *, lease_ms: int,
+                        timeout_grace_ms: int) -> list[Claim]:
+            claims = await super().claim(group, pairs, lease_ms=lease_ms, timeout_grace_ms=timeout_grace_ms)
+            for _, worker in pairs:
+                session = registries[0].get(worker)
+                assert session is not None
+                session.close("gone")
+            return claims
+
+    rig = Rig(store_class=VanishingWorker)
+    registries.append(rig.registry)
+    tasks = await submit(rig.store, 1, tasks=2)
+    w1 = connect(rig.registry, rig.clock, "w1", 2)
+    await rig.scheduler.dispatch_round()
+    assert sent(w1) == [] and w1.leased == {} and rig.scheduler.dispatched == 0
+    assert await rig.states(tasks) == [TaskState.READY, TaskState.READY]
+    for task in await rig.store.get_tasks(tasks):
+        assert [(a.state, a.error) for a in task.attempts] == [(AttemptState.RELEASED, "undeliverable")]
+        assert task.failures == 0
+    assert [r.task_id for r in await rig.store.peek_ready(GROUP, 10)] == tasks
+
+
+async def test_every_claim_is_handed_to_on_claimed() -> None:
+    seen: list[list[str]] = []
+
+    async def on_claimed(claims: list[Claim]) -> None:
+        seen.append([c.task_id for c in claims])
+
+    rig = Rig(on_claimed=on_claimed)
+    tasks = await submit(rig.store, 1, tasks=2)
+    connect(rig.registry, rig.clock, "w1", 2)
+    await rig.scheduler.dispatch_round()
+    assert seen == [tasks]
+
+
+async def until(condition: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
+    """Let the event loop run until ``condition`` holds (a deadline, never a fixed sleep)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0)
+
+
+async def test_the_loop_dispatches_on_wake_and_retries_after_a_store_error_on_its_clock() -> None:
+    failures = [RuntimeError("store down")]
+
+    class FlakyStore(MemoryStore):
+        async def peek_ready(self, group: str, n: int) -> list[Routable]:
+            if failures:
+                raise failures.pop()
+            return await super().peek_ready(group, n)
+
+    rig = Rig(store_class=FlakyStore)
+    clock = rig.clock
+    (task_id,) = await submit(rig.store, 1)
+    w1 = connect(rig.registry, clock, "w1", 1)
+    rig.scheduler.start()
+    try:
+        await until(lambda: clock.pending == 1, "the loop to back off after the error")
+        assert w1.outbound.empty()
+        clock.advance(ERROR_BACKOFF_S)
+        batch = await asyncio.wait_for(w1.outbound.get(), timeout=5)
+        assert [a.task_id for a in batch.batch.tasks] == [task_id]
+    finally:
+        await rig.scheduler.stop()
+
+
+@pytest.mark.parametrize("draining", [True, False])
+async def test_a_draining_worker_gets_nothing(draining: bool) -> None:
+    rig = Rig()
+    await submit(rig.store, 1)
+    w1 = connect(rig.registry, rig.clock, "w1", 1)
+    w1.draining = draining
+    await rig.scheduler.dispatch_round()
+    assert len(sent(w1)) == (0 if draining else 1)
