@@ -18,6 +18,7 @@ import asyncio
 import logging
 from typing import Awaitable, Callable, Iterable
 
+from sparkyard import ids
 from sparkyard.clock import Clock
 from sparkyard.config import MasterConfig
 from sparkyard.master.purgatory import Purgatory
@@ -65,9 +66,6 @@ class MasterCore:
         self._background: set[asyncio.Task[None]] = set()
         # Set by the preloader: arms the timer for a job's next fire time.
         self.on_next_fire: Callable[[str, int], None] = lambda job_id, fire_ms: None
-        # Runs / jobs that just ended, visible to purgatory waiters while check_and_complete runs.
-        self.ended_runs: dict[str, str] = {}
-        self.ended_jobs: set[str] = set()
 
     def wake(self) -> None:
         self.scheduler.wake()
@@ -133,13 +131,19 @@ class MasterCore:
         for run_id, state in result.ended_runs:
             self.run_ended(run_id, state)
 
+    async def task_ids(self, run_ids: list[str]) -> list[str]:
+        """Every task id of these runs (a cancel names them all)."""
+        counts = await self.store.run_task_counts(run_ids)
+        return [ids.task_id(run, i) for run in run_ids for i in range(counts.get(run, 0))]
+
+    async def cancel_runs(self, run_ids: list[str], reason: str) -> None:
+        """Cancel runs and everything running for them (overlap policy REPLACE)."""
+        result = await self.store.cancel(reason, run_ids=run_ids, task_ids=await self.task_ids(run_ids))
+        self.apply_cancel(result, reason)
+
     def run_ended(self, run_id: str, state: str) -> None:
         log.log(logging.DEBUG if state == "SUCCEEDED" else logging.INFO, "run=%s ended %s", run_id, state)
-        self.ended_runs[run_id] = state
-        try:
-            self.purgatory.check_and_complete(run_id)
-        finally:
-            self.ended_runs.pop(run_id, None)
+        self.purgatory.complete_watchers(run_id)
         job_id = run_id.split(".", 1)[0]
         spec = self.store.cached_spec(job_id)
         if spec is None:
@@ -154,11 +158,7 @@ class MasterCore:
 
     def job_ended(self, job_id: str) -> None:
         """A job was cancelled: wake whoever waits for a run of it that will now never fire."""
-        self.ended_jobs.add(job_id)
-        try:
-            self.purgatory.check_and_complete(job_id)
-        finally:
-            self.ended_jobs.discard(job_id)
+        self.purgatory.complete_watchers(job_id)
 
     async def _flush_unknown_ended(self) -> None:
         try:

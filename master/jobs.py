@@ -18,11 +18,11 @@ from sparkyard.errors import FailedPrecondition, InvalidArgument, NotFound
 from sparkyard.master import triggers
 from sparkyard.master.bundles import BundleStore
 from sparkyard.master.core import MasterCore
-from sparkyard.master.preloader import Preloader, split_spec
+from sparkyard.master.preloader import Preloader
 from sparkyard.master.purgatory import DelayedOperation
 from sparkyard.master.records import JobRecord, RunRecord, TaskRecord
 from sparkyard.master.store import NewJob, SubmitResult
-from sparkyard.master.splitter import split
+from sparkyard.master.splitter import split_job
 from sparkyard.spec import SpecError, normalize
 from sparkyard.states import RUN_TERMINAL, JobState
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -49,17 +49,18 @@ class Submitted:
 
 
 class RunWaiter(DelayedOperation):
-    """A WaitRun call parked in the purgatory until its run ends or its deadline passes."""
+    """A WaitRun call parked in the purgatory until its run ends or its deadline passes.
 
-    def __init__(self, timeout_s: float, run_id: str, core: MasterCore) -> None:
+    It watches its run id and its job id; the master completes those watchers when the run ends or the
+    job is cancelled (:meth:`Purgatory.complete_watchers`). Whether the run had already ended is read from
+    Redis by :meth:`JobManager.wait_run` around parking it, so there is nothing to check here.
+    """
+
+    def __init__(self, timeout_s: float) -> None:
         super().__init__(timeout_s)
-        self.run_id = run_id
-        self._core = core
         self.future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
 
     def try_complete(self) -> bool:
-        if self.run_id in self._core.ended_runs or self.run_id.split(".", 1)[0] in self._core.ended_jobs:
-            return self.force_complete()
         return False
 
     def on_complete(self) -> None:
@@ -91,7 +92,7 @@ class JobManager:
             return hit
         try:
             norm = normalize(spec)
-            tasks = split(split_spec(norm))
+            tasks = split_job(norm)
         except SpecError as exc:  # SplitError is a SpecError
             raise InvalidArgument(str(exc)) from None
         self._validation_cache[key] = (norm, tasks)
@@ -250,7 +251,7 @@ class JobManager:
         elif run.state in RUN_TERMINAL:
             return await self.get_run(run_id), False
         job_id = run_id.split(".", 1)[0]
-        waiter = RunWaiter(timeout_s, run_id, self._core)
+        waiter = RunWaiter(timeout_s)
         self._core.purgatory.try_complete_else_watch(waiter, [run_id, job_id])
         try:
             # The run may have ended between the read above and the watch: look once more.
@@ -284,7 +285,7 @@ class JobManager:
             self._preloader.forget(job.id)
             for _ in range(CANCEL_ATTEMPTS):
                 active = await self._store.active_runs(job.id)
-                tasks = await self._task_ids(active)
+                tasks = await self._core.task_ids(active)
                 result = await self._store.cancel(reason, job_id=job.id, run_ids=active, task_ids=tasks)
                 if result.status == "ok":
                     self._core.apply_cancel(result, reason)
@@ -297,7 +298,7 @@ class JobManager:
             run = await self.get_run(parsed.run_id)
             if run.state in RUN_TERMINAL:
                 raise FailedPrecondition(f"run {run.id} is already {run.state.value}")
-            result = await self._store.cancel(reason, run_ids=[run.id], task_ids=await self._task_ids([run.id]))
+            result = await self._store.cancel(reason, run_ids=[run.id], task_ids=await self._core.task_ids([run.id]))
         else:
             task = await self.get_task(parsed.task_id)
             result = await self._store.cancel(reason, task_ids=[task.id])
@@ -305,15 +306,6 @@ class JobManager:
                 raise FailedPrecondition(f"task {task.id} is already {task.state.value}")
         self._core.apply_cancel(result, reason)
         return result.cancelled
-
-    async def cancel_runs(self, job_id: str, run_ids: list[str], reason: str) -> None:
-        """Cancel some runs of a job (overlap policy REPLACE)."""
-        result = await self._store.cancel(reason, run_ids=run_ids, task_ids=await self._task_ids(run_ids))
-        self._core.apply_cancel(result, reason)
-
-    async def _task_ids(self, run_ids: list[str]) -> list[str]:
-        counts = await self._store.run_task_counts(run_ids)
-        return [ids.task_id(run, i) for run in run_ids for i in range(counts.get(run, 0))]
 
     async def pause(self, job_id: str) -> JobRecord:
         await self.get_job(job_id)

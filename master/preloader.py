@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Awaitable, Callable
 
 from sparkyard.master import triggers
 from sparkyard.master.core import MasterCore
-from sparkyard.master.splitter import SplitInput, SplitSpec, split
+from sparkyard.master.splitter import split_job
 from sparkyard.master.store import FireRequest
 from sparkyard.master.timer import TimerTask
 from sparkyard.states import JobState
@@ -46,27 +45,14 @@ _OVERLAP = {
 }
 
 
-def split_spec(spec: pb.JobSpec) -> SplitSpec:
-    s = spec.split
-    return SplitSpec(
-        inputs=tuple(SplitInput(i.value, i.mark) for i in s.inputs),
-        parallelism=s.parallelism,
-        max_bytes_per_sec=s.max_bytes_per_sec,
-        max_records_per_sec=s.max_records_per_sec,
-        task_bytes_per_sec=s.task_bytes_per_sec,
-        task_records_per_sec=s.task_records_per_sec,
-    )
-
-
 class Preloader:
-    def __init__(self, core: MasterCore, cancel_runs: Callable[[str, list[str], str], Awaitable[None]]) -> None:
+    def __init__(self, core: MasterCore) -> None:
         self._core = core
         self._store = core.store
         self._timer = core.timer
         self._clock = core.clock
         self._horizon_ms = int(core.cfg.preload_horizon_s * 1000)
         self._threshold_ms = int(core.cfg.misfire_threshold_s * 1000)
-        self._cancel_runs = cancel_runs
         self._armed: dict[str, tuple[int, TimerTask]] = {}
         self._queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
         self._workers: list[asyncio.Task[None]] = []
@@ -167,7 +153,7 @@ class Preloader:
             overlap = _OVERLAP.get(spec.overlap, "allow")
             if len(plan.fires) == 1 and plan.skipped_at == triggers.NONE and overlap != "replace":
                 request = FireRequest(job_id, spec, plan.fires[0], due_ms, plan.next_ms, overlap,
-                                      split(split_spec(spec)))
+                                      split_job(spec))
                 simple.append((request, plan.next_ms))
             else:
                 await self.fire_due(job_id, due_ms)
@@ -208,9 +194,9 @@ class Preloader:
             if overlap == "replace":
                 active = await self._store.active_runs(job_id)
                 if active:
-                    await self._cancel_runs(job_id, active, f"replaced by the firing due at {scheduled}")
+                    await self._core.cancel_runs(active, f"replaced by the firing due at {scheduled}")
             run_id, res = await self._store.fire(job_id, spec, scheduled, expected_ms=expected, next_fire_ms=next_ms,
-                                                 overlap=overlap, inputs=split(split_spec(spec)))
+                                                 overlap=overlap, inputs=split_job(spec))
             log.info("job=%s run=%s fire %s (late %d ms)", job_id, run_id, res.status, res.fired_ms - scheduled)
             if res.status not in ("created", "skipped"):
                 return
@@ -226,7 +212,7 @@ class Preloader:
         now = await self._store.time_ms()
         run_id, res = await self._store.fire(job_id, spec, now, expected_ms=None, next_fire_ms=triggers.NONE,
                                              overlap=_OVERLAP.get(spec.overlap, "allow"),
-                                             inputs=split(split_spec(spec)))
+                                             inputs=split_job(spec))
         if res.status == "created":
             self._core.wake()
         return run_id, res.status

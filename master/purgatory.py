@@ -179,6 +179,15 @@ class Purgatory:
             watchers[key] = kept
         return completed
 
+    def complete_watchers(self, key: Hashable) -> int:
+        """Complete every operation watching ``key`` now: for operations whose condition IS the event on
+        their key (a run ended), the event needs no second check. Returns how many completed."""
+        ops = self._watchers.pop(key, None)
+        if ops is None:
+            return 0
+        self._watched_entries -= len(ops)
+        return sum(1 for op in ops if op.force_complete())
+
     def purge_completed(self) -> int:
         """Drop completed operations from every watcher list, and empty lists; returns entries removed."""
         removed = 0

@@ -117,8 +117,7 @@ class MasterServer:
         logs = LogRelay(core.registry)
         self._reports = ReportSink(core)
         self._reports.start()
-        jobs: JobManager
-        self._preloader = Preloader(core, lambda job_id, runs, reason: jobs.cancel_runs(job_id, runs, reason))
+        self._preloader = Preloader(core)
         jobs = JobManager(core, self._preloader, bundles)
 
         async def worker_dead(worker_id: str) -> None:

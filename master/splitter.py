@@ -41,6 +41,7 @@ import heapq
 from dataclasses import dataclass
 
 from sparkyard.spec import SpecError, SplitInput
+from sparkyard.v1 import sparkyard_pb2 as pb
 
 MAX_TASKS_PER_RUN = 10_000
 """Upper bound on tasks per run: each task is a Spark application and a few Redis keys, so a typo such as
@@ -81,6 +82,19 @@ class SplitSpec:
     max_records_per_sec: int = 0
     task_bytes_per_sec: int = 0
     task_records_per_sec: int = 0
+
+
+def split_job(spec: pb.JobSpec) -> list[tuple[SplitInput, ...]]:
+    """The task slices of one run of a job (every firing and the submit-time check split the same way)."""
+    s = spec.split
+    return split(SplitSpec(
+        inputs=tuple(SplitInput(i.value, i.mark) for i in s.inputs),
+        parallelism=s.parallelism,
+        max_bytes_per_sec=s.max_bytes_per_sec,
+        max_records_per_sec=s.max_records_per_sec,
+        task_bytes_per_sec=s.task_bytes_per_sec,
+        task_records_per_sec=s.task_records_per_sec,
+    ))
 
 
 def channel_count(spec: SplitSpec) -> int:

@@ -27,8 +27,7 @@ from harness import EXAMPLES, start_redis  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
 from sparkyard.client import build_spec  # noqa: E402
 from sparkyard.keys import Keys  # noqa: E402
-from sparkyard.master.preloader import split_spec  # noqa: E402
-from sparkyard.master.splitter import split  # noqa: E402
+from sparkyard.master.splitter import split_job  # noqa: E402
 from sparkyard.master.redis_store import RedisStore  # noqa: E402
 from sparkyard.master.store import NewJob, Report  # noqa: E402
 from sparkyard import ids  # noqa: E402
@@ -46,7 +45,7 @@ def cpu_s(pid: int) -> float:
 async def one_round(store: RedisStore, pid: int, jobs: int, batch: int, now_ms: int) -> dict[str, float]:
     """Redis CPU µs per task of each phase, for ``jobs`` new one-task jobs."""
     spec = normalize(build_spec(NOOP))
-    tasks = split(split_spec(spec))
+    tasks = split_job(spec)
     new = [NewJob(ids.new_job_id(now_ms), spec, "abs", now_ms, ids.new_job_id(now_ms), fire_now=tasks)
            for _ in range(jobs)]
     claimed: list[tuple[str, int]] = []

@@ -261,3 +261,21 @@ def test_completed_operation_is_not_watched_again(purgatory: Purgatory, runs: Ru
     op.force_complete()
     assert purgatory.try_complete_else_watch(op, ["r1"]) is False
     assert (purgatory.delayed, purgatory.watched("r1")) == (0, 0) and op.completions == 1
+
+
+def test_complete_watchers_completes_every_waiter_of_a_key_without_asking_them(
+        purgatory: Purgatory, runs: RunState, timer: SystemTimer) -> None:
+    """The run-ended event is itself the condition: a WaitRun watched on its run and its job id completes
+    when either key fires, once, and leaves nothing behind on the other key."""
+    on_run = [WaitRun(runs, "r1", 60.0) for _ in range(3)]
+    other = WaitRun(runs, "r2", 60.0)
+    for op in on_run:
+        purgatory.try_complete_else_watch(op, ["r1", "job1"])
+    purgatory.try_complete_else_watch(other, ["r2", "job2"])
+    assert purgatory.complete_watchers("r1") == 3  # runs.ended was never set: nobody was asked
+    assert all(op.completions == 1 and op.expirations == 0 for op in on_run)
+    assert purgatory.complete_watchers("job1") == 0  # already completed through their run id
+    assert purgatory.complete_watchers("nobody") == 0
+    assert other.completions == 0 and purgatory.delayed == 1
+    purgatory.purge_completed()
+    assert purgatory.keys == 2  # r2 and job2 only
