@@ -2,12 +2,14 @@
 # Installs Sparkyard and everything it needs into ./.venv (idempotent, safe to re-run).
 #   deploy/install.sh          runtime only
 #   deploy/install.sh --test   runtime + test tools
+#   deploy/install.sh --bench  runtime + the benchmarks' peers (Celery)
 # Needs: Python >= 3.11 (PYTHON=... to choose one) and, to run Spark, Java 17 on PATH or JAVA_HOME.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras=""
 [ "${1:-}" = "--test" ] && extras="[test]"
+[ "${1:-}" = "--bench" ] && extras="[bench]"
 
 python="${PYTHON:-}"
 if [ -z "$python" ]; then
