@@ -50,6 +50,22 @@ class AttemptState(str, Enum):
     RELEASED = "RELEASED"
 
 
+class VerdictKind(str, Enum):
+    """What report.lua made of one report (the fencing rule's answer)."""
+
+    ACCEPTED = "accepted"
+    STALE = "stale"  # its token is not the task's current one: a newer attempt owns the task
+    TERMINAL = "terminal"  # the task is no longer LEASED
+    UNKNOWN = "unknown"  # no such task
+
+
+class Loss(str, Enum):
+    """Why reap.lua ended an attempt."""
+
+    LOST = "lost"  # its lease expired (worker dead, partitioned)
+    TIMEOUT = "timeout"  # its task timeout plus grace passed without a result
+
+
 J, R, T, A = JobState, RunState, TaskState, AttemptState
 
 JOB_TRANSITIONS: Mapping[JobState, frozenset[JobState]] = {

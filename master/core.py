@@ -27,6 +27,7 @@ from sparkyard.master.scheduler import SlotScheduler
 from sparkyard.master.store import CancelResult, Reaped, Store, Verdict
 from sparkyard.master.timer import SystemTimer
 from sparkyard.master import triggers
+from sparkyard.states import Loss, RunState, TaskState, VerdictKind
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -96,10 +97,10 @@ class MasterCore:
         end may have let a task of a capped run (``--max-concurrent``) into the ready queue.
         """
         for v in verdicts:
-            if v.verdict != "accepted" or v.task_state == "LEASED":
+            if v.verdict is not VerdictKind.ACCEPTED or v.task_state is TaskState.LEASED:
                 continue
             self.wake()
-            if v.task_state == "FAILED" and v.not_before_ms:
+            if v.task_state is TaskState.FAILED and v.not_before_ms:
                 self.arm_release(v.task_id, v.not_before_ms)
             if v.run_state:
                 self.run_ended(v.run_id, v.run_state)
@@ -108,16 +109,16 @@ class MasterCore:
         """After reap.lua: lost leases requeued (or DEAD), timed-out attempts failed."""
         for r in reaped:
             self.registry.release(r.worker, r.task_id)
-            log.info("task=%s %s on worker=%s → %s", r.task_id, "lease expired" if r.what == "lost" else "timed out",
-                     r.worker, r.task_state)
+            why = "lease expired" if r.what is Loss.LOST else "timed out"
+            log.info("task=%s %s on worker=%s → %s", r.task_id, why, r.worker, r.task_state.value)
             # The worker may still be running it (hung, partitioned): tell it to stop if it is connected. The
             # token makes sure a newer attempt of the same task on that worker is left alone.
             self.registry.send(r.worker, pb.MasterMessage(cancel=pb.CancelTask(
                 task_id=r.task_id, fencing_token=r.token,
-                reason="lease expired" if r.what == "lost" else "timed out")))
-            if r.task_state == "READY":
+                reason=why)))
+            if r.task_state is TaskState.READY:
                 self.wake()
-            elif r.task_state == "FAILED" and r.not_before_ms:
+            elif r.task_state is TaskState.FAILED and r.not_before_ms:
                 self.arm_release(r.task_id, r.not_before_ms)
             if r.run_state:
                 self.run_ended(r.run_id, r.run_state)
@@ -129,7 +130,7 @@ class MasterCore:
             self.registry.send(worker, pb.MasterMessage(cancel=pb.CancelTask(
                 task_id=task_id, fencing_token=token, reason=reason)))
         for run_id, state in result.ended_runs:
-            self.run_ended(run_id, state)
+            self.run_ended(run_id, RunState(state))
 
     async def task_ids(self, run_ids: list[str]) -> list[str]:
         """Every task id of these runs (a cancel names them all)."""
@@ -141,8 +142,8 @@ class MasterCore:
         result = await self.store.cancel(reason, run_ids=run_ids, task_ids=await self.task_ids(run_ids))
         self.apply_cancel(result, reason)
 
-    def run_ended(self, run_id: str, state: str) -> None:
-        log.log(logging.DEBUG if state == "SUCCEEDED" else logging.INFO, "run=%s ended %s", run_id, state)
+    def run_ended(self, run_id: str, state: RunState) -> None:
+        log.log(logging.DEBUG if state is RunState.SUCCEEDED else logging.INFO, "run=%s ended %s", run_id, state.value)
         self.purgatory.complete_watchers(run_id)
         job_id = run_id.split(".", 1)[0]
         spec = self.store.cached_spec(job_id)

@@ -281,14 +281,14 @@ class MemoryStore(Store):
     def _apply_report(self, r: Report, now: int) -> Verdict:
         t = self._tasks.get(r.task_id)
         if t is None:
-            return Verdict(r.task_id, "unknown", "", "", "", 0)
+            return Verdict.of(r.task_id, "unknown", "", "", "", 0)
         if t.token != r.token:
-            return Verdict(r.task_id, "stale", t.state.value, t.run_id, "", 0)
+            return Verdict.of(r.task_id, "stale", t.state.value, t.run_id, "", 0)
         if t.state is not TaskState.LEASED:
-            return Verdict(r.task_id, "terminal", t.state.value, t.run_id, "", 0)
+            return Verdict.of(r.task_id, "terminal", t.state.value, t.run_id, "", 0)
         if r.outcome == "STARTED":
             t.attempts[-1].started_ms, t.attempts[-1].log_path = r.started_ms, r.log_path
-            return Verdict(r.task_id, "accepted", t.state.value, t.run_id, "", 0)
+            return Verdict.of(r.task_id, "accepted", t.state.value, t.run_id, "", 0)
         self._drop_lease(r.task_id, t)
         # The worker's finish time, kept within [the attempt's start, now] (see report.lua).
         finished = min(r.finished_ms if r.finished_ms > 0 else now, now)
@@ -301,15 +301,15 @@ class MemoryStore(Store):
             t.state, t.result, t.error = TaskState.SUCCEEDED, r.result_json, ""
             if t.aff:
                 self._jobs[t.job_id].last_workers[t.index] = t.worker
-            return Verdict(r.task_id, "accepted", "SUCCEEDED", t.run_id, self._task_terminal(t.run_id, "succeeded", now), 0)
+            return Verdict.of(r.task_id, "accepted", "SUCCEEDED", t.run_id, self._task_terminal(t.run_id, "succeeded", now), 0)
         if r.outcome in ("FAILED", "TIMED_OUT"):
             state, run_state, not_before = self._fail_attempt(r.task_id, t, now, r.error, ended)
-            return Verdict(r.task_id, "accepted", state, t.run_id, run_state, not_before)
+            return Verdict.of(r.task_id, "accepted", state, t.run_id, run_state, not_before)
         # CANCELLED or RELEASED by the worker itself: back to the queue without using up an attempt.
         self._finish_attempt(t, ended)
         t.state, t.prev_worker, t.worker = TaskState.READY, t.worker, ""
         self._enqueue_ready(r.task_id, t)
-        return Verdict(r.task_id, "accepted", "READY", t.run_id, "", 0)
+        return Verdict.of(r.task_id, "accepted", "READY", t.run_id, "", 0)
 
     async def release_due(self, limit: int = DEFAULT_SWEEP_LIMIT, task_ids: Sequence[str] = ()) -> list[tuple[str, str]]:
         now = self._now()
@@ -338,14 +338,14 @@ class MemoryStore(Store):
         for task_id, t in self._due_leased(self._leases, now, limit):
             worker, token = t.worker, t.token or 0
             state, run_state = self._lose_lease(task_id, t, now, max_lost, f"lease expired on worker {worker}")
-            out.append(Reaped(task_id, "lost", state, t.run_id, run_state, worker, 0, token))
+            out.append(Reaped.of(task_id, "lost", state, t.run_id, run_state, worker, 0, token))
         for task_id, t in self._due_leased(self._timeouts, now, limit):
             worker, token = t.worker, t.token or 0
             self._drop_lease(task_id, t)
             msg = f"timed out: no result from worker {worker} within the task timeout"
             state, run_state, not_before = self._fail_attempt(
                 task_id, t, now, msg, AttemptEnd(AttemptState.TIMED_OUT, now, msg))
-            out.append(Reaped(task_id, "timeout", state, t.run_id, run_state, worker, not_before, token))
+            out.append(Reaped.of(task_id, "timeout", state, t.run_id, run_state, worker, not_before, token))
         return out
 
     def _due_leased(self, deadlines: SortedSet, now: int, limit: int) -> list[tuple[str, TaskEntry]]:
@@ -368,7 +368,7 @@ class MemoryStore(Store):
                 continue
             token = t.token or 0
             state, run_state = self._lose_lease(task_id, t, now, max_lost, f"worker {worker} restarted")
-            out.append(Reaped(task_id, "lost", state, t.run_id, run_state, worker, 0, token))
+            out.append(Reaped.of(task_id, "lost", state, t.run_id, run_state, worker, 0, token))
         return out
 
     # ---- cancel, pause, resume (cancel.lua, job_state.lua, reschedule.lua) ----------------------------

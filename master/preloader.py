@@ -100,7 +100,7 @@ class Preloader:
                 continue
             run = await self._store.get_run(job.last_run_id, with_tasks=False)
             if run is not None and run.finished_ms:
-                self._core.run_ended(run.id, run.state.value)
+                self._core.run_ended(run.id, run.state)
 
     def consider(self, job_id: str, due_ms: int) -> None:
         """Arm (or move) the timer of a schedule entry if it falls within the horizon."""

@@ -168,7 +168,7 @@ class RedisStore(Store):
         batch = json.dumps([[r.task_id, r.token, r.outcome, r.result_json, r.error, r.traceback, r.started_ms,
                              r.finished_ms, r.log_path] for r in reports], separators=(",", ":"))
         raw = await self._lua("report", [k.leases, k.delayed, k.timeouts], [batch])
-        return [Verdict(t, v, s, run, rs, int(nb)) for t, v, s, run, rs, nb in _groups(raw, 6)]
+        return [Verdict.of(t, v, s, run, rs, int(nb)) for t, v, s, run, rs, nb in _groups(raw, 6)]
 
     async def release_due(self, limit: int = DEFAULT_SWEEP_LIMIT, task_ids: Sequence[str] = ()) -> list[tuple[str, str]]:
         raw = await self._lua("release", [self.keys.delayed], [limit, *task_ids])
@@ -191,7 +191,7 @@ class RedisStore(Store):
 
     @staticmethod
     def _reaped(raw: Sequence[Any]) -> list[Reaped]:
-        return [Reaped(t, w, s, r, rs, wk, int(nb), int(tok)) for t, w, s, r, rs, wk, nb, tok in _groups(raw, 8)]
+        return [Reaped.of(t, w, s, r, rs, wk, int(nb), int(tok)) for t, w, s, r, rs, wk, nb, tok in _groups(raw, 8)]
 
     # ---- cancel, pause, resume ---------------------------------------------------------------------
 

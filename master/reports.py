@@ -22,6 +22,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from sparkyard.batcher import Batcher, Item, Outcome, OverflowPolicy
 from sparkyard.master.core import MasterCore
 from sparkyard.master.store import Report
+from sparkyard.states import VerdictKind
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -117,19 +118,20 @@ class ReportSink:
             if not incoming.is_result:
                 continue
             self._core.apply_verdicts([verdict])
-            accepted = verdict.verdict == "accepted"
+            accepted = verdict.verdict is VerdictKind.ACCEPTED
             report = incoming.report
+            task_state = verdict.task_state.value if verdict.task_state else "unknown"
             if accepted:
                 log.log(logging.DEBUG if report.outcome == "SUCCEEDED" else logging.INFO,
                         "task=%s token=%d %s on worker=%s → %s", verdict.task_id, report.token, report.outcome,
-                        incoming.worker_id, verdict.task_state)
+                        incoming.worker_id, task_state)
             else:
                 log.info("worker=%s result for task=%s token=%d refused: %s (task is %s)", incoming.worker_id,
-                         verdict.task_id, report.token, verdict.verdict, verdict.task_state)
+                         verdict.task_id, report.token, verdict.verdict.value, task_state)
             acks[incoming.worker_id].append(pb.ResultAck(
                 task_id=verdict.task_id, fencing_token=report.token, accepted=accepted,
-                reason="" if accepted else f"{verdict.verdict}: task is {verdict.task_state or 'unknown'}",
-                code="" if accepted else ("NOT_FOUND" if verdict.verdict == "unknown" else "FAILED_PRECONDITION")))
+                reason="" if accepted else f"{verdict.verdict.value}: task is {task_state}",
+                code="" if accepted else ("NOT_FOUND" if verdict.verdict is VerdictKind.UNKNOWN else "FAILED_PRECONDITION")))
         for worker_id, worker_acks in acks.items():
             self._core.registry.send(worker_id, pb.MasterMessage(acks=pb.ResultAcks(acks=worker_acks)))
         return Outcome.SUCCESS

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Protocol, Sequence
 
 from sparkyard.master.records import JobRecord, RunRecord, TaskRecord, inputs_to_json
 from sparkyard.master.routing import Routable
-from sparkyard.states import JobState
+from sparkyard.states import JobState, Loss, RunState, TaskState, VerdictKind
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 # Ready-queue aging: one priority point is worth this many milliseconds of waiting. Tasks fired within
@@ -173,23 +173,37 @@ class Report:
 @dataclass(frozen=True)
 class Verdict:
     task_id: str
-    verdict: str  # accepted | stale | terminal | unknown
-    task_state: str
+    verdict: VerdictKind
+    task_state: TaskState | None  # None: no such task
     run_id: str
-    run_state: str  # '' unless the run just ended
+    run_state: RunState | None  # None unless the run just ended
     not_before_ms: int
+
+    @classmethod
+    def of(cls, task_id: str, verdict: str, task_state: str, run_id: str, run_state: str,
+           not_before_ms: int) -> Verdict:
+        """From the script's words ('' for none); an unknown word raises ValueError."""
+        return cls(task_id, VerdictKind(verdict), TaskState(task_state) if task_state else None, run_id,
+                   RunState(run_state) if run_state else None, not_before_ms)
 
 
 @dataclass(frozen=True)
 class Reaped:
     task_id: str
-    what: str  # lost | timeout
-    task_state: str
+    what: Loss
+    task_state: TaskState
     run_id: str
-    run_state: str
+    run_state: RunState | None  # None unless the run just ended
     worker: str
     not_before_ms: int
     token: int  # of the attempt that ended
+
+    @classmethod
+    def of(cls, task_id: str, what: str, task_state: str, run_id: str, run_state: str, worker: str,
+           not_before_ms: int, token: int) -> Reaped:
+        """From the script's words ('' for none); an unknown word raises ValueError."""
+        return cls(task_id, Loss(what), TaskState(task_state), run_id, RunState(run_state) if run_state else None,
+                   worker, not_before_ms, token)
 
 
 @dataclass(frozen=True)

@@ -153,8 +153,10 @@ def readiness_text(w: Any) -> str:
 
 
 def workers_table(console: Console, workers: Sequence[Any]) -> None:
-    table = _table("worker", "group", "host", "slots", "free", "alive", "readiness", "draining", "tasks", "last seen")
+    table = _table("worker", "group", "host", "slots", "free", "prefetch", "alive", "readiness", "draining", "tasks",
+                   "last seen")
     for w in workers:
-        table.add_row(w.id, w.group, w.host, str(w.slots), str(w.free_slots), "yes" if w.alive else "no",
-                      readiness_text(w), "yes" if w.draining else "", str(len(w.tasks)), _ts(w, "last_seen"))
+        table.add_row(w.id, w.group, w.host, str(w.slots), str(w.free_slots), str(w.prefetch),
+                      "yes" if w.alive else "no", readiness_text(w), "yes" if w.draining else "", str(len(w.tasks)),
+                      _ts(w, "last_seen"))
     console.print(table)

@@ -373,7 +373,7 @@ async def test_only_the_current_token_completes_a_task_and_a_terminal_task_never
     late, unknown = await store.report([Report(claim.task_id, claim.token, "FAILED", error="late"),
                                         Report("no-such-task", 1, "SUCCEEDED")])
     assert (late.verdict, late.task_state) == ("terminal", "SUCCEEDED")
-    assert (unknown.verdict, unknown.task_state, unknown.run_id) == ("unknown", "", "")
+    assert (unknown.verdict, unknown.task_state, unknown.run_id) == ("unknown", None, "")
     task = await store.get_task(claim.task_id)
     assert task is not None and task.state is TaskState.SUCCEEDED and task.result == '"new"' and task.error == ""
     assert [(a.state, a.result, a.worker) for a in task.attempts] == [(AttemptState.SUCCEEDED, '"new"', "w1")]
@@ -425,7 +425,7 @@ async def test_a_failure_with_attempts_left_retries_after_its_backoff_under_a_ne
     before = await store.time_ms()
     (failed,) = await store.report([Report(claim.task_id, claim.token, "FAILED", error="boom", traceback="Traceback",
                                            started_ms=5, log_path="/logs/a1.log")])
-    assert (failed.verdict, failed.task_state, failed.run_state) == ("accepted", "FAILED", "")
+    assert (failed.verdict, failed.task_state, failed.run_state) == ("accepted", "FAILED", None)
     assert failed.not_before_ms >= before + 10_000
     assert await store.delayed_entries() == [(claim.task_id, failed.not_before_ms)]
     task = await store.get_task(claim.task_id)
@@ -484,7 +484,7 @@ async def test_the_last_failure_is_dead_and_fails_the_run(store: Store) -> None:
 async def test_a_task_the_worker_hands_back_is_ready_again_without_using_an_attempt(store: Store, outcome: str) -> None:
     claim = await leased_task(store)
     (back,) = await store.report([Report(claim.task_id, claim.token, outcome, error="undeliverable")])
-    assert (back.verdict, back.task_state, back.run_state) == ("accepted", "READY", "")
+    assert (back.verdict, back.task_state, back.run_state) == ("accepted", "READY", None)
     task = await store.get_task(claim.task_id)
     assert task is not None and (task.state, task.failures, task.worker, task.prev_worker) == (TaskState.READY, 0, "", "w1")
     assert task.attempts[0].state is AttemptState(outcome)
@@ -498,7 +498,7 @@ async def test_a_run_ends_with_its_last_task_failed_if_any_task_is_dead(store: S
     claims = await lease(store, [ids.task_id(run_id, i) for i in range(3)])
     verdicts = await store.report([Report(claims[0].task_id, claims[0].token, "SUCCEEDED"),
                                    Report(claims[1].task_id, claims[1].token, "FAILED", error="x")])
-    assert [v.run_state for v in verdicts] == ["", ""]
+    assert [v.run_state for v in verdicts] == [None, None]
     running = await store.get_run(run_id)
     assert running is not None and running.state is RunState.RUNNING and (running.succeeded, running.dead) == (1, 1)
     (last,) = await store.report([Report(claims[2].task_id, claims[2].token, "SUCCEEDED")])
@@ -530,7 +530,7 @@ async def test_an_expired_lease_is_requeued_once_with_its_worker_remembered(subj
     await subject.advance(2_000)
     (reaped,) = await store.reap_expired(max_lost=3)
     assert (reaped.task_id, reaped.what, reaped.task_state, reaped.run_state, reaped.worker, reaped.token) == (
-        claim.task_id, "lost", "READY", "", "w1", claim.token)
+        claim.task_id, "lost", "READY", None, "w1", claim.token)
     assert await store.reap_expired(max_lost=3) == []
     task = await store.get_task(claim.task_id)
     assert task is not None and (task.state, task.lost, task.prev_worker, task.worker) == (TaskState.READY, 1, "w1", "")
@@ -553,7 +553,7 @@ async def test_a_task_lost_more_than_max_lost_times_is_dead(subject: Subject) ->
         states.append((reaped.task_state, reaped.run_state))
         if reaped.task_state == "READY":
             await lease(store, [claim.task_id])
-    assert states == [("READY", ""), ("READY", ""), ("DEAD", "FAILED")]
+    assert states == [("READY", None), ("READY", None), ("DEAD", "FAILED")]
     task = await store.get_task(claim.task_id)
     assert task is not None and task.lost == 3 and task.error == "lost 3 times (last: lease expired on worker w1)"
     assert [a.state for a in task.attempts] == [AttemptState.LOST] * 3
