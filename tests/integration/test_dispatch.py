@@ -85,7 +85,7 @@ def test_a_prefetched_task_never_waits_behind_a_long_one(shared_cluster: Cluster
     """Workers queue tasks beyond their slots (prefetch); one whose slots are taken by long attempts hands
     its queued tasks back, and a worker with free slots runs them."""
     client = shared_cluster.client()
-    warm, _ = client.wait(first_run_id(client.submit(f"{TASKS}:noop", parallelism=200)), timeout=120)
+    warm, _ = client.wait(first_run_id(client.submit(f"{TASKS}:noop", parallelism=100)), timeout=120)
     assert warm.state == pb.RUN_SUCCEEDED  # both workers now know their tasks are short: they prefetch
     long_job = client.submit(f"{TASKS}:sleep_python", args=["120"], parallelism=2, routing="consistent-hash",
                              routing_key="one-worker")  # both long tasks on the key's worker
@@ -98,7 +98,7 @@ def test_a_prefetched_task_never_waits_behind_a_long_one(shared_cluster: Cluster
 
         wait_for(long_ones_started, 60, "both long tasks to start")
         assert len({t.attempts[-1].worker for t in client.run(long_run).tasks}) == 1
-        short, _ = client.wait(first_run_id(client.submit(f"{TASKS}:noop", parallelism=1000)), timeout=100)
+        short, _ = client.wait(first_run_id(client.submit(f"{TASKS}:noop", parallelism=500)), timeout=100)
         assert short.state == pb.RUN_SUCCEEDED
         assert client.run(long_run).state == pb.RUN_RUNNING  # every short task finished while the long ones ran
     finally:
