@@ -112,7 +112,7 @@ class MasterConfig:
 
     def validate(self) -> MasterConfig:
         _positive(self, "lease_s", "heartbeat_s", "reaper_interval_s", "dispatch_batch", "outbound_queue",
-                  "preload_horizon_s", "wait_max_s", "dead_after_heartbeats", "max_bundle_bytes")
+                  "preload_horizon_s", "wait_max_s", "dead_after_heartbeats", "max_bundle_bytes", "idempotency_ttl_s")
         if self.heartbeat_s * 2 > self.lease_s:
             raise ConfigError(f"heartbeat_s ({self.heartbeat_s}) must be at most half of lease_s ({self.lease_s})")
         if self.max_lost < 0:

@@ -196,7 +196,8 @@ def test_host_port_listen_address_is_accepted(listen: str) -> None:
 
 
 @pytest.mark.parametrize("field", ["lease_s", "heartbeat_s", "reaper_interval_s", "dispatch_batch",
-                                   "outbound_queue", "preload_horizon_s", "wait_max_s", "dead_after_heartbeats"])
+                                   "outbound_queue", "preload_horizon_s", "wait_max_s", "dead_after_heartbeats",
+                                   "max_bundle_bytes", "idempotency_ttl_s"])
 def test_master_durations_and_sizes_must_be_positive(field: str) -> None:
     with pytest.raises(ConfigError, match=f"^{field} must be positive"):
         MasterConfig(**{field: 0}).validate()
@@ -218,7 +219,8 @@ def test_known_runners_are_accepted(runner: str) -> None:
     assert WorkerConfig(runner=runner).validate().runner == runner
 
 
-@pytest.mark.parametrize("field", ["slots", "drain_timeout_s", "result_max_bytes", "log_retention_s"])
+@pytest.mark.parametrize("field", ["slots", "drain_timeout_s", "result_max_bytes", "log_retention_s",
+                                   "driver_max_tasks", "bundle_cache_bytes"])
 def test_worker_sizes_must_be_positive(field: str) -> None:
     with pytest.raises(ConfigError, match=f"^{field} must be positive"):
         WorkerConfig(**{field: 0}).validate()
@@ -277,3 +279,10 @@ def test_empty_labels_string_gives_no_labels() -> None:
 
 def test_worker_id_is_the_configured_id_when_given() -> None:
     assert WorkerConfig(id="w-7").worker_id == "w-7"
+
+
+@pytest.mark.parametrize("field", ["task_memory_mb", "prefetch_max"])
+def test_worker_limits_must_not_be_negative_but_zero_turns_them_off(field: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{field} must not be negative"):
+        WorkerConfig(**{field: -1}).validate()
+    assert getattr(WorkerConfig(**{field: 0}).validate(), field) == 0
