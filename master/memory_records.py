@@ -117,8 +117,7 @@ def task_record(task_id: str, t: TaskEntry) -> TaskRecord:
         inputs=inputs_from_json(t.inputs), token=t.token or 0, worker=t.worker, prev_worker=t.prev_worker,
         attempts_started=len(t.attempts), failures=t.failures, lost=t.lost, result=t.result, error=t.error,
         not_before_ms=t.not_before_ms, lease_deadline_ms=t.lease_ms,
-        # The Redis task hash has no timeout_ms (the run holds it), so RedisStore reads 0 here too.
-        timeout_ms=0, attempts=attempts,
+        attempts=attempts,
     )
 
 

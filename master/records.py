@@ -138,7 +138,6 @@ class TaskRecord:
     error: str
     not_before_ms: int
     lease_deadline_ms: int
-    timeout_ms: int
     attempts: list[AttemptRecord] = field(default_factory=list)
 
     @classmethod
@@ -165,7 +164,6 @@ class TaskRecord:
             error=h.get("error", ""),
             not_before_ms=_int(h.get("not_before_ms")),
             lease_deadline_ms=_int(h.get("lease_ms")),
-            timeout_ms=_int(h.get("timeout_ms")),
             attempts=parsed,
         )
 
