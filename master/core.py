@@ -46,7 +46,8 @@ def _fixed_delay(spec: pb.JobSpec) -> bool:
 class MasterCore:
     """Owns the in-memory parts of a master and keeps them in step with Redis."""
 
-    def __init__(self, cfg: MasterConfig, store: Store, clock: Clock, timer: SystemTimer) -> None:
+    def __init__(self, cfg: MasterConfig, store: Store, clock: Clock, timer: SystemTimer,
+                 arm: Callable[[str, int], None]) -> None:
         self.cfg = cfg
         self.store = store
         self.clock = clock
@@ -65,8 +66,7 @@ class MasterCore:
         self._unknown_ended: dict[str, str] = {}
         self._unknown_flushing = False
         self._background: set[asyncio.Task[None]] = set()
-        # Set by the preloader: arms the timer for a job's next fire time.
-        self.on_next_fire: Callable[[str, int], None] = lambda job_id, fire_ms: None
+        self._arm = arm  # arms the timer of a job's next fire time (Arming.consider)
 
     def wake(self) -> None:
         self.scheduler.wake()
@@ -190,7 +190,7 @@ class MasterCore:
         next_ms = triggers.after_run_ms(spec.trigger, await self.store.time_ms(), job.runs)
         status, next_fire = await self.store.reschedule_after_run(job_id, run_id, next_ms)
         if status == "ok" and next_fire >= 0:
-            self.on_next_fire(job_id, next_fire)
+            self._arm(job_id, next_fire)
 
     # ---- retry backoffs -----------------------------------------------------------------------------
 

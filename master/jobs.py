@@ -16,6 +16,7 @@ from typing import Any
 from sparkyard import ids
 from sparkyard.errors import FailedPrecondition, InvalidArgument, NotFound
 from sparkyard.master import triggers
+from sparkyard.master.arming import Arming
 from sparkyard.master.bundles import BundleStore
 from sparkyard.master.core import MasterCore
 from sparkyard.master.preloader import Preloader
@@ -73,12 +74,13 @@ class RunWaiter(DelayedOperation):
 
 
 class JobManager:
-    def __init__(self, core: MasterCore, preloader: Preloader, bundles: BundleStore) -> None:
+    def __init__(self, core: MasterCore, arming: Arming, preloader: Preloader, bundles: BundleStore) -> None:
         self._verbose = True  # one log line per job for single submits, one per call for bulk ones
         self._validation_cache: OrderedDict[bytes, tuple[pb.JobSpec, list[tuple[Any, ...]]]] = OrderedDict()
         self._core = core
         self._store = core.store
         self._preloader = preloader
+        self._arming = arming
         self._bundles = bundles
 
     # ---- submit ---------------------------------------------------------------------------------------
@@ -183,7 +185,7 @@ class JobManager:
                             updated_ms=res.created_ms, next_fire_ms=-1, runs=1,
                             last_run_id=ids.run_id(res.job_id, res.next_fire_ms))
         else:
-            self._preloader.consider(res.job_id, res.next_fire_ms)
+            self._arming.consider(res.job_id, res.next_fire_ms)
             job = JobRecord(id=res.job_id, spec=new.spec, state=JobState.ACTIVE, created_ms=res.created_ms,
                             updated_ms=res.created_ms, next_fire_ms=res.next_fire_ms, runs=0, last_run_id="")
         return Submitted(job, False)
@@ -282,7 +284,7 @@ class JobManager:
             job = await self.get_job(parsed.job_id)
             if job.state == JobState.CANCELLED:
                 raise FailedPrecondition(f"job {job.id} is already CANCELLED")
-            self._preloader.forget(job.id)
+            self._arming.forget(job.id)
             for _ in range(CANCEL_ATTEMPTS):
                 active = await self._store.active_runs(job.id)
                 tasks = await self._core.task_ids(active)
@@ -312,7 +314,7 @@ class JobManager:
         status, state, _ = await self._store.set_job_state(job_id, JobState.PAUSED)
         if status == "illegal":
             raise FailedPrecondition(f"job {job_id} is {state} and cannot be paused")
-        self._preloader.forget(job_id)
+        self._arming.forget(job_id)
         return await self.get_job(job_id)
 
     async def resume(self, job_id: str) -> JobRecord:
@@ -321,7 +323,7 @@ class JobManager:
         if status == "illegal":
             raise FailedPrecondition(f"job {job_id} is {state} and cannot be resumed")
         # A fire time missed while paused is due now: the preloader applies the misfire policy.
-        self._preloader.consider(job_id, next_fire)
+        self._arming.consider(job_id, next_fire)
         return await self.get_job(job_id)
 
     async def trigger(self, job_id: str) -> RunRecord:

@@ -2,8 +2,8 @@
 
 The schedule lives in Redis (``schedule``: job id → next fire ms). The preloader loads every entry due
 within the horizon (60 s by default) into the timing wheel, tops the wheel up every half horizon, and
-arms new entries as they are written (submit, resume, next fire time). When an entry's timer expires,
-the job is fired:
+has new entries armed as they are written (submit, resume, next fire time: :mod:`sparkyard.master.arming`).
+When an entry's timer expires, the job is fired:
 
 1. read the job (state, spec, runs so far) and plan the firing(s) with its misfire policy
    (:func:`sparkyard.master.triggers.plan`);
@@ -23,6 +23,7 @@ import asyncio
 import logging
 
 from sparkyard.master import triggers
+from sparkyard.master.arming import Arming
 from sparkyard.master.core import MasterCore
 from sparkyard.master.splitter import split_job
 from sparkyard.master.store import FireRequest
@@ -46,23 +47,18 @@ _OVERLAP = {
 
 
 class Preloader:
-    def __init__(self, core: MasterCore) -> None:
+    def __init__(self, core: MasterCore, arming: Arming) -> None:
         self._core = core
+        self._arming = arming
         self._store = core.store
         self._timer = core.timer
         self._clock = core.clock
-        self._horizon_ms = int(core.cfg.preload_horizon_s * 1000)
+        self._horizon_ms = arming.horizon_ms
         self._threshold_ms = int(core.cfg.misfire_threshold_s * 1000)
-        self._armed: dict[str, tuple[int, TimerTask]] = {}
-        self._queue: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
+        self._queue = arming.due
         self._workers: list[asyncio.Task[None]] = []
         self._topup: TimerTask | None = None
         self.fired = 0
-        core.on_next_fire = self.consider
-
-    @property
-    def armed(self) -> int:
-        return len(self._armed)
 
     async def start(self) -> None:
         self._workers = [asyncio.create_task(self._fire_loop(), name=f"fire-{i}") for i in range(FIRE_CONCURRENCY)]
@@ -72,9 +68,7 @@ class Preloader:
     async def stop(self) -> None:
         if self._topup is not None:
             self._topup.cancel()
-        for _, task in self._armed.values():
-            task.cancel()
-        self._armed.clear()
+        self._arming.clear()
         for worker in self._workers:
             worker.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
@@ -86,7 +80,7 @@ class Preloader:
         """Arm every entry due within the horizon, then schedule the next top-up."""
         until = self._now_ms() + self._horizon_ms
         for job_id, due_ms in await self._store.due_schedule(until):
-            self.consider(job_id, due_ms)
+            self._arming.consider(job_id, due_ms)
         self._topup = self._timer.schedule(self._horizon_ms / 2000.0, self._on_topup)
 
     def _on_topup(self) -> None:
@@ -101,31 +95,6 @@ class Preloader:
             run = await self._store.get_run(job.last_run_id, with_tasks=False)
             if run is not None and run.finished_ms:
                 self._core.run_ended(run.id, run.state)
-
-    def consider(self, job_id: str, due_ms: int) -> None:
-        """Arm (or move) the timer of a schedule entry if it falls within the horizon."""
-        if due_ms < 0:
-            return
-        current = self._armed.get(job_id)
-        if current is not None:
-            if current[0] == due_ms:
-                return
-            current[1].cancel()
-            del self._armed[job_id]
-        if due_ms > self._now_ms() + self._horizon_ms:
-            return  # the next top-up arms it
-
-        def expire() -> None:
-            if self._armed.get(job_id, (None,))[0] == due_ms:
-                del self._armed[job_id]
-            self._queue.put_nowait((job_id, due_ms))
-
-        self._armed[job_id] = (due_ms, self._timer.schedule_at_wall(due_ms / 1000.0, expire))
-
-    def forget(self, job_id: str) -> None:
-        current = self._armed.pop(job_id, None)
-        if current is not None:
-            current[1].cancel()
 
     async def _fire_loop(self) -> None:
         while True:
@@ -167,7 +136,7 @@ class Preloader:
                 self.fired += 1
                 created = created or res.status == "created"
                 if next_ms >= 0:
-                    self.consider(request.job_id, next_ms)
+                    self._arming.consider(request.job_id, next_ms)
         if created:
             self._core.wake()
 
@@ -205,7 +174,7 @@ class Preloader:
             if res.status == "created":
                 self._core.wake()
         if plan.next_ms >= 0:
-            self.consider(job_id, plan.next_ms)
+            self._arming.consider(job_id, plan.next_ms)
 
     async def trigger_now(self, job_id: str, spec: pb.JobSpec) -> tuple[str, str]:
         """A user's manual firing: a run now, outside the schedule (which is left as it is)."""

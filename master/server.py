@@ -21,6 +21,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from sparkyard.clock import Clock, SystemClock
 from sparkyard.config import MasterConfig
 from sparkyard.keys import Keys
+from sparkyard.master.arming import Arming
 from sparkyard.master.auth import TokenAuthInterceptor, is_loopback
 from sparkyard.master.connection import WorkerConnection
 from sparkyard.master.core import MasterCore
@@ -113,12 +114,15 @@ class MasterServer:
 
         self._timer = SystemTimer(self.clock)
         self._timer.start()
-        core = self.core = MasterCore(cfg, store, self.clock, self._timer)
+        # Built one way: each component gets what it uses, nothing reaches back (arming first, as the core
+        # and the job manager arm fire times and the preloader fires what expires).
+        arming = Arming(self._timer, self.clock, int(cfg.preload_horizon_s * 1000))
+        core = self.core = MasterCore(cfg, store, self.clock, self._timer, arming.consider)
         logs = LogRelay(core.registry)
         self._reports = ReportSink(core)
         self._reports.start()
-        self._preloader = Preloader(core)
-        jobs = JobManager(core, self._preloader, bundles)
+        self._preloader = Preloader(core, arming)
+        jobs = JobManager(core, arming, self._preloader, bundles)
 
         async def worker_dead(worker_id: str) -> None:
             workers = await store.get_workers()

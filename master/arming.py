@@ -1,0 +1,60 @@
+"""Schedule entries armed in the timing wheel: the part of the preloader every other component talks to.
+
+A job's next fire time reaches the wheel from three places — the preloader's load of the durable schedule,
+a submit or resume (the job manager), and the end of a fixed-delay job's run (the core) — and a pause or
+cancel takes it out. All of them call :meth:`Arming.consider` / :meth:`Arming.forget`; an entry whose timer
+expires goes on :attr:`Arming.due`, which the preloader's firing loop drains. Being its own object, built
+first, it lets the core and the job manager arm timers without a reference to the preloader (which needs
+the core), so the master's components are wired one way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from sparkyard.clock import Clock
+from sparkyard.master.timer import SystemTimer, TimerTask
+
+
+class Arming:
+    def __init__(self, timer: SystemTimer, clock: Clock, horizon_ms: int) -> None:
+        self._timer = timer
+        self._clock = clock
+        self.horizon_ms = horizon_ms
+        self._armed: dict[str, tuple[int, TimerTask]] = {}
+        self.due: asyncio.Queue[tuple[str, int]] = asyncio.Queue()  # (job id, due ms) whose timer expired
+
+    @property
+    def armed(self) -> int:
+        return len(self._armed)
+
+    def consider(self, job_id: str, due_ms: int) -> None:
+        """Arm (or move) the timer of a schedule entry if it falls within the horizon (else the
+        preloader's next top-up arms it); a negative time means the job has no next firing."""
+        if due_ms < 0:
+            return
+        current = self._armed.get(job_id)
+        if current is not None:
+            if current[0] == due_ms:
+                return
+            current[1].cancel()
+            del self._armed[job_id]
+        if due_ms > int(self._clock.now() * 1000) + self.horizon_ms:
+            return
+
+        def expire() -> None:
+            if self._armed.get(job_id, (None,))[0] == due_ms:
+                del self._armed[job_id]
+            self.due.put_nowait((job_id, due_ms))
+
+        self._armed[job_id] = (due_ms, self._timer.schedule_at_wall(due_ms / 1000.0, expire))
+
+    def forget(self, job_id: str) -> None:
+        current = self._armed.pop(job_id, None)
+        if current is not None:
+            current[1].cancel()
+
+    def clear(self) -> None:
+        for _, task in self._armed.values():
+            task.cancel()
+        self._armed.clear()
