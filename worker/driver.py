@@ -41,7 +41,7 @@ import threading  # noqa: E402
 import traceback  # noqa: E402
 from typing import Any  # noqa: E402
 
-from sparkyard.worker.context import TaskContext, set_current  # noqa: E402
+from sparkyard.worker.context import ENV_TASK, TaskContext, set_current  # noqa: E402
 from sparkyard.worker.entry import LazySpark, ScriptExit, encode_result, invoke  # noqa: E402
 
 PR_SET_PDEATHSIG = 1
@@ -163,7 +163,7 @@ class Driver:
             os.environ.update(task["env"])
             sys.path[:0] = task["sys_path"]
             os.chdir(task["cwd"])
-            ctx = TaskContext.from_json(task["context"], TASK_LOG)
+            ctx = TaskContext.from_json(task["env"][ENV_TASK], TASK_LOG)
             set_current(ctx)
             self.shared.begin(task["cwd"], task["conf"], lambda text: print(f"sparkyard: warning: {text}", file=sys.stderr))
             with self._kill_lock:

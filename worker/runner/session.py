@@ -279,7 +279,8 @@ class SessionRunner:
                   f"(pid {job.driver.proc.pid if job.driver and job.driver.proc else '?'}), cwd {ws.cwd}\n")
         return {
             "op": "run", "id": job.key, "entrypoint": ws.entrypoint, "sys_path": list(ws.sys_path), "cwd": ws.cwd,
-            "env": {**dict(a.spec.env), **ctx.env()}, "conf": dict(a.spec.conf), "context": ctx.to_json(),
+            # The context travels once, as the SPARKYARD_TASK variable the driver sets anyway.
+            "env": {**dict(a.spec.env), **ctx.env()}, "conf": dict(a.spec.conf),
             "context_id": f"{a.task_id}.a{a.attempt}", "log_path": attempt.log_path, "header": header,
             "result_max_bytes": attempt.result_max_bytes,
         }
