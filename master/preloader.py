@@ -5,13 +5,16 @@ within the horizon (60 s by default) into the timing wheel, tops the wheel up ev
 has new entries armed as they are written (submit, resume, next fire time: :mod:`sparkyard.master.arming`).
 When an entry's timer expires, the job is fired:
 
-1. read the job (state, spec, runs so far) and plan the firing(s) with its misfire policy
-   (:func:`sparkyard.master.triggers.plan`);
-2. for overlap REPLACE, cancel the job's active runs first;
-3. split the run into tasks (:mod:`sparkyard.master.splitter`);
+1. read the job (state, spec, runs so far) and plan its steps with its misfire policy
+   (:func:`sparkyard.master.triggers.plan`): a skipped run for missed firings, then the run(s) to fire;
+2. split the run into tasks (:mod:`sparkyard.master.splitter`);
+3. for overlap REPLACE, cancel the job's active runs;
 4. ``fire.lua``: create the run and READY tasks and advance the schedule in one step — only if the entry
    still says what we planned from, so a second master firing the same entry finds it ``stale``/``exists``;
 5. arm the next fire time and wake the scheduler.
+
+A manual trigger goes through the same path (steps 2–5) with no schedule entry to consume. Only a job
+submitted to run now gets its first run elsewhere: ``submit.lua`` creates it with the job, in one step.
 
 Firings are processed by a small pool of coroutines fed by a queue, so 10,000 jobs due in the same second
 make 10,000 Redis calls in flight a few at a time rather than 10,000 concurrent tasks.
@@ -26,7 +29,7 @@ from sparkyard.master import triggers
 from sparkyard.master.arming import Arming
 from sparkyard.master.core import MasterCore
 from sparkyard.master.splitter import split_job
-from sparkyard.master.store import FireRequest
+from sparkyard.master.store import FireRequest, FireResult
 from sparkyard.master.timer import TimerTask
 from sparkyard.states import JobState
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -58,7 +61,6 @@ class Preloader:
         self._queue = arming.due
         self._workers: list[asyncio.Task[None]] = []
         self._topup: TimerTask | None = None
-        self.fired = 0
 
     async def start(self) -> None:
         self._workers = [asyncio.create_task(self._fire_loop(), name=f"fire-{i}") for i in range(FIRE_CONCURRENCY)]
@@ -109,79 +111,78 @@ class Preloader:
                 log.exception("firing %d due jobs failed; they are retried at the next top-up", len(batch))
 
     async def fire_batch(self, due: list[tuple[str, int]]) -> None:
-        """Fire many due entries: simple ones in one pipeline, the rest (misfires, skips, replace) one by one."""
+        """Fire due schedule entries (job id, due ms): plan each job's steps, then fire them."""
         progress = await self._store.job_progress([job_id for job_id, _ in due])
         now = self._now_ms()
-        simple: list[tuple[FireRequest, int]] = []
+        plans: list[list[FireRequest]] = []
         for job_id, due_ms in due:
             state, runs = progress.get(job_id, ("", 0))
             spec = await self._store.get_spec(job_id) if state == JobState.ACTIVE.value else None
-            if spec is None:
-                continue
-            plan = triggers.plan(spec, due_ms, now, self._threshold_ms, runs)
-            overlap = _OVERLAP.get(spec.overlap, "allow")
-            if len(plan.fires) == 1 and plan.skipped_at == triggers.NONE and overlap != "replace":
-                request = FireRequest(job_id, spec, plan.fires[0], due_ms, plan.next_ms, overlap,
-                                      split_job(spec))
-                simple.append((request, plan.next_ms))
-            else:
-                await self.fire_due(job_id, due_ms)
-        if not simple:
-            return
-        created = False
-        for (request, next_ms), (run_id, res) in zip(simple, await self._store.fire_many([r for r, _ in simple])):
-            log.log(logging.DEBUG if res.status == "created" else logging.INFO, "job=%s run=%s fire %s (late %d ms)",
-                    request.job_id, run_id, res.status, res.fired_ms - request.scheduled_ms)
-            if res.status in ("created", "skipped"):
-                self.fired += 1
-                created = created or res.status == "created"
-                if next_ms >= 0:
-                    self._arming.consider(request.job_id, next_ms)
-        if created:
-            self._core.wake()
+            if spec is not None:
+                plans.append(self._steps(job_id, spec, due_ms, now, runs))
+        await self._fire(plans)
 
-    async def fire_due(self, job_id: str, due_ms: int) -> None:
-        """Fire the schedule entry (job, due time) according to the job's policies."""
-        job = await self._store.get_job(job_id)
-        if job is None or job.state != JobState.ACTIVE:
-            return
-        spec = job.spec
-        plan = triggers.plan(spec, due_ms, self._now_ms(), self._threshold_ms, job.runs)
+    def _steps(self, job_id: str, spec: pb.JobSpec, due_ms: int, now_ms: int, runs: int) -> list[FireRequest]:
+        """The firings one due entry makes, in order, each consuming the schedule entry the previous one
+        wrote: a skipped run for missed firings (misfire SKIP), then one run per planned firing (usually
+        one; several for misfire CATCH-UP)."""
+        plan = triggers.plan(spec, due_ms, now_ms, self._threshold_ms, runs)
         overlap = _OVERLAP.get(spec.overlap, "allow")
+        steps: list[FireRequest] = []
         expected = due_ms
         if plan.skipped_at != triggers.NONE:
             after = plan.fires[0] if plan.fires else plan.next_ms
-            run_id, res = await self._store.fire(job_id, spec, plan.skipped_at, expected_ms=expected,
-                                                 next_fire_ms=after, overlap=overlap, inputs=[],
-                                                 skip_reason=plan.skip_reason)
-            log.info("job=%s run=%s %s: %s", job_id, run_id, res.status, plan.skip_reason)
-            if res.status not in ("skipped", "created"):
-                return
+            steps.append(FireRequest(job_id, spec, plan.skipped_at, expected, after, overlap, [], plan.skip_reason))
             expected = after
+        inputs = split_job(spec) if plan.fires else []
         for i, scheduled in enumerate(plan.fires):
             next_ms = plan.fires[i + 1] if i + 1 < len(plan.fires) else plan.next_ms
-            if overlap == "replace":
-                active = await self._store.active_runs(job_id)
-                if active:
-                    await self._core.cancel_runs(active, f"replaced by the firing due at {scheduled}")
-            run_id, res = await self._store.fire(job_id, spec, scheduled, expected_ms=expected, next_fire_ms=next_ms,
-                                                 overlap=overlap, inputs=split_job(spec))
-            log.info("job=%s run=%s fire %s (late %d ms)", job_id, run_id, res.status, res.fired_ms - scheduled)
-            if res.status not in ("created", "skipped"):
-                return
-            self.fired += 1
+            steps.append(FireRequest(job_id, spec, scheduled, expected, next_ms, overlap, inputs))
             expected = next_ms
-            if res.status == "created":
+        return steps
+
+    async def _fire(self, plans: list[list[FireRequest]]) -> list[list[tuple[str, FireResult]]]:
+        """The one firing path (schedule entries and manual triggers alike).
+
+        Each plan is one job's steps. Round k fires the k-th step of every job still going, in one
+        pipeline; a step that does not create (or skip) its run ends its job's plan, since every later
+        step consumes the entry it would have written. Overlap REPLACE cancels the job's active runs
+        right before each of its firings. After its last step a job's next fire time is armed.
+        """
+        results: list[list[tuple[str, FireResult]]] = [[] for _ in plans]
+        going = [i for i, steps in enumerate(plans) if steps]
+        step = 0
+        while going:
+            for i in going:
+                request = plans[i][step]
+                if request.overlap == "replace" and not request.skip_reason:
+                    active = await self._store.active_runs(request.job_id)
+                    if active:
+                        await self._core.cancel_runs(active, f"replaced by the firing due at {request.scheduled_ms}")
+            fired = await self._store.fire_many([plans[i][step] for i in going])
+            created, still = False, []
+            for i, (run_id, res) in zip(going, fired):
+                request = plans[i][step]
+                results[i].append((run_id, res))
+                quiet = res.status == "created" and not request.skip_reason
+                log.log(logging.DEBUG if quiet else logging.INFO, "job=%s run=%s fire %s (late %d ms)%s",
+                        request.job_id, run_id, res.status, res.fired_ms - request.scheduled_ms,
+                        f": {request.skip_reason}" if request.skip_reason else "")
+                if res.status not in ("created", "skipped"):
+                    continue
+                created = created or res.status == "created"
+                if step + 1 < len(plans[i]):
+                    still.append(i)
+                elif request.next_fire_ms >= 0:
+                    self._arming.consider(request.job_id, request.next_fire_ms)
+            if created:
                 self._core.wake()
-        if plan.next_ms >= 0:
-            self._arming.consider(job_id, plan.next_ms)
+            going, step = still, step + 1
+        return results
 
     async def trigger_now(self, job_id: str, spec: pb.JobSpec) -> tuple[str, str]:
         """A user's manual firing: a run now, outside the schedule (which is left as it is)."""
-        now = await self._store.time_ms()
-        run_id, res = await self._store.fire(job_id, spec, now, expected_ms=None, next_fire_ms=triggers.NONE,
-                                             overlap=_OVERLAP.get(spec.overlap, "allow"),
-                                             inputs=split_job(spec))
-        if res.status == "created":
-            self._core.wake()
+        request = FireRequest(job_id, spec, await self._store.time_ms(), None, triggers.NONE,
+                              _OVERLAP.get(spec.overlap, "allow"), split_job(spec))
+        ((run_id, res),) = (await self._fire([[request]]))[0]
         return run_id, res.status

@@ -1,0 +1,162 @@
+"""The preloader's one firing path on a MemoryStore and a FakeClock: schedule entries, misfire policies,
+overlap REPLACE, manual triggers and a second master's duplicate firing — no Redis, no waiting."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sparkyard.clock import FakeClock
+from sparkyard.config import MasterConfig
+from sparkyard.master.arming import Arming
+from sparkyard.master.core import MasterCore
+from sparkyard.master.memory_store import MemoryStore
+from sparkyard.master.preloader import Preloader
+from sparkyard.master.store import NewJob
+from sparkyard.master.timer import SystemTimer
+from sparkyard.spec import normalize
+from sparkyard.states import RunState
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+HORIZON_MS = 60_000
+EVERY_MS = 10_000
+
+
+class Rig:
+    def __init__(self) -> None:
+        self.clock = FakeClock()
+        self.store = MemoryStore(self.clock)
+        self.timer = SystemTimer(self.clock)
+        self.timer.start()
+        self.arming = Arming(self.timer, self.clock, HORIZON_MS)
+        self.core = MasterCore(MasterConfig(), self.store, self.clock, self.timer, arm=self.arming.consider)
+        self.preloader = Preloader(self.core, self.arming)
+
+    def now_ms(self) -> int:
+        return int(self.clock.now() * 1000)
+
+    async def submit(self, job_id: str, first_ms: int, **spec: object) -> pb.JobSpec:
+        every = pb.Trigger(every=pb.Trigger.Every(interval={"seconds": EVERY_MS // 1000}))
+        norm = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", trigger=every, **spec))  # type: ignore[arg-type]
+        (result,) = await self.store.submit_many([NewJob(job_id, norm, "abs", first_ms)], 60_000)
+        assert not result.duplicate and not result.id_taken
+        return norm
+
+    async def runs(self, job_id: str) -> list[tuple[int, RunState]]:
+        """(scheduled ms, state) of the job's runs, oldest first."""
+        runs = await self.store.list_runs(job_id, 100)
+        return sorted((r.scheduled_ms, r.state) for r in runs)
+
+    async def next_fire(self, job_id: str) -> int:
+        job = await self.store.get_job(job_id)
+        assert job is not None
+        return job.next_fire_ms
+
+    def armed(self) -> list[tuple[str, int]]:
+        """Entries whose timers expire within the horizon (moving the fake clock through it)."""
+        self.clock.advance(HORIZON_MS / 1000)
+        out = []
+        while not self.arming.due.empty():
+            out.append(self.arming.due.get_nowait())
+        return out
+
+
+@pytest.fixture
+def rig() -> Rig:
+    return Rig()
+
+
+async def test_a_due_entry_fires_one_run_and_arms_the_next(rig: Rig) -> None:
+    due = rig.now_ms()
+    await rig.submit("j1", due)
+    await rig.preloader.fire_batch([("j1", due)])
+    assert await rig.runs("j1") == [(due, RunState.SCHEDULED)]
+    assert await rig.next_fire("j1") == due + EVERY_MS
+    assert ("j1", due + EVERY_MS) in rig.armed()
+
+
+async def test_an_entry_fired_twice_makes_one_run(rig: Rig) -> None:
+    """A second master (or a duplicate timer) firing the same entry finds it consumed."""
+    due = rig.now_ms()
+    await rig.submit("j1", due)
+    await rig.preloader.fire_batch([("j1", due)])
+    await rig.preloader.fire_batch([("j1", due)])
+    assert await rig.runs("j1") == [(due, RunState.SCHEDULED)]
+    assert await rig.next_fire("j1") == due + EVERY_MS
+
+
+async def test_misfire_skip_records_one_skipped_run_and_moves_on(rig: Rig) -> None:
+    due = rig.now_ms() - 35_000  # four fire times missed: -35 s, -25 s, -15 s, -5 s
+    await rig.submit("j1", due, misfire=pb.MISFIRE_SKIP)
+    await rig.preloader.fire_batch([("j1", due)])
+    assert await rig.runs("j1") == [(due, RunState.SKIPPED)]
+    assert await rig.next_fire("j1") == due + 4 * EVERY_MS
+    assert ("j1", due + 4 * EVERY_MS) in rig.armed()
+
+
+async def test_catch_up_fires_the_latest_missed_runs_in_order_and_skips_the_rest(rig: Rig) -> None:
+    due = rig.now_ms() - 35_000
+    await rig.submit("j1", due, misfire=pb.MISFIRE_CATCH_UP, misfire_catch_up_limit=2)
+    await rig.preloader.fire_batch([("j1", due)])
+    assert await rig.runs("j1") == [(due, RunState.SKIPPED), (due + 2 * EVERY_MS, RunState.SCHEDULED),
+                                     (due + 3 * EVERY_MS, RunState.SCHEDULED)]
+    assert await rig.next_fire("j1") == due + 4 * EVERY_MS
+
+
+async def test_jobs_with_different_step_counts_fire_in_one_batch(rig: Rig) -> None:
+    now = rig.now_ms()
+    await rig.submit("late", now - 35_000, misfire=pb.MISFIRE_CATCH_UP, misfire_catch_up_limit=3)
+    await rig.submit("on-time", now)
+    await rig.submit("gone", now)
+    await rig.store.cancel("test", job_id="gone")
+    await rig.preloader.fire_batch([("late", now - 35_000), ("on-time", now), ("gone", now)])
+    assert len(await rig.runs("late")) == 4  # one skipped, three caught up
+    assert await rig.runs("on-time") == [(now, RunState.SCHEDULED)]
+    assert await rig.runs("gone") == []
+    armed = dict(rig.armed())
+    assert armed.get("late") == now + 5_000 and armed.get("on-time") == now + EVERY_MS and "gone" not in armed
+
+
+async def test_overlap_replace_cancels_the_active_run_before_firing(rig: Rig) -> None:
+    due = rig.now_ms()
+    await rig.submit("j1", due, overlap=pb.OVERLAP_REPLACE)
+    await rig.preloader.fire_batch([("j1", due)])
+    rig.clock.advance(EVERY_MS / 1000)
+    await rig.preloader.fire_batch([("j1", due + EVERY_MS)])
+    assert await rig.runs("j1") == [(due, RunState.CANCELLED), (due + EVERY_MS, RunState.SCHEDULED)]
+
+
+async def test_overlap_forbid_skips_while_a_run_is_active(rig: Rig) -> None:
+    due = rig.now_ms()
+    await rig.submit("j1", due, overlap=pb.OVERLAP_FORBID)
+    await rig.preloader.fire_batch([("j1", due)])
+    rig.clock.advance(EVERY_MS / 1000)
+    await rig.preloader.fire_batch([("j1", due + EVERY_MS)])
+    assert await rig.runs("j1") == [(due, RunState.SCHEDULED), (due + EVERY_MS, RunState.SKIPPED)]
+    assert await rig.next_fire("j1") == due + 2 * EVERY_MS
+
+
+async def test_a_manual_trigger_fires_now_and_leaves_the_schedule(rig: Rig) -> None:
+    first = rig.now_ms() + 30_000
+    spec = await rig.submit("j1", first)
+    rig.clock.advance(1.0)
+    run_id, status = await rig.preloader.trigger_now("j1", spec)
+    assert status == "created" and run_id.startswith("j1.")
+    assert await rig.runs("j1") == [(rig.now_ms(), RunState.SCHEDULED)]
+    assert await rig.next_fire("j1") == first
+
+
+async def test_the_firing_loop_fires_entries_as_their_timers_expire(rig: Rig) -> None:
+    due = rig.now_ms() + 5_000
+    await rig.submit("j1", due)
+    await rig.preloader.start()
+    try:
+        rig.clock.advance(5.0)
+        for _ in range(100):  # the firing coroutines run on this loop: let them take the entry
+            if await rig.runs("j1"):
+                break
+            await asyncio.sleep(0)
+        assert await rig.runs("j1") == [(due, RunState.SCHEDULED)]
+    finally:
+        await rig.preloader.stop()
