@@ -88,7 +88,8 @@ class WorkerConnection:
         held = [(l.task_id, l.fencing_token) for l in reg.held]
         lease_ms = int(self._cfg.lease_s * 1000)
         renewal = await self._store.renew(session.worker_id, held, lease_ms)
-        session.leased.update(renewal.renewed)
+        # Every attempt it still runs takes a slot, lost ones too, until it reports their end.
+        session.leased.update(held)
         # Tasks Redis still records as leased to this worker that it did not mention: it lost them.
         recorded = await self._store.worker_leases(session.worker_id)
         missing = sorted(recorded - {t for t, _ in held})
@@ -132,8 +133,6 @@ class WorkerConnection:
             self._core.wake()
         held = [(l.task_id, l.fencing_token) for l in hb.held]
         renewal = await self._store.renew(session.worker_id, held, int(self._cfg.lease_s * 1000))
-        for task_id, token in renewal.lost:
-            self._registry.release(session.worker_id, task_id, token)
         ack = pb.HeartbeatAck(
             renewed=[pb.Lease(task_id=t, fencing_token=tok) for t, tok in renewal.renewed],
             lost=[pb.Lease(task_id=t, fencing_token=tok) for t, tok in renewal.lost],

@@ -3,11 +3,11 @@
 Every path that changes a task in Redis — a worker's report, the reaper, a cancel — ends here with the
 script's answer, and :class:`MasterCore` turns it into in-memory consequences:
 
-* a slot freed → the worker's leased set shrinks and the scheduler wakes;
 * a task back in a ready queue → the scheduler wakes;
 * a failed attempt with a retry due → a timer in the wheel releases it after its backoff;
 * a run ended → its waiters in the purgatory complete, and a fixed-delay job gets its next fire time;
-* a lease lost or a task cancelled while running → its worker is told to kill it.
+* a lease lost or a task cancelled while running → its worker is told to kill it (its slot stays taken
+  until the worker reports the attempt's end: :meth:`WorkerRegistry.release`, called only from reports).
 
 Nothing here decides a state change; the Lua scripts did. This module only keeps memory in step.
 """
@@ -108,7 +108,6 @@ class MasterCore:
     def apply_reaped(self, reaped: Iterable[Reaped]) -> None:
         """After reap.lua: lost leases requeued (or DEAD), timed-out attempts failed."""
         for r in reaped:
-            self.registry.release(r.worker, r.task_id)
             why = "lease expired" if r.what is Loss.LOST else "timed out"
             log.info("task=%s %s on worker=%s → %s", r.task_id, why, r.worker, r.task_state.value)
             # The worker may still be running it (hung, partitioned): tell it to stop if it is connected. The
@@ -126,7 +125,6 @@ class MasterCore:
     def apply_cancel(self, result: CancelResult, reason: str) -> None:
         self.wake()  # a cancelled task of a capped run may have let a gated one into the ready queue
         for task_id, worker, token in result.leased:
-            self.registry.release(worker, task_id)
             self.registry.send(worker, pb.MasterMessage(cancel=pb.CancelTask(
                 task_id=task_id, fencing_token=token, reason=reason)))
         for run_id, state in result.ended_runs:

@@ -147,13 +147,16 @@ class WorkerRegistry:
         if session is not None:
             session.leased.update(leases)
 
-    def release(self, worker_id: str, task_id: str, token: int | None = None) -> None:
-        """A task no longer runs on ``worker_id``: its slot is free again. With ``token``, only that lease
-        is let go (a late result of an older attempt leaves a newer attempt's slot taken)."""
+    def release(self, worker_id: str, task_id: str, token: int) -> None:
+        """The worker reported the end of this attempt: its slot is free again.
+
+        The one place a slot is freed, and only on the worker's word: a cancel, an expired lease or a lost
+        one does not free it, since the attempt may still run (a Spark job takes seconds to stop) until the
+        worker reports it ended. Only the lease of this very token is let go, so a late result of an older
+        attempt leaves a newer attempt's slot taken. A worker that disconnects takes its slots with it.
+        """
         session = self._sessions.get(worker_id)
-        if session is None or task_id not in session.leased:
-            return
-        if token is not None and session.leased[task_id] != token:
+        if session is None or session.leased.get(task_id) != token:
             return
         del session.leased[task_id]
         self._on_capacity()

@@ -126,14 +126,12 @@ class SlotScheduler:
             if not sent:
                 continue
             session = self._registry.get(worker_id)
-            self._registry.lease(worker_id, ((c.task_id, c.token) for c in sent))
             message = pb.MasterMessage(batch=pb.TaskBatch(tasks=assignments,
                                                           reports_seq=session.reports_seq if session else 0))
             if not self._registry.send(worker_id, message):
                 undeliverable.extend(sent)
-                for claim in sent:
-                    self._registry.release(worker_id, claim.task_id, claim.token)
                 continue
+            self._registry.lease(worker_id, ((c.task_id, c.token) for c in sent))
             self.dispatched += len(assignments)
             log.debug("worker=%s batch of %d tasks", worker_id, len(assignments))
         if undeliverable:

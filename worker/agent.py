@@ -80,7 +80,11 @@ KEEPALIVE_MS = 10_000
 # An attempt's workspace until the agent has placed it (bundle fetched, working directory chosen).
 _UNPLACED = Workspace("", "", (), ())
 _RUNNER_NAMES = {pb.RUNNER_SUBMIT: "submit", pb.RUNNER_SESSION: "session"}
-_KILL_OUTCOMES = {"timeout": pb.ATTEMPT_TIMED_OUT, "cancel": pb.ATTEMPT_CANCELLED, "release": pb.ATTEMPT_RELEASED}
+# Every ended attempt is reported, killed ones too: the master frees a slot only on a worker's result.
+# A lost lease's report is refused as stale (the master already moved the task on); a self-fenced one's
+# hands the task back if the master has not requeued it yet.
+_KILL_OUTCOMES = {"timeout": pb.ATTEMPT_TIMED_OUT, "cancel": pb.ATTEMPT_CANCELLED, "release": pb.ATTEMPT_RELEASED,
+                  "lost": pb.ATTEMPT_RELEASED, "fence": pb.ATTEMPT_RELEASED}
 
 
 class StreamClosed(Exception):
@@ -637,22 +641,19 @@ class Agent:
             self._idle.set()
         finished_ms = int(self.clock.now() * 1000)
         kind = execution.kill_kind
-        if kind in ("lost", "fence"):
-            log.info("task=%s attempt=%d killed (%s); result dropped", a.task_id, a.attempt, execution.run.kill_reason)
+        if kind:
+            outcome.error = execution.run.kill_reason
+            state = _KILL_OUTCOMES[kind]
         else:
-            if kind:
-                outcome.error = execution.run.kill_reason
-                state = _KILL_OUTCOMES[kind]
-            else:
-                state = pb.ATTEMPT_SUCCEEDED if outcome.state == "SUCCEEDED" else pb.ATTEMPT_FAILED
-            log_path = execution.run.log_path if execution.begun_at else ""
-            self._finish(a, state, outcome, execution.started_ms, finished_ms, log_path)
+            state = pb.ATTEMPT_SUCCEEDED if outcome.state == "SUCCEEDED" else pb.ATTEMPT_FAILED
+        log_path = execution.run.log_path if execution.begun_at else ""
+        self._finish(a, state, outcome, execution.started_ms, finished_ms, log_path, quiet=kind in ("", "release"))
         self._pump()
         if self._busy == 0:  # nothing more is coming soon to share the message
             self.reports.flush()
 
     def _finish(self, a: pb.TaskAssignment, state: int, outcome: Outcome, started_ms: int, finished_ms: int,
-                log_path: str = "") -> None:
+                log_path: str = "", *, quiet: bool = True) -> None:
         result = pb.TaskResult(task_id=a.task_id, fencing_token=a.fencing_token, outcome=state,
                                result_json=outcome.result_json, error=outcome.error, traceback=outcome.traceback,
                                log_path=log_path)
@@ -660,7 +661,7 @@ class Agent:
             result.started_at.FromMilliseconds(started_ms)
         if finished_ms:
             result.finished_at.FromMilliseconds(finished_ms)
-        level = logging.DEBUG if state in (pb.ATTEMPT_SUCCEEDED, pb.ATTEMPT_RELEASED) else logging.INFO
+        level = logging.DEBUG if quiet and state in (pb.ATTEMPT_SUCCEEDED, pb.ATTEMPT_RELEASED) else logging.INFO
         if log.isEnabledFor(level):
             log.log(level, "task=%s attempt=%d token=%d finished %s%s", a.task_id, a.attempt, a.fencing_token,
                     pb.AttemptState.Name(state), f": {outcome.error}" if outcome.error else "")

@@ -7,34 +7,20 @@ import asyncio
 
 import pytest
 
-from sparkyard.clock import FakeClock
-from sparkyard.config import MasterConfig
-from sparkyard.master.arming import Arming
-from sparkyard.master.core import MasterCore
-from sparkyard.master.memory_store import MemoryStore
+from master_rig import HORIZON_MS, MasterRig
 from sparkyard.master.preloader import Preloader
 from sparkyard.master.store import NewJob
-from sparkyard.master.timer import SystemTimer
 from sparkyard.spec import normalize
 from sparkyard.states import RunState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
-HORIZON_MS = 60_000
 EVERY_MS = 10_000
 
 
-class Rig:
+class Rig(MasterRig):
     def __init__(self) -> None:
-        self.clock = FakeClock()
-        self.store = MemoryStore(self.clock)
-        self.timer = SystemTimer(self.clock)
-        self.timer.start()
-        self.arming = Arming(self.timer, self.clock, HORIZON_MS)
-        self.core = MasterCore(MasterConfig(), self.store, self.clock, self.timer, arm=self.arming.consider)
+        super().__init__()
         self.preloader = Preloader(self.core, self.arming)
-
-    def now_ms(self) -> int:
-        return int(self.clock.now() * 1000)
 
     async def submit(self, job_id: str, first_ms: int, **spec: object) -> pb.JobSpec:
         every = pb.Trigger(every=pb.Trigger.Every(interval={"seconds": EVERY_MS // 1000}))

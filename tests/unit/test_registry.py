@@ -44,15 +44,15 @@ async def test_a_late_result_of_an_older_attempt_leaves_the_newer_lease_in_place
     assert session.leased == {"t1": 9} and session.idle == 0 and r.woken == woken
 
 
-async def test_release_without_a_token_frees_whatever_lease_is_held() -> None:
+async def test_a_release_frees_only_that_workers_lease() -> None:
     r = _Registry()
     a, b = _session("a"), _session("b")
     r.registry.add(a)
     r.registry.add(b)
     r.registry.lease("a", [("t1", 1)])
-    r.registry.lease("b", [("t2", 2)])
-    r.registry.release("a", "t1")
-    assert a.leased == {} and b.leased == {"t2": 2} and r.registry.idle_slots("default") == 3
+    r.registry.lease("b", [("t1", 2)])
+    r.registry.release("a", "t1", 1)
+    assert a.leased == {} and b.leased == {"t1": 2} and r.registry.idle_slots("default") == 3
 
 
 async def test_releases_of_unknown_workers_or_tasks_change_nothing() -> None:
