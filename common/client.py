@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import json
 import uuid
-from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Sequence
 
 import grpc
 
 from sparkyard import errors
 from sparkyard.config import ClientConfig, load
 from sparkyard.bundle import Bundle, built, chunks
-from sparkyard.bundle import build as build_bundle
-from sparkyard.spec import parse_conf, parse_entrypoint, resolve_entrypoint
-from sparkyard.timeutil import format_size, parse_duration, parse_instant, parse_size
+from sparkyard.options import JobOptions, build_spec, duration_s
+from sparkyard.timeutil import format_size
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
+
+__all__ = ["Client", "JobOptions", "build_spec", "first_run_id", "translate"]
 
 # gRPC's own retry of UNAVAILABLE (master restarting): attempts and backoff.
 _SERVICE_CONFIG = json.dumps({
@@ -43,47 +43,6 @@ _SERVICE_CONFIG = json.dumps({
 # WaitRun calls are chained in steps of at most this long (the server caps one call too).
 WAIT_STEP_S = 300.0
 
-_RUNNERS = {"": pb.RUNNER_UNSPECIFIED, "submit": pb.RUNNER_SUBMIT, "session": pb.RUNNER_SESSION}
-_MISFIRE = {"": pb.MISFIRE_UNSPECIFIED, "skip": pb.MISFIRE_SKIP, "fire-once": pb.MISFIRE_FIRE_ONCE,
-            "catch-up": pb.MISFIRE_CATCH_UP}
-_OVERLAP = {"": pb.OVERLAP_UNSPECIFIED, "allow": pb.OVERLAP_ALLOW, "forbid": pb.OVERLAP_FORBID,
-            "replace": pb.OVERLAP_REPLACE}
-_ROUTING = {"": pb.ROUTING_UNSPECIFIED, "least-loaded": pb.ROUTING_LEAST_LOADED, "round-robin": pb.ROUTING_ROUND_ROBIN,
-            "random": pb.ROUTING_RANDOM, "consistent-hash": pb.ROUTING_CONSISTENT_HASH,
-            "previous-worker": pb.ROUTING_PREVIOUS_WORKER}
-
-
-def _choice(table: dict[str, int], value: str | None, field: str) -> int:
-    key = (value or "").lower()
-    if key not in table:
-        raise errors.InvalidArgument(f"{field}: {value!r} is not one of {', '.join(k for k in table if k)}")
-    return table[key]
-
-
-def _duration(value: float | str | None, field: str) -> float | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, (int, float)):
-        if value < 0:
-            raise errors.InvalidArgument(f"{field}: must not be negative")
-        return float(value)
-    try:
-        return parse_duration(value, field=field)
-    except ValueError as exc:
-        raise errors.InvalidArgument(str(exc)) from None
-
-
-def _instant(value: float | str | None, field: str) -> float | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    try:
-        return parse_instant(value, field=field)
-    except ValueError as exc:
-        raise errors.InvalidArgument(str(exc)) from None
-
-
 def translate(exc: grpc.RpcError, master: str) -> errors.SparkyardError:
     """A gRPC error as the matching Sparkyard error."""
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
@@ -94,124 +53,6 @@ def translate(exc: grpc.RpcError, master: str) -> errors.SparkyardError:
         return errors.Unavailable(f"master {master} did not answer in time: {details}")
     cls = errors.BY_CODE_NAME.get(code.name, errors.SparkyardError)
     return cls(details or code.name)
-
-
-def build_spec(entrypoint: str, **options: Any) -> pb.JobSpec:
-    """A JobSpec from friendly arguments (see :func:`prepare`); raises InvalidArgument naming the bad one."""
-    return prepare(entrypoint, **options)[0]
-
-
-def _paths(items: Sequence[str], base: Path) -> tuple[Path, ...]:
-    """Comma-separated or repeated paths (spark-submit's --py-files/--files style), made absolute."""
-    out = []
-    for item in items:
-        for part in str(item).split(","):
-            if part.strip():
-                path = Path(part.strip()).expanduser()
-                out.append(path if path.is_absolute() else (base / path).absolute())
-    return tuple(out)
-
-
-def prepare(entrypoint: str, *, base_dir: Path | None = None, args: Sequence[str] = (), name: str = "",
-               group: str = "", priority: int = 0, runner: str = "", conf: Mapping[str, str] | Sequence[str] | None = None,
-               env: Mapping[str, str] | Sequence[str] | None = None, py_files: Sequence[str] = (), retries: int = 0,
-               backoff: float | str | None = None, max_backoff: float | str | None = None,
-               timeout: float | str | None = None, delay: float | str | None = None, at: float | str | None = None,
-               cron: str = "", tz: str = "", every: float | str | None = None, fixed_delay: bool = False,
-               start_at: float | str | None = None, end_at: float | str | None = None, max_runs: int = 0,
-               misfire: str = "", catch_up_limit: int = 0, overlap: str = "",
-               inputs: Sequence[str | tuple[str, str]] = (), parallelism: int = 0, max_bytes_per_sec: int = 0,
-               max_records_per_sec: int = 0, task_bytes_per_sec: int = 0, task_records_per_sec: int = 0,
-               max_concurrent: int = 0, routing: str = "", routing_key: str = "",
-               labels: dict[str, str] | None = None, files: Sequence[str] = (), bundle: str | None = None,
-               cwd: str | None = None, task_memory: str | int | None = None,
-               ship: bool = True) -> tuple[pb.JobSpec, Bundle | None]:
-    """A JobSpec from friendly arguments, and the bundle of files to upload with it (None: nothing is
-    shipped). A file entrypoint, ``py_files``, ``files`` and ``bundle`` (a directory) are shipped unless
-    ``ship`` is False; see :mod:`sparkyard.bundle` for the layout. Raises InvalidArgument naming the bad
-    argument."""
-    base = (base_dir or Path.cwd()).absolute()
-    try:
-        entry = resolve_entrypoint(entrypoint, base)
-        conf_map = dict(conf) if isinstance(conf, Mapping) else parse_conf(list(conf or []))
-        env_map = dict(env) if isinstance(env, Mapping) else parse_conf(list(env or []), field="env")
-    except ValueError as exc:
-        raise errors.InvalidArgument(str(exc)) from None
-    if retries < 0:
-        raise errors.InvalidArgument("retries: must not be negative")
-    triggers = [k for k, v in (("delay", delay), ("at", at), ("cron", cron), ("every", every)) if v not in (None, "")]
-    if len(triggers) > 1:
-        raise errors.InvalidArgument(f"trigger: choose one of --delay, --at, --cron, --every (got {', '.join(triggers)})")
-    spec = pb.JobSpec(
-        name=name, entrypoint=entry, args=list(args), conf=conf_map, env=env_map, py_files=list(py_files),
-        group=group, priority=priority, runner=_choice(_RUNNERS, runner, "runner"),
-        misfire=_choice(_MISFIRE, misfire, "misfire"), misfire_catch_up_limit=catch_up_limit,
-        overlap=_choice(_OVERLAP, overlap, "overlap"), routing=_choice(_ROUTING, routing, "routing"),
-        routing_key=routing_key, labels=labels or {}, submit_dir=str(base),
-    )
-    packed: Bundle | None = None
-    parsed = parse_entrypoint(entry)
-    shipped_py, shipped_files = _paths(py_files, base), _paths(files, base)
-    if ship and (parsed.is_file or bundle or shipped_py or shipped_files):
-        packed = build_bundle(Path(parsed.path) if parsed.is_file else None, parsed.func, submit_dir=base,
-                              bundle_dir=_paths([bundle], base)[0] if bundle else None,
-                              py_files=shipped_py, files=shipped_files)
-        spec.entrypoint = packed.entrypoint or entry
-        del spec.py_files[:]
-        spec.py_files.extend(packed.py_files)
-        spec.bundle.digest, spec.bundle.size = packed.digest, len(packed.data)
-    elif files or bundle:
-        raise errors.InvalidArgument("files: --files and --bundle ship files, which --no-ship turns off")
-    if cwd:
-        if not cwd.startswith("/"):
-            raise errors.InvalidArgument(f"cwd: {cwd!r} must be an absolute path (on the workers)")
-        spec.cwd = cwd
-    if task_memory not in (None, "", 0):
-        try:
-            spec.task_memory_mb = max(1, parse_size(task_memory, field="task_memory", default_unit="m") >> 20)
-        except ValueError as exc:
-            raise errors.InvalidArgument(str(exc)) from None
-    spec.retry.max_attempts = retries + 1
-    for field, value in (("backoff", backoff), ("max_backoff", max_backoff)):
-        seconds = _duration(value, field)
-        if seconds is not None:
-            target = spec.retry.initial_backoff if field == "backoff" else spec.retry.max_backoff
-            target.FromMilliseconds(int(seconds * 1000))
-    seconds = _duration(timeout, "timeout")
-    if seconds is not None:
-        spec.timeout.FromMilliseconds(int(seconds * 1000))
-    trig = spec.trigger
-    if delay not in (None, ""):
-        trig.delay.FromMilliseconds(int((_duration(delay, "delay") or 0) * 1000))
-    elif at not in (None, ""):
-        trig.at.FromMilliseconds(int((_instant(at, "at") or 0) * 1000))
-    elif cron:
-        trig.cron.expr, trig.cron.tz = cron, tz
-    elif every not in (None, ""):
-        trig.every.interval.FromMilliseconds(int((_duration(every, "every") or 0) * 1000))
-        trig.every.fixed_delay = fixed_delay
-    else:
-        trig.now = True
-    if tz and not cron:
-        raise errors.InvalidArgument("tz: --tz applies to --cron")
-    if fixed_delay and every in (None, ""):
-        raise errors.InvalidArgument("fixed_delay: --fixed-delay applies to --every")
-    for field, value in (("start_at", start_at), ("end_at", end_at)):
-        moment = _instant(value, field)
-        if moment is not None:
-            getattr(trig, field).FromMilliseconds(int(moment * 1000))
-    trig.max_runs = max_runs
-    split = spec.split
-    for item in inputs:
-        if isinstance(item, tuple):
-            split.inputs.add(value=item[0], mark=item[1])
-        else:
-            split.inputs.add(value=item)
-    split.parallelism = parallelism
-    split.max_bytes_per_sec, split.max_records_per_sec = max_bytes_per_sec, max_records_per_sec
-    split.task_bytes_per_sec, split.task_records_per_sec = task_bytes_per_sec, task_records_per_sec
-    split.max_concurrent = max_concurrent
-    return spec, packed
 
 
 def first_run_id(job: pb.Job) -> str:
@@ -257,8 +98,8 @@ class Client:
     # ---- jobs --------------------------------------------------------------------------------------------
 
     def submit(self, entrypoint: str, *, idempotency_key: str | None = None, **options: Any) -> pb.Job:
-        """Submit a job (see :func:`prepare` for the options), uploading its files first when the master
-        does not have them yet; returns the stored job."""
+        """Submit a job (the options are the fields of :class:`JobOptions`), uploading its files first when
+        the master does not have them yet; returns the stored job."""
         return self.submit_spec(build_spec(entrypoint, **options), idempotency_key).job
 
     def _upload_for(self, specs: Sequence[pb.JobSpec]) -> None:
@@ -324,7 +165,7 @@ class Client:
 
     def wait(self, run_id: str, timeout: float | str | None = None) -> tuple[pb.Run, bool]:
         """Block until the run ends or ``timeout`` passes (None: no limit); returns (run, timed_out)."""
-        total = _duration(timeout, "timeout")
+        total = duration_s(timeout, "timeout")
         waited = 0.0
         while True:
             step = WAIT_STEP_S if total is None else max(0.001, min(WAIT_STEP_S, total - waited))

@@ -9,7 +9,6 @@ otherwise, 124 when the wait timed out.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import signal
 import sys
@@ -23,7 +22,7 @@ from sparkyard import errors
 from sparkyard.cli import render
 from sparkyard.client import Client, first_run_id
 from sparkyard.config import ConfigError
-from sparkyard.spec import parse_input
+from sparkyard.options import JobOptions
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 EXIT_TIMEOUT = 124
@@ -49,55 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("submit", help="submit a job")
     _common(s)
     s.add_argument("entrypoint", help="path/to/job.py[:function] or package.module:function")
-    s.add_argument("--arg", action="append", default=[], help="argument for the job (repeatable)")
-    s.add_argument("--name", default="")
-    s.add_argument("--group", default="", help="node group (default 'default')")
-    s.add_argument("--priority", type=int, default=0, help="-1000..1000, higher first (default 0)")
-    s.add_argument("--runner", choices=["submit", "session"], default="", help="default: the worker's runner")
-    s.add_argument("--conf", action="append", default=[], metavar="K=V", help="Spark conf (repeatable)")
-    s.add_argument("--env", action="append", default=[], metavar="K=V", help="environment variable (repeatable)")
-    s.add_argument("--py-files", action="append", default=[],
-                   help=".py/.zip/.egg files put on the task's sys.path, shipped with the job (repeatable or comma-separated)")
-    s.add_argument("--files", action="append", default=[],
-                   help="data files shipped with the job, at their path relative to here (repeatable or comma-separated)")
-    s.add_argument("--bundle", metavar="DIR", help="ship this project directory (minus .sparkyardignore); "
-                   "it becomes the task's working directory and is on sys.path")
-    s.add_argument("--cwd", help="the task's working directory on the worker (default: see docs/runners.md)")
-    s.add_argument("--task-memory", help="memory limit of each attempt, e.g. 2g (default: the worker's)")
-    s.add_argument("--no-ship", action="store_true",
-                   help="do not upload the entrypoint: it must be readable at its absolute path on the workers")
-    s.add_argument("--retries", type=int, default=0, help="retries after a failed attempt (default 0)")
-    s.add_argument("--backoff", help="delay before the first retry, doubling after (default 5s)")
-    s.add_argument("--max-backoff", help="largest retry delay (default 10m)")
-    s.add_argument("--timeout", help="per-attempt timeout, e.g. 30m (default none)")
-    when = s.add_mutually_exclusive_group()
-    when.add_argument("--delay", help="fire once after this delay, e.g. 10s")
-    when.add_argument("--at", help="fire once at this ISO 8601 time, e.g. 2026-11-22T03:00:00Z")
-    when.add_argument("--cron", help="cron expression: 5 fields, or 6 with seconds first")
-    when.add_argument("--every", help="fire at a fixed rate, e.g. 10s")
-    s.add_argument("--tz", default="", help="time zone of --cron (IANA name; default UTC)")
-    s.add_argument("--fixed-delay", action="store_true", help="with --every: count from the end of the previous run")
-    s.add_argument("--start-at", help="recurring jobs: no firing before this time")
-    s.add_argument("--end-at", help="recurring jobs: no firing after this time")
-    s.add_argument("--max-runs", type=int, default=0, help="recurring jobs: stop after this many runs")
-    s.add_argument("--misfire", choices=["skip", "fire-once", "catch-up"], default="",
-                   help="what to do with firings missed while the master was down or the job paused (default fire-once)")
-    s.add_argument("--catch-up-limit", type=int, default=0, help="with --misfire catch-up: most missed runs replayed")
-    s.add_argument("--overlap", choices=["allow", "forbid", "replace"], default="",
-                   help="a firing while the previous run is active: allow (default), forbid (skip), replace (cancel it)")
-    s.add_argument("--input", action="append", default=[], metavar="[MARK=]VALUE",
-                   help="an input to split over tasks (repeatable); MARK is its resource mark")
-    s.add_argument("--inputs", action="append", default=[], metavar="GLOB", help="inputs matching a glob (repeatable)")
-    s.add_argument("--parallelism", type=int, default=0, help="number of tasks (default: one per input)")
-    s.add_argument("--max-bytes-per-sec", type=int, default=0)
-    s.add_argument("--max-records-per-sec", type=int, default=0)
-    s.add_argument("--task-bytes-per-sec", type=int, default=0)
-    s.add_argument("--task-records-per-sec", type=int, default=0)
-    s.add_argument("--max-concurrent", type=int, default=0, help="at most this many tasks of a run at once")
-    s.add_argument("--routing", choices=["least-loaded", "round-robin", "random", "consistent-hash", "previous-worker"],
-                   default="", help="worker choice (default: previous worker if idle, else least-loaded)")
-    s.add_argument("--routing-key", default="", help="key for --routing consistent-hash")
-    s.add_argument("--label", action="append", default=[], metavar="K=V")
+    JobOptions.add_arguments(s)
     s.add_argument("--idempotency-key", help="a retried submit with the same key returns the same job")
     s.add_argument("--wait", action="store_true", help="wait for the first run to end")
     s.add_argument("--wait-timeout", help="with --wait: give up after this long")
@@ -156,36 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _inputs(args: argparse.Namespace) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for text in args.input:
-        try:
-            parsed = parse_input(text)
-        except ValueError as exc:
-            raise errors.InvalidArgument(str(exc)) from None
-        out.append((parsed.value, parsed.mark))
-    for pattern in args.inputs:
-        matches = sorted(glob.glob(pattern, recursive=True))
-        if not matches:
-            raise errors.InvalidArgument(f"inputs: no file matches {pattern!r}")
-        out += [(str(Path(m).resolve()), "") for m in matches]
-    return out
-
-
 def cmd_submit(client: Client, args: argparse.Namespace, out: Callable[..., None]) -> int:
-    job = client.submit(
-        args.entrypoint, idempotency_key=args.idempotency_key, args=args.arg, name=args.name, group=args.group,
-        priority=args.priority, runner=args.runner, conf=args.conf, env=args.env, py_files=args.py_files,
-        retries=args.retries, backoff=args.backoff, max_backoff=args.max_backoff, timeout=args.timeout,
-        delay=args.delay, at=args.at, cron=args.cron or "", tz=args.tz, every=args.every,
-        fixed_delay=args.fixed_delay, start_at=args.start_at, end_at=args.end_at, max_runs=args.max_runs,
-        misfire=args.misfire, catch_up_limit=args.catch_up_limit, overlap=args.overlap, inputs=_inputs(args),
-        parallelism=args.parallelism, max_bytes_per_sec=args.max_bytes_per_sec,
-        max_records_per_sec=args.max_records_per_sec, task_bytes_per_sec=args.task_bytes_per_sec,
-        task_records_per_sec=args.task_records_per_sec, max_concurrent=args.max_concurrent, routing=args.routing,
-        routing_key=args.routing_key, labels=dict(kv.split("=", 1) for kv in args.label if "=" in kv),
-        files=args.files, bundle=args.bundle, cwd=args.cwd, task_memory=args.task_memory, ship=not args.no_ship,
-    )
+    spec, _ = JobOptions.from_namespace(args).to_spec(args.entrypoint)
+    job = client.submit_spec(spec, args.idempotency_key).job
     if not args.wait:
         out(job, lambda c: c.print(f"submitted job {job.id} ({job.spec.name}); next run {first_run_id(job)}"))
         return 0

@@ -1,0 +1,381 @@
+"""A job's options, defined once: :class:`JobOptions` drives the CLI's ``submit`` flags, the checks of
+what a user typed, and the conversion to a :class:`pb.JobSpec`.
+
+Each field carries an :class:`Option` in its metadata: help text, kind (how a value is read: a duration
+``"30m"``, an instant ``"2026-11-22T03:00:00Z"``, a size ``"2g"``, ``K=V`` pairs, a choice …) and, where
+the flag is not simply ``--field-name``, the flag. The Python client takes the same names as keyword
+arguments (``client.submit("etl.py:main", retries=2, timeout="30m")``), the CLI the same values as flags
+(``sparkyard submit etl.py:main --retries 2 --timeout 30m``), so a new option is one field here.
+
+Values are checked and put in one form when the options are made: a malformed one raises
+:class:`InvalidArgument` naming the option. The master checks the resulting spec again
+(:func:`sparkyard.spec.normalize`): it never trusts a client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import glob
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from sparkyard import errors
+from sparkyard.bundle import Bundle
+from sparkyard.bundle import build as build_bundle
+from sparkyard.spec import parse_conf, parse_entrypoint, parse_input, resolve_entrypoint
+from sparkyard.timeutil import parse_duration, parse_instant, parse_size
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+RUNNERS = {"submit": pb.RUNNER_SUBMIT, "session": pb.RUNNER_SESSION}
+MISFIRES = {"skip": pb.MISFIRE_SKIP, "fire-once": pb.MISFIRE_FIRE_ONCE, "catch-up": pb.MISFIRE_CATCH_UP}
+OVERLAPS = {"allow": pb.OVERLAP_ALLOW, "forbid": pb.OVERLAP_FORBID, "replace": pb.OVERLAP_REPLACE}
+ROUTINGS = {"least-loaded": pb.ROUTING_LEAST_LOADED, "round-robin": pb.ROUTING_ROUND_ROBIN,
+            "random": pb.ROUTING_RANDOM, "consistent-hash": pb.ROUTING_CONSISTENT_HASH,
+            "previous-worker": pb.ROUTING_PREVIOUS_WORKER}
+_CHOICES = {"runner": RUNNERS, "misfire": MISFIRES, "overlap": OVERLAPS, "routing": ROUTINGS}
+_METAVARS = {"int": "N", "count": "N", "duration": "DURATION", "instant": "TIME", "size": "SIZE", "paths": "PATH",
+             "list": "ARG"}
+
+
+@dataclass(frozen=True)
+class Option:
+    """How one option is read and shown.
+
+    ``kind``: str | int | count (an int ≥ 0) | flag (a bool) | duration | instant | size | choice
+    | pairs (``K=V`` items or a mapping) | list (repeatable) | paths (repeatable or comma-separated)
+    | path (one, a str or Path).
+    """
+
+    help: str
+    kind: str = "str"
+    flag: str = ""  # default: --field-name
+    metavar: str | None = None
+    when: bool = False  # one of the mutually exclusive triggers (--delay, --at, --cron, --every)
+    cli: bool = True  # False: a Python-only option (the CLI has its own way to say it)
+
+
+def _option(default: Any, help: str, kind: str = "str", **more: Any) -> Any:
+    meta = {"option": Option(help, kind, **more)}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=type(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """Everything a user can say about a job besides its entrypoint (see each field's help)."""
+
+    args: list[str] = _option([], "argument for the job (repeatable)", "list", flag="--arg")
+    name: str = _option("", "the job's name (default: the entrypoint's file or function name)")
+    group: str = _option("", "node group of the workers that may run it (default 'default')")
+    priority: int = _option(0, "-1000..1000, higher first (default 0)", "int")
+    runner: str = _option("", "submit or session (default: the worker's runner)", "choice")
+    conf: dict[str, str] = _option({}, "Spark conf (repeatable)", "pairs", metavar="K=V")
+    env: dict[str, str] = _option({}, "environment variable (repeatable)", "pairs", metavar="K=V")
+    py_files: list[str] = _option([], ".py/.zip/.egg files put on the task's sys.path, shipped with the job "
+                                      "(repeatable or comma-separated)", "paths")
+    files: list[str] = _option([], "data files shipped with the job, at their path relative to here "
+                                   "(repeatable or comma-separated)", "paths")
+    bundle: str = _option("", "ship this project directory (minus .sparkyardignore); it becomes the task's "
+                              "working directory and is on sys.path", metavar="DIR")
+    cwd: str = _option("", "the task's working directory on the worker, absolute (default: see docs/runners.md)")
+    task_memory: int = _option(0, "memory limit of each attempt, e.g. 2g (default: the worker's)", "size")
+    ship: bool = _option(True, "do not upload the entrypoint: it must be readable at its absolute path on the "
+                               "workers", "flag", flag="--no-ship")
+    retries: int = _option(0, "retries after a failed attempt (default 0)", "count")
+    backoff: float | None = _option(None, "delay before the first retry, doubling after (default 5s)", "duration")
+    max_backoff: float | None = _option(None, "largest retry delay (default 10m)", "duration")
+    timeout: float | None = _option(None, "per-attempt timeout, e.g. 30m (default none)", "duration")
+    delay: float | None = _option(None, "fire once after this delay, e.g. 10s", "duration", when=True)
+    at: float | None = _option(None, "fire once at this ISO 8601 time, e.g. 2026-11-22T03:00:00Z", "instant",
+                               when=True)
+    cron: str = _option("", "cron expression: 5 fields, or 6 with seconds first", when=True)
+    every: float | None = _option(None, "fire at a fixed rate, e.g. 10s", "duration", when=True)
+    tz: str = _option("", "time zone of --cron (IANA name; default UTC)")
+    fixed_delay: bool = _option(False, "with --every: count from the end of the previous run", "flag")
+    start_at: float | None = _option(None, "recurring jobs: no firing before this time", "instant")
+    end_at: float | None = _option(None, "recurring jobs: no firing after this time", "instant")
+    max_runs: int = _option(0, "recurring jobs: stop after this many runs", "count")
+    misfire: str = _option("", "what to do with firings missed while the master was down or the job paused: "
+                               "skip, fire-once (default) or catch-up", "choice")
+    catch_up_limit: int = _option(0, "with --misfire catch-up: most missed runs replayed", "count")
+    overlap: str = _option("", "a firing while the previous run is active: allow (default), forbid (skip), "
+                               "replace (cancel it)", "choice")
+    inputs: list[str | tuple[str, str]] = _option(
+        [], "an input to split over tasks (repeatable); MARK is its resource mark", "list", flag="--input",
+        metavar="[MARK=]VALUE")
+    input_globs: list[str] = _option([], "inputs: the files matching a glob (repeatable)", "list",
+                                     flag="--inputs", metavar="GLOB")
+    parallelism: int = _option(0, "number of tasks (default: one per input)", "count")
+    max_bytes_per_sec: int = _option(0, "a run's total read rate limit, split over its tasks", "count")
+    max_records_per_sec: int = _option(0, "a run's total record rate limit, split over its tasks", "count")
+    task_bytes_per_sec: int = _option(0, "one task's read rate limit", "count")
+    task_records_per_sec: int = _option(0, "one task's record rate limit", "count")
+    max_concurrent: int = _option(0, "at most this many tasks of a run at once", "count")
+    routing: str = _option("", "worker choice: least-loaded, round-robin, random, consistent-hash or "
+                               "previous-worker (default: the previous worker if idle, else least-loaded)", "choice")
+    routing_key: str = _option("", "key for --routing consistent-hash")
+    labels: dict[str, str] = _option({}, "a label of the job (repeatable)", "pairs", flag="--label", metavar="K=V")
+    base_dir: str = _option("", "where relative paths start (default: the current directory)", "path", cli=False)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            read = _read(f.metadata["option"], f.name, value)
+            if read is not value:
+                object.__setattr__(self, f.name, read)
+        when = [f.name for f in dataclasses.fields(self)
+                if f.metadata["option"].when and getattr(self, f.name) not in (None, "")]
+        if len(when) > 1:
+            raise errors.InvalidArgument(f"trigger: choose one of --delay, --at, --cron, --every (got {', '.join(when)})")
+        if self.tz and not self.cron:
+            raise errors.InvalidArgument("tz: --tz applies to --cron")
+        if self.fixed_delay and self.every is None:
+            raise errors.InvalidArgument("fixed_delay: --fixed-delay applies to --every")
+        if self.cwd and not self.cwd.startswith("/"):
+            raise errors.InvalidArgument(f"cwd: {self.cwd!r} must be an absolute path (on the workers)")
+        if not self.ship and (self.files or self.bundle):
+            raise errors.InvalidArgument("files: --files and --bundle ship files, which --no-ship turns off")
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any]) -> JobOptions:
+        """Options from keyword arguments; an unknown name is refused, naming it."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise errors.InvalidArgument(f"unknown job option(s): {', '.join(unknown)}")
+        return cls(**{k: v for k, v in options.items() if v is not None})
+
+    # ---- the command line --------------------------------------------------------------------------------
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """One flag per option; every default is None (not given), so the options' own defaults apply."""
+        when = parser.add_mutually_exclusive_group()
+        for f in dataclasses.fields(cls):
+            opt: Option = f.metadata["option"]
+            if not opt.cli:
+                continue
+            flag = opt.flag or "--" + f.name.replace("_", "-")
+            target = when if opt.when else parser
+            common: dict[str, Any] = {"dest": f.name, "help": opt.help, "default": None}
+            if opt.kind == "flag":
+                target.add_argument(flag, action="store_false" if f.default else "store_true", **common)
+            else:
+                metavar = opt.metavar or _METAVARS.get(opt.kind) or f.name.upper()
+                if opt.kind == "choice":
+                    metavar = "|".join(_CHOICES[f.name])
+                action = "append" if opt.kind in ("list", "paths", "pairs") else "store"
+                target.add_argument(flag, action=action, metavar=metavar, **common)
+
+    @classmethod
+    def from_namespace(cls, namespace: argparse.Namespace) -> JobOptions:
+        """The options given on a command line parsed with :meth:`add_arguments`. On the command line an
+        ``--input`` may name its resource mark (``MARK=VALUE``: :func:`sparkyard.spec.parse_input`)."""
+        given = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(cls)
+                 if f.metadata["option"].cli and getattr(namespace, f.name, None) is not None}
+        if "inputs" in given:
+            try:
+                given["inputs"] = [(i.value, i.mark) for i in map(parse_input, given["inputs"])]
+            except ValueError as exc:
+                raise errors.InvalidArgument(str(exc)) from None
+        return cls.of(given)
+
+    # ---- the spec ----------------------------------------------------------------------------------------
+
+    def to_spec(self, entrypoint: str) -> tuple[pb.JobSpec, Bundle | None]:
+        """The JobSpec, and the bundle of files to upload with it (None: nothing is shipped). A file
+        entrypoint, ``py_files``, ``files`` and ``bundle`` are shipped unless ``ship`` is False (see
+        :mod:`sparkyard.bundle` for the layout)."""
+        base = Path(self.base_dir or Path.cwd()).absolute()
+        try:
+            entry = resolve_entrypoint(entrypoint, base)
+        except ValueError as exc:
+            raise errors.InvalidArgument(str(exc)) from None
+        spec = pb.JobSpec(
+            name=self.name, entrypoint=entry, args=self.args, conf=self.conf, env=self.env, py_files=self.py_files,
+            group=self.group, priority=self.priority, runner=RUNNERS.get(self.runner, pb.RUNNER_UNSPECIFIED),
+            misfire=MISFIRES.get(self.misfire, pb.MISFIRE_UNSPECIFIED), misfire_catch_up_limit=self.catch_up_limit,
+            overlap=OVERLAPS.get(self.overlap, pb.OVERLAP_UNSPECIFIED),
+            routing=ROUTINGS.get(self.routing, pb.ROUTING_UNSPECIFIED), routing_key=self.routing_key,
+            labels=self.labels, submit_dir=str(base), cwd=self.cwd,
+            task_memory_mb=max(1, self.task_memory >> 20) if self.task_memory else 0,
+        )
+        packed = self._ship(spec, entry, base)
+        spec.retry.max_attempts = self.retries + 1
+        for target, seconds in ((spec.retry.initial_backoff, self.backoff), (spec.retry.max_backoff, self.max_backoff),
+                                (spec.timeout, self.timeout)):
+            if seconds is not None:
+                target.FromMilliseconds(int(seconds * 1000))
+        self._trigger(spec.trigger)
+        self._split(spec.split, base)
+        return spec, packed
+
+    def _ship(self, spec: pb.JobSpec, entry: str, base: Path) -> Bundle | None:
+        parsed = parse_entrypoint(entry)
+        py_files, files = _paths(self.py_files, base), _paths(self.files, base)
+        if not self.ship or not (parsed.is_file or self.bundle or py_files or files):
+            return None
+        packed = build_bundle(Path(parsed.path) if parsed.is_file else None, parsed.func, submit_dir=base,
+                              bundle_dir=_paths([self.bundle], base)[0] if self.bundle else None,
+                              py_files=py_files, files=files)
+        spec.entrypoint = packed.entrypoint or entry
+        del spec.py_files[:]
+        spec.py_files.extend(packed.py_files)
+        spec.bundle.digest, spec.bundle.size = packed.digest, len(packed.data)
+        return packed
+
+    def _trigger(self, trig: pb.Trigger) -> None:
+        if self.delay is not None:
+            trig.delay.FromMilliseconds(int(self.delay * 1000))
+        elif self.at is not None:
+            trig.at.FromMilliseconds(int(self.at * 1000))
+        elif self.cron:
+            trig.cron.expr, trig.cron.tz = self.cron, self.tz
+        elif self.every is not None:
+            trig.every.interval.FromMilliseconds(int(self.every * 1000))
+            trig.every.fixed_delay = self.fixed_delay
+        else:
+            trig.now = True
+        for target, moment in ((trig.start_at, self.start_at), (trig.end_at, self.end_at)):
+            if moment is not None:
+                target.FromMilliseconds(int(moment * 1000))
+        trig.max_runs = self.max_runs
+
+    def _split(self, split: pb.SplitSpec, base: Path) -> None:
+        for item in self.inputs:
+            value, mark = item if isinstance(item, tuple) else (item, "")
+            split.inputs.add(value=value, mark=mark)
+        for pattern in self.input_globs:
+            matches = sorted(glob.glob(pattern, root_dir=base, recursive=True))
+            if not matches:
+                raise errors.InvalidArgument(f"input_globs: no file matches {pattern!r}")
+            for match in matches:
+                split.inputs.add(value=str((base / match).resolve()))
+        split.parallelism = self.parallelism
+        split.max_bytes_per_sec, split.max_records_per_sec = self.max_bytes_per_sec, self.max_records_per_sec
+        split.task_bytes_per_sec, split.task_records_per_sec = self.task_bytes_per_sec, self.task_records_per_sec
+        split.max_concurrent = self.max_concurrent
+
+
+def _read(opt: Option, name: str, value: Any) -> Any:
+    """``value`` in the option's one form; InvalidArgument naming the option when it does not read."""
+    try:
+        return _READERS[opt.kind](name, value)
+    except errors.InvalidArgument:
+        raise
+    except (TypeError, ValueError) as exc:
+        message = str(exc)
+        raise errors.InvalidArgument(message if message.startswith(f"{name}:") else f"{name}: {message}") from None
+
+
+def _str(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{value!r} is not a string")
+    return value
+
+
+def _int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"{value!r} is not a whole number")
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a whole number") from None
+
+
+def _count(name: str, value: Any) -> int:
+    number = _int(name, value)
+    if number < 0:
+        raise ValueError("must not be negative")
+    return number
+
+
+def _flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{value!r} is not True or False")
+    return value
+
+
+def _duration(name: str, value: Any) -> float | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError("must not be negative")
+        return float(value)
+    return parse_duration(_str(name, value), field=name)
+
+
+def _instant(name: str, value: Any) -> float | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return parse_instant(_str(name, value), field=name)
+
+
+def _size(name: str, value: Any) -> int:
+    if value in (None, "", 0):
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"{value!r} is not a size")
+    return parse_size(value, field=name, default_unit="m")
+
+
+def _choice(name: str, value: Any) -> str:
+    key = _str(name, value).lower()
+    table = _CHOICES[name]
+    if key and key not in table:
+        raise ValueError(f"{value!r} is not one of {', '.join(table)}")
+    return key
+
+
+def _pairs(name: str, value: Any) -> dict[str, str]:
+    if isinstance(value, Mapping):
+        return {str(k): str(v) for k, v in value.items()}
+    if isinstance(value, str):
+        value = [value]
+    return parse_conf([_str(name, item) for item in value], field=name)
+
+
+def _list(name: str, value: Any) -> list[Any]:
+    if isinstance(value, str):
+        raise TypeError(f"{value!r}: give a list")
+    items = list(value)
+    if name == "inputs":  # a value, or (value, resource mark)
+        return [(str(i[0]), str(i[1])) if isinstance(i, tuple) else _str(name, i) for i in items]
+    return [_str(name, item) for item in items]
+
+
+def _path(name: str, value: Any) -> str:
+    return str(value) if isinstance(value, Path) else _str(name, value)
+
+
+_READERS = {"str": _str, "int": _int, "count": _count, "flag": _flag, "duration": _duration,
+            "instant": _instant, "size": _size, "choice": _choice, "pairs": _pairs, "list": _list,
+            "paths": _list, "path": _path}
+
+
+def duration_s(value: float | str | None, name: str) -> float | None:
+    """Seconds in a duration a user gave (``"10m"``, ``600``); None when not given."""
+    seconds: float | None = _read(Option("", "duration"), name, value)
+    return seconds
+
+
+def _paths(items: Sequence[str], base: Path) -> tuple[Path, ...]:
+    """Comma-separated or repeated paths (spark-submit's --py-files/--files style), made absolute."""
+    out = []
+    for item in items:
+        for part in str(item).split(","):
+            if part.strip():
+                path = Path(part.strip()).expanduser()
+                out.append(path if path.is_absolute() else (base / path).absolute())
+    return tuple(out)
+
+
+def build_spec(entrypoint: str, **options: Any) -> pb.JobSpec:
+    """A JobSpec from keyword options (the fields of :class:`JobOptions`); InvalidArgument names a bad one."""
+    return JobOptions.of(options).to_spec(entrypoint)[0]

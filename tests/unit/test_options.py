@@ -1,0 +1,103 @@
+"""Job options defined once (common/options.py): the CLI's flags and the Python client's keyword arguments
+come from the same fields and make the same spec; bad values are refused naming the option."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from sparkyard import errors
+from sparkyard.cli.main import build_parser
+from sparkyard.options import JobOptions, build_spec
+from sparkyard.spec import normalize
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "job.py").write_text("def main(spark, ctx):\n    return 1\n")
+    for name in ("a.csv", "b.csv"):
+        (tmp_path / "data").mkdir(exist_ok=True)
+        (tmp_path / "data" / name).write_text("x\n")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def cli_spec(*argv: str) -> pb.JobSpec:
+    args = build_parser().parse_args(["submit", "job.py:main", *argv])
+    return JobOptions.from_namespace(args).to_spec(args.entrypoint)[0]
+
+
+def test_every_option_has_exactly_one_flag_and_help() -> None:
+    parser = argparse.ArgumentParser()
+    JobOptions.add_arguments(parser)
+    dests = [a.dest for a in parser._actions if a.dest != "help"]
+    cli_fields = [f.name for f in dataclasses.fields(JobOptions) if f.metadata["option"].cli]
+    assert sorted(dests) == sorted(cli_fields) and len(dests) == len(set(dests))
+    assert all(a.help for a in parser._actions)
+
+
+def test_the_cli_and_the_python_client_make_the_same_spec(project: Path) -> None:
+    argv = ["--arg", "2026-11-22", "--arg", "x", "--name", "etl", "--priority", "5", "--runner", "submit",
+            "--conf", "spark.sql.shuffle.partitions=4", "--env", "MODE=prod", "--retries", "2", "--backoff", "30s",
+            "--max-backoff", "5m", "--timeout", "1h30m", "--every", "10m", "--fixed-delay", "--max-runs", "3",
+            "--misfire", "catch-up", "--catch-up-limit", "4", "--overlap", "forbid", "--input", "day=2026-11-22",
+            "--input", "s3://b/dt=1/", "--parallelism", "2", "--max-concurrent", "1", "--routing", "consistent-hash",
+            "--routing-key", "k", "--label", "team=data", "--task-memory", "2g", "--no-ship"]
+    python = build_spec("job.py:main", args=["2026-11-22", "x"], name="etl", priority=5, runner="submit",
+                        conf={"spark.sql.shuffle.partitions": "4"}, env=["MODE=prod"], retries=2, backoff=30,
+                        max_backoff="5m", timeout=5400, every="10m", fixed_delay=True, max_runs=3, misfire="catch-up",
+                        catch_up_limit=4, overlap="forbid", inputs=[("2026-11-22", "day"), "s3://b/dt=1/"],
+                        parallelism=2, max_concurrent=1, routing="consistent-hash", routing_key="k",
+                        labels={"team": "data"}, task_memory=2048, ship=False)
+    assert cli_spec(*argv) == python
+    norm = normalize(python)
+    assert norm.retry.max_attempts == 3 and norm.timeout.ToSeconds() == 5400
+    assert norm.trigger.every.interval.ToSeconds() == 600 and norm.task_memory_mb == 2048
+    assert [(i.value, i.mark) for i in norm.split.inputs] == [("2026-11-22", "day"), ("s3://b/dt=1/", "")]
+
+
+def test_an_input_glob_names_every_matching_file(project: Path) -> None:
+    spec = cli_spec("--inputs", "data/*.csv", "--no-ship")
+    assert [i.value for i in spec.split.inputs] == [str(project / "data" / "a.csv"), str(project / "data" / "b.csv")]
+    with pytest.raises(errors.InvalidArgument, match="input_globs: no file matches"):
+        cli_spec("--inputs", "nothing/*.csv")
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"retires": 2}, "unknown job option.*retires"),
+    ({"retries": -1}, "retries: must not be negative"),
+    ({"retries": "two"}, "retries: 'two' is not a whole number"),
+    ({"timeout": "10 parsecs"}, "timeout: .* is not a duration"),
+    ({"at": "2026-11-22 03:00"}, "at: .* has no time zone offset"),
+    ({"misfire": "sometimes"}, "misfire: 'sometimes' is not one of skip, fire-once, catch-up"),
+    ({"labels": ["team"]}, "labels: 'team' is not key=value"),
+    ({"task_memory": "lots"}, "task_memory: 'lots' is not a size"),
+    ({"delay": "10s", "cron": "* * * * *"}, "trigger: choose one of"),
+    ({"tz": "Europe/Berlin"}, "tz: --tz applies to --cron"),
+    ({"fixed_delay": True}, "fixed_delay: --fixed-delay applies to --every"),
+    ({"cwd": "relative/dir"}, "cwd: 'relative/dir' must be an absolute path"),
+    ({"files": ["data/a.csv"], "ship": False}, "--no-ship turns off"),
+    ({"args": "one-string"}, "args: 'one-string': give a list"),
+])
+def test_a_bad_option_is_refused_naming_it(project: Path, options: dict[str, object], message: str) -> None:
+    with pytest.raises(errors.InvalidArgument, match=message):
+        build_spec("job.py:main", **options)
+
+
+def test_a_bad_flag_value_on_the_command_line_is_refused_naming_it(project: Path) -> None:
+    with pytest.raises(errors.InvalidArgument, match="label: 'team' is not key=value|labels: 'team'"):
+        cli_spec("--label", "team")
+    with pytest.raises(errors.InvalidArgument, match="retries: '1.5' is not a whole number"):
+        cli_spec("--retries", "1.5")
+    with pytest.raises(SystemExit):  # argparse: two triggers at once
+        cli_spec("--delay", "1s", "--every", "1s")
+
+
+def test_defaults_make_a_job_that_runs_now_once(project: Path) -> None:
+    spec = normalize(build_spec("job.py:main"))
+    assert spec.trigger.now and spec.retry.max_attempts == 1 and spec.name == "job:main"
+    assert spec.bundle.digest  # the entrypoint is shipped
