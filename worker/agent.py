@@ -1,4 +1,5 @@
-"""The worker agent (LTS's TaskTracker, Doris BE): slots, the master stream, leases, results, drain.
+"""The worker agent (LTS's TaskTracker, Doris BE): the master stream, leases, results, drain (the attempts
+themselves, from arrival to reported end, are :mod:`sparkyard.worker.attempts`).
 
 Life of a connection: open ``WorkerService.Connect`` to a master (trying the configured list in turn,
 with jittered exponential backoff), send ``Register`` with the leases still held from before, wait for
@@ -9,8 +10,9 @@ Guarantees kept here:
 
 * **results are not lost**: a result stays in ``pending`` until the master acknowledges it (accepted or
   refused as stale) and is resent after a reconnect;
-* **self-fencing**: an attempt whose lease was not renewed for ``lease − margin`` is killed and its result
-  dropped — by then the master may have given the task to another worker, and the two must not overlap;
+* **self-fencing**: an attempt whose lease was not renewed for ``lease − margin`` is killed (and its end
+  reported, to be refused as stale if the master has moved on) — by then the master may have given the task
+  to another worker, and the two must not overlap;
 * **drain**: on SIGTERM the worker stops taking tasks, lets running ones finish for ``drain_timeout``,
   hands the rest back (RELEASED, no attempt used up), waits for the acknowledgements and exits.
 """
@@ -24,26 +26,25 @@ import socket
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Coroutine
+from typing import Any, AsyncIterator, Coroutine
 
 import grpc
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential_jitter
 
 from sparkyard import __version__
-from sparkyard.clock import Cancellable, Clock, SystemClock
+from sparkyard.clock import Clock, SystemClock
 from sparkyard.config import WorkerConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
+from sparkyard.worker.attempts import AttemptSlots, Execution, Pending
 from sparkyard.worker.bundles import BundleCache, fetch_over
 from sparkyard.worker.children import Children
 from sparkyard.worker.logs import LogFiles, day_name, remove_older_than
 from sparkyard.worker.prefetch import Prefetch
 from sparkyard.worker.reports import ReportSender
-from sparkyard.worker.runner.base import AttemptRun, Outcome, Runner
+from sparkyard.worker.runner.base import Runner
 from sparkyard.worker.runner.session import SessionRunner
 from sparkyard.worker.runner.submit import SubmitRunner
-from sparkyard.worker.workspace import Workspace, WorkspaceError, workspace
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +60,6 @@ DEFAULT_HEARTBEAT_S = 3.0
 # result): halves the messages of a stream of short tasks, keeps `logs -f` working for long ones. The
 # check runs every FENCE_CHECK_S, so the report leaves 0.1–0.35 s after the start.
 STARTED_REPORT_AFTER_S = 0.1
-# A queued task that has waited this long for a slot is handed back (RELEASED, no attempt used up) so a
-# worker with a free slot runs it: the slots here are held by attempts that run far longer than usual.
-HANDBACK_AFTER_S = 1.0
 # A result not acknowledged for this long is sent again on the next heartbeat.
 RESEND_AFTER_S = 10.0
 # How often the self-fencing watchdog looks at lease renewals.
@@ -77,51 +75,12 @@ FLUSH_TIMEOUT_S = 10.0
 LOG_SWEEP_MAX_S = 3600.0
 KEEPALIVE_MS = 10_000
 
-# An attempt's workspace until the agent has placed it (bundle fetched, working directory chosen).
-_UNPLACED = Workspace("", "", (), ())
-_RUNNER_NAMES = {pb.RUNNER_SUBMIT: "submit", pb.RUNNER_SESSION: "session"}
-# Every ended attempt is reported, killed ones too: the master frees a slot only on a worker's result.
-# A lost lease's report is refused as stale (the master already moved the task on); a self-fenced one's
-# hands the task back if the master has not requeued it yet.
-_KILL_OUTCOMES = {"timeout": pb.ATTEMPT_TIMED_OUT, "cancel": pb.ATTEMPT_CANCELLED, "release": pb.ATTEMPT_RELEASED,
-                  "lost": pb.ATTEMPT_RELEASED, "fence": pb.ATTEMPT_RELEASED}
 
 
 class StreamClosed(Exception):
     """The master ended the stream (or it broke)."""
 
 
-@dataclass(eq=False)
-class Execution:
-    """One attempt leased to this worker: queued for a slot, then running."""
-
-    assignment: pb.TaskAssignment
-    run: AttemptRun
-    renewed_at: float  # monotonic time of the last lease renewal (or of receipt)
-    queued_at: float  # monotonic time it arrived
-    unqueue: Callable[[Execution], None]  # how a kill ends it while it is still queued
-    begun_at: float = 0.0  # monotonic time a slot took it (0: still queued)
-    started_ms: int = 0  # wall-clock ms when the runner was given the attempt
-    placed: bool = False  # its bundle (if any) is in the cache: a slot can take it
-    bundle_root: Path | None = None
-    ended: bool = False
-    announced: bool = False  # its start was reported on its own (see Agent._fence_loop)
-    kill_kind: str = ""  # timeout | cancel | release | lost | fence
-    timer: Cancellable | None = None  # the attempt's timeout, if it has one
-    bundle: pb.BundleRef | None = None  # the bundle it holds in the cache while it runs
-
-    def kill(self, kind: str, reason: str) -> None:
-        if not self.kill_kind:
-            self.kill_kind = kind
-            self.run.kill(reason)
-            if not self.begun_at:
-                self.unqueue(self)
-
-
-@dataclass
-class _Pending:
-    result: pb.TaskResult
-    sent_at: float
 
 
 @dataclass
@@ -129,7 +88,7 @@ class _Connection:
     outbound: asyncio.Queue[pb.WorkerMessage | None] = field(default_factory=asyncio.Queue)
 
 
-class Agent:
+class Agent(AttemptSlots):
     def __init__(self, cfg: WorkerConfig, *, clock: Clock | None = None,
                  runners: dict[str, Runner] | None = None) -> None:
         self.cfg = cfg
@@ -158,7 +117,7 @@ class Agent:
         self.prefetch = Prefetch(cfg.prefetch_max)
         self._asked = 0  # the prefetch last told to the master
         self._asked_before = 0  # the one before it (the master may still be working from it)
-        self.pending: dict[tuple[str, int], _Pending] = {}
+        self.pending: dict[tuple[str, int], Pending] = {}
         self.draining = False
         self.lease_s = DEFAULT_LEASE_S
         self.heartbeat_s = DEFAULT_HEARTBEAT_S
@@ -359,10 +318,6 @@ class Agent:
             prefetch=self._ask(),
         )
 
-    def _held(self) -> list[pb.Lease]:
-        return [pb.Lease(task_id=e.assignment.task_id, fencing_token=e.assignment.fencing_token)
-                for e in self.executions.values() if not e.kill_kind]
-
     def _on_registered(self, reg: pb.Registered, conn: _Connection, address: str) -> None:
         self.lease_s = reg.lease.ToMilliseconds() / 1000 or DEFAULT_LEASE_S
         self.heartbeat_s = reg.heartbeat_interval.ToMilliseconds() / 1000 or DEFAULT_HEARTBEAT_S
@@ -459,13 +414,6 @@ class Agent:
 
     # ---- heartbeats and self-fencing ---------------------------------------------------------------------
 
-    def free_slots(self) -> int:
-        """Slots that may take a new attempt: those of the default runner that can run one, less running
-        attempts (an attempt of the other runner also takes a slot)."""
-        if self.draining:
-            return 0
-        return max(0, self.readiness()[2] - self._busy)
-
     def _send_heartbeat(self) -> None:
         readiness, reason, ready = self.readiness()
         self._send(pb.WorkerMessage(heartbeat=pb.Heartbeat(
@@ -510,160 +458,3 @@ class Agent:
                     self._announce_start(execution)
             await self.clock.sleep(FENCE_CHECK_S)
 
-    def _announce_start(self, execution: Execution) -> None:
-        a = execution.assignment
-        started = pb.TaskStarted(task_id=a.task_id, fencing_token=a.fencing_token, log_path=execution.run.log_path)
-        started.started_at.FromMilliseconds(execution.started_ms)
-        self.reports.started(started)
-
-    # ---- running attempts --------------------------------------------------------------------------------
-
-    def _runner_for(self, spec: pb.JobSpec) -> Runner:
-        return self.runners[_RUNNER_NAMES.get(spec.runner, self.cfg.runner)]
-
-    def _accept(self, assignment: pb.TaskAssignment, have_room: bool) -> bool:
-        """Queue an attempt for a slot (True), or hand it straight back when it is a duplicate or the
-        worker has no room (the master's view of its capacity was out of date)."""
-        if assignment.task_id in self.executions:
-            log.warning("task=%s already running here; duplicate assignment ignored", assignment.task_id)
-            return False
-        if not have_room:
-            self._finish(assignment, pb.ATTEMPT_RELEASED, Outcome("FAILED", error="worker has no free slot"), 0, 0)
-            return False
-        log_path = self.logs.path_for(assignment.task_id, assignment.attempt, self.clock.now())
-        run = AttemptRun(assignment, self.worker_id, log_path, self._attempts_dir, self.cfg.result_max_bytes,
-                         _UNPLACED)
-        now = self.clock.monotonic()
-        execution = Execution(assignment, run, renewed_at=now, queued_at=now, unqueue=self._unqueue)
-        self.executions[assignment.task_id] = execution
-        self._idle.clear()
-        self.queue.append(execution)
-        if assignment.spec.bundle.digest:  # fetched while it waits for a slot
-            self._spawn(self._place(execution))
-        else:
-            execution.placed = True
-        return True
-
-    def _unqueue(self, execution: Execution) -> None:
-        """A queued attempt was killed (cancel, hand-back, lost lease, drain): it ends without running."""
-        try:
-            self.queue.remove(execution)
-        except ValueError:
-            pass
-        self._ended(execution, Outcome("FAILED", error=execution.run.kill_reason))
-
-    def _hand_back_stuck(self) -> None:
-        now = self.clock.monotonic()
-        stuck = [e for e in self.queue if e.placed and now - e.queued_at > HANDBACK_AFTER_S]
-        if stuck:
-            log.info("handing back %d queued tasks: no slot freed for %.1fs (the slots run long attempts)",
-                     len(stuck), HANDBACK_AFTER_S)
-        for execution in stuck:
-            execution.kill("release", f"handed back after waiting {now - execution.queued_at:.1f}s for a free "
-                                      "slot on this worker (its slots run long attempts)")
-
-    def _pump(self) -> None:
-        """Give free slots the queued attempts that can run (in arrival order)."""
-        if self._pumping:  # an attempt that ends at once re-enters here: the loop below sees it
-            return
-        self._pumping = True
-        try:
-            while self.queue and not self.draining and self._busy < self.readiness()[2]:
-                execution = next((e for e in self.queue if e.placed), None)
-                if execution is None:
-                    return
-                self.queue.remove(execution)
-                self._begin(execution)
-        finally:
-            self._pumping = False
-
-    async def _place(self, execution: Execution) -> None:
-        """Bring the job's bundle into the cache (once per digest) while the attempt waits for a slot."""
-        ref = execution.assignment.spec.bundle
-        try:
-            root = await self.bundles.acquire(ref)
-        except Exception as exc:
-            log.warning("task=%s: bundle %s unavailable: %s", execution.assignment.task_id, ref.digest[:12], exc)
-            if not execution.ended:
-                self.queue.remove(execution)
-                self._ended(execution, Outcome.failure(exc, f"cannot fetch the job's bundle {ref.digest[:12]}: "))
-            return
-        if execution.ended:  # killed while its bundle was fetched
-            self.bundles.release(ref)
-            return
-        execution.bundle = ref
-        execution.bundle_root = root
-        execution.placed = True
-        self._pump()
-
-    def _begin(self, execution: Execution) -> None:
-        assignment = execution.assignment
-        runner = self._runner_for(assignment.spec)
-        execution.begun_at = self.clock.monotonic()
-        execution.started_ms = int(self.clock.now() * 1000)
-        self._busy += 1
-        timeout_s = assignment.spec.timeout.ToMilliseconds() / 1000
-        if timeout_s > 0:
-            execution.timer = self.clock.call_later(
-                timeout_s, lambda: execution.kill("timeout", f"timed out after {timeout_s:g}s"))
-        try:
-            execution.run.workspace = workspace(assignment.spec, execution.bundle_root, execution.run.work_dir)
-        except WorkspaceError as exc:
-            self._ended(execution, Outcome("FAILED", error=str(exc)))
-            return
-        log.debug("task=%s attempt=%d token=%d starting (%s runner)", assignment.task_id, assignment.attempt,
-                  assignment.fencing_token, runner.name)
-        try:
-            runner.begin(execution.run, lambda outcome: self._ended(execution, outcome))
-        except Exception as exc:
-            log.exception("task=%s runner failed", assignment.task_id)
-            self._ended(execution, Outcome.failure(exc, f"{runner.name} runner error: "))
-
-    def _ended(self, execution: Execution, outcome: Outcome) -> None:
-        """The runner's outcome of an attempt, or the end of one that never ran (once per attempt)."""
-        if execution.ended:
-            return
-        execution.ended = True
-        a = execution.assignment
-        if execution.begun_at:
-            self._busy -= 1
-            if not execution.kill_kind:
-                self.prefetch.ended(self.clock.monotonic() - execution.begun_at)
-        if execution.timer is not None:
-            execution.timer.cancel()
-        if execution.bundle is not None:
-            self.bundles.release(execution.bundle)
-            execution.bundle = None
-        if self.executions.get(a.task_id) is execution:
-            del self.executions[a.task_id]
-        idle = not self.executions
-        if idle:
-            self._idle.set()
-        finished_ms = int(self.clock.now() * 1000)
-        kind = execution.kill_kind
-        if kind:
-            outcome.error = execution.run.kill_reason
-            state = _KILL_OUTCOMES[kind]
-        else:
-            state = pb.ATTEMPT_SUCCEEDED if outcome.state == "SUCCEEDED" else pb.ATTEMPT_FAILED
-        log_path = execution.run.log_path if execution.begun_at else ""
-        self._finish(a, state, outcome, execution.started_ms, finished_ms, log_path, quiet=kind in ("", "release"))
-        self._pump()
-        if self._busy == 0:  # nothing more is coming soon to share the message
-            self.reports.flush()
-
-    def _finish(self, a: pb.TaskAssignment, state: int, outcome: Outcome, started_ms: int, finished_ms: int,
-                log_path: str = "", *, quiet: bool = True) -> None:
-        result = pb.TaskResult(task_id=a.task_id, fencing_token=a.fencing_token, outcome=state,
-                               result_json=outcome.result_json, error=outcome.error, traceback=outcome.traceback,
-                               log_path=log_path)
-        if started_ms:
-            result.started_at.FromMilliseconds(started_ms)
-        if finished_ms:
-            result.finished_at.FromMilliseconds(finished_ms)
-        level = logging.DEBUG if quiet and state in (pb.ATTEMPT_SUCCEEDED, pb.ATTEMPT_RELEASED) else logging.INFO
-        if log.isEnabledFor(level):
-            log.log(level, "task=%s attempt=%d token=%d finished %s%s", a.task_id, a.attempt, a.fencing_token,
-                    pb.AttemptState.Name(state), f": {outcome.error}" if outcome.error else "")
-        self.pending[(a.task_id, a.fencing_token)] = _Pending(result, self.clock.monotonic())
-        self.reports.result(result)
