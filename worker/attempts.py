@@ -111,8 +111,12 @@ class AttemptSlots:
         return max(0, self.readiness()[2] - self._busy)
 
     def _held(self) -> list[pb.Lease]:
-        return [pb.Lease(task_id=e.assignment.task_id, fencing_token=e.assignment.fencing_token)
-                for e in self.executions.values() if not e.kill_kind]
+        """The leases to renew and to declare on (re)registering: running attempts, and ended ones whose
+        result the master has not acknowledged — so a task that finished while no master was reachable
+        is not requeued on reconnect, and its result (resent then) counts."""
+        running = [pb.Lease(task_id=e.assignment.task_id, fencing_token=e.assignment.fencing_token)
+                   for e in self.executions.values() if not e.kill_kind]
+        return running + [pb.Lease(task_id=task_id, fencing_token=token) for task_id, token in self.pending]
 
     def _announce_start(self, execution: Execution) -> None:
         a = execution.assignment

@@ -84,3 +84,23 @@ def test_a_fixed_delay_job_is_rescheduled_by_a_master_that_did_not_fire_its_run(
     wait_for(two_runs_succeeded, 90, "the second run, fired after the first one ended")
     first, second = sorted(client.runs(job.id), key=lambda r: r.scheduled_at.ToMilliseconds())
     assert second.scheduled_at.ToMilliseconds() >= first.finished_at.ToMilliseconds() + 1000
+
+
+def test_a_result_that_ends_while_no_master_is_up_counts_once_one_is(make_cluster: object, tmp_path: Path) -> None:
+    """The worker declares the unacknowledged result's lease when it registers again, so the master does
+    not requeue the task, and the result it then resends is accepted: no re-run."""
+    cluster: Cluster = make_cluster()  # type: ignore[operator]
+    client = _start_with_long_lease(cluster, slots=1)
+    markers = tmp_path / "markers"
+    job = client.submit(f"{TASKS}:sleep_python", args=["2", str(markers)])
+    wait_for(lambda: list(markers.glob("*.started")), 90, "the task to start")
+    port = int(cluster.address.rsplit(":", 1)[1])
+    cluster.stop_master(signal.SIGKILL)
+    wait_for(lambda: list(markers.glob("*.done")), 60, "the task to end while no master is up")
+    cluster.start_master(*LONG_LEASE, port=port)
+    client = cluster.client()
+    run, timed_out = client.wait(first_run_id(job), timeout=60)
+    assert not timed_out and run.state == pb.RUN_SUCCEEDED
+    (attempt,) = run.tasks[0].attempts
+    assert attempt.state == pb.ATTEMPT_SUCCEEDED and len(list(markers.glob("*.started"))) == 1
+

@@ -51,7 +51,8 @@ def sleep_in_spark(spark: Any, ctx: Any) -> str:
 
 
 def sleep_python(spark: Any, ctx: Any) -> str:
-    """Sleeps in Python (not in Spark) in short steps, for ctx.args[0] seconds; writes a marker when started."""
+    """Sleeps in Python (not in Spark) in short steps, for ctx.args[0] seconds; writes a marker when started
+    and one when done."""
     seconds = float(ctx.args[0]) if ctx.args else 60.0
     print(f"sleeping {seconds:g} s", flush=True)
     if len(ctx.args) > 1:
@@ -60,6 +61,8 @@ def sleep_python(spark: Any, ctx: Any) -> str:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         time.sleep(0.05)
+    if len(ctx.args) > 1:
+        (Path(ctx.args[1]) / f"{ctx.task_id}.a{ctx.attempt}.done").write_text(str(ctx.fencing_token))
     return f"slept {seconds}"
 
 
