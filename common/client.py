@@ -6,12 +6,15 @@
 
 Calls are synchronous. Transport failures (UNAVAILABLE) are retried by gRPC itself with backoff — safe
 for submits because every submit carries an idempotency key (one is generated when none is given).
+``master`` may list several masters (``"h1:7070,h2:7070"``): calls go to the leader, following a
+standby's answer that names it, waiting out an election, or trying the next master of the list.
 gRPC errors are raised as :mod:`sparkyard.errors` classes carrying the server's message.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import Any, Iterator, Sequence
 
@@ -42,6 +45,9 @@ _SERVICE_CONFIG = json.dumps({
 })
 # WaitRun calls are chained in steps of at most this long (the server caps one call too).
 WAIT_STEP_S = 300.0
+# How long a call waits for a leader to be elected (standbys answer meanwhile), and how often it asks.
+LEADER_WAIT_S = 15.0
+ELECTION_POLL_S = 0.25
 
 def translate(exc: grpc.RpcError, master: str) -> errors.SparkyardError:
     """A gRPC error as the matching Sparkyard error."""
@@ -69,19 +75,30 @@ class Client:
                  config_file: str | None = None) -> None:
         cfg = load(ClientConfig, "client", config_file=config_file,
                    overrides={"master": master, "token": token, "call_timeout_s": timeout})
-        self.master = cfg.master
+        self.masters = [m.strip() for m in cfg.master.split(",") if m.strip()]
+        if not self.masters:
+            raise errors.InvalidArgument("master: give HOST:PORT (or a comma-separated list of them)")
+        self.master = self.masters[0]  # the one calls go to; moves to the leader a standby names
         self._timeout = cfg.call_timeout_s
         self._metadata = [("authorization", f"Bearer {cfg.token}")] if cfg.token else []
-        self._channel = grpc.insecure_channel(cfg.master, options=[
-            ("grpc.service_config", _SERVICE_CONFIG), ("grpc.enable_retries", 1),
-            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-        ])
-        self._jobs = pbg.JobServiceStub(self._channel)
-        self._cluster = pbg.ClusterServiceStub(self._channel)
-        self._bundles = pbg.BundleServiceStub(self._channel)
+        self._channels: dict[str, tuple[grpc.Channel, dict[str, Any]]] = {}
+
+    def _stubs(self, service: str) -> Any:
+        """The stub of a service on the current master (channels are made once per address)."""
+        if self.master not in self._channels:
+            channel = grpc.insecure_channel(self.master, options=[
+                ("grpc.service_config", _SERVICE_CONFIG), ("grpc.enable_retries", 1),
+                ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            ])
+            stubs = {"jobs": pbg.JobServiceStub(channel), "cluster": pbg.ClusterServiceStub(channel),
+                     "bundles": pbg.BundleServiceStub(channel)}
+            self._channels[self.master] = (channel, stubs)
+        return self._channels[self.master][1][service]
 
     def close(self) -> None:
-        self._channel.close()
+        for channel, _ in self._channels.values():
+            channel.close()
+        self._channels.clear()
 
     def __enter__(self) -> Client:
         return self
@@ -89,11 +106,41 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: Any, request: Any, timeout: float | None = None) -> Any:
-        try:
-            return method(request, timeout=timeout or self._timeout, metadata=self._metadata)
-        except grpc.RpcError as exc:
-            raise translate(exc, self.master) from None
+    def _call(self, service: str, method: str, request: Any, timeout: float | None = None) -> Any:
+        """Call the leader: a standby's refusal names it and the call goes there; while no master leads
+        (an election under way) the call waits up to LEADER_WAIT_S; an unreachable master is followed by
+        the next of the list. A list ``request`` is sent as a stream."""
+        deadline = time.monotonic() + LEADER_WAIT_S
+        unreachable: set[str] = set()
+        while True:
+            call = getattr(self._stubs(service), method)
+            try:
+                return call(iter(request) if isinstance(request, list) else request,
+                            timeout=timeout or self._timeout, metadata=self._metadata)
+            except grpc.RpcError as exc:
+                if not self._follow(exc, unreachable, deadline):
+                    raise translate(exc, ", ".join(self.masters) if unreachable else self.master) from None
+
+    def _follow(self, exc: grpc.RpcError, unreachable: set[str], deadline: float) -> bool:
+        """Where to send a call refused UNAVAILABLE next (True: self.master now names it)."""
+        if not hasattr(exc, "code") or exc.code() != grpc.StatusCode.UNAVAILABLE:
+            return False
+        trailing = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
+        if errors.LEADER_METADATA in trailing:  # a standby answered
+            leader = str(trailing[errors.LEADER_METADATA])
+            if leader and leader != self.master and leader not in unreachable and time.monotonic() < deadline:
+                self.master = leader
+                return True
+            if time.monotonic() < deadline:  # no leader (or a dead one) yet: an election is under way
+                time.sleep(ELECTION_POLL_S)
+                return True
+            return False
+        unreachable.add(self.master)
+        rest = [m for m in self.masters if m not in unreachable]
+        if rest:
+            self.master = rest[0]
+            return True
+        return False
 
     # ---- jobs --------------------------------------------------------------------------------------------
 
@@ -112,7 +159,7 @@ class Client:
     def upload(self, packed: Bundle) -> None:
         """Store a bundle on the master unless it is there already (content-addressed: sent once)."""
         ref = pb.BundleRef(digest=packed.digest, size=len(packed.data))
-        have = self._call(self._bundles.HasBundle, ref)
+        have = self._call("bundles", "HasBundle", ref)
         if have.present:
             return
         if have.max_bytes and ref.size > have.max_bytes:
@@ -121,47 +168,47 @@ class Client:
                 "(--max-bundle); ship less (.sparkyardignore) or raise the limit")
         parts = chunks(packed.data)
         messages = [pb.BundleChunk(ref=ref, data=parts[0]), *(pb.BundleChunk(data=p) for p in parts[1:])]
-        self._call(self._bundles.UploadBundle, iter(messages), timeout=max(self._timeout, ref.size / 1e6))
+        self._call("bundles", "UploadBundle", messages, timeout=max(self._timeout, ref.size / 1e6))
 
     def submit_spec(self, spec: pb.JobSpec, idempotency_key: str | None = None) -> pb.SubmitJobResponse:
         self._upload_for([spec])
         request = pb.SubmitJobRequest(spec=spec, idempotency_key=idempotency_key or uuid.uuid4().hex)
-        return self._call(self._jobs.SubmitJob, request)
+        return self._call("jobs", "SubmitJob", request)
 
     def submit_many(self, specs: Sequence[pb.JobSpec]) -> list[pb.Job]:
         """Submit many jobs in one call (all validated first; one bad spec rejects the call)."""
         self._upload_for(specs)
         request = pb.SubmitJobsRequest(jobs=[pb.SubmitJobRequest(spec=s, idempotency_key=uuid.uuid4().hex)
                                              for s in specs])
-        return [r.job for r in self._call(self._jobs.SubmitJobs, request).jobs]
+        return [r.job for r in self._call("jobs", "SubmitJobs", request).jobs]
 
     def job(self, job_id: str) -> pb.Job:
-        return self._call(self._jobs.GetJob, pb.GetJobRequest(job_id=job_id))
+        return self._call("jobs", "GetJob", pb.GetJobRequest(job_id=job_id))
 
     def jobs(self, *, limit: int = 0, state: str = "", group: str = "") -> list[pb.Job]:
         enum = pb.JobState.Value(f"JOB_{state.upper()}") if state else pb.JOB_STATE_UNSPECIFIED
-        return list(self._call(self._jobs.ListJobs, pb.ListJobsRequest(limit=limit, state=enum, group=group)).jobs)
+        return list(self._call("jobs", "ListJobs", pb.ListJobsRequest(limit=limit, state=enum, group=group)).jobs)
 
     def cancel(self, target_id: str, reason: str = "") -> list[str]:
-        return list(self._call(self._jobs.Cancel, pb.CancelRequest(id=target_id, reason=reason)).cancelled)
+        return list(self._call("jobs", "Cancel", pb.CancelRequest(id=target_id, reason=reason)).cancelled)
 
     def pause(self, job_id: str) -> pb.Job:
-        return self._call(self._jobs.PauseJob, pb.JobIdRequest(job_id=job_id))
+        return self._call("jobs", "PauseJob", pb.JobIdRequest(job_id=job_id))
 
     def resume(self, job_id: str) -> pb.Job:
-        return self._call(self._jobs.ResumeJob, pb.JobIdRequest(job_id=job_id))
+        return self._call("jobs", "ResumeJob", pb.JobIdRequest(job_id=job_id))
 
     def trigger(self, job_id: str) -> pb.Run:
-        return self._call(self._jobs.TriggerJob, pb.JobIdRequest(job_id=job_id)).run
+        return self._call("jobs", "TriggerJob", pb.JobIdRequest(job_id=job_id)).run
 
     # ---- runs --------------------------------------------------------------------------------------------
 
     def runs(self, job_id: str, *, limit: int = 0, with_tasks: bool = False) -> list[pb.Run]:
         request = pb.ListRunsRequest(job_id=job_id, limit=limit, with_tasks=with_tasks)
-        return list(self._call(self._jobs.ListRuns, request).runs)
+        return list(self._call("jobs", "ListRuns", request).runs)
 
     def run(self, run_id: str) -> pb.Run:
-        return self._call(self._jobs.GetRun, pb.GetRunRequest(run_id=run_id))
+        return self._call("jobs", "GetRun", pb.GetRunRequest(run_id=run_id))
 
     def wait(self, run_id: str, timeout: float | str | None = None) -> tuple[pb.Run, bool]:
         """Block until the run ends or ``timeout`` passes (None: no limit); returns (run, timed_out)."""
@@ -171,7 +218,7 @@ class Client:
             step = WAIT_STEP_S if total is None else max(0.001, min(WAIT_STEP_S, total - waited))
             request = pb.WaitRunRequest(run_id=run_id)
             request.timeout.FromMilliseconds(int(step * 1000))
-            reply = self._call(self._jobs.WaitRun, request, timeout=step + self._timeout)
+            reply = self._call("jobs", "WaitRun", request, timeout=step + self._timeout)
             waited += step
             if not reply.timed_out or (total is not None and waited >= total):
                 return reply.run, reply.timed_out
@@ -182,7 +229,7 @@ class Client:
         """The log of a task's attempt (latest by default), chunk by chunk; ``follow`` streams until it ends."""
         request = pb.StreamTaskLogRequest(task_id=task_id, attempt=attempt, follow=follow, offset=offset)
         try:
-            for chunk in self._jobs.StreamTaskLog(request, metadata=self._metadata,
+            for chunk in self._stubs("jobs").StreamTaskLog(request, metadata=self._metadata,
                                                   timeout=None if follow else self._timeout * 4):
                 if chunk.data:
                     yield chunk.data
@@ -192,7 +239,7 @@ class Client:
     # ---- cluster -----------------------------------------------------------------------------------------
 
     def workers(self, *, include_dead: bool = False) -> list[pb.WorkerInfo]:
-        return list(self._call(self._cluster.ListWorkers, pb.ListWorkersRequest(include_dead=include_dead)).workers)
+        return list(self._call("cluster", "ListWorkers", pb.ListWorkersRequest(include_dead=include_dead)).workers)
 
     def status(self) -> pb.StatusResponse:
-        return self._call(self._cluster.GetStatus, pb.GetStatusRequest())
+        return self._call("cluster", "GetStatus", pb.GetStatusRequest())

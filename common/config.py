@@ -49,6 +49,10 @@ DEFAULT_MISFIRE_THRESHOLD_S = 5.0
 DEFAULT_PRIORITY_AGING_S = 1.0
 # Messages queued for one worker's stream before the master stops dispatching to it (backpressure).
 DEFAULT_OUTBOUND_QUEUE = 1024
+# Leader election (master/leader.py): the leader's lease in Redis. A standby takes over about this long
+# after the leader dies; it must stay well inside the task lease so running tasks keep their leases across
+# a change of leader.
+DEFAULT_LEADER_LEASE_S = 3.0
 # Grace given to in-flight RPCs on shutdown.
 DEFAULT_SHUTDOWN_GRACE_S = 5.0
 # Largest bundle of shipped code (a job's files, zipped) the master stores: big enough for a project with
@@ -108,13 +112,21 @@ class MasterConfig:
     shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
     result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES
     max_bundle_bytes: int = DEFAULT_MAX_BUNDLE_BYTES
+    leader_lease_s: float = DEFAULT_LEADER_LEASE_S
+    advertise: str = ""  # HOST:PORT clients and workers reach this master at ('' = the listen address)
     log_level: str = "INFO"
 
     def validate(self) -> MasterConfig:
         _positive(self, "lease_s", "heartbeat_s", "reaper_interval_s", "dispatch_batch", "outbound_queue",
-                  "preload_horizon_s", "wait_max_s", "dead_after_heartbeats", "max_bundle_bytes", "idempotency_ttl_s")
+                  "preload_horizon_s", "wait_max_s", "dead_after_heartbeats", "max_bundle_bytes", "idempotency_ttl_s",
+                  "leader_lease_s")
         if self.heartbeat_s * 2 > self.lease_s:
             raise ConfigError(f"heartbeat_s ({self.heartbeat_s}) must be at most half of lease_s ({self.lease_s})")
+        if self.leader_lease_s >= self.lease_s:
+            raise ConfigError(f"leader_lease_s ({self.leader_lease_s}) must be shorter than lease_s ({self.lease_s}): "
+                              "running tasks must keep their leases while a standby takes over")
+        if self.advertise:
+            _host_port(self.advertise, "advertise")
         if self.max_lost < 0:
             raise ConfigError("max_lost must not be negative")
         _host_port(self.listen, "listen")

@@ -51,3 +51,7 @@ BY_CODE_NAME: dict[str, type[SparkyardError]] = {
     cls.code_name: cls for cls in (InvalidArgument, NotFound, FailedPrecondition, Unavailable, Unauthenticated,
                                    ResourceExhausted)
 }
+
+# A standby master refuses calls with UNAVAILABLE and this trailing metadata: the leader's address
+# ('' while an election is under way), which clients and workers follow.
+LEADER_METADATA = "sparkyard-leader"

@@ -44,6 +44,11 @@ P:timeouts                            zset    task id → attempt deadline in ms
 P:worker:{worker}:leases              set     task ids leased to the worker
 P:workers                             hash    worker id → worker record (JSON)
 P:fence                               string  the fencing-token counter (INCR, strictly increasing)
+P:leader                              hash    the leading master: id, epoch, address (expires with its
+                                              lease; renewed by the leader, taken by a standby when gone)
+P:epoch                               string  the leader epoch: +1 on every change of leader; every
+                                              write script refuses a caller whose epoch is not this
+P:masters                             hash    master id → {address, role, seen_ms} (JSON): who is there
 P:bundle:{digest}                     hash    a shipped bundle: size, created_ms, c0 … cN (1 MiB chunks);
                                               written under P:bundle:{digest}:up:{upload} and RENAMEd
                                               once its size and sha256 are checked
@@ -176,6 +181,18 @@ class Keys:
     def fence(self) -> str:
         return f"{self.namespace}:fence"
 
+    @property
+    def leader(self) -> str:
+        return f"{self.namespace}:leader"
+
+    @property
+    def epoch(self) -> str:
+        return f"{self.namespace}:epoch"
+
+    @property
+    def masters(self) -> str:
+        return f"{self.namespace}:masters"
+
     def lua_prelude(self) -> str:
         """Lua functions ``K.job(id)``, ``K.task(id)``… that build the same keys as this class."""
         lines = ["local K = {}"]
@@ -184,6 +201,7 @@ class Keys:
             lines.append(
                 f"K.{name} = function(id) return '{self.namespace}:{head}' .. id .. '{tail}' end"
             )
-        for name in ("jobs", "schedule", "awaiting", "groups", "delayed", "leases", "timeouts", "workers", "fence", "bundles"):
+        for name in ("jobs", "schedule", "awaiting", "groups", "delayed", "leases", "timeouts", "workers", "fence", "bundles",
+                     "leader", "epoch", "masters"):
             lines.append(f"K.{name} = '{getattr(self, name)}'")
         return "\n".join(lines)

@@ -14,12 +14,15 @@ import grpc
 EXEMPT_PREFIXES = ("/grpc.health.v1.Health/",)
 
 
-def _aborting_handler(like: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHandler:
+def aborting_handler(like: grpc.RpcMethodHandler, message: str,
+                     code: grpc.StatusCode = grpc.StatusCode.UNAUTHENTICATED,
+                     trailing: tuple[tuple[str, str], ...] = ()) -> grpc.RpcMethodHandler:
+    """A handler of the same shape as ``like`` that only refuses the call with ``code`` and ``message``."""
     async def abort_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+        await context.abort(code, message, trailing_metadata=trailing)
 
     async def abort_stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+        await context.abort(code, message, trailing_metadata=trailing)
         yield  # pragma: no cover - makes this an async generator
 
     if like.request_streaming and like.response_streaming:
@@ -48,7 +51,7 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
         if sent_bytes and hmac.compare_digest(sent_bytes, self._expected):
             return handler
         reason = "missing token" if not sent else "wrong token"
-        return _aborting_handler(handler, f"{reason}: pass --token or set SPARKYARD_TOKEN")
+        return aborting_handler(handler, f"{reason}: pass --token or set SPARKYARD_TOKEN")
 
 
 def is_loopback(host: str) -> bool:

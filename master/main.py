@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import gc
 import logging
+import os
 import signal
 import sys
 
@@ -46,12 +47,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="seconds late after which a firing counts as missed (default 5)")
     p.add_argument("--preload-horizon", dest="preload_horizon_s", type=float,
                    help="seconds ahead the schedule is loaded into the timing wheel (default 60; re-read every half)")
+    p.add_argument("--leader-lease", dest="leader_lease_s", type=float,
+                   help="seconds the leader's lease lasts; a standby takes over about this long after it dies (default 3)")
+    p.add_argument("--advertise", help="HOST:PORT clients and workers reach this master at (default: --listen)")
     p.add_argument("--max-bundle", help="largest bundle of shipped code a job may upload, e.g. 64m (default 64m)")
     p.add_argument("--log-level", help="DEBUG, INFO (default), WARNING, ERROR")
     return p.parse_args(argv)
 
 
-async def _run(cfg: MasterConfig) -> int:
+def _restart_as_standby(argv: list[str]) -> None:
+    """Replace this process with a fresh master: nothing of the old leader's memory can act again (the
+    exec also closes every socket, so workers and clients reconnect at once). It keeps the pid, so
+    supervisors and tests follow the same process, and comes back as a standby."""
+    log.warning("restarting as a standby")
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "sparkyard.master.main", *argv])
+
+
+async def _run(cfg: MasterConfig, argv: list[str]) -> int:
     server = MasterServer(cfg)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -65,10 +80,18 @@ async def _run(cfg: MasterConfig) -> int:
         return 2
     gc.freeze()  # start-up objects (modules, config, gRPC) never need collecting
     print(f"sparkyard-master listening on {server.address} (redis {redact(server.redis_url)})", flush=True)
-    await stop.wait()
-    log.info("signal received; shutting down")
-    await server.stop()
-    return 0
+    signalled = asyncio.ensure_future(stop.wait())
+    deposed = asyncio.ensure_future(server.deposed.wait())
+    await asyncio.wait({signalled, deposed}, return_when=asyncio.FIRST_COMPLETED)
+    signalled.cancel()
+    deposed.cancel()
+    if stop.is_set():
+        log.info("signal received; shutting down")
+        await server.stop()
+        return 0
+    await server.abandon()
+    _restart_as_standby(argv)  # from inside the loop: no task of the old leader gets to finish
+    return 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     gc.set_threshold(*GC_THRESHOLDS)
     with profiled():
-        return asyncio.run(_run(cfg))
+        return asyncio.run(_run(cfg, sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

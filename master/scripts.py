@@ -6,7 +6,10 @@ A script as sent to Redis is three parts:
    ``task_id`` (from :mod:`sparkyard.ids`) and ``EDGES`` (transition tables from :mod:`sparkyard.states`),
    so none is ever written twice;
 2. ``lib.lua``, the functions the scripts share;
-3. the script's own body, whose header documents KEYS, ARGV and the invariant it keeps.
+3. for every script that writes: the fence — the caller's leader epoch travels as one more, last ARGV
+   (added here, removed before the body sees ARGV), and the script refuses with ``FENCED`` unless it is
+   the current epoch, so a master that lost the leadership (paused, partitioned) can change nothing;
+4. the script's own body, whose header documents KEYS, ARGV and the invariant it keeps.
 
 Each script is registered once and then called by SHA (``EVALSHA``); redis-py re-sends the source on
 ``NOSCRIPT`` after a Redis restart.
@@ -19,6 +22,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
+from redis.exceptions import ResponseError
 
 from sparkyard import ids
 from sparkyard.keys import Keys
@@ -26,8 +30,20 @@ from sparkyard.states import lua_tables
 
 SCRIPT_NAMES = (
     "submit", "fire", "peek", "claim", "renew", "report", "release", "reap", "cancel", "job_state",
-    "reschedule", "bundle_gc",
+    "reschedule", "bundle_gc", "leader",
 )
+# Scripts that only read, or that decide the leadership itself, are not fenced.
+UNFENCED = frozenset({"peek", "leader"})
+FENCE = """-- fence: the caller's leader epoch is the last ARGV; nothing is written unless it is the current one
+local CALLER_EPOCH = table.remove(ARGV)
+if redis.call('GET', K.epoch) ~= CALLER_EPOCH then
+  return redis.error_reply('FENCED: leader epoch ' .. tostring(CALLER_EPOCH) .. ' is not the current one ('
+    .. tostring(redis.call('GET', K.epoch)) .. ')')
+end"""
+
+
+class Fenced(RuntimeError):
+    """A write script refused this master's epoch: another master leads now."""
 
 
 def script_source(name: str) -> str:
@@ -43,21 +59,36 @@ def render(name: str, keys: Keys) -> str:
         ids.lua_task_id(),
         lua_tables(),
         script_source("lib"),
+        "" if name in UNFENCED else FENCE,
         script_source(name),
     ])
 
 
 class ScriptLibrary:
-    """Every script, registered on one Redis client and callable by name."""
+    """Every script, registered on one Redis client and callable by name.
+
+    ``epoch`` is this master's leader epoch (0 until it leads: then every write is refused), sent with
+    every fenced call.
+    """
 
     def __init__(self, redis: Redis, keys: Keys) -> None:
         self._scripts: dict[str, AsyncScript] = {
             name: redis.register_script(render(name, keys)) for name in SCRIPT_NAMES
         }
+        self.epoch = 0
+
+    def _args(self, name: str, args: list[Any]) -> list[Any]:
+        return args if name in UNFENCED else [*args, self.epoch]
 
     async def __call__(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        return await self._scripts[name](keys=keys, args=args)
+        try:
+            return await self._scripts[name](keys=keys, args=self._args(name, args))
+        except ResponseError as exc:
+            if str(exc).startswith("FENCED"):
+                raise Fenced(str(exc)) from None
+            raise
 
     async def queue(self, pipeline: Any, name: str, keys: list[str], args: list[Any]) -> None:
-        """Add a call to a pipeline (its reply comes from ``pipeline.execute()``)."""
-        await self._scripts[name](keys=keys, args=args, client=pipeline)
+        """Add a call to a pipeline (its reply comes from ``pipeline.execute()``, which raises redis'
+        ResponseError ``FENCED: …`` if the epoch is not current)."""
+        await self._scripts[name](keys=keys, args=self._args(name, args), client=pipeline)

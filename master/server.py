@@ -1,14 +1,19 @@
 """One master process: Redis (embedded or given), the components, and the gRPC server around them.
 
-Start-up order matters for "a master can die and another takes over with nothing lost": the components
-rebuild their memory from Redis (schedule entries into the wheel, retry backoffs, fixed-delay jobs that
-await a run) before the port opens; workers then reconnect and re-declare their leases.
+Every master on one Redis namespace takes part in the leader election (:mod:`sparkyard.master.leader`);
+the leader does the work, the others stand by and refuse calls naming the leader. A master that can lead
+at start leads before its port opens; one that wins an election later starts leading then. Either way the
+components rebuild their memory from Redis when leading starts (schedule entries into the wheel, retry
+backoffs, fixed-delay jobs that await a run); workers then connect and re-declare their leases. A master
+that loses the leadership stops (its writes are fenced from that moment) and ``sparkyard-master``
+starts it again as a standby.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -27,6 +32,7 @@ from sparkyard.master.connection import WorkerConnection
 from sparkyard.master.core import MasterCore
 from sparkyard.master.embedded_redis import EmbeddedRedis
 from sparkyard.master.jobs import JobManager
+from sparkyard.master.leader import LeaderGate, Leadership
 from sparkyard.master.logs import LogRelay
 from sparkyard.master.preloader import Preloader
 from sparkyard.master.reaper import Reaper
@@ -45,6 +51,8 @@ log = logging.getLogger(__name__)
 # a burst of requests queues in the master rather than overwhelming Redis with connections.
 REDIS_CONNECTIONS = 64
 REDIS_POOL_WAIT_S = 20.0
+# How long a stop waits for Redis connections to close.
+REDIS_CLOSE_WAIT_S = 3.0
 # How long start-up waits for a given Redis to answer.
 REDIS_CONNECT_WAIT_S = 30.0
 # gRPC messages up to this size (a bulk submit of many jobs, a log chunk).
@@ -55,6 +63,14 @@ KEEPALIVE_MS = 10_000
 
 class StartupError(RuntimeError):
     """The master cannot start with this configuration (message says why and what to do)."""
+
+
+def advertised(address: str) -> str:
+    """The address others reach this master at: a wildcard listen address becomes the host name."""
+    host, _, port = address.rpartition(":")
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        host = socket.gethostname()
+    return f"{host}:{port}"
 
 
 def redact(url: str) -> str:
@@ -82,6 +98,10 @@ class MasterServer:
         self._reports: ReportSink | None = None
         self._raw_redis: Redis | None = None
         self._collector: asyncio.Task[None] | None = None
+        self._bundles: BundleStore | None = None
+        self.leadership: Leadership | None = None
+        self._election: asyncio.Task[None] | None = None
+        self.deposed = asyncio.Event()  # set when this master lost the leadership: it must stop
         self._stopped = asyncio.Event()
 
     async def start(self) -> None:
@@ -109,8 +129,8 @@ class MasterServer:
         self._raw_redis = Redis(connection_pool=BlockingConnectionPool.from_url(
             self.redis_url, decode_responses=False, max_connections=REDIS_CONNECTIONS // 4,
             timeout=REDIS_POOL_WAIT_S))
-        bundles = BundleStore(self._raw_redis, Keys(cfg.namespace), store.scripts, cfg.max_bundle_bytes)
-        self._collector = asyncio.create_task(bundles.run_collector(), name="bundle-collector")
+        bundles = self._bundles = BundleStore(self._raw_redis, Keys(cfg.namespace), store.scripts,
+                                              cfg.max_bundle_bytes)
 
         self._timer = SystemTimer(self.clock)
         self._timer.start()
@@ -131,12 +151,8 @@ class MasterServer:
 
         self._reaper = Reaper(core, worker_dead)
 
-        await self._preloader.start()
-        for task_id, not_before_ms in await store.delayed_entries():
-            core.arm_release(task_id, not_before_ms)
-
         server = self._server = grpc.aio.server(
-            interceptors=[TokenAuthInterceptor(cfg.token)] if cfg.token else [],
+            interceptors=[*([TokenAuthInterceptor(cfg.token)] if cfg.token else []), *self._gate()],
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -146,12 +162,12 @@ class MasterServer:
             ],
         )
         started_at = self.clock.now()
-        mid = master_id(cfg.listen)
         pbg.add_JobServiceServicer_to_server(JobService(jobs, logs), server)
         pbg.add_WorkerServiceServicer_to_server(WorkerService(WorkerConnection(core, logs, self._reports)), server)
         pbg.add_BundleServiceServicer_to_server(BundleService(bundles), server)
         pbg.add_ClusterServiceServicer_to_server(
-            ClusterService(core, mid, redact(self.redis_url), started_at, lambda: self._timer.size if self._timer else 0),
+            ClusterService(core, self.leadership, redact(self.redis_url), started_at,
+                           lambda: self._timer.size if self._timer else 0),
             server,
         )
         self._health = health.aio.HealthServicer()
@@ -164,12 +180,47 @@ class MasterServer:
             raise StartupError(f"cannot listen on {cfg.listen}: {exc}") from None
         if self.port == 0:
             raise StartupError(f"cannot listen on {cfg.listen} (address in use?)")
+        leadership = self.leadership
+        assert leadership is not None
+        leadership.master_id = master_id(f"{host}:{self.port}")
+        leadership.address = advertised(cfg.advertise or f"{host}:{self.port}")
+        if await leadership.acquire():  # lead before the port opens when nobody else leads
+            await self._lead(leadership.epoch)
         await server.start()
-        core.scheduler.start()
-        self._reaper.start()
+        self._election = asyncio.create_task(leadership.run(), name="leader-election")
         for name in ["", *names]:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        log.info("master %s listening on %s:%d (redis %s)", mid, host, self.port, redact(self.redis_url))
+        log.info("master %s listening on %s:%d as %s (redis %s)", leadership.master_id, host, self.port,
+                 leadership.role, redact(self.redis_url))
+
+    def _gate(self) -> list[grpc.aio.ServerInterceptor]:
+        """The leader election, and the interceptor that makes a standby refuse calls naming the leader."""
+        assert self.core is not None and self._redis is not None
+        store = self.core.store
+        assert isinstance(store, RedisStore)
+        self.leadership = Leadership(store.scripts, self._redis, Keys(self.cfg.namespace), "", "",
+                                  self.cfg.leader_lease_s, self.clock, self._elected, self._lost)
+        return [LeaderGate(self.leadership)]
+
+    async def _elected(self, epoch: int) -> None:
+        await self._lead(epoch)
+
+    async def _lead(self, epoch: int) -> None:
+        """Start leading: rebuild the wheel and retry timers from Redis, then dispatch, reap and collect."""
+        assert self.core is not None and self._preloader is not None and self._reaper is not None
+        assert self._bundles is not None
+        core = self.core
+        await self._preloader.start()
+        for task_id, not_before_ms in await core.store.delayed_entries():
+            core.arm_release(task_id, not_before_ms)
+        core.scheduler.start()
+        self._reaper.start()
+        self._collector = asyncio.create_task(self._bundles.run_collector(), name="bundle-collector")
+        log.info("leading as epoch %d", epoch)
+
+    async def _lost(self, why: str) -> None:
+        log.warning("lost the leadership (%s): stopping; writes are fenced from now on", why)
+        self.deposed.set()
 
     @property
     def address(self) -> str:
@@ -180,6 +231,11 @@ class MasterServer:
         if self._stopped.is_set():
             return
         started = time.monotonic()
+        if self._election is not None:
+            self._election.cancel()
+            await asyncio.gather(self._election, return_exceptions=True)
+        if self.leadership is not None:
+            await self.leadership.resign()  # a standby takes over at its next try, not after the lease
         if self._health is not None:
             await self._health.enter_graceful_shutdown()
         if self._reaper is not None:
@@ -200,11 +256,23 @@ class MasterServer:
             self._timer.close()
         if self._collector is not None:
             self._collector.cancel()
-        if self._raw_redis is not None:
-            await self._raw_redis.aclose()
-        if self._redis is not None:
-            await self._redis.aclose()
-        if self._embedded is not None:
-            await asyncio.to_thread(self._embedded.stop)
+        for client in (self._raw_redis, self._redis):
+            if client is not None:
+                try:  # a connection a cancelled call left in use can hold this up: the process ends anyway
+                    await asyncio.wait_for(client.aclose(), REDIS_CLOSE_WAIT_S)
+                except asyncio.TimeoutError:
+                    log.warning("redis connections did not close within %.0fs", REDIS_CLOSE_WAIT_S)
+        await self._stop_embedded()
         log.info("master stopped in %.1fs", time.monotonic() - started)
         self._stopped.set()
+
+    async def _stop_embedded(self) -> None:
+        if self._embedded is not None:
+            await asyncio.to_thread(self._embedded.stop)
+            self._embedded = None
+
+    async def abandon(self) -> None:
+        """After losing the leadership: end at once, without a graceful stop (its writes are fenced; a
+        fresh process replaces this one, and the exec closes every socket). Only an embedded Redis is
+        stopped, so the new process can start it again."""
+        await self._stop_embedded()

@@ -19,6 +19,7 @@ from sparkyard.master.connection import WorkerConnection
 from sparkyard.master.convert import job_to_proto, run_to_proto
 from sparkyard.master.core import MasterCore
 from sparkyard.master.jobs import JobManager
+from sparkyard.master.leader import Leadership
 from sparkyard.master.logs import LogRelay
 from sparkyard.states import JobState, from_proto
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -158,10 +159,10 @@ class WorkerService(pbg.WorkerServiceServicer):
 
 
 class ClusterService(pbg.ClusterServiceServicer):
-    def __init__(self, core: MasterCore, master_id: str, redis_url: str, started_at: float,
+    def __init__(self, core: MasterCore, leadership: Leadership, redis_url: str, started_at: float,
                  timers_pending: Callable[[], int]) -> None:
         self._core = core
-        self._master_id = master_id
+        self._leadership = leadership
         self._redis_url = redis_url
         self._started_at = started_at
         self._timers_pending = timers_pending
@@ -199,8 +200,10 @@ class ClusterService(pbg.ClusterServiceServicer):
     async def GetStatus(self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext) -> pb.StatusResponse:
         sessions = self._core.registry.sessions()
         counts = await self._core.store.counts()
+        lead = self._leadership
         out = pb.StatusResponse(
-            version=__version__, master_id=self._master_id,
+            version=__version__, master_id=lead.master_id, role=lead.role, leader=lead.view.address,
+            epoch=lead.view.epoch,
             workers_alive=len(sessions),
             slots_total=sum(s.slots for s in sessions),
             slots_free=sum(s.idle for s in sessions),
@@ -209,6 +212,10 @@ class ClusterService(pbg.ClusterServiceServicer):
             jobs_scheduled=counts["scheduled"], redis=self._redis_url,
         )
         out.started_at.FromMilliseconds(int(self._started_at * 1000))
+        for mid, record in await lead.masters():
+            info = out.masters.add(id=mid, address=str(record.get("address", "")),
+                                   role="leader" if mid == lead.view.leader_id else "standby")
+            info.last_seen.FromMilliseconds(int(str(record.get("seen_ms", 0))))
         return out
 
 

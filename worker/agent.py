@@ -29,11 +29,12 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Coroutine
 
 import grpc
-from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential_jitter
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
 from sparkyard import __version__
 from sparkyard.clock import Clock, SystemClock
 from sparkyard.config import WorkerConfig
+from sparkyard.errors import LEADER_METADATA
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 from sparkyard.worker.attempts import AttemptSlots, Execution, Pending
@@ -64,6 +65,11 @@ STARTED_REPORT_AFTER_S = 0.1
 RESEND_AFTER_S = 10.0
 # How often the self-fencing watchdog looks at lease renewals.
 FENCE_CHECK_S = 0.25
+# While an election is under way, a worker asks a standby again this often.
+ELECTION_POLL_S = 0.25
+# A master that sends nothing (not even a heartbeat acknowledgement) for this many heartbeats is taken for
+# gone (paused, partitioned): the worker connects again, to the leader a standby names.
+SILENT_HEARTBEATS = 3
 # How long a stop or the end of a drain waits for killed attempts to end (each runner bounds its kill).
 STOP_TIMEOUT_S = 60.0
 # A runner that fails to start is tried again after this pause, doubling up to the maximum.
@@ -79,6 +85,16 @@ KEEPALIVE_MS = 10_000
 
 class StreamClosed(Exception):
     """The master ended the stream (or it broke)."""
+
+
+class Redirected(Exception):
+    """A standby master answered: connect to the leader it named at once, or (no leader yet, or only one
+    this worker just left for being silent) ask again after ELECTION_POLL_S — never an exponential
+    backoff while masters are there to answer."""
+
+    def __init__(self, leader: str) -> None:
+        super().__init__(leader or "no leader yet")
+        self.pause = 0.0 if leader else ELECTION_POLL_S
 
 
 
@@ -128,6 +144,9 @@ class Agent(AttemptSlots):
         self._idle.set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._master_index = 0
+        self._leader_hint = ""  # the leader a standby named: the next connection goes there
+        self._silent: tuple[str, float] = ("", 0.0)  # a master left for not answering, until (monotonic)
+        self._heard_at = 0.0  # monotonic time of the master's last message on this connection
         self.connections = 0
         self.reports = ReportSender(self.clock, self._send_reports)
 
@@ -252,9 +271,16 @@ class Agent(AttemptSlots):
 
     async def _connect_loop(self) -> None:
         while not self._stopping.is_set():
+            backoff = wait_exponential_jitter(initial=RECONNECT_INITIAL_S, max=RECONNECT_MAX_S)
+
+            def pause(state: RetryCallState) -> float:
+                failure = state.outcome.exception() if state.outcome else None
+                return failure.pause if isinstance(failure, Redirected) else backoff(state)
+
             retrying = AsyncRetrying(
-                wait=wait_exponential_jitter(initial=RECONNECT_INITIAL_S, max=RECONNECT_MAX_S),
-                retry=retry_if_exception_type((grpc.aio.AioRpcError, StreamClosed, OSError, asyncio.TimeoutError)),
+                wait=pause,
+                retry=retry_if_exception_type((grpc.aio.AioRpcError, StreamClosed, OSError, asyncio.TimeoutError,
+                                               Redirected)),
                 before_sleep=lambda state: log.warning(
                     "cannot reach a master (%r); retrying", state.outcome.exception() if state.outcome else "?"),
             )
@@ -264,8 +290,14 @@ class Agent(AttemptSlots):
 
     async def _connect_once(self) -> None:
         masters = self.cfg.masters
-        address = masters[self._master_index % len(masters)]
-        self._master_index += 1
+        address, self._leader_hint = self._leader_hint, ""
+        hinted = bool(address)
+        if not address or self._shunned(address):
+            address = masters[self._master_index % len(masters)]
+            self._master_index += 1
+            if self._shunned(address) and len(masters) > 1:
+                address = masters[self._master_index % len(masters)]
+                self._master_index += 1
         options = [("grpc.keepalive_time_ms", KEEPALIVE_MS), ("grpc.keepalive_permit_without_calls", 1),
                    ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
         async with grpc.aio.insecure_channel(address, options=options) as channel:
@@ -278,22 +310,39 @@ class Agent(AttemptSlots):
             except grpc.aio.AioRpcError as exc:
                 if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
                     log.error("master %s refused this worker: %s", address, exc.details())
+                trailing = dict(exc.trailing_metadata() or ())
+                if exc.code() == grpc.StatusCode.UNAVAILABLE and LEADER_METADATA in trailing:
+                    leader = str(trailing[LEADER_METADATA])
+                    if leader == address or self._shunned(leader):
+                        leader = ""
+                    log.info("master %s is a standby; %s", address, f"the leader is {leader}" if leader
+                             else "waiting for a leader to be elected")
+                    self._leader_hint = leader
+                    raise Redirected(leader) from None
+                if hinted and exc.code() == grpc.StatusCode.UNAVAILABLE:
+                    self._silent = (address, self.clock.monotonic() + self.lease_s)  # a dead leader, named
                 raise
             if first is grpc.aio.EOF or first.WhichOneof("kind") != "registered":
                 raise StreamClosed(f"master {address} did not answer Register")
             self._on_registered(first.registered, conn, address)
-            heartbeat = asyncio.create_task(self._heartbeat_loop(), name="heartbeat")
+            self._heard_at = self.clock.monotonic()
+            silent = asyncio.Event()
+            heartbeat = asyncio.create_task(self._heartbeat_loop(call, silent, address), name="heartbeat")
             try:
                 while True:
                     message = await call.read()
                     if message is grpc.aio.EOF:
                         log.warning("master %s closed the stream", address)
                         return
+                    self._heard_at = self.clock.monotonic()
                     self._on_message(message)
             except grpc.aio.AioRpcError as exc:
                 # A registered session that ends returns normally: the next connect starts with a short
                 # backoff again; only failures to (re)register back off exponentially.
                 log.warning("stream to master %s broke: %s", address, exc.details() or exc.code().name)
+            except asyncio.CancelledError:
+                if not silent.is_set():
+                    raise
             finally:
                 heartbeat.cancel()
                 self.registered.clear()
@@ -420,8 +469,21 @@ class Agent(AttemptSlots):
             free_slots=self.free_slots(), held=self._held(), draining=self.draining,
             readiness=readiness, readiness_reason=reason, ready_slots=ready, prefetch=self._ask())))
 
-    async def _heartbeat_loop(self) -> None:
+    def _shunned(self, address: str) -> bool:
+        """A master this worker left for not answering, for a lease (a standby may still name it leader)."""
+        return address == self._silent[0] and self.clock.monotonic() < self._silent[1]
+
+    async def _heartbeat_loop(self, call: Any, silent: asyncio.Event, address: str) -> None:
+        """Heartbeats, resends of unacknowledged results, and the watch on the master: one that has not
+        answered for SILENT_HEARTBEATS heartbeats (paused, partitioned, hung) is left for another."""
         while True:
+            quiet = self.clock.monotonic() - self._heard_at
+            if quiet > SILENT_HEARTBEATS * self.heartbeat_s:
+                log.warning("the master has not answered for %.1fs; connecting again", quiet)
+                self._silent = (address, self.clock.monotonic() + self.lease_s)
+                silent.set()
+                call.cancel()
+                return
             self._send_heartbeat()
             now = self.clock.monotonic()
             for pending in self.pending.values():

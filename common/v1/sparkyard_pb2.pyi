@@ -856,7 +856,7 @@ class GetStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("version", "master_id", "started_at", "workers_alive", "slots_total", "slots_free", "ready_by_group", "leased", "timers_pending", "jobs_scheduled", "redis")
+    __slots__ = ("version", "master_id", "started_at", "workers_alive", "slots_total", "slots_free", "ready_by_group", "leased", "timers_pending", "jobs_scheduled", "redis", "role", "leader", "epoch", "masters")
     class ReadyByGroupEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -875,6 +875,10 @@ class StatusResponse(_message.Message):
     TIMERS_PENDING_FIELD_NUMBER: _ClassVar[int]
     JOBS_SCHEDULED_FIELD_NUMBER: _ClassVar[int]
     REDIS_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    MASTERS_FIELD_NUMBER: _ClassVar[int]
     version: str
     master_id: str
     started_at: _timestamp_pb2.Timestamp
@@ -886,4 +890,20 @@ class StatusResponse(_message.Message):
     timers_pending: int
     jobs_scheduled: int
     redis: str
-    def __init__(self, version: _Optional[str] = ..., master_id: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., workers_alive: _Optional[int] = ..., slots_total: _Optional[int] = ..., slots_free: _Optional[int] = ..., ready_by_group: _Optional[_Mapping[str, int]] = ..., leased: _Optional[int] = ..., timers_pending: _Optional[int] = ..., jobs_scheduled: _Optional[int] = ..., redis: _Optional[str] = ...) -> None: ...
+    role: str
+    leader: str
+    epoch: int
+    masters: _containers.RepeatedCompositeFieldContainer[MasterInfo]
+    def __init__(self, version: _Optional[str] = ..., master_id: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., workers_alive: _Optional[int] = ..., slots_total: _Optional[int] = ..., slots_free: _Optional[int] = ..., ready_by_group: _Optional[_Mapping[str, int]] = ..., leased: _Optional[int] = ..., timers_pending: _Optional[int] = ..., jobs_scheduled: _Optional[int] = ..., redis: _Optional[str] = ..., role: _Optional[str] = ..., leader: _Optional[str] = ..., epoch: _Optional[int] = ..., masters: _Optional[_Iterable[_Union[MasterInfo, _Mapping]]] = ...) -> None: ...
+
+class MasterInfo(_message.Message):
+    __slots__ = ("id", "address", "role", "last_seen")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    address: str
+    role: str
+    last_seen: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., role: _Optional[str] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

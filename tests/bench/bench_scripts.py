@@ -28,6 +28,7 @@ from redis.asyncio import Redis  # noqa: E402
 from sparkyard.client import build_spec  # noqa: E402
 from sparkyard.keys import Keys  # noqa: E402
 from sparkyard.master.splitter import split_job  # noqa: E402
+from sparkyard.master.leader import take_lead  # noqa: E402
 from sparkyard.master.redis_store import RedisStore  # noqa: E402
 from sparkyard.master.store import NewJob, Report  # noqa: E402
 from sparkyard import ids  # noqa: E402
@@ -93,6 +94,7 @@ async def main_async(args: argparse.Namespace) -> None:
         try:
             redis = Redis(port=server.port, decode_responses=True)
             store = RedisStore(redis, Keys())
+            await take_lead(store.scripts, "bench-scripts")
             now_ms = int((await redis.time())[0]) * 1000
             rounds = [await one_round(store, server.process.pid, args.jobs, args.batch, now_ms)
                       for _ in range(args.repeat)]

@@ -21,6 +21,7 @@ from sparkyard import ids
 from sparkyard.clock import FakeClock
 from sparkyard.keys import Keys
 from sparkyard.master.memory_store import MemoryStore
+from sparkyard.master.leader import take_lead
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.store import Claim, FireRequest, NewJob, Report, Store, ready_score
 from sparkyard.spec import normalize
@@ -42,6 +43,7 @@ class Subject:
 async def _redis_subject(redis: Any) -> Subject:  # Any: redis-py types replies as bytes | str
     keys = Keys(f"contract{next(_namespaces)}")
     store = RedisStore(redis, keys)
+    await take_lead(store.scripts, "contract")
 
     async def advance(ms: int) -> None:
         for zset in (keys.leases, keys.timeouts, keys.delayed):

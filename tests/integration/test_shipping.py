@@ -81,9 +81,10 @@ def test_a_bundle_is_collected_once_no_job_needs_it(make_cluster: object, redis_
     async def collect() -> list[str]:
         redis = Redis(port=redis_server.port)
         keys = Keys(cluster.namespace)
+        scripts = ScriptLibrary(Redis(port=redis_server.port, decode_responses=True), keys)
+        scripts.epoch = int(await redis.get(keys.epoch))  # collect as the leading master would
         try:
-            return await BundleStore(redis, keys, ScriptLibrary(Redis(port=redis_server.port, decode_responses=True),
-                                                                keys), 1 << 20).collect()
+            return await BundleStore(redis, keys, scripts, 1 << 20).collect()
         finally:
             await redis.aclose()
 

@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 
 from harness import RedisServer
 from sparkyard.keys import Keys
+from sparkyard.master.leader import take_lead
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.store import NewJob, Report
 from sparkyard.spec import normalize
@@ -23,7 +24,9 @@ LEASE_MS = 60_000
 @pytest.fixture
 async def store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
     redis = Redis(port=redis_server.port, decode_responses=True)
-    yield RedisStore(redis, Keys(f"st{next(_ns)}"))
+    store = RedisStore(redis, Keys(f"st{next(_ns)}"))
+    await take_lead(store.scripts, "store-test")
+    yield store
     await redis.aclose()
 
 

@@ -181,6 +181,9 @@ FIXED_KEYS = {
     "workers": "P:workers",
     "fence": "P:fence",
     "bundles": "P:bundles",
+    "leader": "P:leader",
+    "epoch": "P:epoch",
+    "masters": "P:masters",
 }
 # Lua builder name → Python method name (where they differ).
 LUA_TO_PYTHON = {"idem": "idempotency"}

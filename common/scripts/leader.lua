@@ -1,0 +1,40 @@
+-- leader.lua — leader election: one master leads, holding a lease; every change of leader bumps the epoch.
+--
+-- KEYS (none: K.leader, K.epoch)
+-- ARGV[1] op: acquire | renew | resign   ARGV[2] master id   ARGV[3] address   ARGV[4] lease ms
+--       ARGV[5] the caller's epoch (renew, resign)
+-- Returns {status, epoch, leader id, leader address}: status 'leader' (the caller leads under that epoch)
+-- or 'standby' (someone else leads, or nobody: epoch 0 then).
+--
+-- acquire: take the lease if nobody holds it — or if the caller holds it already (a restarted master
+--          with the same id reclaims it at once) — under a new epoch.
+-- renew:   extend the lease only if the caller holds it under the same epoch.
+-- resign:  give the lease up (graceful stop) so a standby takes over at its next try.
+--
+-- Invariant: the epoch only grows and names exactly one holder; the write scripts compare it with their
+-- caller's (fence.lua), so a leader that lost the lease cannot change anything any more.
+local op, id, address, lease_ms = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local holder = redis.call('HMGET', K.leader, 'id', 'epoch', 'address')
+local function reply(status)
+  local now = redis.call('HMGET', K.leader, 'id', 'epoch', 'address')
+  return {status, now[2] or '0', now[1] or '', now[3] or ''}
+end
+if op == 'acquire' then
+  if holder[1] and holder[1] ~= id then return reply('standby') end
+  local epoch = redis.call('INCR', K.epoch)
+  redis.call('DEL', K.leader)
+  redis.call('HSET', K.leader, 'id', id, 'epoch', epoch, 'address', address)
+  redis.call('PEXPIRE', K.leader, lease_ms)
+  return reply('leader')
+end
+local ours = holder[1] == id and holder[2] == ARGV[5]
+if op == 'renew' then
+  if not ours then return reply('standby') end
+  redis.call('PEXPIRE', K.leader, lease_ms)
+  return reply('leader')
+end
+if op == 'resign' then
+  if ours then redis.call('DEL', K.leader) end
+  return reply('standby')
+end
+return redis.error_reply('leader.lua: unknown op ' .. tostring(op))

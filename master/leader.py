@@ -1,0 +1,188 @@
+"""Leader election: every master on one Redis namespace tries to lead; one does, the others stand by.
+
+The leader holds a lease in Redis (``P:leader``: id, epoch, address; it expires unless renewed) under an
+epoch that grows on every change of leader (``leader.lua``). It renews the lease every ``lease / 6``; a
+standby tries to take it every ``lease / 12``, so after a leader dies a standby leads within about
+``lease + lease / 12`` (3.25 s by default) and a graceful stop, which gives the lease up, hands over
+within ``lease / 12``.
+
+The epoch is what makes this safe rather than merely likely: every write script compares the caller's
+epoch with the current one and refuses otherwise (:mod:`sparkyard.master.scripts`). A leader paused past
+its lease (SIGSTOP, a long GC, a partition from Redis) may wake up still believing it leads; its first
+write is refused, its next renewal fails, and it steps down. It also steps down on its own when it could
+not renew for a whole lease (Redis unreachable): by then a standby may lead.
+
+A master id stays the same across restarts (host and port), so a leader restarted before its lease
+expired takes the lease back at once under a new epoch instead of waiting it out.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+import grpc
+import redis.exceptions
+from redis.asyncio import Redis
+
+from sparkyard.clock import Clock
+from sparkyard.errors import LEADER_METADATA
+from sparkyard.keys import Keys
+from sparkyard.master.auth import aborting_handler
+from sparkyard.master.scripts import ScriptLibrary
+
+log = logging.getLogger(__name__)
+
+LEADER = "leader"
+STANDBY = "standby"
+# A master not seen for this many leases is left out of the status' list of masters.
+MASTER_SEEN_LEASES = 3
+# What a standby still answers itself.
+STANDBY_SERVES = ("/grpc.health.v1.Health/", "/grpc.reflection.", "/sparkyard.v1.ClusterService/GetStatus")
+
+
+@dataclass(frozen=True)
+class LeaderView:
+    """Who leads, as Redis says (epoch 0 and no id: nobody)."""
+
+    epoch: int
+    leader_id: str
+    address: str
+
+
+async def _leader_op(scripts: ScriptLibrary, op: str, master_id: str, address: str,
+                     lease_ms: int) -> tuple[bool, LeaderView]:
+    status, epoch, leader_id, leader_address = await scripts(
+        "leader", [], [op, master_id, address, lease_ms, scripts.epoch])
+    return status == LEADER, LeaderView(int(epoch), leader_id, leader_address)
+
+
+async def take_lead(scripts: ScriptLibrary, master_id: str, lease_ms: int = 600_000) -> int:
+    """Lead a namespace outright, for a process that writes to it alone (a benchmark, a store test):
+    its scripts then carry the new epoch. Raises if a master leads it."""
+    leading, view = await _leader_op(scripts, "acquire", master_id, "", lease_ms)
+    if not leading:
+        raise RuntimeError(f"{view.leader_id} leads this namespace (epoch {view.epoch})")
+    scripts.epoch = view.epoch
+    return view.epoch
+
+
+class Leadership:
+    def __init__(self, scripts: ScriptLibrary, redis: Redis, keys: Keys, master_id: str, address: str,
+                 lease_s: float, clock: Clock, on_elected: Callable[[int], Awaitable[None]],
+                 on_deposed: Callable[[str], Awaitable[None]]) -> None:
+        self._scripts = scripts
+        self._redis = redis
+        self._keys = keys
+        self.master_id = master_id
+        self.address = address
+        self.lease_ms = int(lease_s * 1000)
+        self._clock = clock
+        self._on_elected = on_elected
+        self._on_deposed = on_deposed
+        self.leading = False
+        self.view = LeaderView(0, "", "")
+        self._renewed_at = 0.0
+
+    @property
+    def role(self) -> str:
+        return LEADER if self.leading else STANDBY
+
+    @property
+    def epoch(self) -> int:
+        return self._scripts.epoch
+
+    async def _call(self, op: str) -> bool:
+        leading, self.view = await _leader_op(self._scripts, op, self.master_id, self.address, self.lease_ms)
+        return leading
+
+    async def acquire(self) -> bool:
+        """Take the lease if nobody holds it; True if this master now leads (``epoch`` is its epoch)."""
+        if await self._call("acquire"):
+            self._scripts.epoch = self.view.epoch
+            self.leading = True
+            self._renewed_at = self._clock.monotonic()
+        return self.leading
+
+    async def renew(self) -> bool:
+        """Extend the lease; False if this master no longer holds it."""
+        held = await self._call("renew")
+        if held:
+            self._renewed_at = self._clock.monotonic()
+        return held
+
+    async def resign(self) -> None:
+        """Give the lease up (graceful stop): a standby takes over at its next try."""
+        if self.leading:
+            self.leading = False
+            try:
+                await self._call("resign")
+            except redis.exceptions.RedisError as exc:
+                log.warning("could not give the leadership up (%s); it lapses in %d ms", exc, self.lease_ms)
+            self._scripts.epoch = 0
+
+    async def run(self) -> None:
+        """Lead or stand by until cancelled; calls ``on_elected`` once and ``on_deposed`` at most once."""
+        while True:
+            try:
+                if self.leading:
+                    if not await self.renew():
+                        await self._depose(f"the lease was taken over (leader now {self.view.leader_id or 'nobody'}, "
+                                           f"epoch {self.view.epoch})")
+                        return
+                elif await self.acquire():
+                    log.info("leading (epoch %d) as %s at %s", self.epoch, self.master_id, self.address)
+                    await self._on_elected(self.epoch)
+                await self._advertise()
+            except redis.exceptions.RedisError as exc:
+                log.warning("leader election: redis unreachable: %s", exc)
+            if self.leading and self._clock.monotonic() - self._renewed_at > self.lease_ms / 1000:
+                await self._depose(f"the lease could not be renewed for {self.lease_ms} ms")
+                return
+            await self._clock.sleep(self.lease_ms / (6000 if self.leading else 12000))
+
+    async def _depose(self, why: str) -> None:
+        log.warning("no longer leading (epoch %d): %s", self.epoch, why)
+        self.leading = False
+        self._scripts.epoch = 0
+        await self._on_deposed(why)
+
+    async def _advertise(self) -> None:
+        """Let ``status`` list this master (a plain write: it only informs)."""
+        record = {"address": self.address, "role": self.role, "seen_ms": int(self._clock.now() * 1000)}
+        await self._redis.hset(self._keys.masters, self.master_id, json.dumps(record))
+
+    async def masters(self) -> list[tuple[str, dict[str, object]]]:
+        """Masters seen within the last few leases: (id, {address, role, seen_ms})."""
+        raw = await self._redis.hgetall(self._keys.masters)
+        oldest = self._clock.now() * 1000 - MASTER_SEEN_LEASES * self.lease_ms
+        seen: list[tuple[str, dict[str, object]]] = [(str(mid), json.loads(text)) for mid, text in raw.items()]
+        return sorted(((mid, r) for mid, r in seen if int(str(r.get("seen_ms", 0))) >= oldest), key=lambda m: m[0])
+
+
+class LeaderGate(grpc.aio.ServerInterceptor):
+    """While this master stands by, every call but health, reflection and status is refused with
+    UNAVAILABLE naming the leader (message and ``sparkyard-leader`` trailing metadata), so clients and
+    workers given a list of masters go to the leader at once."""
+
+    def __init__(self, leadership: Leadership) -> None:
+        self._leadership = leadership
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None or self._leadership.leading or details.method.startswith(STANDBY_SERVES):
+            return handler
+        view = self._leadership.view
+        if view.address:
+            message = f"this master is a standby; the leader is {view.address} (epoch {view.epoch})"
+        else:
+            message = "this master is a standby and no master leads yet (an election is under way); retry shortly"
+        # No gRPC-level retry of this refusal (pushback -1): the caller follows the leader instead.
+        trailing = ((LEADER_METADATA, view.address), ("grpc-retry-pushback-ms", "-1"))
+        return aborting_handler(handler, message, grpc.StatusCode.UNAVAILABLE, trailing)

@@ -1,0 +1,118 @@
+"""Two masters on one Redis: the standby takes over when the leader is killed, paused or stopped, a paused
+leader that wakes up is fenced and comes back as a standby, and running tasks survive the change.
+
+Each test prints its figures (takeover time, firings duplicated); the bounds asserted are generous (a
+loaded 2-core machine), the tight figures are what the prints report.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+from harness import EXAMPLES, Cluster, free_port, wait_for
+from sparkyard.client import Client, first_run_id
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+TASKS = EXAMPLES / "tasks.py"
+# Task leases long enough to outlast a change of leader (leader lease 3 s; workers self-fence at lease - 2 s).
+ARGS = ("--lease", "10", "--heartbeat", "1", "--log-level", "DEBUG")
+
+
+def two_masters(make_cluster: object) -> tuple[Cluster, Cluster, Client]:
+    """The leader in the first cluster, a standby in the second; a client given both."""
+    first: Cluster = make_cluster()  # type: ignore[operator]
+    second: Cluster = make_cluster()  # type: ignore[operator]
+    second.namespace = first.namespace
+    first.start_master(*ARGS, port=free_port())  # fixed ports: a deposed master comes back on its own
+    second.start_master(*ARGS, port=free_port())
+    assert Client(second.address).status().role == "standby"
+    both = f"{first.address},{second.address}"
+    first.address = both  # workers started from the first cluster get both masters
+    client = Client(both)
+    return first, second, client
+
+
+def role(address: str) -> str:
+    try:
+        with Client(address, timeout=2) as client:
+            return client.status().role
+    except Exception:
+        return "unreachable"
+
+
+def fired_after(client: Client, job_id: str, moment: float) -> list[pb.Run]:
+    return [r for r in client.runs(job_id, limit=1000) if r.fired_at.ToMilliseconds() > moment * 1000]
+
+
+def no_duplicate_firings(client: Client, job_id: str) -> list[int]:
+    times = sorted(r.scheduled_at.ToMilliseconds() for r in client.runs(job_id, limit=1000))
+    assert len(times) == len(set(times)), f"a scheduled time fired twice: {times}"
+    return [b - a for a, b in zip(times, times[1:])]
+
+
+def test_the_standby_takes_over_a_killed_leader_and_running_tasks_survive(make_cluster: object,
+                                                                          tmp_path: Path) -> None:
+    first, second, client = two_masters(make_cluster)
+    first.start_worker("w", slots=2)
+    first.wait_workers("w")
+    markers = tmp_path / "markers"
+    long = client.submit(f"{TASKS}:sleep_python", args=["6", str(markers)])
+    job = client.submit(f"{TASKS}:noop", every="1s")
+    wait_for(lambda: list(markers.glob("*.started")), 90, "the long task to start")
+    wait_for(lambda: len(client.runs(job.id)) >= 2, 30, "the 1 s job to fire")
+    assert first.master is not None and second.master is not None
+    killed_at = time.time()
+    first.master.process.kill()
+    first.master.process.wait(timeout=10)
+    wait_for(lambda: fired_after(client, job.id, killed_at), 60, "the standby to fire the job")
+    takeover = min(r.fired_at.ToMilliseconds() for r in fired_after(client, job.id, killed_at)) / 1000 - killed_at
+    run, timed_out = client.wait(first_run_id(long), timeout=120)
+    assert not timed_out and run.state == pb.RUN_SUCCEEDED
+    (attempt,) = run.tasks[0].attempts  # the same attempt finished under the new leader: no re-run
+    assert attempt.state == pb.ATTEMPT_SUCCEEDED
+    client.pause(job.id)
+    gaps = no_duplicate_firings(client, job.id)
+    status = client.status()
+    print(f"kill -9 of the leader: first firing by the new leader {takeover:.2f}s after the kill; "
+          f"epoch {status.epoch}; gaps between firings {sorted(set(gaps))} ms")
+    assert status.leader == second.address and client.master == second.address
+    assert takeover < 60
+
+
+def test_a_paused_leader_is_replaced_and_comes_back_fenced_as_a_standby(make_cluster: object) -> None:
+    first, second, client = two_masters(make_cluster)
+    leader, standby = first.address.split(",")
+    job = client.submit(f"{TASKS}:noop", every="1s")
+    wait_for(lambda: len(client.runs(job.id)) >= 2, 30, "the 1 s job to fire")
+    assert first.master is not None
+    paused_at = time.monotonic()
+    first.master.process.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: role(standby) == "leader", 60, "the standby to lead")
+        takeover = time.monotonic() - paused_at
+    finally:
+        first.master.process.send_signal(signal.SIGCONT)
+    wait_for(lambda: "lost the leadership" in first.master.log(), 60, "the paused leader to learn it lost")  # type: ignore[union-attr]
+    wait_for(lambda: role(leader) == "standby", 60, "the old leader to come back as a standby")
+    assert first.master.process.poll() is None  # the same process, started again as a standby
+    wait_for(lambda: len(client.runs(job.id)) >= 6, 30, "more firings by the new leader")
+    client.pause(job.id)
+    no_duplicate_firings(client, job.id)
+    print(f"SIGSTOP of the leader: the standby led {takeover:.2f}s after the pause; the woken leader stepped "
+          f"down (epoch now {client.status().epoch})")
+    assert takeover < 60
+
+
+def test_a_stopped_leader_hands_over_at_once(make_cluster: object) -> None:
+    first, second, client = two_masters(make_cluster)
+    standby = first.address.split(",")[1]
+    stopped_at = time.monotonic()
+    first.stop_master(signal.SIGTERM)
+    wait_for(lambda: role(standby) == "leader", 30, "the standby to lead")
+    handover = time.monotonic() - stopped_at
+    job = client.submit(f"{TASKS}:noop", delay="1s")
+    wait_for(lambda: client.runs(job.id), 30, "the new leader to fire a job")
+    print(f"SIGTERM of the leader: the standby led {handover:.2f}s after the signal (graceful stop included)")
+    assert handover < 30
