@@ -3,19 +3,34 @@
 The TOML file has one table per process (``[master]``, ``[worker]``, ``[client]``) whose keys are the
 field names below. Environment variables are ``SPARKYARD_`` + the field name in upper case
 (``SPARKYARD_TOKEN``, ``SPARKYARD_MASTER``). Every default is a named constant with the reason for it.
+
+The layering is pydantic-settings' (its sources, in order: flags, environment, the file's table); the
+values are pydantic's: a ``*_s`` setting takes seconds or a duration (``15s``, ``500ms``, ``1h30m``), a
+``*_bytes`` setting bytes or a size (``64m``, ``2g``), labels and Spark conf ``k=v,k2=v2`` or a TOML table.
+Every bad value is one :class:`ConfigError` line naming where it came from.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import socket
 import tomllib
-from dataclasses import dataclass, field
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Mapping, TypeVar, get_type_hints
+from typing import Annotated, Any, Mapping, TypeVar
+
+from pydantic import BeforeValidator, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from sparkyard.keys import DEFAULT_NAMESPACE
+from sparkyard.timeutil import parse_duration, parse_size
 
 # The master's gRPC address when none is given; loopback so a fresh install exposes nothing.
 DEFAULT_LISTEN = "127.0.0.1:7070"
@@ -82,41 +97,112 @@ DEFAULT_LOG_RETENTION_S = 7 * 24 * 3600.0
 # Client: deadline of a unary call (WaitRun sets its own).
 DEFAULT_CALL_TIMEOUT_S = 30.0
 
-C = TypeVar("C")
+C = TypeVar("C", bound="_Settings")
 
 
 class ConfigError(ValueError):
     """A config value is malformed; the message names the source and the field."""
 
 
-@dataclass(frozen=True)
-class MasterConfig:
+def _seconds(value: Any) -> Any:
+    return parse_duration(value) if isinstance(value, str) else value
+
+
+def _bytes(value: Any) -> Any:
+    return parse_size(value) if isinstance(value, str) else value
+
+
+def _pairs(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): str(v) for k, v in value.items()}
+    if isinstance(value, str):
+        pairs = [p.strip() for p in value.split(",") if p.strip()]
+        if any("=" not in p for p in pairs):
+            raise ValueError(f"{value!r}: use key=value,key2=value2")
+        return {k.strip(): v.strip() for k, v in (p.split("=", 1) for p in pairs)}
+    return value
+
+
+Seconds = Annotated[float, BeforeValidator(_seconds)]
+Bytes = Annotated[int, BeforeValidator(_bytes)]
+Pairs = Annotated[dict[str, str], NoDecode, BeforeValidator(_pairs)]
+
+
+class _Given:
+    """What one :func:`load` call reads besides flags: its environment and its file's table."""
+
+    def __init__(self, environ: Mapping[str, str], path: str | None, table: Mapping[str, Any]) -> None:
+        self.environ = environ
+        self.path = path
+        self.table = table
+
+
+# The sources of the config being loaded (None: a config built in code reads no environment or file).
+_GIVEN: ContextVar[_Given | None] = ContextVar("sparkyard_config_sources", default=None)
+
+
+class _Environment(EnvSettingsSource):
+    """pydantic-settings' environment source, over the mapping :func:`load` was given."""
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        given = _GIVEN.get()
+        return {k.lower(): v for k, v in (given.environ if given else {}).items()}
+
+
+class _FileTable(PydanticBaseSettingsSource):
+    """The process's table of the TOML config file."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        given = _GIVEN.get()
+        return (given.table.get(field_name) if given else None), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        given = _GIVEN.get()
+        return dict(given.table) if given else {}
+
+
+class _Settings(BaseSettings):
+    model_config = SettingsConfigDict(frozen=True, extra="forbid", env_prefix="SPARKYARD_", case_sensitive=False)
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource,
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, _Environment(settings_cls), _FileTable(settings_cls)
+
+    def validate(self: C) -> C:  # type: ignore[override]
+        return self
+
+
+class MasterConfig(_Settings):
     listen: str = DEFAULT_LISTEN
     redis_url: str = ""
     data_dir: str = DEFAULT_DATA_DIR
     namespace: str = DEFAULT_NAMESPACE
     token: str = ""
-    lease_s: float = DEFAULT_LEASE_S
-    heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    lease_s: Seconds = DEFAULT_LEASE_S
+    heartbeat_s: Seconds = DEFAULT_HEARTBEAT_S
     dead_after_heartbeats: int = DEFAULT_DEAD_AFTER_HEARTBEATS
-    reaper_interval_s: float = DEFAULT_REAPER_INTERVAL_S
+    reaper_interval_s: Seconds = DEFAULT_REAPER_INTERVAL_S
     max_lost: int = DEFAULT_MAX_LOST
-    timeout_grace_s: float = DEFAULT_TIMEOUT_GRACE_S
-    idempotency_ttl_s: float = DEFAULT_IDEMPOTENCY_TTL_S
+    timeout_grace_s: Seconds = DEFAULT_TIMEOUT_GRACE_S
+    idempotency_ttl_s: Seconds = DEFAULT_IDEMPOTENCY_TTL_S
     dispatch_batch: int = DEFAULT_DISPATCH_BATCH
-    preload_horizon_s: float = DEFAULT_PRELOAD_HORIZON_S
-    wait_max_s: float = DEFAULT_WAIT_MAX_S
-    misfire_threshold_s: float = DEFAULT_MISFIRE_THRESHOLD_S
-    priority_aging_s: float = DEFAULT_PRIORITY_AGING_S
+    preload_horizon_s: Seconds = DEFAULT_PRELOAD_HORIZON_S
+    wait_max_s: Seconds = DEFAULT_WAIT_MAX_S
+    misfire_threshold_s: Seconds = DEFAULT_MISFIRE_THRESHOLD_S
+    priority_aging_s: Seconds = DEFAULT_PRIORITY_AGING_S
     outbound_queue: int = DEFAULT_OUTBOUND_QUEUE
-    shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S
-    result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES
-    max_bundle_bytes: int = DEFAULT_MAX_BUNDLE_BYTES
-    leader_lease_s: float = DEFAULT_LEADER_LEASE_S
+    shutdown_grace_s: Seconds = DEFAULT_SHUTDOWN_GRACE_S
+    result_max_bytes: Bytes = DEFAULT_RESULT_MAX_BYTES
+    max_bundle_bytes: Bytes = DEFAULT_MAX_BUNDLE_BYTES
+    leader_lease_s: Seconds = DEFAULT_LEADER_LEASE_S
     advertise: str = ""  # HOST:PORT clients and workers reach this master at ('' = the listen address)
     log_level: str = "INFO"
 
-    def validate(self) -> MasterConfig:
+    def validate(self) -> MasterConfig:  # type: ignore[override]
         _positive(self, "lease_s", "heartbeat_s", "reaper_interval_s", "dispatch_batch", "outbound_queue",
                   "preload_horizon_s", "wait_max_s", "dead_after_heartbeats", "max_bundle_bytes", "idempotency_ttl_s",
                   "leader_lease_s")
@@ -133,8 +219,7 @@ class MasterConfig:
         return self
 
 
-@dataclass(frozen=True)
-class WorkerConfig:
+class WorkerConfig(_Settings):
     master: str = DEFAULT_MASTER  # comma-separated list; the worker tries them in turn
     slots: int = DEFAULT_SLOTS
     group: str = DEFAULT_GROUP
@@ -143,19 +228,19 @@ class WorkerConfig:
     work_dir: str = ""  # '' = .sparkyard/worker-<id>
     id: str = ""  # '' = <host>-<pid>
     token: str = ""
-    drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
-    self_fence_margin_s: float = DEFAULT_SELF_FENCE_MARGIN_S
-    result_max_bytes: int = DEFAULT_RESULT_MAX_BYTES
-    log_retention_s: float = DEFAULT_LOG_RETENTION_S
+    drain_timeout_s: Seconds = DEFAULT_DRAIN_TIMEOUT_S
+    self_fence_margin_s: Seconds = DEFAULT_SELF_FENCE_MARGIN_S
+    result_max_bytes: Bytes = DEFAULT_RESULT_MAX_BYTES
+    log_retention_s: Seconds = DEFAULT_LOG_RETENTION_S
     task_memory_mb: int = 0  # memory limit of one attempt's processes; 0 = none (a job may set its own)
     driver_max_tasks: int = DEFAULT_DRIVER_MAX_TASKS
     prefetch_max: int = DEFAULT_PREFETCH_MAX
-    bundle_cache_bytes: int = DEFAULT_BUNDLE_CACHE_BYTES
-    labels: dict[str, str] = field(default_factory=dict)
-    conf: dict[str, str] = field(default_factory=dict)  # Spark conf of every driver this worker starts
+    bundle_cache_bytes: Bytes = DEFAULT_BUNDLE_CACHE_BYTES
+    labels: Pairs = {}
+    conf: Pairs = {}  # Spark conf of every driver this worker starts
     log_level: str = "INFO"
 
-    def validate(self) -> WorkerConfig:
+    def validate(self) -> WorkerConfig:  # type: ignore[override]
         _positive(self, "slots", "drain_timeout_s", "result_max_bytes", "log_retention_s", "driver_max_tasks",
                   "bundle_cache_bytes")
         if self.task_memory_mb < 0:
@@ -181,11 +266,10 @@ class WorkerConfig:
         return Path(self.work_dir or Path(DEFAULT_DATA_DIR) / f"worker-{self.worker_id}").resolve()
 
 
-@dataclass(frozen=True)
-class ClientConfig:
+class ClientConfig(_Settings):
     master: str = DEFAULT_MASTER
     token: str = ""
-    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+    call_timeout_s: Seconds = DEFAULT_CALL_TIMEOUT_S
 
 
 def _positive(cfg: Any, *names: str) -> None:
@@ -200,28 +284,6 @@ def _host_port(address: str, name: str) -> None:
         raise ConfigError(f"{name} {address!r} is not HOST:PORT")
 
 
-def _convert(kind: Any, value: Any, where: str) -> Any:
-    try:
-        if kind is bool:
-            if isinstance(value, bool):
-                return value
-            return str(value).strip().lower() in ("1", "true", "yes", "on")
-        if kind is int:
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError(value)
-            return int(value)
-        if kind is float:
-            return float(value)
-        if kind == dict[str, str]:
-            if isinstance(value, Mapping):
-                return {str(k): str(v) for k, v in value.items()}
-            pairs = [p.strip() for p in str(value).split(",") if p.strip()]
-            return {k.strip(): v.strip() for k, v in (p.split("=", 1) for p in pairs)}
-        return str(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: {value!r} is not a valid {getattr(kind, '__name__', kind)}") from None
-
-
 def load(cls: type[C], section: str, *, config_file: str | None = None,
          environ: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None) -> C:
     """Build ``cls`` from its defaults, then ``[section]`` of the TOML file, env vars, then overrides.
@@ -229,29 +291,45 @@ def load(cls: type[C], section: str, *, config_file: str | None = None,
     ``overrides`` holds command-line flags; entries whose value is None (flag not given) are ignored.
     """
     env = os.environ if environ is None else environ
-    hints = get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    values: dict[str, Any] = {}
     path = config_file or env.get("SPARKYARD_CONFIG")
+    table: Mapping[str, Any] = {}
     if path:
         try:
-            data = tomllib.loads(Path(path).read_text())
+            table = tomllib.loads(Path(path).read_text()).get(section, {})
         except FileNotFoundError:
             raise ConfigError(f"config file {path} not found") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {path}: {exc}") from None
-        table = data.get(section, {})
-        for key, value in table.items():
-            if key not in names:
-                raise ConfigError(f"config file {path}: [{section}] has no setting {key!r}")
-            values[key] = _convert(hints[key], value, f"{path} [{section}] {key}")
-    for name in names:
-        var = f"SPARKYARD_{name.upper()}"
-        if var in env:
-            values[name] = _convert(hints[name], env[var], var)
-    for name, value in (overrides or {}).items():
-        if value is not None:
-            values[name] = _convert(hints[name], value, f"--{name.replace('_', '-')}")
-    cfg = cls(**values)
-    validate = getattr(cfg, "validate", None)
-    return validate() if validate else cfg
+    flags = {k: v for k, v in (overrides or {}).items() if v is not None}
+    token = _GIVEN.set(_Given({k: v for k, v in env.items() if k.upper().startswith("SPARKYARD_")}, path, table))
+    try:
+        cfg = cls(**flags)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc, cls, section, path, env, flags)) from None
+    finally:
+        _GIVEN.reset(token)
+    return cfg.validate()
+
+
+_KINDS = {"int": "whole number", "float": "number", "bool": "boolean (true or false)"}
+
+
+def _explain(exc: ValidationError, cls: type[C], section: str, path: str | None, env: Mapping[str, str],
+             flags: Mapping[str, Any]) -> str:
+    """The first error as one line naming its source: the flag, the variable or the file's key."""
+    error = exc.errors()[0]
+    name = str(error["loc"][0]) if error["loc"] else ""
+    var = f"SPARKYARD_{name.upper()}"
+    if error["type"] == "extra_forbidden":
+        return f"config file {path}: [{section}] has no setting {name!r}"
+    if name in flags:
+        where, value = f"--{name.removesuffix('_s').replace('_', '-')}", flags[name]
+    elif var in env:
+        where, value = var, env[var]
+    else:
+        where, value = f"{path} [{section}] {name}", error.get("input")
+    if error["type"] == "value_error":
+        reason = str(error.get("ctx", {}).get("error", error["msg"]))
+        return f"{where}: {reason.removeprefix('duration: ').removeprefix('size: ')}"
+    kind = str(error["type"]).split("_", 1)[0]
+    return f"{where}: {value!r} is not a valid {_KINDS.get(kind, kind)}"

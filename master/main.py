@@ -40,15 +40,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--config", help="TOML file with a [master] table")
     p.add_argument("--token", help="shared secret every client and worker must send (or SPARKYARD_TOKEN)")
     p.add_argument("--namespace", help="Redis key prefix (default sy), to share one Redis between clusters")
-    p.add_argument("--lease", dest="lease_s", type=float, help="task lease in seconds (default 15)")
-    p.add_argument("--heartbeat", dest="heartbeat_s", type=float, help="worker heartbeat in seconds (default 3)")
-    p.add_argument("--reaper-interval", dest="reaper_interval_s", type=float, help="seconds between lease sweeps")
-    p.add_argument("--misfire-threshold", dest="misfire_threshold_s", type=float,
-                   help="seconds late after which a firing counts as missed (default 5)")
-    p.add_argument("--preload-horizon", dest="preload_horizon_s", type=float,
-                   help="seconds ahead the schedule is loaded into the timing wheel (default 60; re-read every half)")
-    p.add_argument("--leader-lease", dest="leader_lease_s", type=float,
-                   help="seconds the leader's lease lasts; a standby takes over about this long after it dies (default 3)")
+    p.add_argument("--lease", dest="lease_s", help="task lease, e.g. 15s or 1m (default 15s)")
+    p.add_argument("--heartbeat", dest="heartbeat_s", help="worker heartbeat, e.g. 3s (default 3s)")
+    p.add_argument("--reaper-interval", dest="reaper_interval_s", help="time between lease sweeps (default 1s)")
+    p.add_argument("--misfire-threshold", dest="misfire_threshold_s",
+                   help="how late a firing may be before it counts as missed (default 5s)")
+    p.add_argument("--preload-horizon", dest="preload_horizon_s",
+                   help="how far ahead the schedule is loaded into the timing wheel (default 1m; re-read every half)")
+    p.add_argument("--leader-lease", dest="leader_lease_s",
+                   help="the leader's lease; a standby takes over about this long after it dies (default 3s)")
     p.add_argument("--advertise", help="HOST:PORT clients and workers reach this master at (default: --listen)")
     p.add_argument("--max-bundle", help="largest bundle of shipped code a job may upload, e.g. 64m (default 64m)")
     p.add_argument("--log-level", help="DEBUG, INFO (default), WARNING, ERROR")

@@ -50,10 +50,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--id", help="worker id, stable across restarts (default HOST-PID)")
     p.add_argument("--token", help="shared secret of the master (or SPARKYARD_TOKEN)")
     p.add_argument("--label", action="append", default=None, metavar="K=V", help="a label (repeatable)")
-    p.add_argument("--drain-timeout", dest="drain_timeout_s", type=float,
-                   help="seconds running tasks may take to finish on SIGTERM before they are handed back")
-    p.add_argument("--log-retention", dest="log_retention_s", type=float,
-                   help="seconds attempt logs and scratch directories are kept (default 604800 = 7 days)")
+    p.add_argument("--drain-timeout", dest="drain_timeout_s",
+                   help="how long running tasks may take to finish on SIGTERM before they are handed back (default 1m)")
+    p.add_argument("--log-retention", dest="log_retention_s",
+                   help="how long attempt logs and scratch directories are kept, e.g. 7d (default 7d)")
     p.add_argument("--config", help="TOML file with a [worker] table")
     p.add_argument("--log-level", help="DEBUG, INFO (default), WARNING, ERROR")
     return p.parse_args(argv)

@@ -156,13 +156,15 @@ def test_fractional_number_for_an_integer_setting_is_refused(toml: TomlWriter) -
 
 
 def test_bad_value_in_the_environment_names_the_variable() -> None:
-    with pytest.raises(ConfigError, match="^SPARKYARD_LEASE_S: 'soon' is not a valid float"):
+    with pytest.raises(ConfigError, match=r"^SPARKYARD_LEASE_S: 'soon' is not a duration \(use e.g. 500ms"):
         load(MasterConfig, "master", environ={"SPARKYARD_LEASE_S": "soon"})
 
 
 def test_bad_value_in_a_flag_names_the_flag() -> None:
-    with pytest.raises(ConfigError, match="^--dispatch-batch: 'lots' is not a valid int"):
+    with pytest.raises(ConfigError, match="^--dispatch-batch: 'lots' is not a valid whole number"):
         load(MasterConfig, "master", environ={}, overrides={"dispatch_batch": "lots"})
+    with pytest.raises(ConfigError, match="^--lease: 'soon' is not a duration"):
+        load(MasterConfig, "master", environ={}, overrides={"lease_s": "soon"})
 
 
 # ----------------------------------------------------------------------------------------------- validate
@@ -286,3 +288,29 @@ def test_worker_limits_must_not_be_negative_but_zero_turns_them_off(field: str) 
     with pytest.raises(ConfigError, match=f"^{field} must not be negative"):
         WorkerConfig(**{field: -1}).validate()
     assert getattr(WorkerConfig(**{field: 0}).validate(), field) == 0
+
+
+# ------------------------------------------------------------------------------------ durations and sizes
+
+
+def test_durations_and_sizes_are_read_from_every_source(toml: TomlWriter) -> None:
+    path = toml('[master]\nlease_s = "20s"\nmax_bundle_bytes = "32m"\nidempotency_ttl_s = "1h30m"\n')
+    cfg = load(MasterConfig, "master", config_file=path, environ={"SPARKYARD_HEARTBEAT_S": "500ms"},
+               overrides={"preload_horizon_s": "2m", "result_max_bytes": "1k"})
+    assert (cfg.lease_s, cfg.heartbeat_s, cfg.idempotency_ttl_s, cfg.preload_horizon_s) == (20.0, 0.5, 5400.0, 120.0)
+    assert (cfg.max_bundle_bytes, cfg.result_max_bytes) == (32 << 20, 1024)
+
+
+def test_a_bad_size_names_its_source() -> None:
+    with pytest.raises(ConfigError, match=r"^SPARKYARD_BUNDLE_CACHE_BYTES: 'lots' is not a size"):
+        load(WorkerConfig, "worker", environ={"SPARKYARD_BUNDLE_CACHE_BYTES": "lots"})
+
+
+def test_a_config_built_in_code_reads_no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPARKYARD_TOKEN", "from-process")
+    assert MasterConfig().token == "" and MasterConfig(token="t").token == "t"
+
+
+def test_configs_are_frozen() -> None:
+    with pytest.raises(Exception, match="frozen"):
+        MasterConfig().lease_s = 1.0  # type: ignore[misc]
