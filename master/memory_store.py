@@ -385,6 +385,7 @@ class MemoryStore(Store):
         if job is not None and can_move("job", job.state.value, JobState.CANCELLED.value):
             job.state, job.updated_ms, job.next_fire_ms = JobState.CANCELLED, now, -1
             self._schedule.remove(job_id)
+            self._awaiting.discard(job_id)
             cancelled.append(job_id)
         for run_id in run_ids:
             run = self._runs.get(run_id)

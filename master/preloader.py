@@ -31,7 +31,7 @@ from sparkyard.master.core import MasterCore
 from sparkyard.master.splitter import split_job
 from sparkyard.master.store import FireRequest, FireResult
 from sparkyard.master.timer import TimerTask
-from sparkyard.states import JobState
+from sparkyard.states import JobState, RunState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -170,6 +170,9 @@ class Preloader:
                         f": {request.skip_reason}" if request.skip_reason else "")
                 if res.status not in ("created", "skipped"):
                     continue
+                if res.status == "skipped" and request.next_fire_ms == triggers.AFTER_RUN:
+                    # A fixed-delay job waits for this run's end; a skipped run has ended already.
+                    self._core.run_ended(run_id, RunState.SKIPPED)
                 created = created or res.status == "created"
                 if step + 1 < len(plans[i]):
                     still.append(i)

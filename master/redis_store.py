@@ -208,6 +208,8 @@ class RedisStore(Store):
         )
 
     async def set_job_state(self, job_id: str, target: JobState, next_fire_ms: int = -1) -> tuple[str, str, int]:
+        if target not in (JobState.PAUSED, JobState.ACTIVE):
+            raise ValueError(f"a job can be set PAUSED or ACTIVE, not {target.value}")
         k = self.keys
         status, state, next_fire = await self._lua("job_state", [k.job(job_id), k.schedule],
                                                    [job_id, target.value, next_fire_ms])

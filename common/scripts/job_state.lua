@@ -7,6 +7,9 @@
 --
 -- Invariant: a paused job has no schedule entry (nothing can fire it) but keeps next_fire_ms, so a
 -- resume knows what was missed and applies the misfire policy to it.
+if ARGV[2] ~= 'PAUSED' and ARGV[2] ~= 'ACTIVE' then
+  return redis.error_reply('job_state.lua: a job is set PAUSED or ACTIVE, not ' .. tostring(ARGV[2]))
+end
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return {'missing', '', -1} end
 local next_fire = tonumber(redis.call('HGET', KEYS[1], 'next_fire_ms')) or -1

@@ -626,6 +626,25 @@ async def test_cancelling_a_job_ends_every_task_and_leaves_no_queue_entry(subjec
     assert (again.status, again.cancelled, again.leased, again.ended_runs) == ("ok", [], [], [])
 
 
+async def test_a_cancelled_fixed_delay_job_no_longer_awaits_its_run(store: Store) -> None:
+    s = spec(trigger=every(60, fixed_delay=True))
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
+    run_id, _ = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=-2, overlap="allow", inputs=[()])
+    assert await store.awaiting_jobs() == [job_id(1)]
+    result = await store.cancel("user", job_id=job_id(1), run_ids=[run_id], task_ids=[ids.task_id(run_id, 0)])
+    assert result.status == "ok" and await store.awaiting_jobs() == []
+    assert await store.reschedule_after_run(job_id(1), run_id, 90_000) == ("not_awaiting", -1)
+
+
+@pytest.mark.parametrize("target", [JobState.COMPLETED, JobState.CANCELLED])
+async def test_a_job_is_only_ever_set_paused_or_active(store: Store, target: JobState) -> None:
+    await store.submit_many([NewJob(job_id(1), spec(trigger=every(60)), "abs", 5_000)], TTL_MS)
+    with pytest.raises(ValueError, match="PAUSED or ACTIVE"):
+        await store.set_job_state(job_id(1), target)
+    job = await store.get_job(job_id(1))
+    assert job is not None and job.state is JobState.ACTIVE and await store.due_schedule(10**13) == [(job_id(1), 5_000)]
+
+
 async def test_pause_removes_the_schedule_entry_and_resume_puts_it_back(store: Store) -> None:
     s = spec(trigger=every(60))
     await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)

@@ -146,3 +146,22 @@ async def test_the_firing_loop_fires_entries_as_their_timers_expire(rig: Rig) ->
         assert await rig.runs("j1") == [(due, RunState.SCHEDULED)]
     finally:
         await rig.preloader.stop()
+
+
+async def test_a_fixed_delay_firing_skipped_by_overlap_forbid_does_not_stall_the_job(rig: Rig) -> None:
+    """The skipped run ends at once, so the job's next fire time counts from now (it used to wait in
+    `awaiting` for the end of a run that never comes)."""
+    first = rig.now_ms()
+    every = pb.Trigger(every=pb.Trigger.Every(interval={"seconds": EVERY_MS // 1000}, fixed_delay=True))
+    spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", trigger=every, overlap=pb.OVERLAP_FORBID))
+    await rig.store.submit_many([NewJob("j1", spec, "abs", first)], 60_000)
+    rig.clock.advance(1.0)
+    await rig.preloader.trigger_now("j1", spec)  # a manual run is active when the firing comes
+    await rig.preloader.fire_batch([("j1", first)])
+    assert [state for _, state in await rig.runs("j1")].count(RunState.SKIPPED) == 1
+    for _ in range(50):  # the reschedule is one store call on this loop
+        if await rig.next_fire("j1") >= 0:
+            break
+        await asyncio.sleep(0)
+    assert await rig.next_fire("j1") == rig.now_ms() + EVERY_MS and await rig.store.awaiting_jobs() == []
+
