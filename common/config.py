@@ -199,6 +199,7 @@ class MasterConfig(_Settings):
     result_max_bytes: Bytes = DEFAULT_RESULT_MAX_BYTES
     max_bundle_bytes: Bytes = DEFAULT_MAX_BUNDLE_BYTES
     leader_lease_s: Seconds = DEFAULT_LEADER_LEASE_S
+    redis_min_replicas: int = 0  # a submit is acknowledged once this many replicas have it (Redis WAIT)
     advertise: str = ""  # HOST:PORT clients and workers reach this master at ('' = the listen address)
     log_level: str = "INFO"
 
@@ -215,6 +216,8 @@ class MasterConfig(_Settings):
             _host_port(self.advertise, "advertise")
         if self.max_lost < 0:
             raise ConfigError("max_lost must not be negative")
+        if self.redis_min_replicas < 0:
+            raise ConfigError("redis_min_replicas must not be negative")
         _host_port(self.listen, "listen")
         return self
 

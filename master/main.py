@@ -35,7 +35,10 @@ GC_THRESHOLDS = (100_000, 50, 100)
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="sparkyard-master", description="Run a Sparkyard master.")
     p.add_argument("--listen", help="HOST:PORT to serve gRPC on (default 127.0.0.1:7070; port 0 = any free)")
-    p.add_argument("--redis-url", help="redis://… or unix://… (default: an embedded Redis in the data dir)")
+    p.add_argument("--redis-url", help="redis://…, unix://… or redis+sentinel://h1:26379,h2:26379/SERVICE "
+                   "(default: an embedded Redis in the data dir)")
+    p.add_argument("--redis-min-replicas", dest="redis_min_replicas", type=int,
+                   help="acknowledge a submit only once this many Redis replicas have it (WAIT; default 0)")
     p.add_argument("--data-dir", help="directory of the embedded Redis and master files (default .sparkyard)")
     p.add_argument("--config", help="TOML file with a [master] table")
     p.add_argument("--token", help="shared secret every client and worker must send (or SPARKYARD_TOKEN)")

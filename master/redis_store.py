@@ -34,11 +34,14 @@ from sparkyard.master.store import (
     SubmitResult,
     Verdict,
 )
+from sparkyard.errors import Unavailable
 from sparkyard.states import JobState
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard import ids
 
 # Specs are immutable once submitted; this many are kept in memory to build task assignments.
+# How long a submit waits for --redis-min-replicas replicas to confirm it (WAIT).
+REPLICA_WAIT_MS = 2_000
 SPEC_CACHE_SIZE = 10_000
 # Stored encodings of recently submitted spec objects (the jobs of a bulk submit share one object).
 SPEC_TEXT_CACHE_SIZE = 256
@@ -52,8 +55,10 @@ def _groups(flat: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
 class RedisStore(Store):
     """Sparkyard's state in Redis (key schema: :mod:`sparkyard.keys`)."""
 
-    def __init__(self, redis: Redis, keys: Keys, priority_aging_ms: int = DEFAULT_PRIORITY_AGING_MS) -> None:
+    def __init__(self, redis: Redis, keys: Keys, priority_aging_ms: int = DEFAULT_PRIORITY_AGING_MS,
+                 min_replicas: int = 0) -> None:
         self.priority_aging_ms = priority_aging_ms
+        self.min_replicas = min_replicas
         # Any: redis-py types every reply as bytes | str whatever decode_responses says; ours are str.
         self.redis: Any = redis
         self.keys = keys
@@ -96,9 +101,26 @@ class RedisStore(Store):
                                 ids.run_id(job.job_id, job.fire_value_ms), job.fire_value_ms, bi])
             self._remember_spec(job.job_id, job.spec)
         payload = json.dumps({"specs": specs, "blocks": blocks, "jobs": entries}, separators=(",", ":"))
-        raw = await self._lua("submit", [self.keys.jobs, self.keys.schedule], [payload, idempotency_ttl_ms])
+        args = [payload, idempotency_ttl_ms]
+        if self.min_replicas:
+            raw = await self._replicated("submit", [self.keys.jobs, self.keys.schedule], args)
+        else:
+            raw = await self._lua("submit", [self.keys.jobs, self.keys.schedule], args)
         return [SubmitResult(j, int(d) == 1, int(c), int(n), bool(int(f)), id_taken=int(d) == 2)
                 for j, d, c, n, f in _groups(raw, 5)]
+
+    async def _replicated(self, script: str, keys: list[str], args: list[Any]) -> Any:
+        """Run a script, then WAIT on the same connection until ``min_replicas`` replicas have it: a submit
+        acknowledged this way survives the loss of the primary (Sentinel promotes a replica that has it)."""
+        pipe = self.redis.pipeline(transaction=False)
+        await self._lua.queue(pipe, script, keys, args)
+        pipe.execute_command("WAIT", self.min_replicas, REPLICA_WAIT_MS)
+        raw, acked = await pipe.execute()
+        if int(acked) < self.min_replicas:
+            raise Unavailable(f"written to {acked} of the {self.min_replicas} replicas required "
+                                   f"(--redis-min-replicas) within {REPLICA_WAIT_MS} ms; retry with the same "
+                                   "idempotency key")
+        return raw
 
     async def fire_many(self, requests: Sequence[FireRequest]) -> list[tuple[str, FireResult]]:
         """In one pipeline (one round trip); each firing is its own atomic fire.lua call."""

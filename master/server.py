@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import Redis
 
 from sparkyard.clock import Clock, SystemClock
 from sparkyard.config import MasterConfig
@@ -40,6 +40,7 @@ from sparkyard.master.reports import ReportSink
 from sparkyard.master.bundles import BundleStore
 from sparkyard.master.services import BundleService, ClusterService, JobService, WorkerService, master_id
 from sparkyard.master.redis_store import RedisStore
+from sparkyard.master.redis_url import RedisUrlError, connect
 from sparkyard.master.timer import SystemTimer
 from sparkyard.retry import with_redis_retry
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -50,7 +51,6 @@ log = logging.getLogger(__name__)
 # Connections to Redis: calls beyond this wait for a free one (up to the wait) instead of failing, so
 # a burst of requests queues in the master rather than overwhelming Redis with connections.
 REDIS_CONNECTIONS = 64
-REDIS_POOL_WAIT_S = 20.0
 # How long a stop waits for Redis connections to close.
 REDIS_CLOSE_WAIT_S = 3.0
 # How long start-up waits for a given Redis to answer.
@@ -117,18 +117,18 @@ class MasterServer:
         else:
             self._embedded = EmbeddedRedis(Path(cfg.data_dir) / "redis")
             self.redis_url = await asyncio.to_thread(self._embedded.start)
-        pool = BlockingConnectionPool.from_url(self.redis_url, decode_responses=True, health_check_interval=30,
-                                               max_connections=REDIS_CONNECTIONS, timeout=REDIS_POOL_WAIT_S)
-        self._redis = Redis(connection_pool=pool)
+        try:
+            self._redis = connect(self.redis_url, decode=True, max_connections=REDIS_CONNECTIONS)
+            # Bundles are bytes: their client does not decode replies.
+            self._raw_redis = connect(self.redis_url, decode=False, max_connections=REDIS_CONNECTIONS // 4)
+        except RedisUrlError as exc:
+            raise StartupError(str(exc)) from None
         try:
             await with_redis_retry(self._redis.ping, REDIS_CONNECT_WAIT_S)
         except Exception as exc:
             raise StartupError(f"cannot reach redis at {redact(self.redis_url)}: {exc}") from None
-        store = RedisStore(self._redis, Keys(cfg.namespace), priority_aging_ms=int(cfg.priority_aging_s * 1000))
-        # Bundles are bytes: their client does not decode replies.
-        self._raw_redis = Redis(connection_pool=BlockingConnectionPool.from_url(
-            self.redis_url, decode_responses=False, max_connections=REDIS_CONNECTIONS // 4,
-            timeout=REDIS_POOL_WAIT_S))
+        store = RedisStore(self._redis, Keys(cfg.namespace), priority_aging_ms=int(cfg.priority_aging_s * 1000),
+                           min_replicas=cfg.redis_min_replicas)
         bundles = self._bundles = BundleStore(self._raw_redis, Keys(cfg.namespace), store.scripts,
                                               cfg.max_bundle_bytes)
 

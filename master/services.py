@@ -21,6 +21,7 @@ from sparkyard.master.core import MasterCore
 from sparkyard.master.jobs import JobManager
 from sparkyard.master.leader import Leadership
 from sparkyard.master.logs import LogRelay
+from sparkyard.master.scripts import Fenced
 from sparkyard.states import JobState, from_proto
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
@@ -33,6 +34,8 @@ R = TypeVar("R")
 def _status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
     if isinstance(exc, SparkyardError):
         return grpc.StatusCode[exc.code_name], str(exc)
+    if isinstance(exc, Fenced) or (isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith("FENCED")):
+        return grpc.StatusCode.UNAVAILABLE, f"this master no longer leads ({exc}); retry: another one does"
     if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
         return grpc.StatusCode.UNAVAILABLE, f"redis unavailable: {exc}"
     if isinstance(exc, redis.exceptions.ResponseError) and "OOM" in str(exc):

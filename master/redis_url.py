@@ -1,0 +1,64 @@
+"""How the master reaches Redis: a plain URL (``redis://``, ``rediss://``, ``unix://``) or Redis Sentinel.
+
+``redis+sentinel://[:password@]host1:port1,host2:port2/SERVICE[?db=N]`` asks the sentinels which server is
+the primary of SERVICE, on every new connection: after a failover the master's next connections go to the
+new primary (redis-py's Sentinel support). The password, if any, is the data servers'; the sentinels are
+asked without one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import parse_qs, urlsplit
+
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.sentinel import Sentinel
+
+SENTINEL_SCHEME = "redis+sentinel"
+# How long a call waits for a free connection before failing (calls beyond the pool queue up).
+POOL_WAIT_S = 20.0
+# Sentinels answer in milliseconds; a dead one is skipped after this.
+SENTINEL_TIMEOUT_S = 1.0
+
+
+class RedisUrlError(ValueError):
+    """A --redis-url that cannot be used; the message says what is wrong with it."""
+
+
+@dataclass(frozen=True)
+class SentinelUrl:
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    password: str | None
+    db: int
+
+
+def parse_sentinel_url(url: str) -> SentinelUrl:
+    parts = urlsplit(url)
+    hosts = parts.netloc.rpartition("@")[2]
+    sentinels = []
+    for item in hosts.split(","):
+        host, _, port = item.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise RedisUrlError(f"redis url: sentinel {item!r} is not HOST:PORT (use {SENTINEL_SCHEME}://h1:26379,"
+                                "h2:26379/SERVICE)")
+        sentinels.append((host, int(port)))
+    service = parts.path.strip("/")
+    if not service:
+        raise RedisUrlError(f"redis url: name the sentinel service, e.g. {SENTINEL_SCHEME}://h1:26379/mymaster")
+    db = parse_qs(parts.query).get("db", ["0"])[0]
+    if not db.isdigit():
+        raise RedisUrlError(f"redis url: db {db!r} is not a number")
+    return SentinelUrl(tuple(sentinels), service, parts.password, int(db))
+
+
+def connect(url: str, *, decode: bool, max_connections: int) -> Redis:
+    """A client of the Redis at ``url`` (its connections are made on first use)."""
+    if urlsplit(url).scheme == SENTINEL_SCHEME:
+        s = parse_sentinel_url(url)
+        sentinel = Sentinel(list(s.sentinels), sentinel_kwargs={"socket_timeout": SENTINEL_TIMEOUT_S})
+        return sentinel.master_for(s.service, decode_responses=decode, password=s.password, db=s.db,
+                                   max_connections=max_connections, health_check_interval=30)
+    pool = BlockingConnectionPool.from_url(url, decode_responses=decode, health_check_interval=30,
+                                           max_connections=max_connections, timeout=POOL_WAIT_S)
+    return Redis(connection_pool=pool)
