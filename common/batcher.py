@@ -53,7 +53,7 @@ ItemId = Hashable
 DEFAULT_MAX_BATCH_SIZE = 500
 # Longest wait for company: noise next to a Spark task (seconds), yet it folds a busy worker's results together.
 DEFAULT_MAX_BATCH_DELAY_S = 0.02
-# Queued items before the overflow policy applies: 10 s at 5,000/s, a leader failover (5 s lease) with room to spare.
+# Queued items before a submit is refused: 10 s at 5,000/s, a leader failover (3 s lease) with room to spare.
 DEFAULT_MAX_BUFFER = 50_000
 # Reprocess-queue bound in batches per in-flight slot: failed items leave first, so more only piles up in a storm.
 REPROCESS_BATCHES = 4
@@ -82,14 +82,6 @@ class Outcome(str, Enum):
     CONGESTION = "congestion"
     TRANSIENT_ERROR = "transient_error"
     PERMANENT_ERROR = "permanent_error"
-
-
-class OverflowPolicy(str, Enum):
-    """What happens to a submit when ``max_buffer`` items are queued."""
-
-    REJECT_NEW = "reject_new"
-    DROP_OLDEST = "drop_oldest"
-    BLOCK = "block"
 
 
 @dataclass(slots=True, eq=False)
@@ -165,7 +157,6 @@ class Batcher(Generic[T]):
         max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
         max_batch_delay_s: float = DEFAULT_MAX_BATCH_DELAY_S,
         max_buffer: int = DEFAULT_MAX_BUFFER,
-        overflow: OverflowPolicy = OverflowPolicy.REJECT_NEW,
         item_expiry_s: float = 0.0,
         max_reprocess: int | None = None,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
@@ -184,7 +175,6 @@ class Batcher(Generic[T]):
         self._max_batch_size = max_batch_size
         self._max_batch_delay_s = max_batch_delay_s
         self._max_buffer = max_buffer
-        self._overflow = overflow
         self._item_expiry_s = item_expiry_s
         self._max_reprocess = max_reprocess or max_batch_size * max_in_flight * REPROCESS_BATCHES
         self._max_in_flight = max_in_flight
@@ -198,7 +188,6 @@ class Batcher(Generic[T]):
         self._in_flight_ids: set[ItemId] = set()  # only maintained when max_in_flight > 1
         self._stalled = False  # everything queued is held back behind an in-flight version of its id
         self._wake = asyncio.Event()
-        self._space = asyncio.Event()
         self._failures = 0
         self._backoff_s = 0.0
         self._backoff_until = -math.inf
@@ -242,7 +231,7 @@ class Batcher(Generic[T]):
             self._loop_task = asyncio.get_running_loop().create_task(self._run(), name=f"batcher-{self.name}")
 
     def submit(self, item_id: ItemId, payload: T, expiry_s: float | None = None) -> bool:
-        """Queue ``payload`` under ``item_id``; False if refused (closed, or full under REJECT_NEW / BLOCK).
+        """Queue ``payload`` under ``item_id``; False if refused (closed, or full: the caller keeps the item).
 
         A pending item with the same id gets the new payload and expiry but keeps its place and its first
         submit time. ``expiry_s`` overrides ``item_expiry_s`` for this payload (0 = never expires).
@@ -283,19 +272,6 @@ class Batcher(Generic[T]):
             self._flush = True
             self._wake.set()
 
-    async def submit_wait(self, item_id: ItemId, payload: T, expiry_s: float | None = None) -> bool:
-        """Like :meth:`submit`, but under :attr:`OverflowPolicy.BLOCK` waits for room instead of refusing."""
-        if self._overflow is OverflowPolicy.BLOCK:
-            while (
-                not self._closing
-                and item_id not in self._index
-                and len(self._accept) >= self._max_buffer
-                and not self._purge_expired(self._clock.monotonic())
-            ):
-                self._space.clear()
-                await self._space.wait()
-        return self.submit(item_id, payload, expiry_s)
-
     async def close(self, drain: bool = True, timeout_s: float = DEFAULT_CLOSE_TIMEOUT_S) -> None:
         """Stop accepting; with ``drain`` flush what is queued, giving up ``timeout_s`` from now.
 
@@ -309,7 +285,6 @@ class Batcher(Generic[T]):
         if not self._closing:
             self._closing = True
             self._deadline = self._clock.call_later(timeout_s, self._on_deadline)
-            self._space.set()
             if self._loop_task is None:
                 self._loop_task = asyncio.get_running_loop().create_task(self._run(), name=f"batcher-{self.name}")
         self._wake.set()
@@ -391,8 +366,6 @@ class Batcher(Generic[T]):
         if guard is not None:
             guard.update(item.id for item in batch)
         self._stalled = held > 0 and not batch
-        if self._overflow is OverflowPolicy.BLOCK and len(self._accept) < self._max_buffer:
-            self._space.set()
         return batch
 
     async def _process(self, batch: list[Item[T]]) -> None:
@@ -493,14 +466,8 @@ class Batcher(Generic[T]):
         return len(accept) < self._max_buffer
 
     def _make_room(self, now: float) -> bool:
-        """At a full buffer: first drop expired items, then apply the overflow policy."""
-        if self._purge_expired(now):
-            return True
-        if self._overflow is not OverflowPolicy.DROP_OLDEST:
-            return False
-        del self._index[self._accept.popleft().id]
-        self._stats.overflowed += 1
-        return True
+        """At a full buffer: drop expired items; True if that made room (else the submit is refused)."""
+        return self._purge_expired(now)
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -539,6 +506,5 @@ class Batcher(Generic[T]):
         self._accept.clear()
         self._retry.clear()
         self._index.clear()
-        self._space.set()
         if self._stats.abandoned:
             log.warning("batcher %s: closed with %d items abandoned", self.name, self._stats.abandoned)

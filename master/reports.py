@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import redis.exceptions
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from sparkyard.batcher import Batcher, Item, Outcome, OverflowPolicy
+from sparkyard.batcher import Batcher, Item, Outcome
 from sparkyard.master.core import MasterCore
 from sparkyard.master.store import Report
 from sparkyard.states import VerdictKind
@@ -60,7 +60,7 @@ class ReportSink:
         self._core = core
         self._batcher: Batcher[Incoming] = Batcher(
             "reports", self._process, clock=core.clock, max_batch_size=REPORT_BATCH, max_batch_delay_s=0.0,
-            max_buffer=REPORT_BUFFER, overflow=OverflowPolicy.REJECT_NEW,
+            max_buffer=REPORT_BUFFER,
         )
 
     def start(self) -> None:

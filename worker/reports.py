@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sparkyard.batcher import Batcher, Item, Outcome, OverflowPolicy
+from sparkyard.batcher import Batcher, Item, Outcome
 from sparkyard.clock import Clock
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -29,7 +29,7 @@ class ReportSender:
         self._send = send
         self._batcher: Batcher[pb.TaskStarted | pb.TaskResult] = Batcher(
             "worker-reports", self._process, clock=clock, max_batch_size=REPORT_BATCH,
-            max_batch_delay_s=REPORT_DELAY_S, max_buffer=REPORT_BUFFER, overflow=OverflowPolicy.REJECT_NEW,
+            max_batch_delay_s=REPORT_DELAY_S, max_buffer=REPORT_BUFFER,
         )
 
     def start(self) -> None:

@@ -21,7 +21,6 @@ from sparkyard.batcher import (
     BatchResult,
     Item,
     Outcome,
-    OverflowPolicy,
 )
 from sparkyard.clock import FakeClock
 
@@ -220,22 +219,12 @@ async def test_a_batch_of_only_expired_items_calls_nothing(clock: FakeClock) -> 
 # ------------------------------------------------------------------------------------------- overflow
 
 
-async def test_reject_new_refuses_submits_at_a_full_buffer(clock: FakeClock) -> None:
+async def test_a_full_buffer_refuses_submits(clock: FakeClock) -> None:
     batcher = make(clock, Recorder(clock), max_buffer=2, max_batch_size=10)
     assert batcher.submit(1, "a") and batcher.submit(2, "b")
     assert not batcher.submit(3, "c")
     assert batcher.submit(1, "a2"), "an update of a pending id needs no room"
     assert batcher.stats.overflowed == 1 and batcher.pending == 2
-
-
-async def test_drop_oldest_evicts_the_oldest_pending_item(clock: FakeClock) -> None:
-    recorder = Recorder(clock)
-    batcher = make(clock, recorder, max_buffer=2, max_batch_size=10, overflow=OverflowPolicy.DROP_OLDEST)
-    for i in range(4):
-        assert batcher.submit(i, i)
-    await advance(clock, 1.0)
-    assert recorder.ids == [[2, 3]]
-    assert batcher.stats.overflowed == 2
 
 
 async def test_a_full_buffer_makes_room_by_dropping_expired_items_first(clock: FakeClock) -> None:
@@ -244,36 +233,6 @@ async def test_a_full_buffer_makes_room_by_dropping_expired_items_first(clock: F
     await advance(clock, 0.6)
     assert batcher.submit(2, "b")
     assert batcher.stats.expired == 1 and batcher.stats.overflowed == 0
-
-
-async def test_block_makes_submit_wait_until_a_batch_frees_room(clock: FakeClock) -> None:
-    recorder = Recorder(clock)
-    batcher = make(clock, recorder, max_buffer=2, max_batch_size=2, overflow=OverflowPolicy.BLOCK)
-    batcher.submit(1, "a")
-    batcher.submit(2, "b")
-    assert not batcher.submit(3, "c"), "plain submit cannot block, so it refuses"
-    waiter = asyncio.create_task(batcher.submit_wait(3, "c"))
-    await settle()
-    assert waiter.done() and waiter.result()
-    assert recorder.ids == [[1, 2]]
-    recorder_block = Recorder(clock)
-    blocked = make(clock, recorder_block, max_buffer=1, max_batch_size=5, overflow=OverflowPolicy.BLOCK)
-    blocked.submit(1, "a")
-    waiter = asyncio.create_task(blocked.submit_wait(2, "b"))
-    await settle()
-    assert not waiter.done()
-    await advance(clock, 1.0)
-    assert waiter.done() and waiter.result()
-    await blocked.close(drain=False)
-
-
-async def test_submit_wait_returns_false_when_the_batcher_closes(clock: FakeClock) -> None:
-    batcher = make(clock, Recorder(clock), max_buffer=1, max_batch_size=5, overflow=OverflowPolicy.BLOCK)
-    batcher.submit(1, "a")
-    waiter = asyncio.create_task(batcher.submit_wait(2, "b"))
-    await settle()
-    await batcher.close(drain=False)
-    assert await waiter is False
 
 
 # ------------------------------------------------------------------------------------------- outcomes
@@ -599,14 +558,12 @@ RESULTS = st.lists(
 @given(
     steps=STEPS,
     results=RESULTS,
-    overflow=st.sampled_from(list(OverflowPolicy)),
     in_flight=st.integers(1, 2),
     drain=st.booleans(),
 )
 def test_every_accepted_item_ends_in_exactly_one_counter(
     steps: list[tuple[str, Any, Any]],
     results: list[BatchResult | BaseException],
-    overflow: OverflowPolicy,
     in_flight: int,
     drain: bool,
 ) -> None:
@@ -621,7 +578,6 @@ def test_every_accepted_item_ends_in_exactly_one_counter(
             max_batch_delay_s=1.0,
             max_buffer=4,
             max_reprocess=3,
-            overflow=overflow,
             max_in_flight=in_flight,
             backoff=BackoffPolicy(jitter=0.2),
             rng=random.Random(0),
