@@ -98,7 +98,7 @@ def test_a_prefetched_task_never_waits_behind_a_long_one(shared_cluster: Cluster
 
         wait_for(long_ones_started, 60, "both long tasks to start")
         assert len({t.attempts[-1].worker for t in client.run(long_run).tasks}) == 1
-        short, _ = client.wait(first_run_id(client.submit(f"{TASKS}:noop", parallelism=500)), timeout=100)
+        short, _ = client.wait(first_run_id(client.submit(f"{TASKS}:noop", parallelism=1000)), timeout=100)
         assert short.state == pb.RUN_SUCCEEDED
         assert client.run(long_run).state == pb.RUN_RUNNING  # every short task finished while the long ones ran
     finally:
