@@ -41,6 +41,7 @@ from sparkyard.worker.attempts import AttemptSlots, Execution, Pending
 from sparkyard.worker.bundles import BundleCache, fetch_over
 from sparkyard.worker.children import Children
 from sparkyard.worker.logs import LogFiles, day_name, remove_older_than
+from sparkyard.worker.outbox import Outbox
 from sparkyard.worker.prefetch import Prefetch
 from sparkyard.worker.reports import ReportSender
 from sparkyard.worker.runner.base import Runner
@@ -134,6 +135,7 @@ class Agent(AttemptSlots):
         self._asked = 0  # the prefetch last told to the master
         self._asked_before = 0  # the one before it (the master may still be working from it)
         self.pending: dict[tuple[str, int], Pending] = {}
+        self.outbox = Outbox(self.work_dir)
         self.draining = False
         self.lease_s = DEFAULT_LEASE_S
         self.heartbeat_s = DEFAULT_HEARTBEAT_S
@@ -155,6 +157,8 @@ class Agent(AttemptSlots):
     async def run(self) -> None:
         """Run until :meth:`stop` (after a drain or at once)."""
         self.work_dir.mkdir(parents=True, exist_ok=True)
+        for result in self.outbox.load():  # results a previous run of this worker never had acknowledged
+            self.pending[(result.task_id, result.fencing_token)] = Pending(result, 0.0)
         await asyncio.to_thread(self.children.end_leftovers)
         await asyncio.to_thread(self.bundles.load)
         await self._sweep_old_logs()
@@ -176,6 +180,7 @@ class Agent(AttemptSlots):
         await self.reports.close(timeout_s=1.0)
         for runner in self.runners.values():
             await runner.close()
+        self.outbox.close()
 
     async def _start_default_runner(self) -> None:
         """Start the default runner, retrying with backoff; until it can run a task no slot is offered."""
@@ -229,7 +234,8 @@ class Agent(AttemptSlots):
         while self.pending and time.monotonic() < deadline and self.registered.is_set():
             await asyncio.sleep(0.05)
         if self.pending:
-            log.warning("%d results not acknowledged at exit; the master will requeue those tasks", len(self.pending))
+            log.warning("%d results not acknowledged at exit: kept in %s, sent when this worker (same --id and "
+                        "--work-dir) starts again", len(self.pending), self.outbox.path)
         self.stop()
 
     def stop(self) -> None:
@@ -441,7 +447,8 @@ class Agent(AttemptSlots):
                 execution.kill("cancel", cancel.reason or "cancelled")
         elif kind == "acks":
             for ack in message.acks.acks:
-                self.pending.pop((ack.task_id, ack.fencing_token), None)
+                if self.pending.pop((ack.task_id, ack.fencing_token), None) is not None:
+                    self.outbox.ack(ack.task_id, ack.fencing_token, len(self.pending))
                 if not ack.accepted:
                     log.info("task=%s token=%d result refused by the master: %s", ack.task_id, ack.fencing_token,
                              ack.reason)
@@ -490,6 +497,7 @@ class Agent(AttemptSlots):
                 if now - pending.sent_at > RESEND_AFTER_S:
                     self.reports.result(pending.result)
                     pending.sent_at = now
+            self.outbox.compact(p.result for p in self.pending.values())
             await self.clock.sleep(self.heartbeat_s)
 
     async def _fence_loop(self) -> None:

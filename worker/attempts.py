@@ -21,6 +21,7 @@ from sparkyard.config import WorkerConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.bundles import BundleCache
 from sparkyard.worker.logs import LogFiles
+from sparkyard.worker.outbox import Outbox
 from sparkyard.worker.prefetch import Prefetch
 from sparkyard.worker.reports import ReportSender
 from sparkyard.worker.runner.base import AttemptRun, Outcome, Runner
@@ -91,6 +92,7 @@ class AttemptSlots:
     executions: dict[str, Execution]  # every attempt leased here, queued or running
     queue: deque[Execution]  # leased, waiting for a slot (prefetched), in arrival order
     pending: dict[tuple[str, int], Pending]  # results not yet acknowledged by the master
+    outbox: Outbox  # the same, on disk
     draining: bool
     _attempts_dir: str
     _busy: int  # attempts on a slot
@@ -271,5 +273,6 @@ class AttemptSlots:
         if log.isEnabledFor(level):
             log.log(level, "task=%s attempt=%d token=%d finished %s%s", a.task_id, a.attempt, a.fencing_token,
                     pb.AttemptState.Name(state), f": {outcome.error}" if outcome.error else "")
+        self.outbox.add(result)  # on disk before it is sent: a restarted worker sends it again
         self.pending[(a.task_id, a.fencing_token)] = Pending(result, self.clock.monotonic())
         self.reports.result(result)
