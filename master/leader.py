@@ -85,6 +85,7 @@ class Leadership:
         self.leading = False
         self.view = LeaderView(0, "", "")
         self._renewed_at = 0.0
+        self._stopping = False
 
     @property
     def role(self) -> str:
@@ -114,7 +115,8 @@ class Leadership:
         return held
 
     async def resign(self) -> None:
-        """Give the lease up (graceful stop): a standby takes over at its next try."""
+        """Stop taking part, and give the lease up (graceful stop): a standby takes over at its next try."""
+        self._stopping = True
         if self.leading:
             self.leading = False
             try:
@@ -124,15 +126,19 @@ class Leadership:
             self._scripts.epoch = 0
 
     async def run(self) -> None:
-        """Lead or stand by until cancelled; calls ``on_elected`` once and ``on_deposed`` at most once."""
-        while True:
+        """Lead or stand by until cancelled or resigned; calls ``on_elected`` once and ``on_deposed`` at most
+        once. (The loop also ends on its own after :meth:`resign`: a cancel that lands while redis-py opens a
+        connection can be lost, and a stopping master must never take the lease again.)"""
+        while not self._stopping:
             try:
                 if self.leading:
                     if not await self.renew():
+                        if self._stopping:
+                            return
                         await self._depose(f"the lease was taken over (leader now {self.view.leader_id or 'nobody'}, "
                                            f"epoch {self.view.epoch})")
                         return
-                elif await self.acquire():
+                elif not self._stopping and await self.acquire():
                     log.info("leading (epoch %d) as %s at %s", self.epoch, self.master_id, self.address)
                     await self._on_elected(self.epoch)
                 await self._advertise()

@@ -30,6 +30,8 @@ log = logging.getLogger("sparkyard.master")
 # default thresholds make full collections walk all of them over and over (timer add at 1M pending:
 # 0.60 M/s default vs 1.28 M/s with these thresholds, docs/timer.md).
 GC_THRESHOLDS = (100_000, 50, 100)
+# How long tasks still running after a stop get to end before the process exits anyway.
+LEFTOVER_WAIT_S = 2.0
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -69,6 +71,21 @@ def _restart_as_standby(argv: list[str]) -> None:
     os.execv(sys.executable, [sys.executable, "-m", "sparkyard.master.main", *argv])
 
 
+async def _end_leftover_tasks() -> None:
+    """After a stop, cancel what is still running; a task that ignores its cancel (one lost inside a
+    library call) must not keep the process alive after everything was closed."""
+    leftover = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in leftover:
+        task.cancel()
+    if leftover:
+        _, stuck = await asyncio.wait(leftover, timeout=LEFTOVER_WAIT_S)
+        if stuck:
+            log.warning("%d tasks did not end after the stop (%s); exiting anyway", len(stuck),
+                        ", ".join(sorted(t.get_name() for t in stuck)))
+            logging.shutdown()
+            os._exit(0)
+
+
 async def _run(cfg: MasterConfig, argv: list[str]) -> int:
     server = MasterServer(cfg)
     loop = asyncio.get_running_loop()
@@ -91,6 +108,7 @@ async def _run(cfg: MasterConfig, argv: list[str]) -> int:
     if stop.is_set():
         log.info("signal received; shutting down")
         await server.stop()
+        await _end_leftover_tasks()
         return 0
     await server.abandon()
     _restart_as_standby(argv)  # from inside the loop: no task of the old leader gets to finish

@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 # Connections to Redis: calls beyond this wait for a free one (up to the wait) instead of failing, so
 # a burst of requests queues in the master rather than overwhelming Redis with connections.
 REDIS_CONNECTIONS = 64
+# How long a stop waits for the election loop to end (it ends by itself once resigned).
+ELECTION_STOP_WAIT_S = 2.0
 # How long a stop waits for Redis connections to close.
 REDIS_CLOSE_WAIT_S = 3.0
 # How long start-up waits for a given Redis to answer.
@@ -231,11 +233,13 @@ class MasterServer:
         if self._stopped.is_set():
             return
         started = time.monotonic()
+        # Give the lease up first: a standby takes over at its next try, not after the lease. Both waits are
+        # bounded: a cancel that lands while redis-py opens a connection can be lost.
+        if self.leadership is not None:
+            await asyncio.wait({asyncio.ensure_future(self.leadership.resign())}, timeout=ELECTION_STOP_WAIT_S)
         if self._election is not None:
             self._election.cancel()
-            await asyncio.gather(self._election, return_exceptions=True)
-        if self.leadership is not None:
-            await self.leadership.resign()  # a standby takes over at its next try, not after the lease
+            await asyncio.wait({self._election}, timeout=ELECTION_STOP_WAIT_S)
         if self._health is not None:
             await self._health.enter_graceful_shutdown()
         if self._reaper is not None:
