@@ -41,7 +41,7 @@ from sparkyard import ids
 
 # Specs are immutable once submitted; this many are kept in memory to build task assignments.
 # How long a submit waits for --redis-min-replicas replicas to confirm it (WAIT).
-REPLICA_WAIT_MS = 2_000
+REPLICA_WAIT_MS = 1_000
 SPEC_CACHE_SIZE = 10_000
 # Stored encodings of recently submitted spec objects (the jobs of a bulk submit share one object).
 SPEC_TEXT_CACHE_SIZE = 256

@@ -89,19 +89,15 @@ def test_a_fixed_delay_job_is_rescheduled_by_a_master_that_did_not_fire_its_run(
 LONGER_LEASE = ("--lease", "30", "--heartbeat", "2")  # outlasts a master and a worker restart, on a loaded CI
 
 
-def _end_a_task_while_no_master_is_up(cluster: Cluster, tmp_path: Path) -> tuple[pb.Job, Path, int]:
-    """A master and worker ``w``; a 2 s task starts, the master is killed, the task ends. Returns the job,
-    the markers directory and the master's port (to start it again on)."""
-    cluster.start_master(*LONGER_LEASE)
-    cluster.start_worker("w", slots=1)
-    cluster.wait_workers("w")
-    markers = tmp_path / "markers"
+def _end_a_task_while_no_master_is_up(cluster: Cluster, markers: Path) -> tuple[pb.Job, int]:
+    """A 2 s task starts on worker ``w``, the master is killed, the task ends. Returns the job and the
+    master's port (to start it again on)."""
     job = cluster.client().submit(f"{TASKS}:sleep_python", args=["2", str(markers)])
     wait_for(lambda: list(markers.glob("*.started")), 90, "the task to start")
     port = int(cluster.address.rsplit(":", 1)[1])
     cluster.stop_master(signal.SIGKILL)
     wait_for(lambda: list(markers.glob("*.done")), 60, "the task to end while no master is up")
-    return job, markers, port
+    return job, port
 
 
 def _ran_once(cluster: Cluster, job: pb.Job, markers: Path) -> None:
@@ -111,23 +107,23 @@ def _ran_once(cluster: Cluster, job: pb.Job, markers: Path) -> None:
     assert attempt.state == pb.ATTEMPT_SUCCEEDED and len(list(markers.glob("*.started"))) == 1
 
 
-def test_a_result_that_ends_while_no_master_is_up_counts_once_one_is(make_cluster: object, tmp_path: Path) -> None:
-    """The worker declares the unacknowledged result's lease when it registers again, so the master does
-    not requeue the task, and the result it then resends is accepted: no re-run."""
-    cluster: Cluster = make_cluster()  # type: ignore[operator]
-    job, markers, port = _end_a_task_while_no_master_is_up(cluster, tmp_path)
-    cluster.start_master(*LONGER_LEASE, port=port)
-    _ran_once(cluster, job, markers)
-
-
-def test_a_result_survives_the_restart_of_its_worker_before_any_master_acknowledged_it(
+def test_a_result_that_ends_while_no_master_is_up_counts_once_one_is_even_if_its_worker_restarts(
         make_cluster: object, tmp_path: Path) -> None:
-    """The outbox: the worker is killed too before any master acknowledged the result; restarted (same id
-    and work dir) it reads the result from disk, declares its lease and sends it: no re-run."""
+    """First the worker stays up: it declares the unacknowledged result's lease when it registers again,
+    so the master does not requeue the task, and the result it resends is accepted. Then the worker is
+    killed too before any master acknowledged the result: restarted with the same id and work dir, it
+    reads the result back from its outbox and sends it. Neither task runs twice."""
     cluster: Cluster = make_cluster()  # type: ignore[operator]
-    job, markers, port = _end_a_task_while_no_master_is_up(cluster, tmp_path)
+    cluster.start_master(*LONGER_LEASE)
+    cluster.start_worker("w", slots=1)
+    cluster.wait_workers("w")
+    job, port = _end_a_task_while_no_master_is_up(cluster, tmp_path / "first")
+    cluster.start_master(*LONGER_LEASE, port=port)
+    _ran_once(cluster, job, tmp_path / "first")
+
+    job, port = _end_a_task_while_no_master_is_up(cluster, tmp_path / "second")
     cluster.kill_worker("w")  # kill -9: the result was never acknowledged
     cluster.start_master(*LONGER_LEASE, port=port)
     cluster.start_worker("w", slots=1)
-    _ran_once(cluster, job, markers)
+    _ran_once(cluster, job, tmp_path / "second")
     assert "results from before the restart not yet acknowledged" in cluster.workers["w"].log()
