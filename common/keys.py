@@ -8,12 +8,13 @@ key                                   type    meaning
 ====================================  ======  =========================================================
 P:job:{job}                           hash    job record: spec (protobuf, base64), state, created_ms, updated_ms,
                                               next_fire_ms, runs, skipped, last_run_id (absent = none / 0),
-                                              w:{index} (worker that last ran task index)
+                                              awaits (while in awaiting: the run whose end sets the next
+                                              fire time), w:{index} (worker that last ran task index)
 P:jobs                                zset    job id → created_ms (listing, newest first)
 P:idem:{key}                          string  job id submitted under a client idempotency key (TTL)
 P:schedule                            zset    job id → next fire time in ms (durable triggers)
-P:awaiting                            set     fixed-delay jobs whose next fire time waits for their
-                                              current run to end
+P:awaiting                            set     fixed-delay jobs whose next fire time waits for a run
+                                              (job field awaits) to end
 P:job:{job}:runs                      zset    run id → scheduled_ms (a job's runs)
 P:job:{job}:active                    set     run ids of the job that are not terminal (overlap policy)
 P:run:{run}                           hash    run record: state, job_id, scheduled_ms, fired_ms,

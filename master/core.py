@@ -183,8 +183,8 @@ class MasterCore:
         if spec is None or not _fixed_delay(spec):
             return
         job = await self.store.get_job(job_id)
-        if job is None:
-            return
+        if job is None or (job.awaited_run_id and job.awaited_run_id != run_id):
+            return  # the job waits for another run's end (or for none: rescheduled already)
         next_ms = triggers.after_run_ms(spec.trigger, await self.store.time_ms(), job.runs)
         status, next_fire = await self.store.reschedule_after_run(job_id, run_id, next_ms)
         if status == "ok" and next_fire >= 0:

@@ -25,6 +25,7 @@ class JobEntry:
     next_fire_ms: int = -1  # -1: none
     runs: int = 0
     last_run_id: str = ""
+    awaits: str = ""  # in `awaiting`: the run whose end sets the next fire time
     last_workers: dict[int, str] = field(default_factory=dict)  # task index → worker that last ran it
 
 
@@ -102,7 +103,7 @@ class AttemptEnd:
 
 def job_record(job_id: str, job: JobEntry) -> JobRecord:
     return JobRecord(job_id, job.spec, job.state, job.created_ms, job.updated_ms, job.next_fire_ms, job.runs,
-                     job.last_run_id)
+                     job.last_run_id, job.awaits)
 
 
 def run_record(run_id: str, run: RunEntry) -> RunRecord:

@@ -165,6 +165,10 @@ class MemoryStore(Store):
         existing = self._runs.get(run_id)
         if existing is not None:
             return run_id, FireResult("exists", now, existing.state.value)
+        skip_reason, blocker = r.skip_reason, ""
+        if not skip_reason and r.overlap == "forbid" and self._active[r.job_id]:
+            blocker = min(self._active[r.job_id])
+            skip_reason = f"overlap forbidden: run {blocker} is still active"
         if not manual:
             if r.next_fire_ms >= 0:
                 self._schedule.add(r.job_id, r.next_fire_ms)
@@ -173,15 +177,14 @@ class MemoryStore(Store):
                 self._schedule.remove(r.job_id)
                 job.next_fire_ms = -1
                 if r.next_fire_ms == -2:
+                    # A skipped firing waits for the end of the run that blocked it (fire.lua).
                     self._awaiting.add(r.job_id)
+                    job.awaits = blocker or run_id
                 elif can_move("job", job.state.value, JobState.COMPLETED.value):
                     job.state = JobState.COMPLETED
         job.updated_ms = now
         job.last_run_id = run_id
         self._job_runs[r.job_id].add(run_id, r.scheduled_ms)
-        skip_reason = r.skip_reason
-        if not skip_reason and r.overlap == "forbid" and self._active[r.job_id]:
-            skip_reason = f"overlap forbidden: run {min(self._active[r.job_id])} is still active"
         if skip_reason:
             self._runs[run_id] = RunEntry(r.job_id, RunState.SKIPPED, r.scheduled_ms, now, 0, finished_ms=now,
                                       reason=skip_reason)
@@ -386,6 +389,7 @@ class MemoryStore(Store):
             job.state, job.updated_ms, job.next_fire_ms = JobState.CANCELLED, now, -1
             self._schedule.remove(job_id)
             self._awaiting.discard(job_id)
+            job.awaits = ""
             cancelled.append(job_id)
         for run_id in run_ids:
             run = self._runs.get(run_id)
@@ -434,9 +438,10 @@ class MemoryStore(Store):
 
     async def reschedule_after_run(self, job_id: str, run_id: str, next_fire_ms: int) -> tuple[str, int]:
         job = self._jobs.get(job_id)
-        if job is None or job.last_run_id != run_id or job_id not in self._awaiting:
+        if job is None or (job.awaits or job.last_run_id) != run_id or job_id not in self._awaiting:
             return "not_awaiting", -1
         self._awaiting.discard(job_id)
+        job.awaits = ""
         if next_fire_ms >= 0:
             job.next_fire_ms = next_fire_ms
             if job.state is JobState.ACTIVE:

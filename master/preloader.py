@@ -92,9 +92,10 @@ class Preloader:
         """Fixed-delay jobs whose run ended while no master was watching get their next fire time now."""
         for job_id in await self._store.awaiting_jobs():
             job = await self._store.get_job(job_id)
-            if job is None or not job.last_run_id:
+            awaited = job and (job.awaited_run_id or job.last_run_id)  # no `awaits`: joined before it existed
+            if not awaited:
                 continue
-            run = await self._store.get_run(job.last_run_id, with_tasks=False)
+            run = await self._store.get_run(awaited, with_tasks=False)
             if run is not None and run.finished_ms:
                 self._core.run_ended(run.id, run.state)
 
@@ -171,7 +172,8 @@ class Preloader:
                 if res.status not in ("created", "skipped"):
                     continue
                 if res.status == "skipped" and request.next_fire_ms == triggers.AFTER_RUN:
-                    # A fixed-delay job waits for this run's end; a skipped run has ended already.
+                    # A fixed-delay job skipped by overlap FORBID waits for the run that blocked it; with
+                    # none (a misfire skip), for this one, which has ended already: say so.
                     self._core.run_ended(run_id, RunState.SKIPPED)
                 created = created or res.status == "created"
                 if step + 1 < len(plans[i]):

@@ -57,7 +57,8 @@ class JobRecord:
     updated_ms: int
     next_fire_ms: int  # -1 when none
     runs: int
-    last_run_id: str
+    last_run_id: str  # the latest firing's run (manual ones too)
+    awaited_run_id: str = ""  # a fixed-delay job in `awaiting`: the run whose end sets its next fire time
 
     @classmethod
     def from_hash(cls, job_id: str, h: Mapping[str, str]) -> JobRecord:
@@ -70,6 +71,7 @@ class JobRecord:
             next_fire_ms=_int(h.get("next_fire_ms"), -1),
             runs=_int(h.get("runs")),
             last_run_id=h.get("last_run_id", ""),
+            awaited_run_id=h.get("awaits", ""),
         )
 
 

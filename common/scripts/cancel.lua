@@ -29,6 +29,7 @@ if job_id ~= '' then
     redis.call('HSET', K.job(job_id), 'state', 'CANCELLED', 'updated_ms', now, 'next_fire_ms', '')
     redis.call('ZREM', KEYS[1], job_id)
     redis.call('SREM', K.awaiting, job_id)  -- a fixed-delay job waiting for its run's end waits no more
+    redis.call('HDEL', K.job(job_id), 'awaits')
     cancelled[#cancelled + 1] = job_id
   end
 end

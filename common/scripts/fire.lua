@@ -6,8 +6,10 @@
 -- ARGV[4] 'manual' (a user's trigger; the schedule is left alone) or the schedule entry's expected
 --         time in ms: the firing happens only if the entry still says so, and the schedule advances
 --         (it may differ from ARGV[3] when a misfire plan fires a later time than the one that was due)
--- ARGV[5] next fire ms after this one (-1: none, the job completes; -2: after this run ends, for
---         fixed-delay jobs — the job joins `awaiting`; ignored in manual mode)
+-- ARGV[5] next fire ms after this one (-1: none, the job completes; -2: after a run ends, for
+--         fixed-delay jobs — the job joins `awaiting` and its field `awaits` names the run whose end it
+--         waits for: this run, or, if this firing is skipped by overlap forbid, the active run that blocked
+--         it; ignored in manual mode)
 -- ARGV[6] overlap policy: 'allow' | 'forbid' (skip while a run is active) | 'replace' (caller cancelled)
 -- ARGV[7] skip reason: non-empty records this firing as a SKIPPED run with no tasks (misfire skip)
 -- ARGV[8] the run block of create_run (lib.lua, JSON): settings and tasks.
@@ -15,7 +17,10 @@
 --
 -- Invariant: a (job, scheduled time) pair yields at most one run whoever fires it (SETNX semantics on
 -- the run key), and the schedule entry moves forward in the same step, so a firing is never lost
--- between "run created" and "schedule advanced".
+-- between "run created" and "schedule advanced". A fixed-delay job joins `awaiting` for a run whose end
+-- is still to come and will be reported like any run's (its new run, or the active run that blocked it),
+-- not for a skipped run that has ended already; a manual firing leaves `awaits` alone (it changes only
+-- last_run_id, what a user sees as the job's latest run).
 local now = now_ms()
 local job_state = redis.call('HGET', KEYS[1], 'state')
 if not job_state then return {'inactive', now, ''} end
@@ -29,28 +34,34 @@ else
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then return {'exists', now, redis.call('HGET', KEYS[2], 'state')} end
 
+local skip_reason = ARGV[7]
+local blocker = false  -- the active run an overlap-forbid firing is skipped for
+if skip_reason == '' and ARGV[6] == 'forbid' then
+  blocker = redis.call('SRANDMEMBER', KEYS[4])
+  if blocker then skip_reason = 'overlap forbidden: run ' .. blocker .. ' is still active' end
+end
+
+local job_fields = {'updated_ms', now, 'last_run_id', ARGV[2]}
 if not manual then
   local next_fire = tonumber(ARGV[5])
   if next_fire >= 0 then
     redis.call('ZADD', KEYS[5], next_fire, ARGV[1])
-    redis.call('HSET', KEYS[1], 'next_fire_ms', next_fire)
+    push(job_fields, 'next_fire_ms', next_fire)
   elseif next_fire == -2 then
     redis.call('ZREM', KEYS[5], ARGV[1])
-    redis.call('HSET', KEYS[1], 'next_fire_ms', '')
     redis.call('SADD', K.awaiting, ARGV[1])
+    -- A skipped run has ended already (no end of it will be reported), but the run that blocked it will
+    -- end. Only a misfire skip (fixed-delay jobs have none) has no such run: the caller reports its end.
+    push(job_fields, 'next_fire_ms', '', 'awaits', blocker or ARGV[2])
   else
     redis.call('ZREM', KEYS[5], ARGV[1])
-    redis.call('HSET', KEYS[1], 'next_fire_ms', '')
-    if may('job', job_state, 'COMPLETED') then redis.call('HSET', KEYS[1], 'state', 'COMPLETED') end
+    push(job_fields, 'next_fire_ms', '')
+    if may('job', job_state, 'COMPLETED') then push(job_fields, 'state', 'COMPLETED') end
   end
 end
-redis.call('HSET', KEYS[1], 'updated_ms', now, 'last_run_id', ARGV[2])
+redis.call('HSET', KEYS[1], unpack(job_fields))
 redis.call('ZADD', KEYS[3], tonumber(ARGV[3]), ARGV[2])
 
-local skip_reason = ARGV[7]
-if skip_reason == '' and ARGV[6] == 'forbid' and redis.call('SCARD', KEYS[4]) > 0 then
-  skip_reason = 'overlap forbidden: run ' .. redis.call('SRANDMEMBER', KEYS[4]) .. ' is still active'
-end
 if skip_reason ~= '' then
   redis.call('HSET', KEYS[2], 'state', 'SKIPPED', 'job_id', ARGV[1], 'scheduled_ms', ARGV[3],
              'fired_ms', now, 'finished_ms', now, 'task_count', 0, 'succeeded', 0, 'dead', 0,

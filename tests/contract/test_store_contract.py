@@ -250,6 +250,39 @@ async def test_a_fixed_delay_job_waits_for_its_run_then_is_rescheduled_once(stor
     assert job is not None and job.state is JobState.COMPLETED and job.next_fire_ms == -1
 
 
+async def test_a_fixed_delay_firing_skipped_by_overlap_forbid_waits_for_the_run_that_blocked_it(store: Store) -> None:
+    s = spec(trigger=every(60, fixed_delay=True), overlap=pb.OVERLAP_FORBID)
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
+    manual, _ = await store.fire(job_id(1), s, 4_000, expected_ms=None, next_fire_ms=-1, overlap="forbid",
+                                 inputs=[()])
+    skipped, res = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=-2, overlap="forbid",
+                                    inputs=[()])
+    assert res.status == "skipped" and await store.awaiting_jobs() == [job_id(1)]
+    job = await store.get_job(job_id(1))
+    # The skipped run has ended already: no end of it is coming. The job waits for the run that is active.
+    assert job is not None and job.last_run_id == skipped and job.awaited_run_id == manual
+    assert await store.reschedule_after_run(job_id(1), skipped, 80_000) == ("not_awaiting", -1)
+    assert await store.reschedule_after_run(job_id(1), manual, 90_000) == ("ok", 90_000)
+    assert await store.due_schedule(10**13) == [(job_id(1), 90_000)] and await store.awaiting_jobs() == []
+    job = await store.get_job(job_id(1))
+    assert job is not None and job.awaited_run_id == ""
+
+
+async def test_a_manual_firing_does_not_change_the_run_a_fixed_delay_job_waits_for(store: Store) -> None:
+    s = spec(trigger=every(60, fixed_delay=True), overlap=pb.OVERLAP_FORBID)
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
+    run_id, _ = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=-2, overlap="forbid",
+                                 inputs=[()])
+    manual, res = await store.fire(job_id(1), s, 6_000, expected_ms=None, next_fire_ms=-1, overlap="forbid",
+                                   inputs=[()])
+    assert res.status == "skipped"  # a user's trigger while the scheduled run is active
+    job = await store.get_job(job_id(1))
+    assert job is not None and job.last_run_id == manual and job.awaited_run_id == run_id
+    assert await store.reschedule_after_run(job_id(1), manual, 80_000) == ("not_awaiting", -1)
+    assert await store.reschedule_after_run(job_id(1), run_id, 90_000) == ("ok", 90_000)
+    assert await store.due_schedule(10**13) == [(job_id(1), 90_000)] and await store.awaiting_jobs() == []
+
+
 async def test_only_a_manual_trigger_fires_a_paused_job_and_nothing_fires_a_cancelled_one(store: Store) -> None:
     s = spec(trigger=every(60))
     await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
@@ -633,6 +666,8 @@ async def test_a_cancelled_fixed_delay_job_no_longer_awaits_its_run(store: Store
     assert await store.awaiting_jobs() == [job_id(1)]
     result = await store.cancel("user", job_id=job_id(1), run_ids=[run_id], task_ids=[ids.task_id(run_id, 0)])
     assert result.status == "ok" and await store.awaiting_jobs() == []
+    job = await store.get_job(job_id(1))
+    assert job is not None and job.awaited_run_id == ""
     assert await store.reschedule_after_run(job_id(1), run_id, 90_000) == ("not_awaiting", -1)
 
 

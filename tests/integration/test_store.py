@@ -82,3 +82,17 @@ async def test_a_one_shot_job_without_options_stores_no_default_settings(store: 
     assert not await store.redis.hexists(store.keys.task(task_id), "inputs")
     (failed,) = await store.report([Report(task_id, token, "FAILED", error="boom")])
     assert failed.task_state == "DEAD" and failed.run_state == "FAILED"  # absent max_attempts = 1
+
+
+async def test_a_fixed_delay_job_that_joined_awaiting_before_the_awaits_field_awaits_its_last_run(
+        store: RedisStore) -> None:
+    """Data written by a version without the job field `awaits`: reschedule.lua falls back to last_run_id."""
+    every = pb.Trigger(every=pb.Trigger.Every(fixed_delay=True))
+    every.every.interval.FromSeconds(60)
+    s, job_id = spec(trigger=every), "j0000000000100000000002"
+    await store.submit_many([NewJob(job_id, s, "abs", 5_000)], 60_000)
+    run_id, _ = await store.fire(job_id, s, 5_000, expected_ms=5_000, next_fire_ms=-2, overlap="allow", inputs=[()])
+    assert await store.redis.hget(store.keys.job(job_id), "awaits") == run_id
+    await store.redis.hdel(store.keys.job(job_id), "awaits")
+    assert await store.reschedule_after_run(job_id, run_id, 90_000) == ("ok", 90_000)
+    assert await store.due_schedule(10**13) == [(job_id, 90_000)]

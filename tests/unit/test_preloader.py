@@ -8,8 +8,9 @@ import asyncio
 import pytest
 
 from master_rig import HORIZON_MS, MasterRig
+from sparkyard import ids
 from sparkyard.master.preloader import Preloader
-from sparkyard.master.store import NewJob
+from sparkyard.master.store import NewJob, Report
 from sparkyard.spec import normalize
 from sparkyard.states import RunState
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -149,19 +150,25 @@ async def test_the_firing_loop_fires_entries_as_their_timers_expire(rig: Rig) ->
 
 
 async def test_a_fixed_delay_firing_skipped_by_overlap_forbid_does_not_stall_the_job(rig: Rig) -> None:
-    """The skipped run ends at once, so the job's next fire time counts from now (it used to wait in
-    `awaiting` for the end of a run that never comes)."""
+    """The skipped run has ended at once, so the job waits for the end of the run that blocked it (it used
+    to wait in `awaiting` for the end of the skipped run, which never comes), then fires an interval later."""
     first = rig.now_ms()
     every = pb.Trigger(every=pb.Trigger.Every(interval={"seconds": EVERY_MS // 1000}, fixed_delay=True))
     spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", trigger=every, overlap=pb.OVERLAP_FORBID))
     await rig.store.submit_many([NewJob("j1", spec, "abs", first)], 60_000)
     rig.clock.advance(1.0)
-    await rig.preloader.trigger_now("j1", spec)  # a manual run is active when the firing comes
+    manual, _ = await rig.preloader.trigger_now("j1", spec)  # a manual run is active when the firing comes
     await rig.preloader.fire_batch([("j1", first)])
     assert [state for _, state in await rig.runs("j1")].count(RunState.SKIPPED) == 1
+    for _ in range(50):  # the master's look at the skipped run's end is one store call on this loop
+        await asyncio.sleep(0)
+    assert await rig.next_fire("j1") == -1 and await rig.store.awaiting_jobs() == ["j1"]
+    rig.clock.advance(3.0)
+    (claim,) = await rig.store.claim("default", [(ids.task_id(manual, 0), "w1")], lease_ms=60_000,
+                                     timeout_grace_ms=0)
+    rig.core.apply_verdicts(await rig.store.report([Report(claim.task_id, claim.token, "SUCCEEDED")]))
     for _ in range(50):  # the reschedule is one store call on this loop
         if await rig.next_fire("j1") >= 0:
             break
         await asyncio.sleep(0)
     assert await rig.next_fire("j1") == rig.now_ms() + EVERY_MS and await rig.store.awaiting_jobs() == []
-
