@@ -190,18 +190,23 @@ class MemoryStore(Store):
                                       reason=skip_reason)
             return run_id, FireResult("skipped", now, RunState.SKIPPED.value)
         block = RunBlock.of(r.spec, r.scheduled_ms, r.inputs, self.priority_aging_ms)
-        self._create_run(job, r.job_id, run_id, r.scheduled_ms, now, block, new_job=False)
-        return run_id, FireResult("created", now, RunState.SCHEDULED.value)
+        state = self._create_run(job, r.job_id, run_id, r.scheduled_ms, now, block, new_job=False)
+        return run_id, FireResult("created", now, state.value)
 
     def _create_run(self, job: JobEntry, job_id: str, run_id: str, scheduled_ms: int, now: int, b: RunBlock,
-                    *, new_job: bool) -> None:
+                    *, new_job: bool) -> RunState:
+        """lib.lua create_run: a run with no tasks is SUCCEEDED at once and never active."""
         if not new_job:
             job.runs += 1
-        run = self._runs[run_id] = RunEntry(job_id, RunState.SCHEDULED, scheduled_ms, now, len(b.tasks),
+        state = RunState.SCHEDULED if b.tasks else RunState.SUCCEEDED
+        run = self._runs[run_id] = RunEntry(job_id, state, scheduled_ms, now, len(b.tasks),
+                                        finished_ms=0 if b.tasks else now,
                                         timeout_ms=max(b.timeout_ms, 0), cap=max(b.cap, 0))
         if b.max_attempts > 1:
             run.max_attempts, run.backoff_ms = b.max_attempts, b.backoff_ms
             run.backoff_mult, run.backoff_max_ms = b.backoff_mult, b.backoff_max_ms
+        if not b.tasks:
+            return state
         self._active[job_id].add(run_id)
         for i, inputs in enumerate(b.tasks):
             task_id = ids.task_id(run_id, i)
@@ -214,6 +219,7 @@ class MemoryStore(Store):
             else:
                 self._ready[b.group].add(task_id, b.score)
         self._groups.add(b.group)
+        return state
 
     # ---- dispatch (peek.lua, claim.lua, renew.lua, report.lua) ----------------------------------------
 

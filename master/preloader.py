@@ -31,7 +31,7 @@ from sparkyard.master.core import MasterCore
 from sparkyard.master.splitter import split_job
 from sparkyard.master.store import FireRequest, FireResult
 from sparkyard.master.timer import TimerTask
-from sparkyard.states import JobState, RunState
+from sparkyard.states import RUN_TERMINAL, JobState, RunState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -171,10 +171,10 @@ class Preloader:
                         f": {request.skip_reason}" if request.skip_reason else "")
                 if res.status not in ("created", "skipped"):
                     continue
-                if res.status == "skipped" and request.next_fire_ms == triggers.AFTER_RUN:
-                    # A fixed-delay job skipped by overlap FORBID waits for the run that blocked it; with
-                    # none (a misfire skip), for this one, which has ended already: say so.
-                    self._core.run_ended(run_id, RunState.SKIPPED)
+                if RunState(res.run_state) in RUN_TERMINAL:
+                    # Skipped, or created with no tasks: the run ended as it was fired. Its waiters wake, and
+                    # a fixed-delay job waiting for it gets its next fire time.
+                    self._core.run_ended(run_id, RunState(res.run_state))
                 created = created or res.status == "created"
                 if step + 1 < len(plans[i]):
                     still.append(i)

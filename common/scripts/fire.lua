@@ -13,7 +13,8 @@
 -- ARGV[6] overlap policy: 'allow' | 'forbid' (skip while a run is active) | 'replace' (caller cancelled)
 -- ARGV[7] skip reason: non-empty records this firing as a SKIPPED run with no tasks (misfire skip)
 -- ARGV[8] the run block of create_run (lib.lua, JSON): settings and tasks.
--- Returns {status, fired_ms, run state}; status: created | skipped | exists | stale | inactive.
+-- Returns {status, fired_ms, run state}; status: created | skipped | exists | stale | inactive. A created
+-- run is SCHEDULED, or SUCCEEDED when it has no tasks (it ended as it was created: see create_run).
 --
 -- Invariant: a (job, scheduled time) pair yields at most one run whoever fires it (SETNX semantics on
 -- the run key), and the schedule entry moves forward in the same step, so a firing is never lost
@@ -69,5 +70,4 @@ if skip_reason ~= '' then
   redis.call('HINCRBY', KEYS[1], 'skipped', 1)
   return {'skipped', now, 'SKIPPED'}
 end
-create_run(KEYS[1], ARGV[1], ARGV[2], ARGV[3], now, cjson.decode(ARGV[8]))
-return {'created', now, 'SCHEDULED'}
+return {'created', now, create_run(KEYS[1], ARGV[1], ARGV[2], ARGV[3], now, cjson.decode(ARGV[8]))}

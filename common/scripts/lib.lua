@@ -171,13 +171,17 @@ end
 -- previous worker starts as the worker that last ran the same task index of the job (job field
 -- w:{index}), so a recurring job keeps landing on a warm worker. `new_job`: the job is being created in
 -- the same script (it has no previous workers, and its run count is written by the caller).
+-- A run with no tasks (a split that produced none) has nothing to wait for: it is SUCCEEDED as it is
+-- created and never joins the job's active set. Returns the run's state (SCHEDULED or SUCCEEDED).
 local GROUPS_ADDED = {}  -- groups this script call has already added to K.groups
 local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job)
   local n = #b.tasks
   if not new_job then redis.call('HINCRBY', job_key, 'runs', 1) end
+  local state = n > 0 and 'SCHEDULED' or 'SUCCEEDED'
   -- Counters (succeeded, dead, cancelled) start absent (= 0), and so do default settings.
-  local fields = {'state', 'SCHEDULED', 'job_id', job_id, 'scheduled_ms', scheduled_ms, 'fired_ms', now,
+  local fields = {'state', state, 'job_id', job_id, 'scheduled_ms', scheduled_ms, 'fired_ms', now,
                   'task_count', n}
+  if n == 0 then push(fields, 'finished_ms', now) end
   if b.max_attempts > 1 then
     push(fields, 'max_attempts', b.max_attempts, 'backoff_ms', b.backoff_ms, 'backoff_mult', b.backoff_mult,
          'backoff_max_ms', b.backoff_max_ms)
@@ -185,6 +189,7 @@ local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job
   if b.timeout_ms > 0 then push(fields, 'timeout_ms', b.timeout_ms) end
   if b.cap > 0 then push(fields, 'max_concurrent', b.cap) end
   redis.call('HSET', K.run(run_id), unpack(fields))
+  if n == 0 then return state end
   redis.call('SADD', K.job_active(job_id), run_id)
   local ready = K.ready(b.group)
   for i = 0, n - 1 do
@@ -211,4 +216,5 @@ local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job
     redis.call('SADD', K.groups, b.group)
     GROUPS_ADDED[b.group] = true
   end
+  return state
 end

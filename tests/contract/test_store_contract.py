@@ -320,6 +320,27 @@ async def test_overlap_forbid_and_a_misfire_skip_record_skipped_runs(store: Stor
     assert await store.active_runs(job_id(1)) == [first]
 
 
+async def test_a_firing_with_no_tasks_ends_its_run_at_once(store: Store) -> None:
+    s = spec(trigger=every(60))
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
+    run_id, res = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=65_000, overlap="forbid",
+                                   inputs=[])
+    assert (res.status, res.run_state) == ("created", "SUCCEEDED")
+    run = await store.get_run(run_id)
+    assert run is not None and (run.state, run.task_count, run.tasks) == (RunState.SUCCEEDED, 0, [])
+    assert run.finished_ms == run.fired_ms == res.fired_ms
+    assert await store.active_runs(job_id(1)) == []
+    job = await store.get_job(job_id(1))
+    assert job is not None and job.runs == 1 and job.last_run_id == run_id
+    _, nxt = await store.fire(job_id(1), s, 65_000, expected_ms=65_000, next_fire_ms=125_000, overlap="forbid",
+                              inputs=[()])
+    assert nxt.status == "created"  # nothing is still active to forbid it
+    await store.submit_many([NewJob(job_id(2), spec(), "abs", 1_000, fire_now=[])], TTL_MS)
+    at_submit = await store.get_run(ids.run_id(job_id(2), 1_000))
+    assert at_submit is not None and (at_submit.state, at_submit.task_count) == (RunState.SUCCEEDED, 0)
+    assert await store.active_runs(job_id(2)) == [] and await store.ready_counts() == {GROUP: 1}
+
+
 # ---- peek and claim ----------------------------------------------------------------------------------------
 
 

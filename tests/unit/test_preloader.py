@@ -172,3 +172,21 @@ async def test_a_fixed_delay_firing_skipped_by_overlap_forbid_does_not_stall_the
             break
         await asyncio.sleep(0)
     assert await rig.next_fire("j1") == rig.now_ms() + EVERY_MS and await rig.store.awaiting_jobs() == []
+
+
+async def test_a_firing_with_no_tasks_ends_its_run_and_a_fixed_delay_job_moves_on(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run with no tasks is SUCCEEDED as it is fired; the master treats it as ended (a fixed-delay job
+    waiting for it gets its next fire time) instead of keeping it active forever."""
+    monkeypatch.setattr("sparkyard.master.preloader.split_job", lambda spec: [])  # inputs that yield no task
+    first = rig.now_ms()
+    every = pb.Trigger(every=pb.Trigger.Every(interval={"seconds": EVERY_MS // 1000}, fixed_delay=True))
+    spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", trigger=every, overlap=pb.OVERLAP_FORBID))
+    await rig.store.submit_many([NewJob("j1", spec, "abs", first)], 60_000)
+    await rig.preloader.fire_batch([("j1", first)])
+    assert await rig.runs("j1") == [(first, RunState.SUCCEEDED)] and await rig.store.active_runs("j1") == []
+    for _ in range(50):  # the reschedule is one store call on this loop
+        if await rig.next_fire("j1") >= 0:
+            break
+        await asyncio.sleep(0)
+    assert await rig.next_fire("j1") == rig.now_ms() + EVERY_MS and await rig.store.awaiting_jobs() == []
