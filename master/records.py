@@ -109,7 +109,7 @@ class AttemptRecord:
         return cls(
             number=int(d["number"]),
             worker=str(d.get("worker", "")),
-            token=int(d.get("token", 0)),
+            token=int(d.get("token", 0)),  # a string of digits (older records: a JSON number)
             state=AttemptState(d.get("state", "RUNNING")),
             leased_ms=int(d.get("leased_ms", 0)),
             started_ms=int(d.get("started_ms", 0) or 0),

@@ -187,8 +187,9 @@ class RedisStore(Store):
         if not reports:
             return []
         k = self.keys
-        batch = json.dumps([[r.task_id, r.token, r.outcome, r.result_json, r.error, r.traceback, r.started_ms,
-                             r.finished_ms, r.log_path] for r in reports], separators=(",", ":"))
+        # The token as a string: report.lua compares it with the task's exactly (see its header).
+        batch = json.dumps([[r.task_id, str(r.token), r.outcome, r.result_json, r.error, r.traceback,
+                             r.started_ms, r.finished_ms, r.log_path] for r in reports], separators=(",", ":"))
         raw = await self._lua("report", [k.leases, k.delayed, k.timeouts], [batch])
         return [Verdict.of(t, v, s, run, rs, int(nb)) for t, v, s, run, rs, nb in _groups(raw, 6)]
 

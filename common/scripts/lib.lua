@@ -51,11 +51,12 @@ local function finish_attempt(task_id, t, fields, extra)
 end
 
 -- Before a task's next attempt is claimed: move its ended attempt (if any) to task:{task}:attempts and
--- clear the fields that only an ended attempt has.
+-- clear the fields that only an ended attempt has. The token is kept as the string HGET gives: cjson
+-- encodes numbers with 14 significant digits, which would change a token from 1e14 on.
 local function archive_attempt(task_id, tkey)
   local v = redis.call('HMGET', tkey, unpack(ATTEMPT_ARCHIVED))
   if not v[1] or not v[7] then return end
-  local rec = {number = tonumber(v[1]), token = tonumber(v[2]), worker = v[3] or '',
+  local rec = {number = tonumber(v[1]), token = v[2], worker = v[3] or '',
                leased_ms = tonumber(v[4]) or 0, started_ms = tonumber(v[5]) or 0,
                finished_ms = tonumber(v[6]) or 0, state = v[7], error = v[8] or '', traceback = v[9] or '',
                log_path = v[10] or ''}

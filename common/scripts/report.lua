@@ -3,7 +3,9 @@
 -- KEYS[1] leases   KEYS[2] delayed   KEYS[3] timeouts
 -- ARGV[1] JSON list of reports, each [task id, fencing token, outcome, result JSON, error, traceback,
 --       started ms, finished ms, log path]; outcome: STARTED | SUCCEEDED | FAILED | TIMED_OUT | CANCELLED
---       | RELEASED
+--       | RELEASED. The token is a JSON string of its decimal digits: it is compared, as a string, with the
+--       task's (HGET); cjson would decode a number to a double, which tostring prints with 14 significant
+--       digits ('1e+14'), so tokens from 1e14 on would never match (or match the wrong attempt).
 -- Returns per report a flat group of 6: task id, verdict, task state, run id, run state ('' unless the
 -- run just ended), not-before ms (retry time, 0 if none).
 -- verdict: accepted | stale (token is not the task's current one) | terminal (task not LEASED) | unknown
@@ -22,7 +24,8 @@ local now = now_ms()
 local out = {}
 local function emit(...) push(out, ...) end
 for _, rep in ipairs(cjson.decode(ARGV[1])) do
-  local task_id, token, outcome = rep[1], tostring(rep[2]), rep[3]
+  local task_id, token, outcome = rep[1], rep[2], rep[3]
+  if type(token) == 'number' then token = string.format('%.0f', token) end  -- exact below 2^53
   local t = load_task(task_id)
   if not t then
     emit(task_id, 'unknown', '', '', '', 0)

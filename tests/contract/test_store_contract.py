@@ -38,6 +38,7 @@ GROUP = "default"
 class Subject:
     store: Store
     advance: Callable[[int], Awaitable[None]]
+    set_fence: Callable[[int], Awaitable[None]]  # the last fencing token handed out (the next claim gets more)
 
 
 async def _redis_subject(redis: Any) -> Subject:  # Any: redis-py types replies as bytes | str
@@ -57,7 +58,10 @@ async def _redis_subject(redis: Any) -> Subject:  # Any: redis-py types replies 
             else:
                 await redis.delete(key)
 
-    return Subject(store, advance)
+    async def set_fence(token: int) -> None:
+        await redis.set(keys.fence, token)
+
+    return Subject(store, advance, set_fence)
 
 
 def _memory_subject() -> Subject:
@@ -66,7 +70,12 @@ def _memory_subject() -> Subject:
     async def advance(ms: int) -> None:
         clock.advance(ms / 1000)
 
-    return Subject(MemoryStore(clock), advance)
+    store = MemoryStore(clock)
+
+    async def set_fence(token: int) -> None:
+        store._fence = token
+
+    return Subject(store, advance, set_fence)
 
 
 @pytest.fixture(params=["redis", "memory"])
@@ -573,6 +582,30 @@ async def test_a_capped_run_lets_its_next_task_in_as_each_one_ends(store: Store)
     result = await store.cancel("enough", task_ids=[t1])
     assert result.cancelled == [t1]
     assert [r.task_id for r in await store.peek_ready(GROUP, 10)] == [t2]
+
+
+@pytest.mark.parametrize("fence", [10**14 - 1, 123_456_789_012_344, 2**53 - 10])
+async def test_fencing_tokens_are_compared_exactly_however_large(subject: Subject, fence: int) -> None:
+    """Tokens only grow: past 1e14 a token must not be compared or stored as a 14-digit float."""
+    store = subject.store
+    await subject.set_fence(fence)
+    run_id = await fire_now(store, s=spec(retry=retry(2, 1_000)))
+    (first,) = await lease(store, [ids.task_id(run_id, 0)])
+    assert first.token == fence + 1
+    renewed = await store.renew("w1", [(first.task_id, first.token)], LEASE_MS)
+    assert renewed.renewed == [(first.task_id, first.token)]
+    (failed,) = await store.report([Report(first.task_id, first.token, "FAILED", error="boom")])
+    assert (failed.verdict, failed.task_state) == ("accepted", "FAILED")
+    await subject.advance(2_000)
+    await store.release_due(10)
+    (second,) = await lease(store, [first.task_id])
+    assert second.token == fence + 2
+    (stale,) = await store.report([Report(first.task_id, first.token, "SUCCEEDED")])
+    (ok,) = await store.report([Report(second.task_id, second.token, "SUCCEEDED")])
+    assert (stale.verdict, ok.verdict, ok.run_state) == ("stale", "accepted", "SUCCEEDED")
+    task = await store.get_task(first.task_id)
+    assert task is not None and task.token == second.token
+    assert [(a.number, a.token) for a in task.attempts] == [(1, first.token), (2, second.token)]
 
 
 # ---- reap --------------------------------------------------------------------------------------------------
