@@ -316,7 +316,7 @@ class MemoryStore(Store):
             return Verdict.of(r.task_id, "accepted", state, t.run_id, run_state, not_before)
         # CANCELLED or RELEASED by the worker itself: back to the queue without using up an attempt.
         self._finish_attempt(t, ended)
-        t.state, t.prev_worker, t.worker = TaskState.READY, t.worker, ""
+        t.state, t.prev_worker, t.worker, t.error = TaskState.READY, t.worker, "", ""
         self._enqueue_ready(r.task_id, t)
         return Verdict.of(r.task_id, "accepted", "READY", t.run_id, "", 0)
 
@@ -331,7 +331,7 @@ class MemoryStore(Store):
             self._delayed.remove(task_id)
             t = self._tasks.get(task_id)
             if t is not None and t.state is TaskState.FAILED:
-                t.state, t.not_before_ms = TaskState.READY, 0
+                t.state, t.not_before_ms, t.error = TaskState.READY, 0, ""
                 self._enqueue_ready(task_id, t)
                 out.append((task_id, t.group))
         return out
@@ -510,7 +510,7 @@ class MemoryStore(Store):
         if t.lost > max_lost:
             t.state, t.worker, t.error = TaskState.DEAD, "", f"lost {t.lost} times (last: {reason})"
             return "DEAD", self._task_terminal(t.run_id, "dead", now)
-        t.state, t.prev_worker, t.worker = TaskState.READY, t.worker, ""
+        t.state, t.prev_worker, t.worker, t.error = TaskState.READY, t.worker, "", ""
         self._enqueue_ready(task_id, t)
         return "READY", ""
 

@@ -148,6 +148,7 @@ end
 
 -- A lease that ended without a result (expired, or the worker came back without the task):
 -- requeue with the previous worker remembered, or DEAD once the task was lost more than max_lost times.
+-- A requeued task shows no error (the ended attempt keeps its own, and so do earlier ones).
 local function lose_lease(task_id, t, now, max_lost, reason)
   drop_lease(task_id, t)
   local ended = {state = 'LOST', finished_ms = now, error = reason}
@@ -157,7 +158,8 @@ local function lose_lease(task_id, t, now, max_lost, reason)
                                        'error', 'lost ' .. lost .. ' times (last: ' .. reason .. ')'})
     return 'DEAD', task_terminal(t.run_id, 'dead', now)
   end
-  finish_attempt(task_id, t, ended, {'state', 'READY', 'lost', lost, 'prev_worker', t.worker, 'worker', ''})
+  finish_attempt(task_id, t, ended, {'state', 'READY', 'lost', lost, 'prev_worker', t.worker, 'worker', '',
+                                     'error', ''})
   enqueue_ready(task_id, t)
   return 'READY', ''
 end

@@ -5,7 +5,8 @@
 -- Returns the flat list of (task id, group) released.
 --
 -- Invariant: a task leaves `delayed` only once its retry time (Redis TIME) has passed, and only while it
--- is still FAILED (a cancel in between wins).
+-- is still FAILED (a cancel in between wins). A task READY again carries no error: the failed attempt's
+-- error stays in its attempt record (att_error, archived at the next claim).
 local now = now_ms()
 local ids
 if #ARGV > 1 then
@@ -21,7 +22,7 @@ for _, task_id in ipairs(ids) do
     redis.call('ZREM', KEYS[1], task_id)
     local t = load_task(task_id)
     if t and may('task', t.state, 'READY') and t.state == 'FAILED' then
-      redis.call('HSET', K.task(task_id), 'state', 'READY', 'not_before_ms', '')
+      redis.call('HSET', K.task(task_id), 'state', 'READY', 'not_before_ms', '', 'error', '')
       enqueue_ready(task_id, t)
       out[#out + 1] = task_id
       out[#out + 1] = t.group

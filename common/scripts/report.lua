@@ -14,7 +14,8 @@
 -- and the task is LEASED; a late result of an older attempt can never overwrite a newer one, and a
 -- terminal task never changes again. Failures retry after the backoff (task FAILED, in delayed) while
 -- attempts remain, else the task is DEAD. CANCELLED/RELEASED from the worker itself hand the task back
--- to the ready queue without using up an attempt.
+-- to the ready queue without using up an attempt. A task back in the ready queue carries no error (its
+-- attempts keep theirs).
 --
 -- An attempt's finished time is the worker's (when it really ended: the master frees its slot on
 -- receipt, so the next task may be leased before this report is written), kept within [its start,
@@ -50,7 +51,7 @@ for _, rep in ipairs(cjson.decode(ARGV[1])) do
       local state, run_state, not_before = fail_attempt(task_id, t, now, rep[5], ended)
       emit(task_id, 'accepted', state, t.run_id, run_state, not_before)
     else
-      finish_attempt(task_id, t, ended, {'state', 'READY', 'prev_worker', t.worker, 'worker', ''})
+      finish_attempt(task_id, t, ended, {'state', 'READY', 'prev_worker', t.worker, 'worker', '', 'error', ''})
       enqueue_ready(task_id, t)
       emit(task_id, 'accepted', 'READY', t.run_id, '', 0)
     end

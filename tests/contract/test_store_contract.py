@@ -608,6 +608,29 @@ async def test_fencing_tokens_are_compared_exactly_however_large(subject: Subjec
     assert [(a.number, a.token) for a in task.attempts] == [(1, first.token), (2, second.token)]
 
 
+async def test_a_requeued_task_shows_no_error_of_an_earlier_attempt(subject: Subject) -> None:
+    """The task's error is that of its ended state (FAILED, DEAD, CANCELLED); each attempt keeps its own."""
+    store = subject.store
+    claim = await leased_task(store, s=spec(retry=retry(3, 1_000)))
+    await store.report([Report(claim.task_id, claim.token, "FAILED", error="boom")])
+    failed = await store.get_task(claim.task_id)
+    assert failed is not None and (failed.state, failed.error) == (TaskState.FAILED, "boom")
+    await subject.advance(2_000)
+    assert await store.release_due(10) == [(claim.task_id, GROUP)]
+    ready = await store.get_task(claim.task_id)
+    assert ready is not None and (ready.state, ready.error) == (TaskState.READY, "")
+    await lease(store, [claim.task_id])
+    running = await store.get_task(claim.task_id)
+    assert running is not None and (running.state, running.error) == (TaskState.LEASED, "")
+    await subject.advance(LEASE_MS + 1)
+    (reaped,) = await store.reap_expired(max_lost=3)
+    assert reaped.task_state == "READY"
+    lost = await store.get_task(claim.task_id)
+    assert lost is not None and (lost.state, lost.error) == (TaskState.READY, "")
+    assert [(a.state, a.error) for a in lost.attempts] == [(AttemptState.FAILED, "boom"),
+                                                          (AttemptState.LOST, "lease expired on worker w1")]
+
+
 # ---- reap --------------------------------------------------------------------------------------------------
 
 
