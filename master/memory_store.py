@@ -344,11 +344,14 @@ class MemoryStore(Store):
     async def reap_expired(self, max_lost: int, limit: int = DEFAULT_SWEEP_LIMIT) -> list[Reaped]:
         now = self._now()
         out = []
-        for task_id, t in self._due_leased(self._leases, now, limit):
+        # `limit` bounds the entries looked at by the whole call, expired leases first (reap.lua).
+        expired, looked = self._due_leased(self._leases, now, limit)
+        for task_id, t in expired:
             worker, token = t.worker, t.token or 0
             state, run_state = self._lose_lease(task_id, t, now, max_lost, f"lease expired on worker {worker}")
             out.append(Reaped.of(task_id, "lost", state, t.run_id, run_state, worker, 0, token))
-        for task_id, t in self._due_leased(self._timeouts, now, limit):
+        overdue, _ = self._due_leased(self._timeouts, now, limit - looked)
+        for task_id, t in overdue:
             worker, token = t.worker, t.token or 0
             self._drop_lease(task_id, t)
             msg = f"timed out: no result from worker {worker} within the task timeout"
@@ -357,16 +360,18 @@ class MemoryStore(Store):
             out.append(Reaped.of(task_id, "timeout", state, t.run_id, run_state, worker, not_before, token))
         return out
 
-    def _due_leased(self, deadlines: SortedSet, now: int, limit: int) -> list[tuple[str, TaskEntry]]:
-        """Tasks whose deadline in ``deadlines`` has passed; entries of tasks no longer LEASED are dropped."""
+    def _due_leased(self, deadlines: SortedSet, now: int, limit: int) -> tuple[list[tuple[str, TaskEntry]], int]:
+        """Tasks whose deadline in ``deadlines`` has passed, among the first ``limit`` due entries, and how
+        many entries were looked at; entries of tasks no longer LEASED are dropped."""
         due = []
-        for task_id, _ in deadlines.upto(now, limit):
+        entries = deadlines.upto(now, limit)
+        for task_id, _ in entries:
             t = self._tasks.get(task_id)
             if t is None or t.state is not TaskState.LEASED:
                 deadlines.remove(task_id)
             else:
                 due.append((task_id, t))
-        return due
+        return due, len(entries)
 
     async def reap_worker(self, worker: str, task_ids: Sequence[str], max_lost: int) -> list[Reaped]:
         now = self._now()

@@ -27,7 +27,9 @@ from sparkyard.master.timer import SystemTimer, TimerTask
 
 log = logging.getLogger(__name__)
 
-# Tasks handled per script call; a sweep loops until a call returns fewer.
+# Due entries (expired leases and timeouts together) one reap.lua call looks at, and retries one release.lua
+# call releases; a sweep calls reap.lua again until a call returns fewer tasks (a stale entry, of a task no
+# longer leased, counts without being returned: what it leaves is the next sweep's).
 REAP_BATCH = 500
 
 

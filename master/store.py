@@ -285,7 +285,10 @@ class Store(Protocol):
         ...
 
     async def reap_expired(self, max_lost: int, limit: int = DEFAULT_SWEEP_LIMIT) -> list[Reaped]:
-        """Requeue tasks whose lease expired (DEAD past ``max_lost`` losses); fail attempts past their timeout."""
+        """Requeue tasks whose lease expired (DEAD past ``max_lost`` losses); fail attempts past their timeout.
+
+        ``limit`` bounds the whole call: at most that many due entries are looked at, expired leases first.
+        """
         ...
 
     async def reap_worker(self, worker: str, task_ids: Sequence[str], max_lost: int) -> list[Reaped]:

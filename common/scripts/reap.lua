@@ -1,7 +1,10 @@
 -- reap.lua — end leases that can no longer produce a result, and attempts past their deadline.
 --
 -- KEYS[1] leases   KEYS[2] timeouts
--- ARGV[1] max times a task may be lost before it is DEAD (poison task)   ARGV[2] max tasks per call
+-- ARGV[1] max times a task may be lost before it is DEAD (poison task)
+-- ARGV[2] ('expired' mode) max entries one call looks at, expired leases and timeouts together (leases
+--         first); an entry of a task no longer LEASED counts too (it is only removed), so a call that
+--         returns fewer tasks than this may still leave due entries for the next
 -- ARGV[3] mode: 'expired' — leases whose deadline (Redis TIME) has passed, and attempts whose
 --                           master-side timeout has passed (failed as TIMED_OUT);
 --               'worker'  — ARGV[4] is a worker id that reconnected without the tasks in ARGV[5..]:
@@ -14,7 +17,7 @@
 -- the reaper at once cannot requeue a task twice; the next claim gives it a new, higher token.
 local now = now_ms()
 local max_lost = tonumber(ARGV[1])
-local limit = tonumber(ARGV[2])
+local budget = tonumber(ARGV[2])  -- entries this call may still look at
 local out = {}
 local function emit(...) push(out, ...) end
 if ARGV[3] == 'worker' then
@@ -27,7 +30,9 @@ if ARGV[3] == 'worker' then
   end
   return out
 end
-for _, task_id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)) do
+local expired = budget > 0 and redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, budget) or {}
+budget = budget - #expired
+for _, task_id in ipairs(expired) do
   local t = load_task(task_id)
   if t and t.state == 'LEASED' then
     local state, run_state = lose_lease(task_id, t, now, max_lost, 'lease expired on worker ' .. t.worker)
@@ -36,7 +41,8 @@ for _, task_id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMI
     redis.call('ZREM', KEYS[1], task_id)
   end
 end
-for _, task_id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)) do
+local overdue = budget > 0 and redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, budget) or {}
+for _, task_id in ipairs(overdue) do
   local t = load_task(task_id)
   if t and t.state == 'LEASED' then
     local worker = t.worker

@@ -689,6 +689,23 @@ async def test_an_attempt_past_its_timeout_and_grace_fails_while_its_lease_is_re
     assert (await store.counts())["leased"] == 0
 
 
+async def test_one_reap_call_handles_at_most_its_limit_of_expired_leases_and_timeouts_together(
+        subject: Subject) -> None:
+    store = subject.store
+    timeout = pb.JobSpec().timeout
+    timeout.FromSeconds(30)
+    short = await fire_now(store, 1, tasks=3)
+    timed = await fire_now(store, 2, s=spec(timeout=timeout), tasks=3)
+    await lease(store, [ids.task_id(short, i) for i in range(3)], lease_ms=10_000)
+    await lease(store, [ids.task_id(timed, i) for i in range(3)], lease_ms=LEASE_MS)
+    await subject.advance(40_000)  # three leases expired, three attempts past their timeout (leases still on)
+    first = await store.reap_expired(max_lost=3, limit=4)
+    assert [r.what for r in first] == ["lost"] * 3 + ["timeout"]
+    second = await store.reap_expired(max_lost=3, limit=4)
+    assert [r.what for r in second] == ["timeout"] * 2
+    assert await store.reap_expired(max_lost=3, limit=4) == []
+
+
 async def test_a_reconnecting_worker_loses_only_the_leases_it_no_longer_has(store: Store) -> None:
     run_id = await fire_now(store, tasks=3)
     t0, t1, t2 = (ids.task_id(run_id, i) for i in range(3))
