@@ -1,0 +1,143 @@
+"""What :class:`~sparkyard.master.memory_store.MemoryStore` holds, and its calls that are no script.
+
+This is the root of the memory store: the maps and sorted sets that stand for the Redis keys of
+:mod:`sparkyard.keys`, the clock every deadline is read against, and the calls RedisStore makes without a
+Lua script — the reads (its pipelines: jobs, runs, tasks, queue sizes, the clock) and the worker
+directory (a plain ``HSET``). None of them decides anything, so they live apart from the scripts:
+:mod:`sparkyard.master.memory_dispatch` (a task's lease, from claim to report or reap) and
+:mod:`sparkyard.master.memory_store` (jobs and runs: submit, fire, cancel, pause) build on this class.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any, Iterable, Sequence
+
+from sparkyard import ids
+from sparkyard.clock import Clock
+from sparkyard.master.memory_records import JobEntry, RunEntry, TaskEntry, job_record, run_record, task_record
+from sparkyard.master.records import JobRecord, RunRecord, TaskRecord
+from sparkyard.master.sorted_set import SortedSet
+from sparkyard.master.store import DEFAULT_DUE_LIMIT, DEFAULT_PRIORITY_AGING_MS, Store
+from sparkyard.states import JobState
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+
+class MemoryState(Store):
+    """The memory store's state and its reads; the scripts are in the subclasses (time from ``clock``,
+    wall clock, milliseconds)."""
+
+    def __init__(self, clock: Clock, priority_aging_ms: int = DEFAULT_PRIORITY_AGING_MS) -> None:
+        self.clock = clock
+        self.priority_aging_ms = priority_aging_ms
+        self._jobs: dict[str, JobEntry] = {}
+        self._runs: dict[str, RunEntry] = {}
+        self._tasks: dict[str, TaskEntry] = {}
+        self._job_index = SortedSet()  # job id → created ms
+        self._job_runs: defaultdict[str, SortedSet] = defaultdict(SortedSet)  # run id → scheduled ms
+        self._active: defaultdict[str, set[str]] = defaultdict(set)  # job id → runs not terminal
+        self._idempotency: dict[str, tuple[str, int]] = {}  # key → (job id, expiry ms)
+        self._schedule = SortedSet()
+        self._awaiting: set[str] = set()
+        self._ready: defaultdict[str, SortedSet] = defaultdict(SortedSet)
+        self._groups: set[str] = set()
+        self._leases = SortedSet()
+        self._timeouts = SortedSet()
+        self._delayed = SortedSet()
+        self._worker_leases: defaultdict[str, set[str]] = defaultdict(set)
+        self._workers: dict[str, str] = {}  # worker id → JSON
+        self._fence = 0
+
+    def _now(self) -> int:
+        return round(self.clock.now() * 1000)
+
+    # ---- reads -----------------------------------------------------------------------------------------
+
+    async def job_progress(self, job_ids: Sequence[str]) -> dict[str, tuple[str, int]]:
+        return {j: (self._jobs[j].state.value, self._jobs[j].runs) for j in job_ids if j in self._jobs}
+
+    async def due_schedule(self, until_ms: int, limit: int = DEFAULT_DUE_LIMIT) -> list[tuple[str, int]]:
+        return self._schedule.upto(until_ms, limit)
+
+    async def time_ms(self) -> int:
+        return self._now()
+
+    async def get_job(self, job_id: str) -> JobRecord | None:
+        job = self._jobs.get(job_id)
+        return None if job is None else job_record(job_id, job)
+
+    def cached_spec(self, job_id: str) -> pb.JobSpec | None:
+        job = self._jobs.get(job_id)
+        return None if job is None else job.spec
+
+    async def get_specs(self, job_ids: Iterable[str]) -> dict[str, pb.JobSpec]:
+        return {job_id: self._jobs[job_id].spec for job_id in job_ids if job_id in self._jobs}
+
+    async def get_spec(self, job_id: str) -> pb.JobSpec | None:
+        return self.cached_spec(job_id)
+
+    async def list_jobs(self, limit: int, state: JobState | None = None, group: str = "") -> list[JobRecord]:
+        out: list[JobRecord] = []
+        for job_id, _ in self._job_index.items(reverse=True):
+            if len(out) >= limit:
+                break
+            job = self._jobs[job_id]
+            if (state is None or job.state is state) and (not group or job.spec.group == group):
+                out.append(job_record(job_id, job))
+        return out
+
+    async def get_run(self, run_id: str, *, with_tasks: bool = True) -> RunRecord | None:
+        run = self._runs.get(run_id)
+        if run is None:
+            return None
+        record = run_record(run_id, run)
+        if with_tasks:
+            record.tasks = await self.get_tasks([ids.task_id(run_id, i) for i in range(run.task_count)])
+        return record
+
+    async def list_runs(self, job_id: str, limit: int, *, with_tasks: bool = False) -> list[RunRecord]:
+        newest = [run_id for run_id, _ in self._job_runs[job_id].items(reverse=True)]
+        # ZREVRANGE 0 limit-1: a limit of 0 or less counts from the end, as Redis does.
+        stop = limit - 1 if limit > 0 else len(newest) + limit - 1
+        runs = []
+        for run_id in newest[:max(stop + 1, 0)]:
+            run = await self.get_run(run_id, with_tasks=with_tasks)
+            if run is not None:
+                runs.append(run)
+        return runs
+
+    async def get_tasks(self, task_ids: Sequence[str]) -> list[TaskRecord]:
+        return [task_record(task_id, self._tasks[task_id]) for task_id in task_ids if task_id in self._tasks]
+
+    async def active_runs(self, job_id: str) -> list[str]:
+        return sorted(self._active[job_id])
+
+    async def run_task_counts(self, run_ids: Sequence[str]) -> dict[str, int]:
+        return {r: self._runs[r].task_count if r in self._runs else 0 for r in run_ids}
+
+    async def ready_counts(self) -> dict[str, int]:
+        return {group: len(self._ready[group]) for group in sorted(self._groups)}
+
+    async def counts(self) -> dict[str, int]:
+        return {"leased": len(self._leases), "scheduled": len(self._schedule), "delayed": len(self._delayed)}
+
+    async def delayed_entries(self) -> list[tuple[str, int]]:
+        return self._delayed.items()
+
+    async def awaiting_among(self, job_ids: Sequence[str]) -> list[str]:
+        return [job_id for job_id in job_ids if job_id in self._awaiting]
+
+    async def awaiting_jobs(self) -> list[str]:
+        return sorted(self._awaiting)
+
+    # ---- workers -----------------------------------------------------------------------------------------
+
+    async def put_worker(self, worker_id: str, info: dict[str, Any]) -> None:
+        self._workers[worker_id] = json.dumps(info, separators=(",", ":"))
+
+    async def get_workers(self) -> dict[str, dict[str, Any]]:
+        return {w: json.loads(v) for w, v in self._workers.items()}
+
+    async def worker_leases(self, worker_id: str) -> set[str]:
+        return set(self._worker_leases.get(worker_id, ()))
