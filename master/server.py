@@ -184,8 +184,8 @@ class MasterServer:
             raise StartupError(f"cannot listen on {cfg.listen} (address in use?)")
         leadership = self.leadership
         assert leadership is not None
-        leadership.master_id = master_id(f"{host}:{self.port}")
         leadership.address = advertised(cfg.advertise or f"{host}:{self.port}")
+        leadership.master_id = master_id(leadership.address)
         if await leadership.acquire():  # lead before the port opens when nobody else leads
             await self._lead(leadership.epoch)
         await server.start()

@@ -222,8 +222,14 @@ class ClusterService(pbg.ClusterServiceServicer):
         return out
 
 
-def master_id(listen: str) -> str:
-    return f"{socket.gethostname()}:{listen.rpartition(':')[2]}"
+def master_id(address: str) -> str:
+    """A master's id in the leader lease: the same after a restart on the same address (so it takes its own
+    lease back at once), different for every master of a cluster. That is its address, except that a
+    loopback or wildcard host says nothing about the machine: there the host name stands for it."""
+    host, _, port = address.rpartition(":")
+    if host in ("", "0.0.0.0", "::", "[::]", "localhost") or host.startswith("127.") or host == "[::1]":
+        host = socket.gethostname()
+    return f"{host}:{port}"
 
 
 class BundleService(pbg.BundleServiceServicer):
