@@ -53,8 +53,10 @@ log = logging.getLogger(__name__)
 # Reconnect backoff: first pause and cap (jittered).
 RECONNECT_INITIAL_S = 0.2
 RECONNECT_MAX_S = 5.0
-# How long to wait for Registered after opening a stream.
+# How long to wait for Registered after opening a stream; and, for a master this worker left for being
+# silent while another is there to ask, how long one probe of it may take (a live master answers in ms).
 REGISTER_TIMEOUT_S = 10.0
+PROBE_TIMEOUT_S = 1.0
 # Lease and heartbeat assumed until the master says otherwise.
 DEFAULT_LEASE_S = 15.0
 DEFAULT_HEARTBEAT_S = 3.0
@@ -69,7 +71,9 @@ FENCE_CHECK_S = 0.25
 # While an election is under way, a worker asks a standby again this often.
 ELECTION_POLL_S = 0.25
 # A master that sends nothing (not even a heartbeat acknowledgement) for this many heartbeats is taken for
-# gone (paused, partitioned): the worker connects again, to the leader a standby names.
+# gone (paused, partitioned): the worker connects again, to the leader a standby names. Such a silent
+# master is probed (PROBE_TIMEOUT_S) once per heartbeat until it answers: it may be dead (a standby takes
+# over within a leader lease), or this worker's own network may have been cut (the master leads on).
 SILENT_HEARTBEATS = 3
 # How long a stop or the end of a drain waits for killed attempts to end (each runner bounds its kill).
 STOP_TIMEOUT_S = 60.0
@@ -90,8 +94,9 @@ class StreamClosed(Exception):
 
 class Redirected(Exception):
     """A standby master answered: connect to the leader it named at once, or (no leader yet, or only one
-    this worker just left for being silent) ask again after ELECTION_POLL_S — never an exponential
-    backoff while masters are there to answer."""
+    this worker left for being silent and probed within the last heartbeat) ask again after
+    ELECTION_POLL_S; also raised when a probe of a silent master fails — never an exponential backoff while
+    masters are there to answer."""
 
     def __init__(self, leader: str) -> None:
         super().__init__(leader or "no leader yet")
@@ -147,7 +152,7 @@ class Agent(AttemptSlots):
         self._tasks: set[asyncio.Task[None]] = set()
         self._master_index = 0
         self._leader_hint = ""  # the leader a standby named: the next connection goes there
-        self._silent: tuple[str, float] = ("", 0.0)  # a master left for not answering, until (monotonic)
+        self._silent: dict[str, float] = {}  # masters left for not answering → next probe (monotonic)
         self._heard_at = 0.0  # monotonic time of the master's last message on this connection
         self.connections = 0
         self.reports = ReportSender(self.clock, self._send_reports)
@@ -298,12 +303,13 @@ class Agent(AttemptSlots):
         masters = self.cfg.masters
         address, self._leader_hint = self._leader_hint, ""
         hinted = bool(address)
-        if not address or self._shunned(address):
-            address = masters[self._master_index % len(masters)]
-            self._master_index += 1
-            if self._shunned(address) and len(masters) > 1:
-                address = masters[self._master_index % len(masters)]
-                self._master_index += 1
+        if not address or not self._may_try(address):
+            turn = [masters[(self._master_index + i) % len(masters)] for i in range(len(masters))]
+            address = next((a for a in turn if self._may_try(a)), turn[0])
+            self._master_index = masters.index(address) + 1
+        probing = address in self._silent and len(masters) > 1
+        if probing:
+            self._silent[address] = self.clock.monotonic() + self.heartbeat_s
         options = [("grpc.keepalive_time_ms", KEEPALIVE_MS), ("grpc.keepalive_permit_without_calls", 1),
                    ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
         async with grpc.aio.insecure_channel(address, options=options) as channel:
@@ -312,24 +318,11 @@ class Agent(AttemptSlots):
             conn.outbound.put_nowait(pb.WorkerMessage(register=self._register_message()))
             call = pbg.WorkerServiceStub(channel).Connect(self._requests(conn), metadata=self._metadata())
             try:
-                first = await asyncio.wait_for(call.read(), REGISTER_TIMEOUT_S)
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
-                    log.error("master %s refused this worker: %s", address, exc.details())
-                trailing = dict(exc.trailing_metadata() or ())
-                if exc.code() == grpc.StatusCode.UNAVAILABLE and LEADER_METADATA in trailing:
-                    leader = str(trailing[LEADER_METADATA])
-                    if leader == address or self._shunned(leader):
-                        leader = ""
-                    log.info("master %s is a standby; %s", address, f"the leader is {leader}" if leader
-                             else "waiting for a leader to be elected")
-                    self._leader_hint = leader
-                    raise Redirected(leader) from None
-                if hinted and exc.code() == grpc.StatusCode.UNAVAILABLE:
-                    self._silent = (address, self.clock.monotonic() + self.lease_s)  # a dead leader, named
+                first = await self._registered_reply(call, address, hinted, probing)
+            except BaseException:
+                conn.outbound.put_nowait(None)  # ends the request stream: gRPC's reader of it must not leak
                 raise
-            if first is grpc.aio.EOF or first.WhichOneof("kind") != "registered":
-                raise StreamClosed(f"master {address} did not answer Register")
+            self._silent.pop(address, None)
             self._on_registered(first.registered, conn, address)
             self._heard_at = self.clock.monotonic()
             silent = asyncio.Event()
@@ -354,6 +347,38 @@ class Agent(AttemptSlots):
                 self.registered.clear()
                 self._conn = None
                 conn.outbound.put_nowait(None)
+
+    async def _registered_reply(self, call: Any, address: str, hinted: bool,
+                                probing: bool) -> pb.MasterMessage:
+        """The master's answer to Register; a standby's refusal becomes :class:`Redirected` to the leader it
+        names, and so does a failed probe of a silent master (the next master is asked at once)."""
+        try:
+            first = await asyncio.wait_for(call.read(), PROBE_TIMEOUT_S if probing else REGISTER_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            if probing:
+                log.info("master %s, silent before, still does not answer", address)
+                raise Redirected("") from None
+            raise
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                log.error("master %s refused this worker: %s", address, exc.details())
+            trailing = dict(exc.trailing_metadata() or ())
+            if exc.code() == grpc.StatusCode.UNAVAILABLE and LEADER_METADATA in trailing:
+                leader = str(trailing[LEADER_METADATA])
+                if leader == address or not self._may_try(leader):
+                    leader = ""
+                log.info("master %s is a standby; %s", address, f"the leader is {leader}" if leader
+                         else "waiting for a leader to be elected")
+                self._leader_hint = leader
+                raise Redirected(leader) from None
+            if hinted and exc.code() == grpc.StatusCode.UNAVAILABLE:  # a dead leader, named
+                self._silent[address] = self.clock.monotonic() + self.heartbeat_s
+            if probing:
+                raise Redirected("") from None
+            raise
+        if first is grpc.aio.EOF or first.WhichOneof("kind") != "registered":
+            raise StreamClosed(f"master {address} did not answer Register")
+        return first
 
     @staticmethod
     async def _requests(conn: _Connection) -> AsyncIterator[pb.WorkerMessage]:
@@ -476,9 +501,10 @@ class Agent(AttemptSlots):
             free_slots=self.free_slots(), held=self._held(), draining=self.draining,
             readiness=readiness, readiness_reason=reason, ready_slots=ready, prefetch=self._ask())))
 
-    def _shunned(self, address: str) -> bool:
-        """A master this worker left for not answering, for a lease (a standby may still name it leader)."""
-        return address == self._silent[0] and self.clock.monotonic() < self._silent[1]
+    def _may_try(self, address: str) -> bool:
+        """False for a master this worker left for not answering and probed within the last heartbeat (a
+        standby may name it leader for a whole leader lease after it died)."""
+        return self.clock.monotonic() >= self._silent.get(address, 0.0)
 
     async def _heartbeat_loop(self, call: Any, silent: asyncio.Event, address: str) -> None:
         """Heartbeats, resends of unacknowledged results, and the watch on the master: one that has not
@@ -487,7 +513,7 @@ class Agent(AttemptSlots):
             quiet = self.clock.monotonic() - self._heard_at
             if quiet > SILENT_HEARTBEATS * self.heartbeat_s:
                 log.warning("the master has not answered for %.1fs; connecting again", quiet)
-                self._silent = (address, self.clock.monotonic() + self.lease_s)
+                self._silent[address] = self.clock.monotonic() + self.heartbeat_s
                 silent.set()
                 call.cancel()
                 return
