@@ -48,6 +48,11 @@ WAIT_STEP_S = 300.0
 # How long a call waits for a leader to be elected (standbys answer meanwhile), and how often it asks.
 LEADER_WAIT_S = 15.0
 ELECTION_POLL_S = 0.25
+# After a call to one of several masters ran out of time: how long that master gets to answer a status
+# call before it is taken for gone (paused, partitioned; its TCP port may still accept) and the call is
+# made again on the next master. Calls safe to repeat only: a manual trigger is not.
+PROBE_TIMEOUT_S = 1.0
+_NOT_REPEATED = {"TriggerJob"}
 
 def translate(exc: grpc.RpcError, master: str) -> errors.SparkyardError:
     """A gRPC error as the matching Sparkyard error."""
@@ -118,12 +123,16 @@ class Client:
                 return call(iter(request) if isinstance(request, list) else request,
                             timeout=timeout or self._timeout, metadata=self._metadata)
             except grpc.RpcError as exc:
-                if not self._follow(exc, unreachable, deadline):
+                if not self._follow(exc, unreachable, deadline, method):
                     raise translate(exc, ", ".join(self.masters) if unreachable else self.master) from None
 
-    def _follow(self, exc: grpc.RpcError, unreachable: set[str], deadline: float) -> bool:
-        """Where to send a call refused UNAVAILABLE next (True: self.master now names it)."""
-        if not hasattr(exc, "code") or exc.code() != grpc.StatusCode.UNAVAILABLE:
+    def _follow(self, exc: grpc.RpcError, unreachable: set[str], deadline: float, method: str) -> bool:
+        """Where to send a call refused UNAVAILABLE, or out of time on a master that no longer answers,
+        next (True: self.master now names it)."""
+        code = exc.code() if hasattr(exc, "code") else None
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED and method not in _NOT_REPEATED and self._gone(unreachable):
+            return self._next_master(unreachable)
+        if code != grpc.StatusCode.UNAVAILABLE:
             return False
         trailing = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
         if errors.LEADER_METADATA in trailing:  # a standby answered
@@ -135,6 +144,19 @@ class Client:
                 time.sleep(ELECTION_POLL_S)
                 return True
             return False
+        return self._next_master(unreachable)
+
+    def _gone(self, unreachable: set[str]) -> bool:
+        """Whether the current master, one of several, fails to answer a status call in PROBE_TIMEOUT_S."""
+        if len(self.masters) < 2 or self.master in unreachable:
+            return False
+        try:
+            self._stubs("cluster").GetStatus(pb.GetStatusRequest(), timeout=PROBE_TIMEOUT_S, metadata=self._metadata)
+        except grpc.RpcError:
+            return True
+        return False
+
+    def _next_master(self, unreachable: set[str]) -> bool:
         unreachable.add(self.master)
         rest = [m for m in self.masters if m not in unreachable]
         if rest:
