@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 from sparkyard.bundle import CHUNK_BYTES
 from sparkyard.errors import InvalidArgument, NotFound, ResourceExhausted
 from sparkyard.keys import Keys
-from sparkyard.master.scripts import ScriptLibrary
+from sparkyard.master.scripts import ScriptLibrary, log_failure
 from sparkyard.timeutil import format_size
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -139,4 +139,4 @@ class BundleStore:
                 if deleted:
                     log.info("deleted %d bundles no job needs any more", len(deleted))
             except Exception:
-                log.exception("bundle collection failed; retrying in %.0fs", GC_INTERVAL_S)
+                log_failure(log, "bundle collection failed; retrying in %.0fs", GC_INTERVAL_S)

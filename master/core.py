@@ -21,12 +21,13 @@ from typing import Awaitable, Callable, Iterable
 from sparkyard import ids
 from sparkyard.clock import Clock
 from sparkyard.config import MasterConfig
+from sparkyard.master import triggers
 from sparkyard.master.purgatory import Purgatory
 from sparkyard.master.registry import WorkerRegistry
 from sparkyard.master.scheduler import SlotScheduler
+from sparkyard.master.scripts import log_failure
 from sparkyard.master.store import CancelResult, Reaped, Store, Verdict
 from sparkyard.master.timer import SystemTimer
-from sparkyard.master import triggers
 from sparkyard.states import Loss, RunState, TaskState, VerdictKind
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -167,8 +168,8 @@ class MasterCore:
                 try:
                     waiting = await self.store.awaiting_among(list(batch))
                 except Exception:
-                    log.exception("checking %d ended runs for fixed-delay jobs failed; retrying in %.0fs",
-                                  len(batch), AFTER_RUN_RETRY_S)
+                    log_failure(log, "checking %d ended runs for fixed-delay jobs failed; retrying in %.0fs",
+                                len(batch), AFTER_RUN_RETRY_S)
                     self._unknown_ended.update(batch)
                     await self.clock.sleep(AFTER_RUN_RETRY_S)
                     continue
@@ -207,7 +208,7 @@ class MasterCore:
             try:
                 released = await self.store.release_due(len(batch), batch)
             except Exception:
-                log.exception("releasing %d retries failed; the reaper's sweep will release them", len(batch))
+                log_failure(log, "releasing %d retries failed; the reaper's sweep will release them", len(batch))
                 return
             if released:
                 self.wake()

@@ -28,6 +28,7 @@ import logging
 from sparkyard.master import triggers
 from sparkyard.master.arming import Arming
 from sparkyard.master.core import MasterCore
+from sparkyard.master.scripts import log_failure
 from sparkyard.master.splitter import split_job
 from sparkyard.master.store import FireRequest, FireResult
 from sparkyard.master.timer import TimerTask
@@ -109,7 +110,7 @@ class Preloader:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("firing %d due jobs failed; they are retried at the next top-up", len(batch))
+                log_failure(log, "firing %d due jobs failed; they are retried at the next top-up", len(batch))
 
     async def fire_batch(self, due: list[tuple[str, int]]) -> None:
         """Fire due schedule entries (job id, due ms): plan each job's steps, then fire them."""

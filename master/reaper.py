@@ -22,6 +22,7 @@ from typing import Awaitable, Callable, Iterable, Protocol
 
 from sparkyard.config import MasterConfig
 from sparkyard.master.registry import WorkerRegistry
+from sparkyard.master.scripts import log_failure
 from sparkyard.master.store import Reaped, Store
 from sparkyard.master.timer import SystemTimer, TimerTask
 
@@ -76,7 +77,7 @@ class Reaper:
         try:
             await self.sweep()
         except Exception:
-            log.exception("reaper sweep failed; next sweep in %.1fs", self._cfg.reaper_interval_s)
+            log_failure(log, "reaper sweep failed; next sweep in %.1fs", self._cfg.reaper_interval_s)
         finally:
             if self._timer_task is not None:
                 self._arm()

@@ -27,6 +27,7 @@ from sparkyard.clock import Clock
 from sparkyard.master.records import inputs_from_json
 from sparkyard.master.registry import WorkerRegistry
 from sparkyard.master.routing import Router
+from sparkyard.master.scripts import log_failure
 from sparkyard.master.store import Claim, Report, Store
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -82,7 +83,7 @@ class SlotScheduler:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("dispatch round failed; retrying in %.1fs", backoff)
+                log_failure(log, "dispatch round failed; retrying in %.1fs", backoff)
                 await self._clock.sleep(backoff)
                 backoff = min(backoff * 2, ERROR_BACKOFF_MAX_S)
                 self._event.set()

@@ -17,9 +17,12 @@ Each script is registered once and then called by SHA (``EVALSHA``); redis-py re
 
 from __future__ import annotations
 
+import logging
+import sys
 from importlib import resources
 from typing import Any
 
+import redis.exceptions
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 from redis.exceptions import ResponseError
@@ -44,6 +47,17 @@ end"""
 
 class Fenced(RuntimeError):
     """A write script refused this master's epoch: another master leads now."""
+
+
+def log_failure(logger: logging.Logger, message: str, *args: object) -> None:
+    """Log the exception being handled by a background loop that will try again. Redis unreachable or
+    this master fenced off are expected (a Redis outage, a change of leader) and get one line; anything
+    else is a bug and gets its traceback."""
+    exc = sys.exc_info()[1]
+    if isinstance(exc, (redis.exceptions.RedisError, Fenced)):
+        logger.warning(message + ": %s", *args, exc)
+    else:
+        logger.exception(message, *args)
 
 
 def script_source(name: str) -> str:
