@@ -11,8 +11,17 @@ from typing import Callable, Iterator
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "cluster"))
 
 from harness import Cluster, RedisServer, start_redis  # noqa: E402
+from netcluster import PROXY_VARS, NetCluster  # noqa: E402
+from netns import cleanup_stale, unavailable_reason  # noqa: E402
+
+# The multi-host cluster's leases: 8 s with heartbeats every 1.2 s. A worker leaves a silent master after 3
+# heartbeats (≤ 3.6 s) and fences itself after lease − 2 s, so a cut of ~4.5 s is "shorter than the lease"
+# with room on both sides. Leader lease: the default 3 s.
+NET_LEASE_S = 8.0
+NET_HEARTBEAT_S = 1.2
 
 _namespaces = itertools.count(1)
 # Clusters of the running test, whose logs are attached to its report when it fails.
@@ -62,14 +71,54 @@ def make_cluster(redis_server: RedisServer, tmp_path: Path) -> Iterator[Callable
         _active.remove(cluster)
 
 
+@pytest.fixture(scope="session")
+def net_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetCluster]:
+    """Redis, two masters (``master`` leads at first, ``m2`` stands by) and two session-runner workers
+    (``w1``, ``w2``: one slot each, both masters given), each a host of its own on a private network
+    (tests/cluster/netcluster.py); the test process is the client host. One for the whole session (a start
+    costs ~15 s, most of it the workers' Spark drivers): every test leaves it as it found it — both masters
+    up, both workers ready, every link up. Skips, saying why, where network namespaces cannot be made."""
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    removed = cleanup_stale()
+    if removed:
+        print(f"removed leftovers of earlier test runs: {' '.join(removed)}", file=sys.stderr)
+    root = tmp_path_factory.mktemp("net")
+    cluster = NetCluster(root / "hosts", root / "client" / "submit", lease_s=NET_LEASE_S, heartbeat_s=NET_HEARTBEAT_S)
+    with pytest.MonkeyPatch.context() as patch:
+        for var in PROXY_VARS:  # the client host talks to the test network directly
+            patch.delenv(var, raising=False)
+        try:
+            cluster.root.mkdir(parents=True)
+            cluster.submit_dir.mkdir(parents=True)
+            cluster.network.create()
+            cluster.start_redis()
+            cluster.start_master()
+            cluster.start_master(name="m2")
+            for worker_id in ("w1", "w2"):
+                cluster.start_worker(worker_id)
+            cluster.wait_workers("w1", "w2")
+        except BaseException:
+            print(cluster.logs(), file=sys.stderr)
+            cluster.stop()
+            raise
+        yield cluster
+        errors = cluster.stop()
+    assert not errors, f"teardown of the test network: {errors}"
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
-    if report.failed and call.when == "call":
+    if report.failed and call.when in ("setup", "call"):
         clusters = list(_active)
         shared = getattr(item, "funcargs", {}).get("shared_cluster")
         if isinstance(shared, Cluster):
             clusters.append(shared)
         for cluster in clusters:
             report.sections.append((f"logs of cluster {cluster.namespace}", cluster.logs()))
+        net = getattr(item, "funcargs", {}).get("net_cluster")
+        if isinstance(net, NetCluster):
+            report.sections.append((f"logs of test network {net.network.tag}", net.logs()))

@@ -323,6 +323,18 @@ class NetCluster:
     def link_up(self, name: str) -> None:
         self.host(name).link_up()
 
+    def partition(self, name: str, *others: str) -> None:
+        """Cut host ``name`` off from each of ``others`` (both ways; blackhole routes): open connections between
+        them hang, as in a real partition, while each still reaches every other host and the client."""
+        for other in others:
+            self.host(name).block(self.host(other).address)
+            self.host(other).block(self.host(name).address)
+
+    def heal(self, name: str, *others: str) -> None:
+        for other in others:
+            self.host(name).unblock(self.host(other).address)
+            self.host(other).unblock(self.host(name).address)
+
     def netem(self, name: str, *spec: str, both_ways: bool = True) -> None:
         """``tc … netem SPEC`` on host ``name``'s link, e.g. ``netem("w1", "delay", "200ms", "loss", "10%")``."""
         self.host(name).netem(*spec, both_ways=both_ways)

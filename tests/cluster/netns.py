@@ -199,6 +199,14 @@ class Host:
     def link_up(self) -> None:
         run("ip", "link", "set", self.veth, "up")
 
+    def block(self, address: str) -> None:
+        """Drop everything this host sends to ``address`` (a blackhole route): with the same on the other host,
+        the two are partitioned from each other while both still reach everyone else."""
+        run("ip", "-n", self.netns, "route", "replace", "blackhole", f"{address}/32")
+
+    def unblock(self, address: str) -> None:
+        run("ip", "-n", self.netns, "route", "del", "blackhole", f"{address}/32", check=False)
+
     def netem(self, *spec: str, both_ways: bool = True) -> None:
         """``tc qdisc replace … root netem SPEC`` on the host's link (e.g. ``"delay", "200ms", "loss", "5%"``).
 

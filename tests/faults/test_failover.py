@@ -1,5 +1,6 @@
-"""Two masters on one Redis: the standby takes over when the leader is killed, paused or stopped, a paused
-leader that wakes up is fenced and comes back as a standby, and running tasks survive the change.
+"""Two masters on one Redis (loopback): the standby takes over when the leader is paused or stopped, and a
+paused leader that wakes up is fenced and comes back as a standby, the same process. The same faults under
+load, with kill -9 and across hosts, are in test_network_faults.py.
 
 Each test prints its figures (takeover time, firings duplicated); the bounds asserted are generous (a
 loaded 2-core machine), the tight figures are what the prints report.
@@ -9,11 +10,9 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
 
 from harness import EXAMPLES, Cluster, free_port, wait_for
-from sparkyard.client import Client, first_run_id
-from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.client import Client
 
 TASKS = EXAMPLES / "tasks.py"
 # Task leases long enough to outlast a change of leader (leader lease 3 s; workers self-fence at lease - 2 s).
@@ -42,43 +41,10 @@ def role(address: str) -> str:
         return "unreachable"
 
 
-def fired_after(client: Client, job_id: str, moment: float) -> list[pb.Run]:
-    return [r for r in client.runs(job_id, limit=1000) if r.fired_at.ToMilliseconds() > moment * 1000]
-
-
 def no_duplicate_firings(client: Client, job_id: str) -> list[int]:
     times = sorted(r.scheduled_at.ToMilliseconds() for r in client.runs(job_id, limit=1000))
     assert len(times) == len(set(times)), f"a scheduled time fired twice: {times}"
     return [b - a for a, b in zip(times, times[1:])]
-
-
-def test_the_standby_takes_over_a_killed_leader_and_running_tasks_survive(make_cluster: object,
-                                                                          tmp_path: Path) -> None:
-    first, second, client = two_masters(make_cluster)
-    first.start_worker("w", slots=2)
-    first.wait_workers("w")
-    markers = tmp_path / "markers"
-    long = client.submit(f"{TASKS}:sleep_python", args=["6", str(markers)])
-    job = client.submit(f"{TASKS}:noop", every="1s")
-    wait_for(lambda: list(markers.glob("*.started")), 90, "the long task to start")
-    wait_for(lambda: len(client.runs(job.id)) >= 2, 30, "the 1 s job to fire")
-    assert first.master is not None and second.master is not None
-    killed_at = time.time()
-    first.master.process.kill()
-    first.master.process.wait(timeout=10)
-    wait_for(lambda: fired_after(client, job.id, killed_at), 60, "the standby to fire the job")
-    takeover = min(r.fired_at.ToMilliseconds() for r in fired_after(client, job.id, killed_at)) / 1000 - killed_at
-    run, timed_out = client.wait(first_run_id(long), timeout=120)
-    assert not timed_out and run.state == pb.RUN_SUCCEEDED
-    (attempt,) = run.tasks[0].attempts  # the same attempt finished under the new leader: no re-run
-    assert attempt.state == pb.ATTEMPT_SUCCEEDED
-    client.pause(job.id)
-    gaps = no_duplicate_firings(client, job.id)
-    status = client.status()
-    print(f"kill -9 of the leader: first firing by the new leader {takeover:.2f}s after the kill; "
-          f"epoch {status.epoch}; gaps between firings {sorted(set(gaps))} ms")
-    assert status.leader == second.address and client.master == second.address
-    assert takeover < 60
 
 
 def test_a_paused_leader_is_replaced_and_comes_back_fenced_as_a_standby(make_cluster: object) -> None:

@@ -1,0 +1,135 @@
+"""The fault suite's checker: what really ran (the ledger job's file) against what the scheduler recorded.
+
+The ledger job (``cluster_jobs:ledger``, tests/cluster/hostsite) appends a line per event of each execution
+— start, a beat every 0.1 s, end — to a file every host can write, whatever happens to the scheduler. A
+fault test runs its load through it, then :func:`check` asserts the suite's four invariants:
+
+* **0 lost runs**: every run of a job ended SUCCEEDED, each of its tasks has an ended execution in the
+  ledger, and a recurring job's scheduled times have no gap (the suite's jobs use ``--misfire catch-up``);
+* **0 duplicate firings**: a (job, scheduled time) has one run, in the scheduler and in the ledger;
+* **0 tasks succeeded twice**: a task has at most one SUCCEEDED attempt, and the ledger has an ended
+  execution under that attempt's fencing token (a success nobody ran would be a lie);
+* **0 attempts running at once** for one task: the executions of a task, under different tokens, do not
+  overlap in time (a worker cut off past its lease must have stopped — self-fenced — before the re-run
+  started). The beats give each execution's last sign of life, to 0.1 s.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sparkyard.client import Client
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+# Two executions overlap if the later one started before the earlier one's last sign of life by more than
+# this: the two hosts write with the same clock, but a beat lands up to one beat interval late.
+OVERLAP_SLACK_S = 0.15
+
+
+@dataclass
+class Execution:
+    """One attempt as the ledger saw it: from its start line to its last line."""
+
+    job: str
+    run: str
+    task: str
+    token: int
+    worker: str
+    scheduled_ms: int
+    started: float
+    last: float
+    ended: bool = False
+
+
+@dataclass
+class Findings:
+    """The figures a fault test prints, and the violations :func:`check` fails on."""
+
+    executions: int = 0
+    runs: int = 0
+    tasks: int = 0
+    reruns: int = 0  # tasks executed under more than one token
+    violations: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (f"ledger: {self.runs} runs, {self.tasks} tasks, {self.executions} executions, {self.reruns} re-run; "
+                f"{len(self.violations)} violations")
+
+
+def read(path: Path) -> list[Execution]:
+    """The executions recorded in the ledger file, in order of start."""
+    executions: dict[int, Execution] = {}
+    if not path.exists():
+        return []
+    for line in path.read_text().splitlines():
+        e = json.loads(line)
+        token = int(e["token"])
+        ex = executions.get(token)
+        if ex is None:
+            ex = executions[token] = Execution(e["job"], e["run"], e["task"], token, e["worker"],
+                                               int(e["scheduled_ms"]), e["at"], e["at"])
+        ex.last = max(ex.last, e["at"])
+        ex.ended = ex.ended or e["event"] == "end"
+    return sorted(executions.values(), key=lambda x: x.started)
+
+
+def check(ledger: Path, client: Client, job_ids: list[str], *, period_ms: dict[str, int] | None = None) -> Findings:
+    """The four invariants over ``job_ids`` (every run of them must have ended); ``period_ms``: the recurring
+    jobs among them and their period, whose scheduled times must have no gap. Raises AssertionError naming
+    every violation; returns the figures."""
+    found = Findings()
+    executions = read(ledger)
+    found.executions = len(executions)
+    by_task: dict[str, list[Execution]] = defaultdict(list)
+    for ex in executions:
+        by_task[ex.task].append(ex)
+    # The ledger: one run per (job, scheduled time); no two executions of a task at once.
+    firings: dict[tuple[str, int], set[str]] = defaultdict(set)
+    for ex in executions:
+        firings[(ex.job, ex.scheduled_ms)].add(ex.run)
+    found.violations += [f"duplicate firing in the ledger: job {job} at {ms} ran as {sorted(runs)}"
+                         for (job, ms), runs in firings.items() if len(runs) > 1]
+    for task, exs in by_task.items():
+        found.reruns += len(exs) > 1
+        for a, b in zip(exs, exs[1:]):
+            if b.started < a.last - OVERLAP_SLACK_S:
+                found.violations.append(
+                    f"task {task} ran twice at once: token {a.token} on {a.worker} until {a.last:.2f}, token "
+                    f"{b.token} on {b.worker} from {b.started:.2f}")
+    # The scheduler, against the ledger.
+    for job_id in job_ids:
+        runs = client.runs(job_id, limit=100_000, with_tasks=True)
+        scheduled = sorted(r.scheduled_at.ToMilliseconds() for r in runs)
+        if len(scheduled) != len(set(scheduled)):
+            found.violations.append(f"duplicate firing in the scheduler: job {job_id}: {scheduled}")
+        period = (period_ms or {}).get(job_id)
+        if period:
+            gaps = [(a, b) for a, b in zip(scheduled, scheduled[1:]) if b - a != period]
+            found.violations += [f"job {job_id}: scheduled times {a} → {b}, not {period} ms apart (a lost firing)"
+                                 for a, b in gaps]
+        for run in runs:
+            found.runs += 1
+            if run.state != pb.RUN_SUCCEEDED:
+                found.violations.append(f"run {run.id}: {pb.RunState.Name(run.state)} ({run.reason}), not SUCCEEDED")
+            for task in run.tasks:
+                found.tasks += 1
+                _check_task(task, by_task.get(task.id, []), found)
+    if found.violations:
+        raise AssertionError(f"{found.summary()}:\n" + "\n".join(found.violations))
+    return found
+
+
+def _check_task(task: pb.Task, exs: list[Execution], found: Findings) -> None:
+    succeeded = [a for a in task.attempts if a.state == pb.ATTEMPT_SUCCEEDED]
+    if len(succeeded) > 1:
+        found.violations.append(f"task {task.id} succeeded {len(succeeded)} times: tokens "
+                                f"{[a.fencing_token for a in succeeded]}")
+    for attempt in succeeded:
+        if not any(ex.token == attempt.fencing_token and ex.ended for ex in exs):
+            found.violations.append(f"task {task.id}: attempt {attempt.number} (token {attempt.fencing_token}) is "
+                                    f"SUCCEEDED but the ledger has no ended execution under that token")
+    if not any(ex.ended for ex in exs):
+        found.violations.append(f"task {task.id} ({pb.TaskState.Name(task.state)}) never ran to its end (lost)")
