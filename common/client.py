@@ -248,15 +248,22 @@ class Client:
     first_run_id = staticmethod(first_run_id)
 
     def logs(self, task_id: str, *, attempt: int = 0, follow: bool = False, offset: int = 0) -> Iterator[bytes]:
-        """The log of a task's attempt (latest by default), chunk by chunk; ``follow`` streams until it ends."""
-        request = pb.StreamTaskLogRequest(task_id=task_id, attempt=attempt, follow=follow, offset=offset)
-        try:
-            for chunk in self._stubs("jobs").StreamTaskLog(request, metadata=self._metadata,
-                                                  timeout=None if follow else self._timeout * 4):
-                if chunk.data:
-                    yield chunk.data
-        except grpc.RpcError as exc:
-            raise translate(exc, self.master) from None
+        """The log of a task's attempt (latest by default), chunk by chunk; ``follow`` streams until it ends.
+        Goes to the leader like every call; a stream broken by a change of master resumes where it was."""
+        deadline = time.monotonic() + LEADER_WAIT_S
+        unreachable: set[str] = set()
+        while True:
+            request = pb.StreamTaskLogRequest(task_id=task_id, attempt=attempt, follow=follow, offset=offset)
+            try:
+                for chunk in self._stubs("jobs").StreamTaskLog(request, metadata=self._metadata,
+                                                      timeout=None if follow else self._timeout * 4):
+                    if chunk.data:
+                        offset += len(chunk.data)
+                        yield chunk.data
+                return
+            except grpc.RpcError as exc:
+                if not self._follow(exc, unreachable, deadline, "StreamTaskLog"):
+                    raise translate(exc, self.master) from None
 
     # ---- cluster -----------------------------------------------------------------------------------------
 
