@@ -22,11 +22,14 @@ import logging
 import socket
 from typing import AsyncIterator
 
+from redis.exceptions import RedisError
+
 from sparkyard.errors import InvalidArgument
 from sparkyard.master.core import MasterCore
 from sparkyard.master.logs import LogRelay
 from sparkyard.master.registry import WorkerSession
 from sparkyard.master.reports import ReportSink
+from sparkyard.master.scripts import Fenced, log_failure
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -159,4 +162,7 @@ class WorkerConnection:
             "ready_slots": session.ready_slots,
             "master": socket.gethostname(),
         }
-        await self._store.put_worker(session.worker_id, info)
+        try:
+            await self._store.put_worker(session.worker_id, info)
+        except (RedisError, Fenced):  # only what `sparkyard workers` shows: the next change records it again
+            log_failure(log, "recording worker=%s failed", session.worker_id)

@@ -396,7 +396,7 @@ class RedisStore(Store):
     # ---- workers -------------------------------------------------------------------------------------
 
     async def put_worker(self, worker_id: str, info: dict[str, Any]) -> None:
-        await self.redis.hset(self.keys.workers, worker_id, json.dumps(info, separators=(",", ":")))
+        await self._lua("worker", [self.keys.workers], [worker_id, json.dumps(info, separators=(",", ":"))])
 
     async def get_workers(self) -> dict[str, dict[str, Any]]:
         raw = await self.redis.hgetall(self.keys.workers)
