@@ -12,7 +12,9 @@ it — both masters up, both workers ready, every link up.
 
 from __future__ import annotations
 
+import re
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Iterator
 
@@ -147,6 +149,25 @@ def first_firing_after(client: Client, job_id: str, moment: float) -> float:
     return wait_until(fired, 120, "a firing after the fault")
 
 
+def workers_moved(net: NetCluster, name: str) -> float:
+    """Seconds from master ``name``'s last election to both workers registered with it (from its log)."""
+    def stamp(line: str) -> float:
+        return datetime.fromisoformat(line.split()[0].replace("Z", "+00:00")).timestamp()
+
+    def moved() -> float | None:
+        lines = net.masters[name].log().splitlines()
+        elected = max((i for i, line in enumerate(lines) if "leading (epoch" in line), default=None)
+        if elected is None:
+            return None
+        joined = {}
+        for line in lines[elected:]:
+            if (found := re.search(r"worker=(w\d) registered", line)) and found.group(1) not in joined:
+                joined[found.group(1)] = stamp(line)
+        return max(joined.values()) - stamp(lines[elected]) if len(joined) == 2 else None
+
+    return wait_until(moved, 60, f"both workers to register with {name}")
+
+
 def steady_load(client: Client, net: NetCluster, ledger: Path) -> pb.Job:
     """A 1 s job (misfire catch-up: a missed second is fired late, never dropped) of 0.2 s tasks."""
     job = client.submit("cluster_jobs:ledger", args=[str(ledger), "0.2"], every="1s", misfire="catch-up",
@@ -218,7 +239,7 @@ def test_kill_9_and_sigstop_of_the_leader_under_a_1s_job_and_a_split_run(
     net.kill(first)
     wait_until(lambda: role(net, other(first)) == "leader", 60, f"{other(first)} to lead")
     figures.append(f"kill -9: first firing by the new leader {first_firing_after(client, job.id, killed_at):.1f}s "
-                   f"after the kill")
+                   f"after the kill, both workers with it {workers_moved(net, other(first)):.2f}s after its election")
     net.start_master(name=first)
     wait_until(lambda: role(net, first) == "standby", 60, f"{first} back as a standby")
 
@@ -228,7 +249,7 @@ def test_kill_9_and_sigstop_of_the_leader_under_a_1s_job_and_a_split_run(
     net.freeze(second)
     wait_until(lambda: role(net, first) == "leader", 60, f"{first} to lead again")
     figures.append(f"SIGSTOP: first firing by the new leader {first_firing_after(client, job.id, stopped_at):.1f}s "
-                   f"after the pause")
+                   f"after the pause, both workers with it {workers_moved(net, first):.2f}s after its election")
     net.thaw(second)
     wait_until(lambda: role(net, second) == "standby", 60, f"{second} to stand by after SIGCONT")
 
