@@ -6,7 +6,7 @@ import itertools
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -26,6 +26,25 @@ NET_HEARTBEAT_S = 1.2
 _namespaces = itertools.count(1)
 # Clusters of the running test, whose logs are attached to its report when it fails.
 _active: list[Cluster] = []
+
+
+# Test files that use the multi-host network (net_cluster): under xdist they all run on one process.
+_NET_FILES = ("tests/cluster/", "tests/faults/test_network_faults.py")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under pytest-xdist (``-n 2``, as deploy/test.sh runs the suite) a test file runs whole on one
+    process, so its module fixtures start once, and the files on the multi-host network all run on one
+    process, so the network is built once. (xdist's own ``loadgroup`` marks are ignored by this pytest.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "net" if path.startswith(_NET_FILES) else path
+
+    return ByFile(config, log)
 
 
 @pytest.fixture(scope="session")
@@ -122,3 +141,5 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         net = getattr(item, "funcargs", {}).get("net_cluster")
         if isinstance(net, NetCluster):
             report.sections.append((f"logs of test network {net.network.tag}", net.logs()))
+
+
