@@ -11,7 +11,7 @@ import signal
 import time
 from pathlib import Path
 
-from harness import EXAMPLES, Cluster, free_port, wait_for
+from harness import EXAMPLES, Cluster, fired_after, free_port, no_duplicate_firings, wait_for
 from sparkyard.client import Client, first_run_id
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -40,16 +40,6 @@ def role(address: str) -> str:
             return client.status().role
     except Exception:
         return "unreachable"
-
-
-def fired_after(client: Client, job_id: str, moment: float) -> list[pb.Run]:
-    return [r for r in client.runs(job_id, limit=1000) if r.fired_at.ToMilliseconds() > moment * 1000]
-
-
-def no_duplicate_firings(client: Client, job_id: str) -> list[int]:
-    times = sorted(r.scheduled_at.ToMilliseconds() for r in client.runs(job_id, limit=1000))
-    assert len(times) == len(set(times)), f"a scheduled time fired twice: {times}"
-    return [b - a for a, b in zip(times, times[1:])]
 
 
 def test_the_standby_takes_over_a_killed_leader_and_running_tasks_survive(make_cluster: object,
