@@ -1,5 +1,6 @@
 """Two masters on one Redis: the standby takes over when the leader is killed, paused or stopped, a paused
-leader that wakes up is fenced and comes back as a standby, and running tasks survive the change.
+leader that wakes up is fenced and comes back as a standby, and running tasks survive the change; two
+masters started at the same moment elect one leader.
 
 Each test prints its figures (takeover time, firings duplicated); the bounds asserted are generous (a
 loaded 2-core machine), the tight figures are what the prints report.
@@ -106,3 +107,29 @@ def test_a_stopped_leader_hands_over_at_once(make_cluster: object) -> None:
     wait_for(lambda: client.runs(job.id), 30, "the new leader to fire a job")
     print(f"SIGTERM of the leader: the standby led {handover:.2f}s after the signal (graceful stop included)")
     assert handover < 30
+
+
+def test_two_masters_started_at_the_same_moment_elect_one_leader(make_cluster: object) -> None:
+    """Both processes are started before either is waited for, so both try to take the lease at start:
+    one leads, the other stands by naming it, and a job fires once per scheduled time."""
+    first: Cluster = make_cluster()  # type: ignore[operator]
+    second: Cluster = make_cluster()  # type: ignore[operator]
+    second.namespace = first.namespace
+    started = [cluster.spawn_master() for cluster in (first, second)]
+    addresses = [cluster.await_master(proc) for cluster, proc in zip((first, second), started)]
+    statuses = []
+    for address in addresses:
+        with Client(address) as one:
+            statuses.append(one.status())
+    leaders = [a for a, s in zip(addresses, statuses) if s.role == "leader"]
+    assert len(leaders) == 1, [(a, s.role) for a, s in zip(addresses, statuses)]
+    (standby,) = [s for s in statuses if s.role == "standby"]
+    assert standby.leader == leaders[0] and standby.epoch == statuses[addresses.index(leaders[0])].epoch
+    standby_first = sorted(addresses, key=lambda a: a == leaders[0])  # the client follows it to the leader
+    with Client(",".join(standby_first)) as client:
+        job = client.submit(f"{TASKS}:noop", every="1s")
+        wait_for(lambda: len(client.runs(job.id)) >= 3, 30, "three firings")
+        client.pause(job.id)
+        no_duplicate_firings(client, job.id)
+        assert client.master == leaders[0]
+    print(f"two masters started at once: {leaders[0]} leads (epoch {standby.epoch}), the other stands by naming it")
