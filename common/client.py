@@ -30,10 +30,13 @@ from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 
 __all__ = ["Client", "JobOptions", "build_spec", "first_run_id", "translate"]
 
-# gRPC's own retry of UNAVAILABLE (master restarting): attempts and backoff.
+# gRPC's own retry of UNAVAILABLE (master restarting, Redis restarting): attempts and backoff. Bundle
+# calls too (a submit asks HasBundle first, which reads Redis; an upload is content-addressed, so a retry
+# stores the same bytes): without them the first submit after a Redis restart failed at once.
 _SERVICE_CONFIG = json.dumps({
     "methodConfig": [{
-        "name": [{"service": "sparkyard.v1.JobService"}, {"service": "sparkyard.v1.ClusterService"}],
+        "name": [{"service": "sparkyard.v1.JobService"}, {"service": "sparkyard.v1.ClusterService"},
+                 {"service": "sparkyard.v1.BundleService"}],
         "retryPolicy": {
             "maxAttempts": 5,
             "initialBackoff": "0.2s",

@@ -140,7 +140,14 @@ class Leadership:
                         return
                 elif not self._stopping and await self.acquire():
                     log.info("leading (epoch %d) as %s at %s", self.epoch, self.master_id, self.address)
-                    await self._on_elected(self.epoch)
+                    try:
+                        await self._on_elected(self.epoch)
+                    except Exception as exc:
+                        # Redis failed while the wheel was being rebuilt: leading half started, this master
+                        # would hold the lease and renew it without ever dispatching or reaping. A fresh
+                        # process starts over (and, with the same id, takes its own lease back at once).
+                        await self._depose(f"could not start leading: {exc!r}")
+                        return
                 await self._advertise()
             except redis.exceptions.RedisError as exc:
                 log.warning("leader election: redis unreachable: %s", exc)

@@ -60,10 +60,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def restart_argv(argv: list[str], listen: str, port: int) -> list[str]:
+    """The arguments of the fresh process: the same, except that a master told to listen on port 0 (any
+    free port) keeps the port it got. Workers and clients know it by that address, and its master id (host
+    and port) is what lets it take its own lease back at once; on a new port it would be out of their
+    reach for good. A later ``--listen`` wins over an earlier one, and over the config file and env."""
+    host, _, wanted = listen.rpartition(":")
+    return argv if wanted != "0" else [*argv, "--listen", f"{host}:{port}"]
+
+
 def _restart_as_standby(argv: list[str]) -> None:
     """Replace this process with a fresh master: nothing of the old leader's memory can act again (the
     exec also closes every socket, so workers and clients reconnect at once). It keeps the pid, so
-    supervisors and tests follow the same process, and comes back as a standby."""
+    supervisors and tests follow the same process, and comes back as a standby (on the same address:
+    :func:`restart_argv`)."""
     log.warning("restarting as a standby")
     logging.shutdown()
     sys.stdout.flush()
@@ -111,7 +121,8 @@ async def _run(cfg: MasterConfig, argv: list[str]) -> int:
         await _end_leftover_tasks()
         return 0
     await server.abandon()
-    _restart_as_standby(argv)  # from inside the loop: no task of the old leader gets to finish
+    # From inside the loop: no task of the old leader gets to finish.
+    _restart_as_standby(restart_argv(argv, cfg.listen, server.port))
     return 1
 
 

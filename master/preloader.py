@@ -32,6 +32,7 @@ from sparkyard.master.scripts import log_failure
 from sparkyard.master.splitter import split_job
 from sparkyard.master.store import FireRequest, FireResult
 from sparkyard.master.timer import TimerTask
+from sparkyard.retry import REDIS_TRANSIENT
 from sparkyard.states import RUN_TERMINAL, JobState, RunState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -41,6 +42,12 @@ log = logging.getLogger(__name__)
 # them in one pipeline, so 10,000 jobs due in the same second cost ~20 round trips, not 10,000.
 FIRE_CONCURRENCY = 4
 FIRE_BATCH = 500
+# When a firing or a top-up fails because Redis cannot be reached (restarting, failing over), the next
+# top-up comes after this pause, doubling up to the maximum while it keeps failing, instead of half a
+# horizon (30 s) later: every job due during a one-second blip stayed unfired that long, and a failed
+# top-up was never followed by another.
+RETRY_BACKOFF_S = 0.1
+RETRY_BACKOFF_MAX_S = 2.0
 
 _OVERLAP = {
     pb.OVERLAP_UNSPECIFIED: "allow",
@@ -62,6 +69,8 @@ class Preloader:
         self._queue = arming.due
         self._workers: list[asyncio.Task[None]] = []
         self._topup: TimerTask | None = None
+        self._topup_at = 0.0  # monotonic time the next top-up is due at
+        self._backoff = RETRY_BACKOFF_S  # the pause before the next top-up after a Redis failure
 
     async def start(self) -> None:
         self._workers = [asyncio.create_task(self._fire_loop(), name=f"fire-{i}") for i in range(FIRE_CONCURRENCY)]
@@ -84,10 +93,37 @@ class Preloader:
         until = self._now_ms() + self._horizon_ms
         for job_id, due_ms in await self._store.due_schedule(until):
             self._arming.consider(job_id, due_ms)
-        self._topup = self._timer.schedule(self._horizon_ms / 2000.0, self._on_topup)
+        self._load_again_in(self._horizon_ms / 2000.0)
+
+    def _load_again_in(self, delay_s: float) -> None:
+        """Have the next top-up ``delay_s`` from now, unless one is due sooner."""
+        at = self._clock.monotonic() + delay_s
+        if self._topup is not None:
+            if self._topup_at <= at:
+                return
+            self._topup.cancel()
+        self._topup, self._topup_at = self._timer.schedule(delay_s, self._on_topup), at
 
     def _on_topup(self) -> None:
-        self._core.spawn(self._load(), "preload-topup")
+        self._topup = None
+        self._core.spawn(self._topup_load(), "preload-topup")
+
+    async def _topup_load(self) -> None:
+        try:
+            await self._load()
+            self._backoff = RETRY_BACKOFF_S
+        except REDIS_TRANSIENT as exc:
+            log.warning("loading the schedule failed (%s); trying again in %.1fs", exc, self._load_soon())
+
+    def _load_soon(self) -> float:
+        """After a Redis failure: a top-up after the current backoff (which doubles for the next failure).
+        It re-arms what failed from the durable schedule: an entry not fired is due at once; one that was
+        fired though its reply was lost has its next fire time there, which a retry of the firing itself
+        (refused as stale) would never arm."""
+        delay = self._backoff
+        self._backoff = min(self._backoff * 2, RETRY_BACKOFF_MAX_S)
+        self._load_again_in(delay)
+        return delay
 
     async def _recover_awaiting(self) -> None:
         """Fixed-delay jobs whose run ended while no master was watching get their next fire time now."""
@@ -109,6 +145,9 @@ class Preloader:
                 await self.fire_batch(batch)
             except asyncio.CancelledError:
                 raise
+            except REDIS_TRANSIENT as exc:
+                log.warning("firing %d due jobs failed (%s); the schedule is loaded again in %.1fs", len(batch),
+                            exc, self._load_soon())
             except Exception:
                 log_failure(log, "firing %d due jobs failed; they are retried at the next top-up", len(batch))
 

@@ -111,7 +111,9 @@ class RedisStore(Store):
 
     async def _replicated(self, script: str, keys: list[str], args: list[Any]) -> Any:
         """Run a script, then WAIT on the same connection until ``min_replicas`` replicas have it: a submit
-        acknowledged this way survives the loss of the primary (Sentinel promotes a replica that has it)."""
+        acknowledged this way survives the loss of the primary (Sentinel promotes a replica that has it). A
+        retry that finds its idempotency key used is refused the same way while its job lacks replicas:
+        WAIT counts this connection's writes, and submit.lua rewrites the key for such a retry."""
         pipe = self.redis.pipeline(transaction=False)
         await self._lua.queue(pipe, script, keys, args)
         pipe.execute_command("WAIT", self.min_replicas, REPLICA_WAIT_MS)

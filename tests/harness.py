@@ -73,6 +73,7 @@ class RedisServer:
     port: int
     process: subprocess.Popen[bytes]
     data_dir: Path
+    args: list[str] = field(default_factory=list)  # the command line, to start it again the same way
 
     @property
     def url(self) -> str:
@@ -84,16 +85,26 @@ class RedisServer:
     def stop(self) -> None:
         stop_process(self.process)
 
+    def restart(self) -> None:
+        """Start it again (after it was killed) on the same port, data dir and options: it reloads its AOF."""
+        assert self.process.poll() is not None, "restart of a redis-server that still runs"
+        self.process = _spawn_redis(self.args, self.data_dir)
+        wait_for(lambda: self.client().ping(), 10, "the restarted redis-server to answer PING")
 
-def start_redis(data_dir: Path, appendonly: bool = True) -> RedisServer:
+
+def _spawn_redis(args: list[str], data_dir: Path) -> subprocess.Popen[bytes]:
+    with (data_dir / "redis.log").open("ab") as log:
+        return subprocess.Popen([find_redis_server(), *args], stdout=log, stderr=subprocess.STDOUT)
+
+
+def start_redis(data_dir: Path, appendonly: bool = True, *, port: int = 0, extra: tuple[str, ...] = ()) -> RedisServer:
+    """A redis-server on a free (or the given) loopback port; ``extra`` options follow the defaults here
+    (``("--appendfsync", "always")``, ``("--replicaof", host, port)``)."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    proc = subprocess.Popen(
-        [find_redis_server(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
-         "--appendonly", "yes" if appendonly else "no", "--save", "", "--maxmemory-policy", "noeviction"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    server = RedisServer(port, proc, data_dir)
+    port = port or free_port()
+    args = ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
+            "--appendonly", "yes" if appendonly else "no", "--save", "", "--maxmemory-policy", "noeviction", *extra]
+    server = RedisServer(port, _spawn_redis(args, data_dir), data_dir, args)
     wait_for(lambda: server.client().ping(), 10, "redis-server to answer PING")
     return server
 
@@ -148,19 +159,29 @@ class Cluster:
         return env
 
     def start_master(self, *extra: str, port: int = 0) -> str:
+        return self.await_master(self.spawn_master(*extra, port=port))
+
+    def spawn_master(self, *extra: str, port: int = 0) -> subprocess.Popen[bytes]:
+        """Start a master process without waiting for it (:meth:`await_master` does), so a test can start
+        several at the same moment."""
         self.root.mkdir(parents=True, exist_ok=True)
-        log_path = self.root / "master.log"
         args = [sys.executable, "-m", "sparkyard.master.main", "--listen", f"127.0.0.1:{port}",
                 "--redis-url", self.redis_url, "--namespace", self.namespace,
                 "--lease", str(TEST_LEASE_S), "--heartbeat", str(TEST_HEARTBEAT_S), "--reaper-interval", "0.5",
                 "--data-dir", str(self.root / "master-data"), *extra]
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log_path.open("ab"), env=self._env("master"))
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=(self.root / "master.log").open("ab"),
+                                env=self._env("master"))
+        self.master = Proc("master", proc, self.root / "master.log")  # stopped in teardown even if it never listens
+        return proc
+
+    def await_master(self, proc: subprocess.Popen[bytes]) -> str:
+        """Wait for a spawned master's ``listening on`` line; its address."""
         assert proc.stdout is not None
         line = proc.stdout.readline().decode()
+        log_path = self.root / "master.log"
         if "listening on" not in line:
             proc.wait(timeout=10)
             raise AssertionError(f"master did not start: {line}\n{log_path.read_text()[-3000:]}")
-        self.master = Proc("master", proc, log_path)
         self.address = line.split("listening on", 1)[1].split()[0]
         return self.address
 
@@ -227,6 +248,18 @@ class Cluster:
     def logs(self) -> str:
         parts = [f"==== {p.name} ====\n{p.log()[-4000:]}" for p in [*self.workers.values(), self.master] if p]
         return "\n".join(parts)
+
+
+def fired_after(client: Client, job_id: str, moment: float) -> list[pb.Run]:
+    """Runs of a job fired after ``moment`` (epoch seconds)."""
+    return [r for r in client.runs(job_id, limit=1000) if r.fired_at.ToMilliseconds() > moment * 1000]
+
+
+def no_duplicate_firings(client: Client, job_id: str) -> list[int]:
+    """Assert that no scheduled time of a job fired twice; the gaps between its scheduled times (ms)."""
+    times = sorted(r.scheduled_at.ToMilliseconds() for r in client.runs(job_id, limit=1000))
+    assert len(times) == len(set(times)), f"a scheduled time fired twice: {times}"
+    return [b - a for a, b in zip(times, times[1:])]
 
 
 class FakeWorker:

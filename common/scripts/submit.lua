@@ -15,6 +15,12 @@
 --
 -- Invariant: a job is written together with its schedule entry or its run (never without), and a key
 -- maps to one job for its TTL, so a client retrying a submit after a lost reply gets the same job.
+--
+-- A retry that finds its key used rewrites the key as it is (same value, same TTL): a write that changes
+-- nothing, so that a WAIT sent after this call on the same connection (--redis-min-replicas) covers the
+-- job it returns. WAIT's contract counts only the writes of its own connection, and a retry may come on
+-- one that never wrote the job (another master's, a restarted one's, another of the pool); the rewrite is
+-- replicated after the job, so a replica that has it has the job too.
 local now = now_ms()
 local ttl = tonumber(ARGV[2])
 local out = {}
@@ -23,6 +29,7 @@ for _, j in ipairs(bulk.jobs) do
   local id, spec, mode, fire, idem, run, scheduled = j[1], bulk.specs[j[2] + 1], j[3], j[4], j[5], j[6], j[7]
   local existing = idem ~= '' and redis.call('GET', K.idem(idem))
   if existing and redis.call('EXISTS', K.job(existing)) == 1 then
+    redis.call('SET', K.idem(idem), existing, 'KEEPTTL')
     local v = redis.call('HMGET', K.job(existing), 'created_ms', 'next_fire_ms')
     push(out, existing, 1, tonumber(v[1]), tonumber(v[2]) or -1, 0)
   elseif redis.call('EXISTS', K.job(id)) == 1 then

@@ -1,6 +1,7 @@
-"""Two masters on one Redis (loopback): the standby takes over when the leader is paused or stopped, and a
-paused leader that wakes up is fenced and comes back as a standby, the same process. The same faults under
-load, with kill -9 and across hosts, are in test_network_faults.py.
+"""Two masters on one Redis (loopback): the standby takes over when the leader is paused or stopped, a
+paused leader that wakes up is fenced and comes back as a standby (the same process), and two masters
+started at the same moment elect one leader. The same faults under load, with kill -9 and across hosts,
+are in test_network_faults.py.
 
 Each test prints its figures (takeover time, firings duplicated); the bounds asserted are generous (a
 loaded 2-core machine), the tight figures are what the prints report.
@@ -11,8 +12,9 @@ from __future__ import annotations
 import signal
 import time
 
-from harness import EXAMPLES, Cluster, free_port, wait_for
+from harness import EXAMPLES, Cluster, free_port, no_duplicate_firings, wait_for
 from sparkyard.client import Client
+from sparkyard.v1 import sparkyard_pb2 as pb
 
 TASKS = EXAMPLES / "tasks.py"
 # Task leases long enough to outlast a change of leader (leader lease 3 s; workers self-fence at lease - 2 s).
@@ -39,12 +41,6 @@ def role(address: str) -> str:
             return client.status().role
     except Exception:
         return "unreachable"
-
-
-def no_duplicate_firings(client: Client, job_id: str) -> list[int]:
-    times = sorted(r.scheduled_at.ToMilliseconds() for r in client.runs(job_id, limit=1000))
-    assert len(times) == len(set(times)), f"a scheduled time fired twice: {times}"
-    return [b - a for a, b in zip(times, times[1:])]
 
 
 def test_a_paused_leader_is_replaced_and_comes_back_fenced_as_a_standby(make_cluster: object) -> None:
@@ -82,3 +78,29 @@ def test_a_stopped_leader_hands_over_at_once(make_cluster: object) -> None:
     wait_for(lambda: client.runs(job.id), 30, "the new leader to fire a job")
     print(f"SIGTERM of the leader: the standby led {handover:.2f}s after the signal (graceful stop included)")
     assert handover < 30
+
+
+def test_two_masters_started_at_the_same_moment_elect_one_leader(make_cluster: object) -> None:
+    """Both processes are started before either is waited for, so both try to take the lease at start:
+    one leads, the other stands by naming it, and a job fires once per scheduled time."""
+    first: Cluster = make_cluster()  # type: ignore[operator]
+    second: Cluster = make_cluster()  # type: ignore[operator]
+    second.namespace = first.namespace
+    started = [cluster.spawn_master() for cluster in (first, second)]
+    addresses = [cluster.await_master(proc) for cluster, proc in zip((first, second), started)]
+    statuses = []
+    for address in addresses:
+        with Client(address) as one:
+            statuses.append(one.status())
+    leaders = [a for a, s in zip(addresses, statuses) if s.role == "leader"]
+    assert len(leaders) == 1, [(a, s.role) for a, s in zip(addresses, statuses)]
+    (standby,) = [s for s in statuses if s.role == "standby"]
+    assert standby.leader == leaders[0] and standby.epoch == statuses[addresses.index(leaders[0])].epoch
+    standby_first = sorted(addresses, key=lambda a: a == leaders[0])  # the client follows it to the leader
+    with Client(",".join(standby_first)) as client:
+        job = client.submit(f"{TASKS}:noop", every="1s")
+        wait_for(lambda: len(client.runs(job.id)) >= 3, 30, "three firings")
+        client.pause(job.id)
+        no_duplicate_firings(client, job.id)
+        assert client.master == leaders[0]
+    print(f"two masters started at once: {leaders[0]} leads (epoch {standby.epoch}), the other stands by naming it")

@@ -9,6 +9,7 @@ from typing import AsyncIterator
 
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from harness import RedisServer
 from sparkyard.clock import SystemClock
@@ -100,6 +101,20 @@ async def test_the_loop_deposes_a_leader_whose_lease_was_taken(redis: Redis, key
         assert a.events == ["elected 1", "deposed"] and a.store.scripts.epoch == 0
     finally:
         loop.cancel()
+
+
+async def test_a_leader_that_could_not_start_leading_steps_down(redis: Redis, keys: Keys) -> None:
+    """Redis failing while the wheel is rebuilt must not leave a leader that holds the lease and renews it
+    but never dispatches: it steps down (and the master execs itself afresh)."""
+    a = Master(redis, keys, "a")
+
+    async def half_started(epoch: int) -> None:
+        a.events.append(f"elected {epoch}")
+        raise RedisConnectionError("Connection closed by server.")
+
+    a.leadership._on_elected = half_started
+    await asyncio.wait_for(a.leadership.run(), 10 * LEASE_S)  # the loop ends once deposed
+    assert a.events == ["elected 1", "deposed"] and not a.leadership.leading and a.store.scripts.epoch == 0
 
 
 async def test_every_write_script_is_fenced_and_refuses_before_it_writes(redis: Redis, keys: Keys) -> None:

@@ -20,6 +20,7 @@ from sparkyard.config import (
     WorkerConfig,
     load,
 )
+from sparkyard.master.main import parse_args, restart_argv
 
 TomlWriter = Callable[[str], str]
 
@@ -314,3 +315,12 @@ def test_a_config_built_in_code_reads_no_environment(monkeypatch: pytest.MonkeyP
 def test_configs_are_frozen() -> None:
     with pytest.raises(Exception, match="frozen"):
         MasterConfig().lease_s = 1.0  # type: ignore[misc]
+
+
+def test_a_master_that_restarts_itself_keeps_the_port_it_got() -> None:
+    """Told to listen on port 0 (any free port), it execs itself on the port it had: on a new one, the
+    workers and clients that know it by its address could never reach it again."""
+    argv = ["--listen", "127.0.0.1:0", "--namespace", "x"]
+    assert parse_args(restart_argv(argv, "127.0.0.1:0", 41234)).listen == "127.0.0.1:41234"
+    assert parse_args(restart_argv([], "0.0.0.0:0", 5000)).listen == "0.0.0.0:5000"  # port 0 from a file or env
+    assert restart_argv(argv[2:], "127.0.0.1:7070", 7070) == argv[2:]  # a fixed port is left as it is

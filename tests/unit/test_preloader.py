@@ -4,12 +4,15 @@ overlap REPLACE, manual triggers and a second master's duplicate firing — no R
 from __future__ import annotations
 
 import asyncio
+import inspect
+from typing import Awaitable, Callable
 
 import pytest
+import redis.exceptions
 
 from master_rig import HORIZON_MS, MasterRig
 from sparkyard import ids
-from sparkyard.master.preloader import Preloader
+from sparkyard.master.preloader import RETRY_BACKOFF_S, Preloader
 from sparkyard.master.store import NewJob, Report
 from sparkyard.spec import normalize
 from sparkyard.states import RunState
@@ -34,6 +37,9 @@ class Rig(MasterRig):
         """(scheduled ms, state) of the job's runs, oldest first."""
         runs = await self.store.list_runs(job_id, 100)
         return sorted((r.scheduled_ms, r.state) for r in runs)
+
+    async def has_runs(self, job_id: str, want: list[tuple[int, RunState]]) -> bool:
+        return await self.runs(job_id) == want
 
     async def next_fire(self, job_id: str) -> int:
         job = await self.store.get_job(job_id)
@@ -190,3 +196,66 @@ async def test_a_firing_with_no_tasks_ends_its_run_and_a_fixed_delay_job_moves_o
             break
         await asyncio.sleep(0)
     assert await rig.next_fire("j1") == rig.now_ms() + EVERY_MS and await rig.store.awaiting_jobs() == []
+
+
+
+class RedisBlip:
+    """Makes one store method fail like an unreachable Redis for its next ``times`` calls."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, store: object, method: str, times: int = 1) -> None:
+        self.left = times
+        real = getattr(store, method)
+
+        async def flaky(*args: object, **kwargs: object) -> object:
+            if self.left:
+                self.left -= 1
+                raise redis.exceptions.ConnectionError("Connection refused (redis restarting)")
+            return await real(*args, **kwargs)
+
+        monkeypatch.setattr(store, method, flaky)
+
+
+async def turns(done: Callable[[], bool | Awaitable[bool]]) -> bool:
+    """Let the coroutines on this loop run (at most 100 turns) until ``done``."""
+    for _ in range(100):
+        result = done()
+        if await result if inspect.isawaitable(result) else result:
+            return True
+        await asyncio.sleep(0)
+    return False
+
+
+async def test_a_firing_that_failed_for_want_of_redis_is_tried_again_after_a_short_pause(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not at the next top-up, half a horizon later: a Redis blip must not silence the jobs due during it."""
+    due = rig.now_ms() + 1_000
+    await rig.submit("j1", due)
+    blip = RedisBlip(monkeypatch, rig.store, "fire_many")
+    await rig.preloader.start()
+    try:
+        rig.clock.advance(1.0)
+        assert await turns(lambda: blip.left == 0) and await rig.runs("j1") == [] and rig.arming.armed == 0
+        rig.clock.advance(RETRY_BACKOFF_S + 0.002)  # a top-up re-arms the entry (timers round up to 1 ms)
+        assert await turns(lambda: rig.arming.armed == 1)
+        rig.clock.advance(0)  # it is due already: it expires at once, and fires
+        assert await turns(lambda: rig.has_runs("j1", [(due, RunState.SCHEDULED)]))
+    finally:
+        await rig.preloader.stop()
+
+
+async def test_a_top_up_that_failed_for_want_of_redis_is_followed_by_another(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It used to be the last one: entries beyond the horizon then were never armed."""
+    due = rig.now_ms() + 80_000  # beyond the first load's horizon; within the top-ups' after 30 s
+    await rig.submit("j1", due)
+    await rig.preloader.start()
+    try:
+        blip = RedisBlip(monkeypatch, rig.store, "due_schedule")
+        rig.clock.advance(HORIZON_MS / 2000)  # the first top-up fails
+        assert await turns(lambda: blip.left == 0) and rig.arming.armed == 0
+        rig.clock.advance(RETRY_BACKOFF_S + 0.002)  # the next one arms the entry
+        assert await turns(lambda: rig.arming.armed == 1)
+        rig.clock.advance(80 - HORIZON_MS / 2000)
+        assert await turns(lambda: rig.has_runs("j1", [(due, RunState.SCHEDULED)]))
+    finally:
+        await rig.preloader.stop()
