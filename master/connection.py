@@ -34,6 +34,11 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
 
+# A worker's stream carries something at least this often (an empty HeartbeatAck when there is nothing
+# else): a worker hears within a few of them that its master stopped (SIGSTOP, a partition), so it is
+# waiting at a standby when the leader lease (default 3 s) runs out, not heartbeats later.
+LIVENESS_S = 0.5
+
 class WorkerConnection:
     def __init__(self, core: MasterCore, logs: LogRelay, reports: ReportSink) -> None:
         self._core = core
@@ -68,16 +73,23 @@ class WorkerConnection:
         yield pb.MasterMessage(registered=registered)
         reader = asyncio.create_task(self._read(session, requests), name=f"read-{session.worker_id}")
         closed = asyncio.create_task(session.closed.wait())
+        getter: asyncio.Task[pb.MasterMessage] | None = None
         try:
             while True:
-                getter = asyncio.create_task(session.outbound.get())
-                done, _ = await asyncio.wait({getter, closed, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if getter is None:
+                    getter = asyncio.create_task(session.outbound.get())
+                done, _ = await asyncio.wait({getter, closed, reader}, timeout=LIVENESS_S,
+                                             return_when=asyncio.FIRST_COMPLETED)
                 if getter in done:
                     yield getter.result()
-                    continue
-                getter.cancel()
-                break
+                    getter = None
+                elif not done:  # nothing to say for a while: say that this master is alive
+                    yield pb.MasterMessage(heartbeat_ack=pb.HeartbeatAck())
+                else:
+                    break
         finally:
+            if getter is not None:
+                getter.cancel()
             reader.cancel()
             closed.cancel()
             await asyncio.gather(reader, closed, return_exceptions=True)
@@ -103,6 +115,7 @@ class WorkerConnection:
                             lost=[pb.Lease(task_id=t, fencing_token=tok) for t, tok in renewal.lost])
         out.lease.FromMilliseconds(lease_ms)
         out.heartbeat_interval.FromMilliseconds(int(self._cfg.heartbeat_s * 1000))
+        out.liveness_interval.FromMilliseconds(int(LIVENESS_S * 1000))
         return out
 
     async def _read(self, session: WorkerSession, requests: AsyncIterator[pb.WorkerMessage]) -> None:

@@ -75,6 +75,10 @@ ELECTION_POLL_S = 0.25
 # master is probed (PROBE_TIMEOUT_S) once per heartbeat until it answers: it may be dead (a standby takes
 # over within a leader lease), or this worker's own network may have been cut (the master leads on).
 SILENT_HEARTBEATS = 3
+# A master that names its liveness interval (it sends something at least that often) is taken for gone
+# after this many of them without a word: 2 s with today's masters, inside the default leader lease, so
+# the worker already waits at a standby when the standby takes over.
+SILENT_INTERVALS = 4
 # How long a stop or the end of a drain waits for killed attempts to end (each runner bounds its kill).
 STOP_TIMEOUT_S = 60.0
 # A runner that fails to start is tried again after this pause, doubling up to the maximum.
@@ -144,6 +148,7 @@ class Agent(AttemptSlots):
         self.draining = False
         self.lease_s = DEFAULT_LEASE_S
         self.heartbeat_s = DEFAULT_HEARTBEAT_S
+        self.liveness_s = 0.0  # the master's liveness interval (0: it names none; heartbeats count)
         self.registered = asyncio.Event()
         self._conn: _Connection | None = None
         self._stopping = asyncio.Event()
@@ -401,6 +406,7 @@ class Agent(AttemptSlots):
     def _on_registered(self, reg: pb.Registered, conn: _Connection, address: str) -> None:
         self.lease_s = reg.lease.ToMilliseconds() / 1000 or DEFAULT_LEASE_S
         self.heartbeat_s = reg.heartbeat_interval.ToMilliseconds() / 1000 or DEFAULT_HEARTBEAT_S
+        self.liveness_s = reg.liveness_interval.ToMilliseconds() / 1000
         now = self.clock.monotonic()
         lost = {(l.task_id, l.fencing_token) for l in reg.lost}
         for execution in list(self.executions.values()):
@@ -507,24 +513,30 @@ class Agent(AttemptSlots):
         return self.clock.monotonic() >= self._silent.get(address, 0.0)
 
     async def _heartbeat_loop(self, call: Any, silent: asyncio.Event, address: str) -> None:
-        """Heartbeats, resends of unacknowledged results, and the watch on the master: one that has not
-        answered for SILENT_HEARTBEATS heartbeats (paused, partitioned, hung) is left for another."""
+        """Heartbeats, resends of unacknowledged results, and the watch on the master: one that has said
+        nothing for SILENT_INTERVALS of its liveness intervals (or SILENT_HEARTBEATS heartbeats, if it names
+        none) — paused, partitioned, hung — is left for another."""
+        watch_s = self.liveness_s or self.heartbeat_s
+        silent_after = SILENT_INTERVALS * self.liveness_s if self.liveness_s else SILENT_HEARTBEATS * self.heartbeat_s
+        next_beat = 0.0
         while True:
-            quiet = self.clock.monotonic() - self._heard_at
-            if quiet > SILENT_HEARTBEATS * self.heartbeat_s:
+            now = self.clock.monotonic()
+            quiet = now - self._heard_at
+            if quiet > silent_after:
                 log.warning("the master has not answered for %.1fs; connecting again", quiet)
-                self._silent[address] = self.clock.monotonic() + self.heartbeat_s
+                self._silent[address] = now + self.heartbeat_s
                 silent.set()
                 call.cancel()
                 return
-            self._send_heartbeat()
-            now = self.clock.monotonic()
-            for pending in self.pending.values():
-                if now - pending.sent_at > RESEND_AFTER_S:
-                    self.reports.result(pending.result)
-                    pending.sent_at = now
-            self.outbox.compact(p.result for p in self.pending.values())
-            await self.clock.sleep(self.heartbeat_s)
+            if now >= next_beat:
+                next_beat = now + self.heartbeat_s
+                self._send_heartbeat()
+                for pending in self.pending.values():
+                    if now - pending.sent_at > RESEND_AFTER_S:
+                        self.reports.result(pending.result)
+                        pending.sent_at = now
+                self.outbox.compact(p.result for p in self.pending.values())
+            await self.clock.sleep(min(watch_s, next_beat - now))
 
     async def _fence_loop(self) -> None:
         """Self-fencing, hand-back of queued tasks stuck behind long attempts, the prefetch when it

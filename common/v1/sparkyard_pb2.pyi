@@ -687,16 +687,18 @@ class TaskAssignment(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., index: _Optional[int] = ..., task_count: _Optional[int] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., inputs: _Optional[_Iterable[_Union[SplitInput, _Mapping]]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class Registered(_message.Message):
-    __slots__ = ("worker_id", "lease", "heartbeat_interval", "lost")
+    __slots__ = ("worker_id", "lease", "heartbeat_interval", "lost", "liveness_interval")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_FIELD_NUMBER: _ClassVar[int]
     LOST_FIELD_NUMBER: _ClassVar[int]
+    LIVENESS_INTERVAL_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     lease: _duration_pb2.Duration
     heartbeat_interval: _duration_pb2.Duration
     lost: _containers.RepeatedCompositeFieldContainer[Lease]
-    def __init__(self, worker_id: _Optional[str] = ..., lease: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., lost: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ...) -> None: ...
+    liveness_interval: _duration_pb2.Duration
+    def __init__(self, worker_id: _Optional[str] = ..., lease: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., lost: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., liveness_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class TaskBatch(_message.Message):
     __slots__ = ("tasks", "reports_seq")
