@@ -14,7 +14,6 @@ import time
 
 from harness import EXAMPLES, Cluster, free_port, no_duplicate_firings, wait_for
 from sparkyard.client import Client
-from sparkyard.v1 import sparkyard_pb2 as pb
 
 TASKS = EXAMPLES / "tasks.py"
 # Task leases long enough to outlast a change of leader (leader lease 3 s; workers self-fence at lease - 2 s).

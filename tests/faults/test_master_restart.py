@@ -122,7 +122,12 @@ def test_a_result_that_ends_while_no_master_is_up_counts_once_one_is_even_if_its
     _ran_once(cluster, job, tmp_path / "first")
 
     job, port = _end_a_task_while_no_master_is_up(cluster, tmp_path / "second")
-    cluster.kill_worker("w")  # kill -9: the result was never acknowledged
+    # The task's own marker comes before the worker has its result: kill -9 only once the result is in the
+    # outbox (never acknowledged), or there is nothing to recover.
+    outbox = cluster.root / "w" / "outbox.log"
+    wait_for(lambda: outbox.exists() and job.id.encode() in outbox.read_bytes(), 60,
+             "the result to be in the worker's outbox")
+    cluster.kill_worker("w")
     cluster.start_master(*LONGER_LEASE, port=port)
     cluster.start_worker("w", slots=1)
     _ran_once(cluster, job, tmp_path / "second")
