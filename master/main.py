@@ -62,8 +62,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def restart_argv(argv: list[str], listen: str, port: int) -> list[str]:
     """The arguments of the fresh process: the same, except that a master told to listen on port 0 (any
-    free port) keeps the port it got. Workers and clients know it by that address, and its master id (host
-    and port) is what lets it take its own lease back at once; on a new port it would be out of their
+    free port) keeps the port it got. Workers and clients know it by that address, and its master id (that
+    address) is what lets it take its own lease back at once; on a new port it would be out of their
     reach for good. A later ``--listen`` wins over an earlier one, and over the config file and env."""
     host, _, wanted = listen.rpartition(":")
     return argv if wanted != "0" else [*argv, "--listen", f"{host}:{port}"]
