@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from typing import AsyncIterator
 
 from redis.exceptions import RedisError
@@ -173,7 +172,6 @@ class WorkerConnection:
             "last_seen_ms": int(self._core.clock.now() * 1000), "alive": alive, "draining": session.draining,
             "readiness": session.readiness, "readiness_reason": session.readiness_reason,
             "ready_slots": session.ready_slots,
-            "master": socket.gethostname(),
         }
         try:
             await self._store.put_worker(session.worker_id, info)
