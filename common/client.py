@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import grpc
 
@@ -48,6 +48,8 @@ _SERVICE_CONFIG = json.dumps({
 })
 # WaitRun calls are chained in steps of at most this long (the server caps one call too).
 WAIT_STEP_S = 300.0
+# With a progress callback, the run is looked at this often (each look returns the run with its tasks).
+PROGRESS_STEP_S = 1.0
 # How long a call waits for a leader to be elected (standbys answer meanwhile), and how often it asks.
 LEADER_WAIT_S = 15.0
 ELECTION_POLL_S = 0.25
@@ -235,18 +237,25 @@ class Client:
     def run(self, run_id: str) -> pb.Run:
         return self._call("jobs", "GetRun", pb.GetRunRequest(run_id=run_id))
 
-    def wait(self, run_id: str, timeout: float | str | None = None) -> tuple[pb.Run, bool]:
-        """Block until the run ends or ``timeout`` passes (None: no limit); returns (run, timed_out)."""
+    def wait(self, run_id: str, timeout: float | str | None = None,
+             on_progress: Callable[[pb.Run], None] | None = None) -> tuple[pb.Run, bool]:
+        """Block until the run ends or ``timeout`` passes (None: no limit); returns (run, timed_out).
+
+        ``on_progress`` is called with the run as it stands about every :data:`PROGRESS_STEP_S` while it is
+        still going (a progress bar); without it the wait is one long call per :data:`WAIT_STEP_S`."""
         total = duration_s(timeout, "timeout")
+        longest = WAIT_STEP_S if on_progress is None else PROGRESS_STEP_S
         waited = 0.0
         while True:
-            step = WAIT_STEP_S if total is None else max(0.001, min(WAIT_STEP_S, total - waited))
+            step = longest if total is None else max(0.001, min(longest, total - waited))
             request = pb.WaitRunRequest(run_id=run_id)
             request.timeout.FromMilliseconds(int(step * 1000))
             reply = self._call("jobs", "WaitRun", request, timeout=step + self._timeout)
             waited += step
             if not reply.timed_out or (total is not None and waited >= total):
                 return reply.run, reply.timed_out
+            if on_progress is not None:
+                on_progress(reply.run)
 
     first_run_id = staticmethod(first_run_id)
 

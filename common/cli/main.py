@@ -113,9 +113,20 @@ def cmd_submit(client: Client, args: argparse.Namespace, out: Callable[..., None
     if not args.wait:
         out(job, lambda c: c.print(f"submitted job {job.id} ({job.spec.name}); next run {first_run_id(job)}"))
         return 0
-    run, timed_out = client.wait(first_run_id(job), args.wait_timeout)
+    run, timed_out = _wait(client, first_run_id(job), args.wait_timeout, args)
     out(run, lambda c: render.run_detail(c, run))
     return _wait_code(run, timed_out)
+
+
+def _wait(client: Client, run_id: str, timeout: str | None, args: argparse.Namespace) -> tuple[pb.Run, bool]:
+    """Wait for a run; on a terminal (and without --json) with a bar of its tasks done out of all."""
+    bar_console = Console(stderr=True)
+    if args.json or not bar_console.is_terminal:
+        return client.wait(run_id, timeout)
+    with render.task_progress(bar_console, run_id) as show:
+        run, timed_out = client.wait(run_id, timeout, on_progress=show)
+        show(run)
+    return run, timed_out
 
 
 def _wait_code(run: pb.Run, timed_out: bool) -> int:
@@ -196,7 +207,7 @@ def dispatch(args: argparse.Namespace) -> int:
             run = client.run(args.run_id)
             out(run, lambda c: render.run_detail(c, run))
         elif verb == "wait":
-            run, timed_out = client.wait(args.run_id, args.timeout)
+            run, timed_out = _wait(client, args.run_id, args.timeout, args)
             out(run, lambda c: render.run_detail(c, run))
             if timed_out and not args.json:
                 print(f"sparkyard: run {args.run_id} still {pb.RunState.Name(run.state)} after {args.timeout}",

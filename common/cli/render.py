@@ -8,11 +8,13 @@ enum values drop their type prefix (``"state": "SUCCEEDED"``), and ``result_json
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from sparkyard.timeutil import format_duration, rfc3339_ms
@@ -160,3 +162,20 @@ def workers_table(console: Console, workers: Sequence[Any]) -> None:
                       "yes" if w.alive else "no", readiness_text(w), "yes" if w.draining else "", str(len(w.tasks)),
                       _ts(w, "last_seen"))
     console.print(table)
+
+
+@contextmanager
+def task_progress(console: Console, run_id: str) -> Iterator[Callable[[pb.Run], None]]:
+    """A bar of a run's ended tasks out of all, with the time waited; yields the function that moves it.
+
+    A run not fired yet has no task count: the bar pulses until it has one."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console) as progress:
+        bar = progress.add_task(f"{run_id} waiting", total=None)
+
+        def show(run: pb.Run) -> None:
+            ended = run.tasks_succeeded + run.tasks_failed + run.tasks_cancelled
+            state = _enum_name(pb.Run.DESCRIPTOR.fields_by_name["state"], run.state) if run.state else "waiting"
+            progress.update(bar, description=f"{run_id} {state}", total=run.task_count or None, completed=ended)
+
+        yield show

@@ -126,3 +126,19 @@ def test_a_result_over_the_size_limit_fails_the_attempt_clearly(shared_cluster: 
     run, _ = client.wait(first_run_id(client.submit(f"{TASKS}:big_result")), timeout=120)
     assert run.state == pb.RUN_FAILED
     assert "over the 1048576-byte limit" in run.tasks[0].attempts[0].error
+
+
+def test_wait_shows_a_bar_of_tasks_done_on_a_terminal_and_nothing_extra_with_json(shared_cluster: Cluster) -> None:
+    client = shared_cluster.client()
+    job = client.submit(f"{TASKS}:sleep_python", args=["1.5"], inputs=["a", "b", "c"])
+    run_id = first_run_id(job)
+    cli = [sys.executable, "-m", "sparkyard.cli.main", "--master", shared_cluster.address, "wait", run_id]
+    # FORCE_COLOR makes rich treat stderr as a terminal, as it is when a person runs the command.
+    terminal = {**os.environ, "FORCE_COLOR": "1", "COLUMNS": "160"}
+    shown = subprocess.run(cli, capture_output=True, text=True, timeout=120, env=terminal)
+    assert shown.returncode == 0, shown.stderr
+    assert f"{run_id} SUCCEEDED" in shown.stderr and "3/3" in shown.stderr  # the bar, on stderr
+    assert "SUCCEEDED" in shown.stdout  # the run itself, on stdout as before
+    as_json = subprocess.run([*cli, "--json"], capture_output=True, text=True, timeout=120, env=terminal)
+    assert as_json.returncode == 0 and as_json.stderr == ""
+    assert json.loads(as_json.stdout)["state"] == "SUCCEEDED"
