@@ -201,6 +201,7 @@ class MasterConfig(_Settings):
     leader_lease_s: Seconds = DEFAULT_LEADER_LEASE_S
     redis_min_replicas: int = 0  # a submit is acknowledged once this many replicas have it (Redis WAIT)
     advertise: str = ""  # HOST:PORT clients and workers reach this master at ('' = the listen address)
+    http: str = ""  # HOST:PORT of /metrics ('' = no http)
     log_level: str = "INFO"
 
     def validate(self) -> MasterConfig:  # type: ignore[override]
@@ -219,6 +220,8 @@ class MasterConfig(_Settings):
         if self.redis_min_replicas < 0:
             raise ConfigError("redis_min_replicas must not be negative")
         _host_port(self.listen, "listen")
+        if self.http:
+            _host_port(self.http, "http")
         return self
 
 
@@ -241,6 +244,7 @@ class WorkerConfig(_Settings):
     bundle_cache_bytes: Bytes = DEFAULT_BUNDLE_CACHE_BYTES
     labels: Pairs = {}
     conf: Pairs = {}  # Spark conf of every driver this worker starts
+    metrics: str = ""  # HOST:PORT of /metrics ('' = none)
     log_level: str = "INFO"
 
     def validate(self) -> WorkerConfig:  # type: ignore[override]
@@ -254,6 +258,8 @@ class WorkerConfig(_Settings):
             raise ConfigError(f"runner {self.runner!r}: use submit or session")
         for address in self.masters:
             _host_port(address, "master")
+        if self.metrics:
+            _host_port(self.metrics, "metrics")
         return self
 
     @property

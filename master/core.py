@@ -22,6 +22,7 @@ from sparkyard import ids
 from sparkyard.clock import Clock
 from sparkyard.config import MasterConfig
 from sparkyard.master import triggers
+from sparkyard.master.metrics import MasterMetrics
 from sparkyard.master.purgatory import Purgatory
 from sparkyard.master.registry import WorkerRegistry
 from sparkyard.master.scheduler import SlotScheduler
@@ -48,8 +49,9 @@ class MasterCore:
     """Owns the in-memory parts of a master and keeps them in step with Redis."""
 
     def __init__(self, cfg: MasterConfig, store: Store, clock: Clock, timer: SystemTimer,
-                 arm: Callable[[str, int], None]) -> None:
+                 arm: Callable[[str, int], None], metrics: MasterMetrics | None = None) -> None:
         self.cfg = cfg
+        self.metrics = metrics or MasterMetrics()
         self.store = store
         self.clock = clock
         self.timer = timer
@@ -100,6 +102,8 @@ class MasterCore:
         for v in verdicts:
             if v.verdict is not VerdictKind.ACCEPTED or v.task_state is TaskState.LEASED:
                 continue
+            if v.task_state is not None:
+                self.metrics.tasks.labels(v.task_state.value).inc()
             self.wake()
             if v.task_state is TaskState.FAILED and v.not_before_ms:
                 self.arm_release(v.task_id, v.not_before_ms)
@@ -110,6 +114,8 @@ class MasterCore:
         """After reap.lua: lost leases requeued (or DEAD), timed-out attempts failed."""
         for r in reaped:
             why = "lease expired" if r.what is Loss.LOST else "timed out"
+            (self.metrics.leases_expired if r.what is Loss.LOST else self.metrics.timeouts).inc()
+            self.metrics.tasks.labels(r.task_state.value).inc()
             log.info("task=%s %s on worker=%s → %s", r.task_id, why, r.worker, r.task_state.value)
             # The worker may still be running it (hung, partitioned): tell it to stop if it is connected. The
             # token makes sure a newer attempt of the same task on that worker is left alone.
@@ -143,6 +149,7 @@ class MasterCore:
 
     def run_ended(self, run_id: str, state: RunState) -> None:
         log.log(logging.DEBUG if state is RunState.SUCCEEDED else logging.INFO, "run=%s ended %s", run_id, state.value)
+        self.metrics.runs.labels(state.value).inc()
         self.purgatory.complete_watchers(run_id)
         job_id = run_id.split(".", 1)[0]
         spec = self.store.cached_spec(job_id)

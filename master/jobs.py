@@ -180,6 +180,7 @@ class JobManager:
                  new.spec.trigger.WhichOneof("kind"), res.next_fire_ms, " (fired)" if res.fired else "")
         # What submit.lua stored, without reading it back.
         if res.fired:
+            self._core.metrics.fired_by_submit()
             self._core.wake()
             job = JobRecord(id=res.job_id, spec=new.spec, state=JobState.COMPLETED, created_ms=res.created_ms,
                             updated_ms=res.created_ms, next_fire_ms=-1, runs=1,

@@ -54,6 +54,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="how far ahead the schedule is loaded into the timing wheel (default 1m; re-read every half)")
     p.add_argument("--leader-lease", dest="leader_lease_s",
                    help="the leader's lease; a standby takes over about this long after it dies (default 3s)")
+    p.add_argument("--http", help="HOST:PORT to serve /metrics (Prometheus) on (default: none; port 0 = any free)")
     p.add_argument("--advertise", help="HOST:PORT clients and workers reach this master at (default: --listen)")
     p.add_argument("--max-bundle", help="largest bundle of shipped code a job may upload, e.g. 64m (default 64m)")
     p.add_argument("--log-level", help="DEBUG, INFO (default), WARNING, ERROR")

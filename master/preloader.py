@@ -206,6 +206,7 @@ class Preloader:
                 request = plans[i][step]
                 results[i].append((run_id, res))
                 quiet = res.status == "created" and not request.skip_reason
+                self._core.metrics.fired(res.status, res.fired_ms - request.scheduled_ms)
                 log.log(logging.DEBUG if quiet else logging.INFO, "job=%s run=%s fire %s (late %d ms)%s",
                         request.job_id, run_id, res.status, res.fired_ms - request.scheduled_ms,
                         f": {request.skip_reason}" if request.skip_reason else "")

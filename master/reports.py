@@ -121,11 +121,16 @@ class ReportSink:
             accepted = verdict.verdict is VerdictKind.ACCEPTED
             report = incoming.report
             task_state = verdict.task_state.value if verdict.task_state else "unknown"
+            metrics = self._core.metrics
             if accepted:
+                metrics.attempts.labels(report.outcome).inc()
+                if report.started_ms and report.finished_ms >= report.started_ms:
+                    metrics.duration.labels(report.outcome).observe((report.finished_ms - report.started_ms) / 1000)
                 log.log(logging.DEBUG if report.outcome == "SUCCEEDED" else logging.INFO,
                         "task=%s token=%d %s on worker=%s → %s", verdict.task_id, report.token, report.outcome,
                         incoming.worker_id, task_state)
             else:
+                metrics.fenced.labels(verdict.verdict.value).inc()
                 log.info("worker=%s result for task=%s token=%d refused: %s (task is %s)", incoming.worker_id,
                          verdict.task_id, report.token, verdict.verdict.value, task_state)
             acks[incoming.worker_id].append(pb.ResultAck(

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from importlib import resources
-from typing import Any
+from typing import Any, Callable
 
 import redis.exceptions
 from redis.asyncio import Redis
@@ -90,17 +91,23 @@ class ScriptLibrary:
             name: redis.register_script(render(name, keys)) for name in SCRIPT_NAMES
         }
         self.epoch = 0
+        # Told how long each call took (name, perf_counter at its start): the master's metrics.
+        self.observe: Callable[[str, float], None] | None = None
 
     def _args(self, name: str, args: list[Any]) -> list[Any]:
         return args if name in UNFENCED else [*args, self.epoch]
 
     async def __call__(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        started = time.perf_counter()
         try:
             return await self._scripts[name](keys=keys, args=self._args(name, args))
         except ResponseError as exc:
             if str(exc).startswith("FENCED"):
                 raise Fenced(str(exc)) from None
             raise
+        finally:
+            if self.observe is not None:
+                self.observe(name, started)
 
     async def queue(self, pipeline: Any, name: str, keys: list[str], args: list[Any]) -> None:
         """Add a call to a pipeline (its reply comes from ``pipeline.execute()``, which raises redis'

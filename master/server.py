@@ -19,12 +19,14 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import grpc
+from aiohttp import web
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from redis.asyncio import Redis
 
 from sparkyard.clock import Clock, SystemClock
 from sparkyard.config import MasterConfig
+from sparkyard.httpserve import HttpEndpoint, HttpStartError, metrics_response
 from sparkyard.keys import Keys
 from sparkyard.master.arming import Arming
 from sparkyard.master.auth import TokenAuthInterceptor, is_loopback
@@ -33,6 +35,7 @@ from sparkyard.master.core import MasterCore
 from sparkyard.master.embedded_redis import EmbeddedRedis
 from sparkyard.master.jobs import JobManager
 from sparkyard.master.leader import LeaderGate, Leadership
+from sparkyard.master.metrics import MasterMetrics
 from sparkyard.master.logs import LogRelay
 from sparkyard.master.preloader import Preloader
 from sparkyard.master.reaper import Reaper
@@ -105,6 +108,8 @@ class MasterServer:
         self._election: asyncio.Task[None] | None = None
         self.deposed = asyncio.Event()  # set when this master lost the leadership: it must stop
         self._stopped = asyncio.Event()
+        self.metrics = MasterMetrics()
+        self.http: HttpEndpoint | None = None
 
     async def start(self) -> None:
         cfg = self.cfg
@@ -114,6 +119,8 @@ class MasterServer:
                 f"refusing to listen on {cfg.listen} without a token: anyone who can reach this port could run "
                 "code on your workers. Set --token/SPARKYARD_TOKEN, or listen on 127.0.0.1."
             )
+        if cfg.http and not cfg.token and not is_loopback(cfg.http.rpartition(":")[0]):
+            raise StartupError(f"refusing to serve http on {cfg.http} without a token: set --token, or use 127.0.0.1")
         if cfg.redis_url:
             self.redis_url = cfg.redis_url
         else:
@@ -131,6 +138,7 @@ class MasterServer:
             raise StartupError(f"cannot reach redis at {redact(self.redis_url)}: {exc}") from None
         store = RedisStore(self._redis, Keys(cfg.namespace), priority_aging_ms=int(cfg.priority_aging_s * 1000),
                            min_replicas=cfg.redis_min_replicas)
+        store.scripts.observe = self.metrics.timed_call
         bundles = self._bundles = BundleStore(self._raw_redis, Keys(cfg.namespace), store.scripts,
                                               cfg.max_bundle_bytes)
 
@@ -139,7 +147,7 @@ class MasterServer:
         # Built one way: each component gets what it uses, nothing reaches back (arming first, as the core
         # and the job manager arm fire times and the preloader fires what expires).
         arming = Arming(self._timer, self.clock, int(cfg.preload_horizon_s * 1000))
-        core = self.core = MasterCore(cfg, store, self.clock, self._timer, arming.consider)
+        core = self.core = MasterCore(cfg, store, self.clock, self._timer, arming.consider, self.metrics)
         logs = LogRelay(core.registry)
         self._reports = ReportSink(core)
         self._reports.start()
@@ -192,6 +200,12 @@ class MasterServer:
         self._election = asyncio.create_task(leadership.run(), name="leader-election")
         for name in ["", *names]:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        if cfg.http:
+            self.http = HttpEndpoint(cfg.http, {"/metrics": self._metrics_page}, [cfg.token])
+            try:
+                await self.http.start()
+            except HttpStartError as exc:
+                raise StartupError(str(exc)) from None
         log.info("master %s listening on %s:%d as %s (redis %s)", leadership.master_id, host, self.port,
                  leadership.role, redact(self.redis_url))
 
@@ -203,6 +217,13 @@ class MasterServer:
         self.leadership = Leadership(store.scripts, self._redis, Keys(self.cfg.namespace), "", "",
                                   self.cfg.leader_lease_s, self.clock, self._elected, self._lost)
         return [LeaderGate(self.leadership)]
+
+    async def _metrics_page(self, request: web.Request) -> web.Response:
+        assert self.core is not None and self.leadership is not None and self._redis is not None
+        core, leadership = self.core, self.leadership
+        body = await self.metrics.render(core.registry.sessions(), leadership.leading, leadership.epoch,
+                                         core.store.ready_counts, self._redis.ping)
+        return metrics_response(body)
 
     async def _elected(self, epoch: int) -> None:
         await self._lead(epoch)
@@ -242,6 +263,8 @@ class MasterServer:
             await asyncio.wait({self._election}, timeout=ELECTION_STOP_WAIT_S)
         if self._health is not None:
             await self._health.enter_graceful_shutdown()
+        if self.http is not None:
+            await self.http.stop()
         if self._reaper is not None:
             self._reaper.stop()
         if self.core is not None:

@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "cluster"))
 
-from harness import Cluster, RedisServer, start_redis  # noqa: E402
+from harness import Cluster, RedisServer, free_port, start_redis  # noqa: E402
 from netcluster import PROXY_VARS, NetCluster  # noqa: E402
 from netns import cleanup_stale, unavailable_reason  # noqa: E402
 
@@ -59,9 +59,11 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 def shared_cluster(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A master and two session-runner workers reused by the tests that do not break anything."""
     cluster = Cluster(redis_server.url, tmp_path_factory.mktemp("shared"), namespace="shared")
-    cluster.start_master()
-    cluster.start_worker("w1", slots=2)
-    cluster.start_worker("w2", slots=2)
+    # Every process serves /metrics, as in production (tests/integration/test_metrics.py reads them).
+    cluster.http = {name: f"127.0.0.1:{free_port()}" for name in ("master", "w1", "w2")}
+    cluster.start_master("--http", cluster.http["master"])
+    cluster.start_worker("w1", slots=2, extra=("--metrics", cluster.http["w1"]))
+    cluster.start_worker("w2", slots=2, extra=("--metrics", cluster.http["w2"]))
     try:
         cluster.wait_workers()
         yield cluster

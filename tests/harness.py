@@ -147,6 +147,7 @@ class Cluster:
     master: Proc | None = None
     address: str = ""
     workers: dict[str, Proc] = field(default_factory=dict)
+    http: dict[str, str] = field(default_factory=dict)  # process name → HOST:PORT of its /metrics, where served
     _clients: list[Client] = field(default_factory=list)
 
     def _env(self, name: str = "") -> dict[str, str]:

@@ -29,18 +29,21 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Coroutine
 
 import grpc
+from aiohttp import web
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
 from sparkyard import __version__
 from sparkyard.clock import Clock, SystemClock
 from sparkyard.config import WorkerConfig
 from sparkyard.errors import LEADER_METADATA
+from sparkyard.httpserve import HttpEndpoint, metrics_response
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 from sparkyard.worker.attempts import AttemptSlots, Execution, Pending
 from sparkyard.worker.bundles import BundleCache, fetch_over
 from sparkyard.worker.children import Children
 from sparkyard.worker.logs import LogFiles, day_name, remove_older_than
+from sparkyard.worker.metrics import WorkerMetrics
 from sparkyard.worker.outbox import Outbox
 from sparkyard.worker.prefetch import Prefetch
 from sparkyard.worker.reports import ReportSender
@@ -161,6 +164,8 @@ class Agent(AttemptSlots):
         self._heard_at = 0.0  # monotonic time of the master's last message on this connection
         self.connections = 0
         self.reports = ReportSender(self.clock, self._send_reports)
+        self.metrics = WorkerMetrics()
+        self.http: HttpEndpoint | None = None
 
     # ---- life cycle ------------------------------------------------------------------------------------
 
@@ -173,6 +178,9 @@ class Agent(AttemptSlots):
         await asyncio.to_thread(self.bundles.load)
         await self._sweep_old_logs()
         self.reports.start()
+        if self.cfg.metrics:
+            self.http = HttpEndpoint(self.cfg.metrics, {"/metrics": self._metrics_page}, [self.cfg.token])
+            await self.http.start()
         # Only the default runner starts now; another starts when a job first asks for it.
         starter = asyncio.create_task(self._start_default_runner(), name="start-runner")
         fence = asyncio.create_task(self._fence_loop(), name="self-fence")
@@ -191,6 +199,14 @@ class Agent(AttemptSlots):
         for runner in self.runners.values():
             await runner.close()
         self.outbox.close()
+        if self.http is not None:
+            await self.http.stop()
+
+    async def _metrics_page(self, request: web.Request) -> web.Response:
+        return metrics_response(self.metrics.render(
+            slots=self.cfg.slots, ready_slots=self.readiness()[2], busy=self._busy, queued=len(self.queue),
+            unacknowledged=len(self.pending), connected=self._conn is not None and self.registered.is_set(),
+            connections=self.connections, draining=self.draining))
 
     async def _start_default_runner(self) -> None:
         """Start the default runner, retrying with backoff; until it can run a task no slot is offered."""

@@ -21,6 +21,7 @@ from sparkyard.config import WorkerConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.bundles import BundleCache
 from sparkyard.worker.logs import LogFiles
+from sparkyard.worker.metrics import WorkerMetrics
 from sparkyard.worker.outbox import Outbox
 from sparkyard.worker.prefetch import Prefetch
 from sparkyard.worker.reports import ReportSender
@@ -98,6 +99,7 @@ class AttemptSlots:
     _busy: int  # attempts on a slot
     _pumping: bool
     _idle: asyncio.Event  # set while no attempt is running
+    metrics: WorkerMetrics
 
     def readiness(self) -> tuple[int, str, int]:
         raise NotImplementedError
@@ -273,6 +275,7 @@ class AttemptSlots:
         if log.isEnabledFor(level):
             log.log(level, "task=%s attempt=%d token=%d finished %s%s", a.task_id, a.attempt, a.fencing_token,
                     pb.AttemptState.Name(state), f": {outcome.error}" if outcome.error else "")
+        self.metrics.attempt_ended(state, started_ms, finished_ms)
         self.outbox.add(result)  # on disk before it is sent: a restarted worker sends it again
         self.pending[(a.task_id, a.fencing_token)] = Pending(result, self.clock.monotonic())
         self.reports.result(result)

@@ -19,7 +19,9 @@ import signal  # noqa: E402
 import sys  # noqa: E402
 
 from sparkyard.config import ConfigError, WorkerConfig, load  # noqa: E402
+from sparkyard.httpserve import HttpStartError  # noqa: E402
 from sparkyard.logsetup import configure_logging  # noqa: E402
+from sparkyard.master.auth import is_loopback  # noqa: E402
 from sparkyard.profiling import profiled  # noqa: E402
 from sparkyard.spec import parse_conf  # noqa: E402
 from sparkyard.timeutil import parse_size  # noqa: E402
@@ -55,6 +57,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--log-retention", dest="log_retention_s",
                    help="how long attempt logs and scratch directories are kept, e.g. 7d (default 7d)")
     p.add_argument("--config", help="TOML file with a [worker] table")
+    p.add_argument("--metrics", help="HOST:PORT to serve /metrics (Prometheus) on (default: none)")
     p.add_argument("--log-level", help="DEBUG, INFO (default), WARNING, ERROR")
     return p.parse_args(argv)
 
@@ -74,7 +77,11 @@ async def _run(agent: Agent) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
-    await agent.run()
+    try:
+        await agent.run()
+    except HttpStartError as exc:
+        print(f"sparkyard-worker: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -91,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.bundle_cache is not None:
             overrides["bundle_cache_bytes"] = parse_size(args.bundle_cache, field="--bundle-cache")
         cfg = load(WorkerConfig, "worker", config_file=args.config, overrides=overrides)
+        if cfg.metrics and not cfg.token and not is_loopback(cfg.metrics.rpartition(":")[0]):
+            raise ConfigError(f"refusing to serve /metrics on {cfg.metrics} without a token: set --token, "
+                              "or use 127.0.0.1")
         configure_logging(cfg.log_level, f"worker[{cfg.worker_id}]")
     except (ConfigError, ValueError) as exc:
         print(f"sparkyard-worker: {exc}", file=sys.stderr)

@@ -49,6 +49,17 @@ def test_master_refuses_a_public_address_without_a_token(tmp_path: Path) -> None
     assert not (tmp_path / "redis").exists()  # refused before starting anything
 
 
+def test_master_and_worker_refuse_public_metrics_without_a_token(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "SPARKYARD_TOKEN"}
+    master = subprocess.run([sys.executable, "-m", "sparkyard.master.main", "--http", f"0.0.0.0:{free_port()}",
+                             "--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=60, env=env)
+    assert master.returncode == 2 and "refusing to serve http on 0.0.0.0" in master.stderr
+    assert not (tmp_path / "redis").exists()
+    worker = subprocess.run([sys.executable, "-m", "sparkyard.worker.main", "--metrics", f"0.0.0.0:{free_port()}",
+                             "--work-dir", str(tmp_path / "w")], capture_output=True, text=True, timeout=60, env=env)
+    assert worker.returncode == 2 and "refusing to serve /metrics on 0.0.0.0" in worker.stderr
+
+
 def test_local_cluster_runs_jobs_on_its_embedded_redis_survives_a_worker_crash_and_stops_everything(
         tmp_path: Path) -> None:
     address = f"127.0.0.1:{free_port()}"
