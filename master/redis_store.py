@@ -246,6 +246,27 @@ class RedisStore(Store):
                                             [job_id, run_id, next_fire_ms])
         return status, int(next_fire)
 
+    def _backfill_keys(self, job_id: str) -> list[str]:
+        return [self.keys.job(job_id), self.keys.job_backfill(job_id), self.keys.backfills]
+
+    async def backfill_plan(self, job_id: str, max_concurrent: int, times_ms: Sequence[int]) -> tuple[str, int, int]:
+        status, added, pending = await self._lua("backfill", self._backfill_keys(job_id),
+                                                 ["plan", job_id, max_concurrent, *times_ms])
+        return status, int(added), int(pending)
+
+    async def backfill_jobs(self) -> dict[str, int]:
+        return {job: int(n) for job, n in (await self.redis.hgetall(self.keys.backfills)).items()}
+
+    async def backfill_pending(self, job_id: str, limit: int) -> list[int]:
+        return [int(t) for t in await self.redis.zrange(self.keys.job_backfill(job_id), 0, limit - 1)]
+
+    async def backfill_done(self, job_id: str, times_ms: Sequence[int]) -> int:
+        _, _, pending = await self._lua("backfill", self._backfill_keys(job_id), ["done", job_id, *times_ms])
+        return int(pending)
+
+    async def backfill_drop(self, job_id: str) -> None:
+        await self._lua("backfill", self._backfill_keys(job_id), ["drop", job_id])
+
     async def awaiting_among(self, job_ids: Sequence[str]) -> list[str]:
         if not job_ids:
             return []

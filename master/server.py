@@ -29,6 +29,7 @@ from sparkyard.config import MasterConfig
 from sparkyard.httpserve import HttpEndpoint, HttpStartError, metrics_response
 from sparkyard.keys import Keys
 from sparkyard.master.arming import Arming
+from sparkyard.master.backfill import Backfiller
 from sparkyard.master.auth import TokenAuthInterceptor, is_loopback
 from sparkyard.master.connection import WorkerConnection
 from sparkyard.master.core import MasterCore
@@ -99,6 +100,7 @@ class MasterServer:
         self.core: MasterCore | None = None
         self._preloader: Preloader | None = None
         self._reaper: Reaper | None = None
+        self._backfiller: Backfiller | None = None
         self._timer: SystemTimer | None = None
         self._reports: ReportSink | None = None
         self._raw_redis: Redis | None = None
@@ -152,6 +154,7 @@ class MasterServer:
         self._reports = ReportSink(core)
         self._reports.start()
         self._preloader = Preloader(core, arming)
+        self._backfiller = Backfiller(core, self._preloader)
         jobs = JobManager(core, arming, self._preloader, bundles)
 
         async def worker_dead(worker_id: str) -> None:
@@ -172,7 +175,7 @@ class MasterServer:
             ],
         )
         started_at = self.clock.now()
-        pbg.add_JobServiceServicer_to_server(JobService(jobs, logs), server)
+        pbg.add_JobServiceServicer_to_server(JobService(jobs, logs, self._backfiller), server)
         pbg.add_WorkerServiceServicer_to_server(WorkerService(WorkerConnection(core, logs, self._reports)), server)
         pbg.add_BundleServiceServicer_to_server(BundleService(bundles), server)
         pbg.add_ClusterServiceServicer_to_server(
@@ -231,13 +234,14 @@ class MasterServer:
     async def _lead(self, epoch: int) -> None:
         """Start leading: rebuild the wheel and retry timers from Redis, then dispatch, reap and collect."""
         assert self.core is not None and self._preloader is not None and self._reaper is not None
-        assert self._bundles is not None
+        assert self._bundles is not None and self._backfiller is not None
         core = self.core
         await self._preloader.start()
         for task_id, not_before_ms in await core.store.delayed_entries():
             core.arm_release(task_id, not_before_ms)
         core.scheduler.start()
         self._reaper.start()
+        self._backfiller.start()
         self._collector = asyncio.create_task(self._bundles.run_collector(), name="bundle-collector")
         log.info("leading as epoch %d", epoch)
 
@@ -267,6 +271,8 @@ class MasterServer:
             await self.http.stop()
         if self._reaper is not None:
             self._reaper.stop()
+        if self._backfiller is not None:
+            self._backfiller.stop()
         if self.core is not None:
             await self.core.scheduler.stop()
             for session in self.core.registry.sessions():

@@ -317,6 +317,28 @@ class Store(Protocol):
     async def awaiting_jobs(self) -> list[str]:
         ...
 
+    # ---- backfill ------------------------------------------------------------------------------------
+
+    async def backfill_plan(self, job_id: str, max_concurrent: int, times_ms: Sequence[int]) -> tuple[str, int, int]:
+        """Add past fire times to a job's backfill plan: (ok | missing | cancelled, added, pending)."""
+        ...
+
+    async def backfill_jobs(self) -> dict[str, int]:
+        """Jobs with a backfill plan → the most of their runs that may be active at once."""
+        ...
+
+    async def backfill_pending(self, job_id: str, limit: int) -> list[int]:
+        """The earliest ``limit`` fire times of a job's plan."""
+        ...
+
+    async def backfill_done(self, job_id: str, times_ms: Sequence[int]) -> int:
+        """Take fired times out of the plan (their runs exist); the times still pending."""
+        ...
+
+    async def backfill_drop(self, job_id: str) -> None:
+        """Forget a job's plan (the job was cancelled or is gone)."""
+        ...
+
     # ---- reads ---------------------------------------------------------------------------------------
 
     async def time_ms(self) -> int:

@@ -23,6 +23,7 @@ from sparkyard.cli import render
 from sparkyard.client import Client, first_run_id
 from sparkyard.config import ConfigError
 from sparkyard.options import JobOptions
+from sparkyard.timeutil import rfc3339_ms
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 EXIT_TIMEOUT = 124
@@ -64,6 +65,16 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(verb, help=text)
         _common(p)
         p.add_argument("job_id")
+
+    b = sub.add_parser("backfill", help="run a recurring job's past fire times in a range")
+    _common(b)
+    b.add_argument("job_id")
+    b.add_argument("--from", dest="start", required=True, metavar="TIME",
+                   help="first fire time, inclusive (ISO 8601 with an offset, e.g. 2026-11-01T00:00:00Z)")
+    b.add_argument("--to", dest="end", required=True, metavar="TIME",
+                   help="last fire time, inclusive (not in the future)")
+    b.add_argument("--max-concurrent", type=int, default=1, metavar="N",
+                   help="most of the job's runs active at once while it goes on (default 1)")
 
     r = sub.add_parser("runs", help="list a job's runs (newest first)")
     _common(r)
@@ -200,6 +211,12 @@ def dispatch(args: argparse.Namespace) -> int:
         elif verb == "trigger":
             run = client.trigger(args.job_id)
             out(run, lambda c: render.runs_table(c, [run]))
+        elif verb == "backfill":
+            plan = client.backfill(args.job_id, args.start, args.end, max_concurrent=args.max_concurrent)
+            first, last = rfc3339_ms(plan.first.ToMilliseconds()), rfc3339_ms(plan.last.ToMilliseconds())
+            out(plan, lambda c: c.print(
+                f"backfill of job {args.job_id}: {plan.planned} fire times from {first} to {last} ({plan.added} new); "
+                f"{plan.pending} still to run, at most {args.max_concurrent} at once (sparkyard runs {args.job_id})"))
         elif verb == "runs":
             runs = client.runs(args.job_id, limit=args.limit, with_tasks=args.json)
             out(runs, lambda c: render.runs_table(c, runs))

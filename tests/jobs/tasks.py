@@ -112,3 +112,9 @@ def sleep_long_then_short(spark: Any, ctx: Any) -> str:
     (Path(ctx.args[2]) / f"{ctx.task_id}.a{ctx.attempt}.started").write_text(str(ctx.fencing_token))
     time.sleep(seconds)
     return f"slept {seconds:g}"
+
+
+def scheduled_at(spark: Any, ctx: Any) -> str:
+    """Sleeps ctx.args[0] seconds (default 0), then returns the run's scheduled time (what a backfill sets)."""
+    time.sleep(float(ctx.args[0]) if ctx.args else 0.0)
+    return ctx.scheduled_at.isoformat()
