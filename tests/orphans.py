@@ -16,7 +16,8 @@ import redis
 
 
 def references(client: redis.Redis, namespace: str, needles: Iterable[str]) -> list[str]:
-    """Every place in ``namespace`` that mentions one of ``needles``: ``key`` for a key name, ``key
+    """Every place in ``namespace`` that mentions one of ``needles`` (``client`` must not decode replies:
+    bundles are binary): ``key`` for a key name, ``key
     [member]`` for a set or zset member, ``key {field}`` for a hash field or value, ``key (element)`` for
     a list element. Empty when nothing refers to them."""
     wanted = [n for n in needles if n]

@@ -5,12 +5,21 @@ RedisStore (the bounds, what is never touched, what a purge leaves behind, fenci
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
+from typing import Callable
 
 import pytest
 import redis
 
+from harness import EXAMPLES, Cluster, wait_for
 from orphans import references
+from sparkyard import FailedPrecondition, NotFound
+from sparkyard.client import first_run_id
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.scripts import Fenced
 from sparkyard.master.store import NewJob, PurgeResult, Report, RetentionBounds
@@ -136,7 +145,7 @@ async def test_an_ended_one_shot_job_past_the_max_age_is_deleted_with_its_histor
 
 def sync_client(store: RedisStore) -> redis.Redis:
     kwargs = store.redis.connection_pool.connection_kwargs
-    return redis.Redis(host=kwargs.get("host", "localhost"), port=kwargs["port"], decode_responses=True)
+    return redis.Redis(host=kwargs.get("host", "localhost"), port=kwargs["port"])
 
 
 async def test_a_deleted_job_is_gone_at_once_and_purged_in_small_steps_leaving_nothing(store: RedisStore) -> None:
@@ -184,3 +193,87 @@ async def test_a_deposed_masters_retention_and_delete_calls_are_fenced(store: Re
     with pytest.raises(Fenced):
         await store.delete_job(JOB)
     assert len(await run_ids(store)) == 2 and await store.get_job(JOB) is not None
+
+
+# ---- a real master ------------------------------------------------------------------------------------------
+
+TASKS = EXAMPLES / "tasks.py"
+
+
+def master_with(cluster: Cluster, root: Path, retention_interval: str, *flags: str) -> None:
+    """Start the cluster's master with this retention interval (a config file setting) and ``flags``."""
+    root.mkdir(parents=True, exist_ok=True)
+    config = root / "master.toml"
+    config.write_text(f'[master]\nretention_interval_s = "{retention_interval}"\n')
+    cluster.start_master("--config", str(config), *flags)
+
+
+def cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKYARD_")}
+    return subprocess.run([sys.executable, "-m", "sparkyard.cli.main", "--master", cluster.address, *args],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_a_deleted_job_is_not_found_and_its_preloaded_firing_never_happens(
+        make_cluster: Callable[..., Cluster], tmp_path: Path) -> None:
+    cluster = make_cluster()
+    # Retention rests an hour after its first pass: a run the deleted job's timer created would stay visible.
+    master_with(cluster, tmp_path, "1h")
+    client = cluster.client()
+    job = client.submit(f"{TASKS}:noop", delay="2s")  # due within the preload horizon: armed in the wheel
+    due = job.next_fire_at.ToMilliseconds() / 1000
+    assert client.delete(job.id) == []
+    with pytest.raises(NotFound):
+        client.job(job.id)
+    assert job.id not in [j.id for j in client.jobs()]
+    with pytest.raises(NotFound):
+        client.delete(job.id)
+    wait_for(lambda: time.time() > due + 1.5, 30, "the deleted job's fire time to pass")
+    r = redis.Redis.from_url(cluster.redis_url, decode_responses=True)
+    assert list(r.scan_iter(match=f"{cluster.namespace}:run:{job.id}*")) == []
+    assert not r.exists(f"{cluster.namespace}:job:{job.id}:runs")
+
+
+def test_a_job_with_an_active_run_is_deleted_only_with_force_which_cancels_it(
+        make_cluster: Callable[..., Cluster], tmp_path: Path) -> None:
+    cluster = make_cluster()
+    master_with(cluster, tmp_path, "0.2s")
+    client = cluster.client()
+    job = client.submit(f"{TASKS}:noop")  # no worker: its run stays SCHEDULED
+    run_id = first_run_id(job)
+    with pytest.raises(FailedPrecondition, match=f"active run {run_id}"):
+        client.delete(job.id)
+    refused = cli(cluster, "delete", job.id)
+    assert refused.returncode == 1 and run_id in refused.stderr and "--force" in refused.stderr
+    forced = cli(cluster, "delete", job.id, "--force", "--json")
+    assert forced.returncode == 0, forced.stderr
+    assert run_id in json.loads(forced.stdout)["cancelled"]
+    with pytest.raises(NotFound):
+        client.job(job.id)
+    gone = cli(cluster, "delete", job.id)
+    assert gone.returncode == 1 and "not found" in gone.stderr
+    r = redis.Redis.from_url(cluster.redis_url)
+    wait_for(lambda: not references(r, cluster.namespace, [job.id]), 30, "the deleted job's history to be purged")
+
+
+def test_the_masters_retention_loop_keeps_a_1s_jobs_newest_runs_and_its_active_one(
+        make_cluster: Callable[..., Cluster], tmp_path: Path) -> None:
+    cluster = make_cluster()
+    master_with(cluster, tmp_path, "0.2s", "--keep-runs", "3")
+    client = cluster.client()
+    # No worker: the first run stays active, and with overlap forbid every later firing is a SKIPPED run.
+    job = client.submit(f"{TASKS}:noop", every="1s", overlap="forbid")
+
+    first_ms = job.next_fire_at.ToMilliseconds()
+
+    def trimmed() -> bool:
+        last = client.job(job.id).last_run_id  # job id + scheduled ms: how far the 1 s firings got
+        fired = (int(last.rsplit(".", 1)[1]) - first_ms) // 1000 + 1 if last else 0
+        return fired >= 7 and len(client.runs(job.id, limit=1000)) <= 4
+
+    wait_for(trimmed, 60, "retention to trim the job to 3 ended runs and its active one")
+    runs = client.runs(job.id, limit=1000)
+    active = [r for r in runs if r.state == pb.RUN_SCHEDULED]
+    assert len(active) == 1 and active[0].scheduled_at.ToMilliseconds() == min(r.scheduled_at.ToMilliseconds()
+                                                                                 for r in runs)
+    client.delete(job.id, force=True)
