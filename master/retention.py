@@ -21,8 +21,8 @@ from sparkyard.master.store import RetentionBounds, Store
 
 log = logging.getLogger(__name__)
 
-# Keys one step may delete (a run costs 2 + 2 per task): a step holds Redis about a millisecond or two
-# (tests/bench/bench_retention.py reports it), so a master's own calls and other clients wait at most that.
+# Keys one step may delete (a run costs 2 + 2 per task): a step holds Redis about 1 ms, a few ms at most
+# (tests/bench/bench_retention.py times them), so a master's own calls and other clients wait no longer.
 STEP_BUDGET = 500
 # Jobs whose history one step looks at (each costs a few reads when nothing is due).
 JOBS_PER_STEP = 100
