@@ -226,6 +226,12 @@ class Client:
     def resume(self, job_id: str) -> pb.Job:
         return self._call("jobs", "ResumeJob", pb.JobIdRequest(job_id=job_id))
 
+    def delete(self, job_id: str, force: bool = False) -> list[str]:
+        """Delete a job (its history follows in the background). A job with an active run raises
+        FailedPrecondition naming it, unless ``force``: its active runs are cancelled first, and the ids
+        that cancel changed are returned. A job that is gone raises NotFound."""
+        return list(self._call("jobs", "DeleteJob", pb.DeleteJobRequest(job_id=job_id, force=force)).cancelled)
+
     def trigger(self, job_id: str) -> pb.Run:
         return self._call("jobs", "TriggerJob", pb.JobIdRequest(job_id=job_id)).run
 

@@ -15,6 +15,8 @@ P:idem:{key}                          string  job id submitted under a client id
 P:schedule                            zset    job id → next fire time in ms (durable triggers)
 P:awaiting                            set     fixed-delay jobs whose next fire time waits for a run
                                               (job field awaits) to end
+P:purge                               zset    job id → deleted ms: deleted jobs (their hash is gone) whose
+                                              runs, tasks and attempts retention.lua still has to delete
 P:job:{job}:runs                      zset    run id → scheduled_ms (a job's runs)
 P:job:{job}:active                    set     run ids of the job that are not terminal (overlap policy)
 P:job:{job}:backfill                  zset    past fire times still to run for a backfill (ms → ms)
@@ -169,6 +171,10 @@ class Keys:
         return f"{self.namespace}:awaiting"
 
     @property
+    def purge(self) -> str:
+        return f"{self.namespace}:purge"
+
+    @property
     def groups(self) -> str:
         return f"{self.namespace}:groups"
 
@@ -212,7 +218,7 @@ class Keys:
             lines.append(
                 f"K.{name} = function(id) return '{self.namespace}:{head}' .. id .. '{tail}' end"
             )
-        for name in ("jobs", "schedule", "awaiting", "groups", "delayed", "leases", "timeouts", "workers", "fence", "bundles",
-                     "leader", "epoch", "masters", "backfills"):
+        for name in ("jobs", "schedule", "awaiting", "purge", "groups", "delayed", "leases", "timeouts", "workers",
+                     "fence", "bundles", "leader", "epoch", "masters", "backfills"):
             lines.append(f"K.{name} = '{getattr(self, name)}'")
         return "\n".join(lines)

@@ -40,6 +40,7 @@ class MemoryState(Store):
         self._idempotency: dict[str, tuple[str, int]] = {}  # key → (job id, expiry ms)
         self._schedule = SortedSet()
         self._awaiting: set[str] = set()
+        self._purge = SortedSet()  # deleted job id → deleted ms (their runs await retention)
         self._ready: defaultdict[str, SortedSet] = defaultdict(SortedSet)
         self._groups: set[str] = set()
         self._leases = SortedSet()

@@ -26,7 +26,9 @@ from sparkyard.master.store import (
     FireRequest,
     FireResult,
     NewJob,
+    PurgeResult,
     Reaped,
+    RetentionBounds,
     RenewResult,
     Report,
     RunBlock,
@@ -275,6 +277,20 @@ class RedisStore(Store):
 
     async def awaiting_jobs(self) -> list[str]:
         return sorted(await self.redis.smembers(self.keys.awaiting))
+
+    # ---- delete and retention -----------------------------------------------------------------------
+
+    async def delete_job(self, job_id: str, bundle_digests: Sequence[str] = ()) -> tuple[str, list[str]]:
+        k = self.keys
+        status, active = await self._lua("delete_job", [k.jobs, k.schedule, k.purge], [job_id, *bundle_digests])
+        if status == "ok":
+            self._specs.pop(job_id, None)
+        return status, list(active)
+
+    async def purge_history(self, cursor: int, bounds: RetentionBounds) -> PurgeResult:
+        raw = await self._lua("retention", [self.keys.jobs, self.keys.purge],
+                              [cursor, bounds.jobs_per_step, bounds.keep_runs, bounds.max_age_ms, bounds.budget])
+        return PurgeResult(*(int(x) for x in raw[:4]), more=bool(int(raw[4])))
 
     # ---- reads ---------------------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from sparkyard.master.logs import LogRelay
 from sparkyard.master.preloader import Preloader
 from sparkyard.master.reaper import Reaper
 from sparkyard.master.reports import ReportSink
+from sparkyard.master.retention import Retention
 from sparkyard.master.bundles import BundleStore
 from sparkyard.master.services import BundleService, ClusterService, JobService, WorkerService, master_id
 from sparkyard.master.redis_store import RedisStore
@@ -105,6 +106,7 @@ class MasterServer:
         self._reports: ReportSink | None = None
         self._raw_redis: Redis | None = None
         self._collector: asyncio.Task[None] | None = None
+        self._retention: asyncio.Task[None] | None = None
         self._bundles: BundleStore | None = None
         self.leadership: Leadership | None = None
         self._election: asyncio.Task[None] | None = None
@@ -232,7 +234,8 @@ class MasterServer:
         await self._lead(epoch)
 
     async def _lead(self, epoch: int) -> None:
-        """Start leading: rebuild the wheel and retry timers from Redis, then dispatch, reap and collect."""
+        """Start leading: rebuild the wheel and retry timers from Redis, then dispatch, reap, collect bundles
+        and delete history beyond the retention bounds."""
         assert self.core is not None and self._preloader is not None and self._reaper is not None
         assert self._bundles is not None and self._backfiller is not None
         core = self.core
@@ -243,6 +246,7 @@ class MasterServer:
         self._reaper.start()
         self._backfiller.start()
         self._collector = asyncio.create_task(self._bundles.run_collector(), name="bundle-collector")
+        self._retention = asyncio.create_task(Retention(self.cfg, core.store, self.clock).run(), name="retention")
         log.info("leading as epoch %d", epoch)
 
     async def _lost(self, why: str) -> None:
@@ -287,8 +291,9 @@ class MasterServer:
             await self.core.stop()
         if self._timer is not None:
             self._timer.close()
-        if self._collector is not None:
-            self._collector.cancel()
+        for loop in (self._collector, self._retention):
+            if loop is not None:
+                loop.cancel()
         for client in (self._raw_redis, self._redis):
             if client is not None:
                 try:  # a connection a cancelled call left in use can hold this up: the process ends anyway

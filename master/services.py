@@ -127,6 +127,10 @@ class JobService(pbg.JobServiceServicer):
         return reply
 
     @mapped
+    async def DeleteJob(self, request: pb.DeleteJobRequest, context: grpc.aio.ServicerContext) -> pb.DeleteJobResponse:
+        return pb.DeleteJobResponse(cancelled=await self._jobs.delete(request.job_id, request.force))
+
+    @mapped
     async def ListRuns(self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext) -> pb.ListRunsResponse:
         runs = await self._jobs.list_runs(request.job_id, request.limit, request.with_tasks)
         return pb.ListRunsResponse(runs=[run_to_proto(r) for r in runs])

@@ -214,6 +214,27 @@ class CancelResult:
     ended_runs: list[tuple[str, str]]  # run, state
 
 
+@dataclass(frozen=True)
+class PurgeResult:
+    """What one bounded retention step did (retention.lua's reply)."""
+
+    cursor: int  # where the next step's scan of jobs starts; 0: this one reached the end
+    runs_deleted: int
+    jobs_deleted: int
+    keys_deleted: int
+    more: bool  # the step's budget ran out: there is more to delete now
+
+
+@dataclass(frozen=True)
+class RetentionBounds:
+    """How much history is kept (``--keep-runs``, ``--history-max-age``) and how much one step may delete."""
+
+    keep_runs: int
+    max_age_ms: int
+    jobs_per_step: int
+    budget: int  # keys deleted per step, about
+
+
 class Store(Protocol):
     """Everything the master reads and changes, as typed calls (see the module docstring for the contract).
 
@@ -337,6 +358,18 @@ class Store(Protocol):
 
     async def backfill_drop(self, job_id: str) -> None:
         """Forget a job's plan (the job was cancelled or is gone)."""
+        ...
+
+    # ---- delete and retention -----------------------------------------------------------------------
+
+    async def delete_job(self, job_id: str, bundle_digests: Sequence[str] = ()) -> tuple[str, list[str]]:
+        """Delete a job with no active run: (status, active runs); status ok | missing | active (nothing
+        changed). It leaves every listing and index at once; :meth:`purge_history` deletes its runs later."""
+        ...
+
+    async def purge_history(self, cursor: int, bounds: RetentionBounds) -> PurgeResult:
+        """One bounded step of retention: deleted jobs' runs first, then, scanning jobs from ``cursor``
+        (newest first), ended jobs past the max age and ended runs beyond ``keep_runs`` or the max age."""
         ...
 
     # ---- reads ---------------------------------------------------------------------------------------

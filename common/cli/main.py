@@ -95,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("id")
     c.add_argument("--reason", default="")
 
+    d = sub.add_parser("delete", help="delete a job (its history is deleted in the background)")
+    _common(d)
+    d.add_argument("job_id")
+    d.add_argument("--force", action="store_true", help="cancel the job's active runs first (else refused)")
+
     w = sub.add_parser("workers", help="list workers and their slots")
     _common(w)
     w.add_argument("--all", action="store_true", help="include workers that are gone")
@@ -236,6 +241,12 @@ def dispatch(args: argparse.Namespace) -> int:
                 render.print_json({"cancelled": cancelled})
             else:
                 console.print(f"cancelled {len(cancelled)}: {' '.join(cancelled)}")
+        elif verb == "delete":
+            cancelled = client.delete(args.job_id, force=args.force)
+            if args.json:
+                render.print_json({"deleted": args.job_id, "cancelled": cancelled})
+            else:
+                console.print(f"deleted {args.job_id}" + (f"; cancelled {' '.join(cancelled)}" if cancelled else ""))
         elif verb == "workers":
             workers = client.workers(include_dead=args.all)
             out(workers, lambda c: render.workers_table(c, workers))

@@ -459,6 +459,20 @@ class JobIdRequest(_message.Message):
     job_id: str
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
+class DeleteJobRequest(_message.Message):
+    __slots__ = ("job_id", "force")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    force: bool
+    def __init__(self, job_id: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
+
+class DeleteJobResponse(_message.Message):
+    __slots__ = ("cancelled",)
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    cancelled: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, cancelled: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class TriggerJobResponse(_message.Message):
     __slots__ = ("run",)
     RUN_FIELD_NUMBER: _ClassVar[int]

@@ -79,6 +79,11 @@ class JobServiceStub:
                 request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.BackfillRequest.SerializeToString,
                 response_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.BackfillResponse.FromString,
                 _registered_method=True)
+        self.DeleteJob = channel.unary_unary(
+                '/sparkyard.v1.JobService/DeleteJob',
+                request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.DeleteJobRequest.SerializeToString,
+                response_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.DeleteJobResponse.FromString,
+                _registered_method=True)
         self.ListRuns = channel.unary_unary(
                 '/sparkyard.v1.JobService/ListRuns',
                 request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.ListRunsRequest.SerializeToString,
@@ -158,6 +163,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteJob(self, request, context):
+        """Delete a job: gone at once from every listing (GetJob then says NOT_FOUND); its runs, tasks and attempts
+        are deleted in the background by the retention loop. FAILED_PRECONDITION while a run is active, unless force.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListRuns(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -229,6 +242,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.Backfill,
                     request_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.BackfillRequest.FromString,
                     response_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.BackfillResponse.SerializeToString,
+            ),
+            'DeleteJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteJob,
+                    request_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.DeleteJobRequest.FromString,
+                    response_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.DeleteJobResponse.SerializeToString,
             ),
             'ListRuns': grpc.unary_unary_rpc_method_handler(
                     servicer.ListRuns,
@@ -494,6 +512,33 @@ class JobService:
             '/sparkyard.v1.JobService/Backfill',
             sparkyard_dot_v1_dot_sparkyard__pb2.BackfillRequest.SerializeToString,
             sparkyard_dot_v1_dot_sparkyard__pb2.BackfillResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sparkyard.v1.JobService/DeleteJob',
+            sparkyard_dot_v1_dot_sparkyard__pb2.DeleteJobRequest.SerializeToString,
+            sparkyard_dot_v1_dot_sparkyard__pb2.DeleteJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -861,3 +861,11 @@ async def test_a_backfill_plan_keeps_each_time_once_until_it_is_done_and_goes_wi
     assert await store.backfill_jobs() == {} and await store.backfill_pending(job_id(1), 10) == []
     await store.cancel("stop", job_id=job_id(1))
     assert await store.backfill_plan(job_id(1), 1, [1_000]) == ("cancelled", 0, 0)
+
+
+async def test_deleting_a_job_drops_its_backfill_plan(store: Store) -> None:
+    now = await store.time_ms()
+    await store.submit_many([NewJob(job_id(1), spec(trigger=every(3600)), "abs", now + 3_600_000)], TTL_MS)
+    await store.backfill_plan(job_id(1), 1, [1_000, 2_000])
+    assert (await store.delete_job(job_id(1)))[0] == "ok"
+    assert await store.backfill_jobs() == {} and await store.backfill_pending(job_id(1), 10) == []

@@ -175,6 +175,7 @@ FIXED_KEYS = {
     "jobs": "P:jobs",
     "schedule": "P:schedule",
     "awaiting": "P:awaiting",
+    "purge": "P:purge",
     "groups": "P:groups",
     "delayed": "P:delayed",
     "leases": "P:leases",
