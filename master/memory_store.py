@@ -110,10 +110,17 @@ class MemoryStore(MemoryDispatch):
         if not manual and self._schedule.score(r.job_id) != r.expected_ms:
             return run_id, FireResult("stale", now, "")
         existing = self._runs.get(run_id)
-        if existing is not None:
+        if existing is not None and manual:
             return run_id, FireResult("exists", now, existing.state.value)
+        max_runs = r.spec.trigger.max_runs
+        if not manual and max_runs and job.runs >= max_runs:
+            self._schedule.remove(r.job_id)
+            job.next_fire_ms, job.updated_ms = -1, now
+            if can_move("job", job.state.value, JobState.COMPLETED.value):
+                job.state = JobState.COMPLETED
+            return run_id, FireResult("exhausted", now, "")
         skip_reason, blocker = r.skip_reason, ""
-        if not skip_reason and r.overlap == "forbid" and self._active[r.job_id]:
+        if existing is None and not skip_reason and r.overlap == "forbid" and self._active[r.job_id]:
             blocker = min(self._active[r.job_id])
             skip_reason = f"overlap forbidden: run {blocker} is still active"
         if not manual:
@@ -130,6 +137,8 @@ class MemoryStore(MemoryDispatch):
                 elif can_move("job", job.state.value, JobState.COMPLETED.value):
                     job.state = JobState.COMPLETED
         job.updated_ms = now
+        if existing is not None:  # a scheduled firing moves the schedule past a run made already
+            return run_id, FireResult("exists", now, existing.state.value)
         job.last_run_id = run_id
         self._job_runs[r.job_id].add(run_id, r.scheduled_ms)
         if skip_reason:

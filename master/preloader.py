@@ -209,11 +209,12 @@ class Preloader:
                 log.log(logging.DEBUG if quiet else logging.INFO, "job=%s run=%s fire %s (late %d ms)%s",
                         request.job_id, run_id, res.status, res.fired_ms - request.scheduled_ms,
                         f": {request.skip_reason}" if request.skip_reason else "")
-                if res.status not in ("created", "skipped"):
+                if res.status not in ("created", "skipped", "exists"):
                     continue
                 if RunState(res.run_state) in RUN_TERMINAL:
-                    # Skipped, or created with no tasks: the run ended as it was fired. Its waiters wake, and
-                    # a fixed-delay job waiting for it gets its next fire time.
+                    # Skipped, or created with no tasks: the run ended as it was fired; or a run made already
+                    # (the schedule moved past it) that has ended. Its waiters wake, and a fixed-delay job
+                    # waiting for it gets its next fire time.
                     self._core.run_ended(run_id, RunState(res.run_state))
                 created = created or res.status == "created"
                 if step + 1 < len(plans[i]):

@@ -138,7 +138,8 @@ class RedisStore(Store):
                  k.ready(r.spec.group), k.groups],
                 [r.job_id, run, r.scheduled_ms, "manual" if r.expected_ms is None else r.expected_ms,
                  r.next_fire_ms, r.overlap, r.skip_reason,
-                 json.dumps(self._run_block(r.spec, r.scheduled_ms, r.inputs), separators=(",", ":"))],
+                 json.dumps(self._run_block(r.spec, r.scheduled_ms, r.inputs), separators=(",", ":")),
+                 r.spec.trigger.max_runs],
             )
         replies = await pipe.execute()
         return [(run, FireResult(raw[0], int(raw[1]), raw[2])) for run, raw in zip(runs, replies)]

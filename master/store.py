@@ -83,7 +83,7 @@ class FireRequest:
 
 @dataclass(frozen=True)
 class FireResult:
-    status: str  # created | skipped | exists | stale | inactive
+    status: str  # created | skipped | exists | stale | inactive | exhausted
     fired_ms: int
     run_state: str
 

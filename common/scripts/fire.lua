@@ -13,12 +13,17 @@
 -- ARGV[6] overlap policy: 'allow' | 'forbid' (skip while a run is active) | 'replace' (caller cancelled)
 -- ARGV[7] skip reason: non-empty records this firing as a SKIPPED run with no tasks (misfire skip)
 -- ARGV[8] the run block of create_run (lib.lua, JSON): settings and tasks.
--- Returns {status, fired_ms, run state}; status: created | skipped | exists | stale | inactive. A created
--- run is SCHEDULED, or SUCCEEDED when it has no tasks (it ended as it was created: see create_run).
+-- ARGV[9] the job's max runs (0: no limit; ignored in manual mode)
+-- Returns {status, fired_ms, run state}; status: created | skipped | exists | stale | inactive |
+-- exhausted. A created run is SCHEDULED, or SUCCEEDED when it has no tasks (it ended as it was created:
+-- see create_run). `exists`: the run was made already (a manual trigger on the same millisecond, or a
+-- firing whose reply was lost); a scheduled firing still advances the schedule past it. `exhausted`: the
+-- job has made its max runs (manual ones count) since the firing was planned: no run, the job completes.
 --
 -- Invariant: a (job, scheduled time) pair yields at most one run whoever fires it (SETNX semantics on
 -- the run key), and the schedule entry moves forward in the same step, so a firing is never lost
--- between "run created" and "schedule advanced". A fixed-delay job joins `awaiting` for a run whose end
+-- between "run created" and "schedule advanced"; the run count is checked here, where it cannot change
+-- under the firing, so a job never has more than max runs from its schedule. A fixed-delay job joins `awaiting` for a run whose end
 -- is still to come and will be reported like any run's (its new run, or the active run that blocked it),
 -- not for a skipped run that has ended already; a manual firing leaves `awaits` alone (it changes only
 -- last_run_id, what a user sees as the job's latest run).
@@ -26,23 +31,33 @@ local now = now_ms()
 local job_state = redis.call('HGET', KEYS[1], 'state')
 if not job_state then return {'inactive', now, ''} end
 local manual = ARGV[4] == 'manual'
+local exists = redis.call('EXISTS', KEYS[2]) == 1
 if manual then
   if job_state == 'CANCELLED' then return {'inactive', now, ''} end
+  if exists then return {'exists', now, redis.call('HGET', KEYS[2], 'state')} end
 else
   if job_state ~= 'ACTIVE' then return {'inactive', now, ''} end
   local due = redis.call('ZSCORE', KEYS[5], ARGV[1])
   if not due or tonumber(due) ~= tonumber(ARGV[4]) then return {'stale', now, ''} end
+  local max_runs = tonumber(ARGV[9])
+  if max_runs > 0 and tonumber(redis.call('HGET', KEYS[1], 'runs') or '0') >= max_runs then
+    redis.call('ZREM', KEYS[5], ARGV[1])
+    local fields = {'updated_ms', now, 'next_fire_ms', ''}
+    if may('job', job_state, 'COMPLETED') then push(fields, 'state', 'COMPLETED') end
+    redis.call('HSET', KEYS[1], unpack(fields))
+    return {'exhausted', now, ''}
+  end
 end
-if redis.call('EXISTS', KEYS[2]) == 1 then return {'exists', now, redis.call('HGET', KEYS[2], 'state')} end
 
 local skip_reason = ARGV[7]
 local blocker = false  -- the active run an overlap-forbid firing is skipped for
-if skip_reason == '' and ARGV[6] == 'forbid' then
+if not exists and skip_reason == '' and ARGV[6] == 'forbid' then
   blocker = redis.call('SRANDMEMBER', KEYS[4])
   if blocker then skip_reason = 'overlap forbidden: run ' .. blocker .. ' is still active' end
 end
 
-local job_fields = {'updated_ms', now, 'last_run_id', ARGV[2]}
+local job_fields = {'updated_ms', now}
+if not exists then push(job_fields, 'last_run_id', ARGV[2]) end
 if not manual then
   local next_fire = tonumber(ARGV[5])
   if next_fire >= 0 then
@@ -61,6 +76,7 @@ if not manual then
   end
 end
 redis.call('HSET', KEYS[1], unpack(job_fields))
+if exists then return {'exists', now, redis.call('HGET', KEYS[2], 'state')} end
 redis.call('ZADD', KEYS[3], tonumber(ARGV[3]), ARGV[2])
 
 if skip_reason ~= '' then

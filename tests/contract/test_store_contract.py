@@ -292,6 +292,37 @@ async def test_a_manual_firing_does_not_change_the_run_a_fixed_delay_job_waits_f
     assert await store.due_schedule(10**13) == [(job_id(1), 90_000)] and await store.awaiting_jobs() == []
 
 
+async def test_a_scheduled_firing_never_makes_more_runs_than_max_runs(store: Store) -> None:
+    # The firing at 65 s was planned while the job had 1 run of 2 (so it is its last); a manual trigger
+    # made the second run before it reached the store. It must not create a third.
+    s = spec(trigger=pb.Trigger(every=every(60).every, max_runs=2))
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
+    await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=65_000, overlap="allow", inputs=[()])
+    _, manual = await store.fire(job_id(1), s, 6_000, expected_ms=None, next_fire_ms=-1, overlap="allow",
+                                 inputs=[()])
+    assert manual.status == "created"
+    late, res = await store.fire(job_id(1), s, 65_000, expected_ms=65_000, next_fire_ms=-1, overlap="allow",
+                                 inputs=[()])
+    job = await store.get_job(job_id(1))
+    assert res.status == "exhausted" and await store.get_run(late) is None
+    assert job is not None and job.runs == 2 and job.state is JobState.COMPLETED and job.next_fire_ms == -1
+    assert await store.due_schedule(10**13) == []
+
+
+async def test_a_scheduled_firing_whose_run_exists_still_moves_the_schedule_on(store: Store) -> None:
+    # A manual trigger that landed on the very millisecond of the schedule entry made its run already.
+    s = spec(trigger=every(60))
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
+    manual, _ = await store.fire(job_id(1), s, 5_000, expected_ms=None, next_fire_ms=-1, overlap="allow",
+                                 inputs=[()])
+    run_id, res = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=65_000, overlap="allow",
+                                   inputs=[()])
+    assert run_id == manual and (res.status, res.run_state) == ("exists", "SCHEDULED")
+    job = await store.get_job(job_id(1))
+    assert job is not None and job.runs == 1 and job.next_fire_ms == 65_000
+    assert await store.due_schedule(10**13) == [(job_id(1), 65_000)]
+
+
 async def test_only_a_manual_trigger_fires_a_paused_job_and_nothing_fires_a_cancelled_one(store: Store) -> None:
     s = spec(trigger=every(60))
     await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)

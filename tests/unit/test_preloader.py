@@ -79,6 +79,17 @@ async def test_an_entry_fired_twice_makes_one_run(rig: Rig) -> None:
     assert await rig.next_fire("j1") == due + EVERY_MS
 
 
+async def test_an_entry_whose_run_a_manual_trigger_made_arms_the_next_firing(rig: Rig) -> None:
+    """A manual trigger on the entry's very millisecond made its run: the entry still moves on."""
+    due = rig.now_ms()
+    spec = await rig.submit("j1", due)
+    await rig.store.fire("j1", spec, due, expected_ms=None, next_fire_ms=-1, overlap="allow", inputs=[()])
+    await rig.preloader.fire_batch([("j1", due)])
+    assert await rig.runs("j1") == [(due, RunState.SCHEDULED)]
+    assert await rig.next_fire("j1") == due + EVERY_MS
+    assert ("j1", due + EVERY_MS) in rig.armed()
+
+
 async def test_misfire_skip_records_one_skipped_run_and_moves_on(rig: Rig) -> None:
     due = rig.now_ms() - 35_000  # four fire times missed: -35 s, -25 s, -15 s, -5 s
     await rig.submit("j1", due, misfire=pb.MISFIRE_SKIP)
