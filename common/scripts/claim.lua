@@ -23,7 +23,7 @@ for i = 3, #ARGV, 2 do
   token = token + 1
   if redis.call('ZREM', KEYS[1], task_id) == 1 then
     local v = redis.call('HMGET', tkey, 'state', 'attempts', 'run_id', 'job_id', 'index', 'inputs')
-    if v[1] == 'READY' then
+    if may('task', v[1], 'LEASED') then
       local run_id = v[3]
       local r = runs[run_id]
       if not r then
@@ -46,7 +46,7 @@ for i = 3, #ARGV, 2 do
       redis.call('HSET', tkey, unpack(fields))
       redis.call('ZADD', KEYS[2], deadline, task_id)
       redis.call('SADD', K.worker_leases(worker), task_id)
-      if r[1] == 'SCHEDULED' then
+      if may('run', r[1], 'RUNNING') then
         redis.call('HSET', K.run(run_id), 'state', 'RUNNING', 'started_ms', now)
         r[1] = 'RUNNING'
       end

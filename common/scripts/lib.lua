@@ -4,7 +4,8 @@
 -- tables from sparkyard.states) .. this file .. the script body. Nothing here formats a key by hand.
 --
 -- Invariants kept by these functions:
---   * a state changes only along an edge of EDGES (terminal states have none, so they never change);
+--   * a state changes only along an edge of EDGES (terminal states have none, so they never change): every
+--     write of a state is preceded by may(), or may_end_attempt() when an attempt ends;
 --   * a task is in exactly one of: ready:{group} (READY), leases (LEASED), delayed (FAILED), none (terminal);
 --   * run counters (succeeded/dead/cancelled) count each task once, when it becomes terminal, and the
 --     run turns terminal exactly when their sum reaches task_count.
@@ -116,13 +117,26 @@ end
 
 -- Read the task fields most scripts need, as a table (nil when the task does not exist).
 local TASK_FIELDS = {'state', 'token', 'worker', 'attempts', 'failures', 'lost', 'run_id', 'job_id', 'index', 'group',
-                     'score', 'aff', 'tmo'}
+                     'score', 'aff', 'tmo', 'att_state'}
 local function load_task(task_id)
   local v = redis.call('HMGET', K.task(task_id), unpack(TASK_FIELDS))
   if not v[1] then return nil end
   local t = {}
   for i, name in ipairs(TASK_FIELDS) do t[name] = v[i] end
   return t
+end
+
+-- May the task's current attempt end as `outcome` (an attempt state), taking the task to each of
+-- `targets` (the task states that end can lead to)? Both tables are consulted: the attempt must still be
+-- RUNNING (att_state is written only when it ends, see finish_attempt) and the task must be where it may
+-- move to every target. Either alone has a gap: a FAILED task may move to READY (its backoff ended), and
+-- a task never claimed has no ended attempt either.
+local function may_end_attempt(t, outcome, targets)
+  if not may('attempt', t.att_state or 'RUNNING', outcome) then return false end
+  for _, target in ipairs(targets) do
+    if not may('task', t.state, target) then return false end
+  end
+  return true
 end
 
 -- A failed attempt (FAILED or TIMED_OUT; `attempt_fields` end it, see finish_attempt): retry after the
