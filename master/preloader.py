@@ -157,13 +157,14 @@ class Preloader:
         now = self._now_ms()
         plans: list[list[FireRequest]] = []
         for job_id, due_ms in due:
-            state, runs = progress.get(job_id, ("", 0))
-            spec = await self._store.get_spec(job_id) if state == JobState.ACTIVE.value else None
+            state, runs, version = progress.get(job_id, ("", 0, 0))
+            spec = await self._store.get_spec(job_id, version) if state == JobState.ACTIVE.value else None
             if spec is not None:
-                plans.append(self._steps(job_id, spec, due_ms, now, runs))
+                plans.append(self._steps(job_id, spec, version, due_ms, now, runs))
         await self._fire(plans)
 
-    def _steps(self, job_id: str, spec: pb.JobSpec, due_ms: int, now_ms: int, runs: int) -> list[FireRequest]:
+    def _steps(self, job_id: str, spec: pb.JobSpec, version: int, due_ms: int, now_ms: int,
+               runs: int) -> list[FireRequest]:
         """The firings one due entry makes, in order, each consuming the schedule entry the previous one
         wrote: a skipped run for missed firings (misfire SKIP), then one run per planned firing (usually
         one; several for misfire CATCH-UP)."""
@@ -173,12 +174,14 @@ class Preloader:
         expected = due_ms
         if plan.skipped_at != triggers.NONE:
             after = plan.fires[0] if plan.fires else plan.next_ms
-            steps.append(FireRequest(job_id, spec, plan.skipped_at, expected, after, overlap, [], plan.skip_reason))
+            steps.append(FireRequest(job_id, spec, plan.skipped_at, expected, after, overlap, [], plan.skip_reason,
+                                     version))
             expected = after
         inputs = split_job(spec) if plan.fires else []
         for i, scheduled in enumerate(plan.fires):
             next_ms = plan.fires[i + 1] if i + 1 < len(plan.fires) else plan.next_ms
-            steps.append(FireRequest(job_id, spec, scheduled, expected, next_ms, overlap, inputs))
+            steps.append(FireRequest(job_id, spec, scheduled, expected, next_ms, overlap, inputs,
+                                     spec_version=version))
             expected = next_ms
         return steps
 
@@ -209,6 +212,10 @@ class Preloader:
                 log.log(logging.DEBUG if quiet else logging.INFO, "job=%s run=%s fire %s (late %d ms)%s",
                         request.job_id, run_id, res.status, res.fired_ms - request.scheduled_ms,
                         f": {request.skip_reason}" if request.skip_reason else "")
+                if res.status == "changed" and request.expected_ms is not None:
+                    # The job was updated after this step was planned: plan its entry again, now, with the
+                    # new spec (if the update moved the entry, the old time is refused as stale).
+                    self._arming.consider(request.job_id, request.expected_ms)
                 if res.status not in ("created", "skipped", "exists"):
                     continue
                 if RunState(res.run_state) in RUN_TERMINAL:
@@ -226,9 +233,10 @@ class Preloader:
             going, step = still, step + 1
         return results
 
-    async def trigger_now(self, job_id: str, spec: pb.JobSpec) -> tuple[str, str]:
-        """A user's manual firing: a run now, outside the schedule (which is left as it is)."""
+    async def trigger_now(self, job_id: str, spec: pb.JobSpec, spec_version: int) -> tuple[str, str]:
+        """A user's manual firing: a run now, outside the schedule (which is left as it is), with the job's
+        spec of ``spec_version`` (refused as ``changed`` if it is no longer the job's)."""
         request = FireRequest(job_id, spec, await self._store.time_ms(), None, triggers.NONE,
-                              _OVERLAP.get(spec.overlap, "allow"), split_job(spec))
+                              _OVERLAP.get(spec.overlap, "allow"), split_job(spec), spec_version=spec_version)
         ((run_id, res),) = (await self._fire([[request]]))[0]
         return run_id, res.status

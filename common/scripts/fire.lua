@@ -14,8 +14,9 @@
 -- ARGV[7] skip reason: non-empty records this firing as a SKIPPED run with no tasks (misfire skip)
 -- ARGV[8] the run block of create_run (lib.lua, JSON): settings and tasks.
 -- ARGV[9] the job's max runs (0: no limit; ignored in manual mode)
+-- ARGV[10] the spec version the firing was planned with (the job's field spec_v; absent = 1)
 -- Returns {status, fired_ms, run state}; status: created | skipped | exists | stale | inactive |
--- exhausted. A created run is SCHEDULED, or SUCCEEDED when it has no tasks (it ended as it was created:
+-- exhausted | changed (the job's spec was updated since the firing was planned: plan it again). A created run is SCHEDULED, or SUCCEEDED when it has no tasks (it ended as it was created:
 -- see create_run). `exists`: the run was made already (a manual trigger on the same millisecond, or a
 -- firing whose reply was lost); a scheduled firing still advances the schedule past it. `exhausted`: the
 -- job has made its max runs (manual ones count) since the firing was planned: no run, the job completes.
@@ -31,14 +32,20 @@ local now = now_ms()
 local job_state = redis.call('HGET', KEYS[1], 'state')
 if not job_state then return {'inactive', now, ''} end
 local manual = ARGV[4] == 'manual'
-local exists = redis.call('EXISTS', KEYS[2]) == 1
 if manual then
   if job_state == 'CANCELLED' then return {'inactive', now, ''} end
-  if exists then return {'exists', now, redis.call('HGET', KEYS[2], 'state')} end
 else
   if job_state ~= 'ACTIVE' then return {'inactive', now, ''} end
   local due = redis.call('ZSCORE', KEYS[5], ARGV[1])
   if not due or tonumber(due) ~= tonumber(ARGV[4]) then return {'stale', now, ''} end
+end
+if tonumber(redis.call('HGET', KEYS[1], 'spec_v') or '1') ~= tonumber(ARGV[10]) then
+  return {'changed', now, ''}
+end
+local exists = redis.call('EXISTS', KEYS[2]) == 1
+if manual then
+  if exists then return {'exists', now, redis.call('HGET', KEYS[2], 'state')} end
+else
   local max_runs = tonumber(ARGV[9])
   if max_runs > 0 and tonumber(redis.call('HGET', KEYS[1], 'runs') or '0') >= max_runs then
     redis.call('ZREM', KEYS[5], ARGV[1])

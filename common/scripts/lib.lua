@@ -180,7 +180,8 @@ end
 
 -- Create run `run_id` of job `job_id` (scheduled at `scheduled_ms`) and its READY tasks, from `b`
 -- (decoded JSON): {group, max_attempts, backoff_ms, backoff_mult, backoff_max_ms, timeout_ms, route,
--- routing ('' = default), cap, score, recurring, tasks = [inputs JSON of task 0, of task 1, ...]} (task i's
+-- routing ('' = default), cap, score, recurring, spec_v (the job's spec version; recorded unless 1),
+-- tasks = [inputs JSON of task 0, of task 1, ...]} (task i's
 -- id is task_id(run_id, i)). Settings shared by
 -- the tasks live in the run hash, and only when they differ from the defaults (no retries, no timeout, no
 -- cap); a task hash holds only what differs per task. With a max concurrency cap > 0, tasks from index
@@ -205,6 +206,7 @@ local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job
   end
   if b.timeout_ms > 0 then push(fields, 'timeout_ms', b.timeout_ms) end
   if b.cap > 0 then push(fields, 'max_concurrent', b.cap) end
+  if b.spec_v > 1 then push(fields, 'spec_v', b.spec_v) end
   redis.call('HSET', K.run(run_id), unpack(fields))
   if n == 0 then return state end
   redis.call('SADD', K.job_active(job_id), run_id)

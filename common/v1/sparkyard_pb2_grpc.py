@@ -74,6 +74,11 @@ class JobServiceStub:
                 request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.JobIdRequest.SerializeToString,
                 response_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.TriggerJobResponse.FromString,
                 _registered_method=True)
+        self.UpdateJob = channel.unary_unary(
+                '/sparkyard.v1.JobService/UpdateJob',
+                request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.UpdateJobRequest.SerializeToString,
+                response_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.Job.FromString,
+                _registered_method=True)
         self.ListRuns = channel.unary_unary(
                 '/sparkyard.v1.JobService/ListRuns',
                 request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.ListRunsRequest.SerializeToString,
@@ -147,6 +152,12 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListRuns(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -213,6 +224,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.TriggerJob,
                     request_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.JobIdRequest.FromString,
                     response_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.TriggerJobResponse.SerializeToString,
+            ),
+            'UpdateJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateJob,
+                    request_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.UpdateJobRequest.FromString,
+                    response_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.Job.SerializeToString,
             ),
             'ListRuns': grpc.unary_unary_rpc_method_handler(
                     servicer.ListRuns,
@@ -451,6 +467,33 @@ class JobService:
             '/sparkyard.v1.JobService/TriggerJob',
             sparkyard_dot_v1_dot_sparkyard__pb2.JobIdRequest.SerializeToString,
             sparkyard_dot_v1_dot_sparkyard__pb2.TriggerJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sparkyard.v1.JobService/UpdateJob',
+            sparkyard_dot_v1_dot_sparkyard__pb2.UpdateJobRequest.SerializeToString,
+            sparkyard_dot_v1_dot_sparkyard__pb2.Job.FromString,
             options,
             channel_credentials,
             insecure,
