@@ -24,10 +24,10 @@ from grpc_reflection.v1alpha import reflection
 from redis.asyncio import Redis
 
 from sparkyard.clock import Clock, SystemClock
-from sparkyard.config import MasterConfig
+from sparkyard.config import MasterConfig, read_file
 from sparkyard.keys import Keys
 from sparkyard.master.arming import Arming
-from sparkyard.master.auth import TokenAuthInterceptor, is_loopback
+from sparkyard.master.auth import Role, RoleAuthInterceptor, is_loopback
 from sparkyard.master.connection import WorkerConnection
 from sparkyard.master.core import MasterCore
 from sparkyard.master.embedded_redis import EmbeddedRedis
@@ -83,6 +83,29 @@ def redact(url: str) -> str:
     return url
 
 
+def check_exposure(cfg: MasterConfig) -> None:
+    """Refuse a non-loopback address without TLS and a token (unless ``--insecure``): anyone who can reach
+    the port could run code on the workers, or read the tokens and tasks off the wire."""
+    if cfg.insecure or is_loopback(cfg.listen.rpartition(":")[0]):
+        return
+    missing = [what for what, given in (("TLS (--tls-cert, --tls-key)", cfg.tls_cert),
+                                        ("a token (--token or --token-file)", cfg.token)) if not given]
+    if missing:
+        raise StartupError(f"refusing to listen on {cfg.listen} without {' and '.join(missing)}: anyone who can "
+                           "reach it could run code on your workers; give them, listen on 127.0.0.1, or pass "
+                           "--insecure")
+
+
+def tls_credentials(cfg: MasterConfig) -> grpc.ServerCredentials | None:
+    """The port's TLS credentials (None: plaintext); with ``tls_client_ca`` callers must show a certificate
+    signed by that CA. An unreadable file is a :class:`ConfigError` naming the setting."""
+    if not cfg.tls_cert:
+        return None
+    pair = (read_file(cfg.tls_key, "tls_key"), read_file(cfg.tls_cert, "tls_cert"))
+    client_ca = read_file(cfg.tls_client_ca, "tls_client_ca") if cfg.tls_client_ca else None
+    return grpc.ssl_server_credentials([pair], root_certificates=client_ca, require_client_auth=client_ca is not None)
+
+
 class MasterServer:
     def __init__(self, cfg: MasterConfig, clock: Clock | None = None) -> None:
         self.cfg = cfg
@@ -109,11 +132,8 @@ class MasterServer:
     async def start(self) -> None:
         cfg = self.cfg
         host = cfg.listen.rpartition(":")[0]
-        if not cfg.token and not is_loopback(host):
-            raise StartupError(
-                f"refusing to listen on {cfg.listen} without a token: anyone who can reach this port could run "
-                "code on your workers. Set --token/SPARKYARD_TOKEN, or listen on 127.0.0.1."
-            )
+        check_exposure(cfg)
+        server_credentials = tls_credentials(cfg)
         if cfg.redis_url:
             self.redis_url = cfg.redis_url
         else:
@@ -154,7 +174,8 @@ class MasterServer:
         self._reaper = Reaper(core, worker_dead)
 
         server = self._server = grpc.aio.server(
-            interceptors=[*([TokenAuthInterceptor(cfg.token)] if cfg.token else []), *self._gate()],
+            interceptors=[RoleAuthInterceptor({Role.ADMIN: cfg.token, Role.WORKER: cfg.worker_token,
+                                               Role.VIEWER: cfg.viewer_token}), *self._gate()],
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -177,7 +198,8 @@ class MasterServer:
         names = [d.full_name for d in pb.DESCRIPTOR.services_by_name.values()]
         reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
         try:
-            self.port = server.add_insecure_port(cfg.listen)
+            self.port = (server.add_insecure_port(cfg.listen) if server_credentials is None
+                         else server.add_secure_port(cfg.listen, server_credentials))
         except RuntimeError as exc:
             raise StartupError(f"cannot listen on {cfg.listen}: {exc}") from None
         if self.port == 0:

@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -35,7 +34,7 @@ def test_with_a_token_every_call_must_carry_it(make_cluster: object) -> None:
     client = cluster.client()
     run, _ = client.wait(first_run_id(client.submit(f"{TASKS}:count")), timeout=120)
     assert run.state == pb.RUN_SUCCEEDED
-    with grpc.insecure_channel(cluster.address) as channel:  # health stays open for probes
+    with cluster.channel() as channel:  # health stays open for probes
         reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""))
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
