@@ -26,7 +26,7 @@ from sparkyard.logsetup import configure_logging
 from sparkyard.profiling import profiled
 from sparkyard.timeutil import parse_size
 from sparkyard.master.embedded_redis import EmbeddedRedisError
-from sparkyard.master.server import MasterServer, StartupError, redact
+from sparkyard.master.server import MasterServer, StartupError, check_exposure, redact
 
 log = logging.getLogger("sparkyard.master")
 
@@ -154,8 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_bundle is not None:
             overrides["max_bundle_bytes"] = parse_size(args.max_bundle, field="--max-bundle")
         cfg = load(MasterConfig, "master", config_file=args.config, overrides=overrides)
+        check_exposure(cfg)  # before anything starts (or logs)
         configure_logging(cfg.log_level, "master")
-    except (ConfigError, ValueError) as exc:
+    except (ConfigError, ValueError, StartupError) as exc:
         print(f"sparkyard-master: {exc}", file=sys.stderr)
         return 2
     gc.set_threshold(*GC_THRESHOLDS)

@@ -132,7 +132,6 @@ class MasterServer:
     async def start(self) -> None:
         cfg = self.cfg
         host = cfg.listen.rpartition(":")[0]
-        check_exposure(cfg)
         server_credentials = tls_credentials(cfg)
         if cfg.redis_url:
             self.redis_url = cfg.redis_url

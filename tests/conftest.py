@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "cluster"))
 from harness import Cluster, RedisServer, start_redis  # noqa: E402
 from netcluster import PROXY_VARS, NetCluster  # noqa: E402
 from netns import cleanup_stale, unavailable_reason  # noqa: E402
+from sparkyard.certs import DevCerts, make_dev_certs  # noqa: E402
 
 # The multi-host cluster's leases: 8 s with heartbeats every 1.2 s. A worker leaves a silent master after 3
 # heartbeats (≤ 3.6 s) and fences itself after lease − 2 s, so a cut of ~4.5 s is "shorter than the lease"
@@ -53,6 +54,12 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server = start_redis(tmp_path_factory.mktemp("redis"))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def dev_certs(tmp_path_factory: pytest.TempPathFactory) -> DevCerts:
+    """A development CA with a server certificate for loopback and a client certificate (sparkyard certs)."""
+    return make_dev_certs(tmp_path_factory.mktemp("certs"))
 
 
 @pytest.fixture(scope="session")
