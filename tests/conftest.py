@@ -101,7 +101,8 @@ def make_cluster(redis_server: RedisServer, tmp_path: Path) -> Iterator[Callable
 def net_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetCluster]:
     """Redis, two masters (``master`` leads at first, ``m2`` stands by) and two session-runner workers
     (``w1``, ``w2``: one slot each, both masters given), each a host of its own on a private network
-    (tests/cluster/netcluster.py); the test process is the client host. One for the whole session (a start
+    (tests/cluster/netcluster.py); the test process is the client host. Masters serve mutual TLS with
+    certificates made here, once, and workers use the worker token. One for the whole session (a start
     costs ~15 s, most of it the workers' Spark drivers): every test leaves it as it found it — both masters
     up, both workers ready, every link up. Skips, saying why, where network namespaces cannot be made."""
     reason = unavailable_reason()
@@ -118,7 +119,7 @@ def net_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetCluster
         try:
             cluster.root.mkdir(parents=True)
             cluster.submit_dir.mkdir(parents=True)
-            cluster.network.create()
+            cluster.create_network()
             cluster.start_redis()
             cluster.start_master()
             cluster.start_master(name="m2")
