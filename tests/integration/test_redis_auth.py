@@ -20,6 +20,7 @@ from sparkyard.options import build_spec
 
 TASKS = EXAMPLES / "tasks.py"
 USER, PASSWORD = "sparkyard", "pw-1f0e"
+NAMESPACE = f"auth{os.getpid()}"
 # A redis-server built with TLS (BUILD_TLS=yes), when the one on PATH was not; Debian's is.
 TLS_SERVER_VAR = "REDIS_TLS_SERVER"
 
@@ -47,7 +48,7 @@ def master_on(tmp_path: Path) -> Iterator[Callable[[str], Cluster]]:
     made: list[Cluster] = []
 
     def start(url: str) -> Cluster:
-        cluster = Cluster(url, tmp_path / f"cluster{len(made)}", namespace=f"auth{os.getpid()}")
+        cluster = Cluster(url, tmp_path / f"cluster{len(made)}", namespace=NAMESPACE)
         made.append(cluster)
         cluster.start_master()
         return cluster
@@ -59,13 +60,15 @@ def master_on(tmp_path: Path) -> Iterator[Callable[[str], Cluster]]:
 
 @pytest.fixture
 def acl_redis(tmp_path: Path) -> Iterator[int]:
-    """A redis-server whose default user is off: only USER with PASSWORD gets in."""
+    """A redis-server whose default user is off: only USER with PASSWORD gets in, to the keys of NAMESPACE only
+    (as docs/security.md advises)."""
     port = free_port()
     server = _redis(["--port", str(port)], tmp_path / "redis")
     try:
         _up(server, lambda: redis.Redis(port=port), "redis-server")
         with redis.Redis(port=port) as admin:
-            admin.execute_command("ACL", "SETUSER", USER, "on", f">{PASSWORD}", "~*", "&*", "+@all")
+            admin.execute_command("ACL", "SETUSER", USER, "on", f">{PASSWORD}", f"~{NAMESPACE}:*", "&*",
+                                  "+@all")
             admin.execute_command("ACL", "SETUSER", "default", "off")
         yield port
     finally:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 from grpc_reflection.v1alpha import reflection
 
-from sparkyard.master.auth import ROLES, RoleAuthInterceptor, Role
+from sparkyard.master.auth import ADMIN_ONLY, READ, ROLES, WORKER, Role, RoleAuthInterceptor
 from sparkyard.v1 import sparkyard_pb2 as pb
 
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 TOKENS = {Role.ADMIN: "a" * 32, Role.WORKER: "w" * 32, Role.VIEWER: "v" * 32}
 
 
@@ -42,6 +45,19 @@ def test_viewer_token_reaches_only_reads() -> None:
     viewer = {m.rpartition("/")[2] for m, roles in ROLES.items() if Role.VIEWER in roles}
     assert viewer == {"GetJob", "ListJobs", "ListRuns", "GetRun", "WaitRun", "StreamTaskLog", "ListWorkers",
                       "GetStatus", "ServerReflectionInfo"}
+
+
+def _documented(prefix: str) -> set[str]:
+    """The method names docs/security.md lists on its line starting with ``prefix``."""
+    (line,) = [line for line in DOCS.read_text().splitlines() if line.startswith(prefix)]
+    return set(re.findall(r"`(?:\w+\.)?([A-Z]\w+)`", line))
+
+
+@pytest.mark.parametrize("prefix, roles", [
+    ("| worker |", WORKER), ("| viewer |", READ), ("Everything else", ADMIN_ONLY),
+])
+def test_docs_list_the_same_methods_per_role_as_the_table(prefix: str, roles: frozenset[Role]) -> None:
+    assert _documented(prefix) == {m.rpartition("/")[2] for m, allowed in ROLES.items() if allowed == roles}
 
 
 @pytest.mark.parametrize("role", list(Role))
