@@ -23,7 +23,7 @@ from sparkyard import errors
 from sparkyard.cli import render
 from sparkyard.channel import TLS_FLAGS
 from sparkyard.client import Client, first_run_id
-from sparkyard.config import ConfigError
+from sparkyard.config import ConfigError, read_secret
 from sparkyard.options import JobOptions
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -170,7 +170,8 @@ def cmd_local(args: argparse.Namespace) -> int:
     from sparkyard.cli.local import LocalCluster
 
     cluster = LocalCluster(workers=args.workers, slots=args.slots, listen=args.listen, data_dir=Path(args.data_dir),
-                           runner=args.runner, token=args.token or "")
+                           runner=args.runner,
+                           token=args.token or (read_secret(args.token_file, "token") if args.token_file else ""))
     stop = {"now": False}
 
     def on_signal(signum: int, frame: Any) -> None:
