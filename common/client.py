@@ -83,8 +83,8 @@ class Client:
     def __init__(self, master: str | None = None, *, token: str | None = None, timeout: float | None = None,
                  config_file: str | None = None, token_file: str | None = None, tls_ca: str | None = None,
                  tls_cert: str | None = None, tls_key: str | None = None) -> None:
-        """Settings left None come from the config file and ``SPARKYARD_*`` variables (``tls_ca=""`` asks
-        for a plaintext channel whatever they say)."""
+        """Settings left None come from the config file and ``SPARKYARD_*`` variables (``tls_ca``,
+        ``tls_cert`` and ``tls_key`` all ``""`` ask for a plaintext channel whatever they say)."""
         cfg = self.config = load(ClientConfig, "client", config_file=config_file, overrides={
             "master": master, "token": token, "call_timeout_s": timeout, "token_file": token_file,
             "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key})

@@ -220,8 +220,7 @@ class _TlsClient(_Secrets):
     tls_key: str = ""
 
     def _check_tls(self) -> None:
-        if bool(self.tls_cert) != bool(self.tls_key):
-            raise ConfigError("tls_cert and tls_key go together (--tls-cert, --tls-key): give both or neither")
+        _cert_and_key(self.tls_cert, self.tls_key)
         if self.tls_cert and not self.tls_ca:
             raise ConfigError("tls_cert needs tls_ca (--tls-ca): the CA that signed the master's certificate")
 
@@ -279,8 +278,7 @@ class MasterConfig(_Secrets):
         if self.redis_min_replicas < 0:
             raise ConfigError("redis_min_replicas must not be negative")
         _host_port(self.listen, "listen")
-        if bool(self.tls_cert) != bool(self.tls_key):
-            raise ConfigError("tls_cert and tls_key go together (--tls-cert, --tls-key): give both or neither")
+        _cert_and_key(self.tls_cert, self.tls_key)
         if self.tls_client_ca and not self.tls_cert:
             raise ConfigError("tls_client_ca (--tls-client-ca) needs tls_cert and tls_key: mutual TLS is TLS first")
         cfg = self._with_secret_files()
@@ -347,6 +345,11 @@ class ClientConfig(_TlsClient):
     def validate(self) -> ClientConfig:  # type: ignore[override]
         self._check_tls()
         return self._with_secret_files()
+
+
+def _cert_and_key(cert: str, key: str) -> None:
+    if bool(cert) != bool(key):
+        raise ConfigError("tls_cert and tls_key go together (--tls-cert, --tls-key): give both or neither")
 
 
 def _positive(cfg: Any, *names: str) -> None:

@@ -127,7 +127,7 @@ class LocalCluster:
         from sparkyard.client import Client
 
         deadline = time.monotonic() + START_TIMEOUT_S
-        with Client(self.address, token=self.token or None, tls_ca="") as client:
+        with Client(self.address, token=self.token or None, tls_ca="", tls_cert="", tls_key="") as client:
             while True:
                 for proc in self.processes:
                     if proc.poll() is not None:

@@ -59,11 +59,12 @@ def test_a_worker_dying_at_start_is_restarted_with_backoff_and_a_stable_one_at_o
 def test_the_local_cluster_talks_plaintext_whatever_tls_settings_the_environment_holds(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Meant for some remote cluster; a worker given them would try TLS (and refuse to start: no such file).
-    monkeypatch.setenv("SPARKYARD_TLS_CA", str(tmp_path / "no-such-ca.crt"))
+    for name in ("ca", "cert", "key"):
+        monkeypatch.setenv(f"SPARKYARD_TLS_{name.upper()}", str(tmp_path / f"no-such-{name}.pem"))
     cluster = LocalCluster(workers=1, slots=1, listen=f"127.0.0.1:{free_port()}", data_dir=tmp_path, runner="submit")
     try:
         address = cluster.start()  # returns once the worker registered, asked over plaintext
-        with Client(address, tls_ca="") as client:
+        with Client(address, tls_ca="", tls_cert="", tls_key="") as client:
             assert [w.id for w in client.workers() if w.alive] == ["local-1"]
     finally:
         cluster.stop()
