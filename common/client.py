@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator, Sequence
 import grpc
 
 from sparkyard import errors
+from sparkyard.channel import credentials, open_channel
 from sparkyard.config import ClientConfig, load
 from sparkyard.bundle import Bundle, built, chunks
 from sparkyard.options import JobOptions, build_spec, duration_s
@@ -60,12 +61,12 @@ ELECTION_POLL_S = 0.25
 PROBE_TIMEOUT_S = 1.0
 _NOT_REPEATED = {"TriggerJob"}
 
-def translate(exc: grpc.RpcError, master: str) -> errors.SparkyardError:
-    """A gRPC error as the matching Sparkyard error."""
+def translate(exc: grpc.RpcError, master: str, hint: str = "") -> errors.SparkyardError:
+    """A gRPC error as the matching Sparkyard error (``hint``: what to check when no master is reachable)."""
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
     details = exc.details() if hasattr(exc, "details") else str(exc)
     if code == grpc.StatusCode.UNAVAILABLE:
-        return errors.Unavailable(f"no master reachable at {master}: {details}")
+        return errors.Unavailable(f"no master reachable at {master}: {details}{hint}")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return errors.Unavailable(f"master {master} did not answer in time: {details}")
     cls = errors.BY_CODE_NAME.get(code.name, errors.SparkyardError)
@@ -83,9 +84,14 @@ def first_run_id(job: pb.Job) -> str:
 
 class Client:
     def __init__(self, master: str | None = None, *, token: str | None = None, timeout: float | None = None,
-                 config_file: str | None = None) -> None:
-        cfg = load(ClientConfig, "client", config_file=config_file,
-                   overrides={"master": master, "token": token, "call_timeout_s": timeout})
+                 config_file: str | None = None, token_file: str | None = None, tls_ca: str | None = None,
+                 tls_cert: str | None = None, tls_key: str | None = None) -> None:
+        """Settings left None come from the config file and ``SPARKYARD_*`` variables (``tls_ca``,
+        ``tls_cert`` and ``tls_key`` all ``""`` ask for a plaintext channel whatever they say)."""
+        cfg = self.config = load(ClientConfig, "client", config_file=config_file, overrides={
+            "master": master, "token": token, "call_timeout_s": timeout, "token_file": token_file,
+            "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key})
+        credentials(cfg)  # unreadable TLS files fail here, naming the setting
         self.masters = [m.strip() for m in cfg.master.split(",") if m.strip()]
         if not self.masters:
             raise errors.InvalidArgument("master: give HOST:PORT (or a comma-separated list of them)")
@@ -97,7 +103,7 @@ class Client:
     def _stubs(self, service: str) -> Any:
         """The stub of a service on the current master (channels are made once per address)."""
         if self.master not in self._channels:
-            channel = grpc.insecure_channel(self.master, options=[
+            channel = open_channel(self.master, self.config, [
                 ("grpc.service_config", _SERVICE_CONFIG), ("grpc.enable_retries", 1),
                 ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ])
@@ -130,7 +136,17 @@ class Client:
                             timeout=timeout or self._timeout, metadata=self._metadata)
             except grpc.RpcError as exc:
                 if not self._follow(exc, unreachable, deadline, method):
-                    raise translate(exc, ", ".join(self.masters) if unreachable else self.master) from None
+                    raise translate(exc, ", ".join(self.masters) if unreachable else self.master,
+                                    self._tls_hint()) from None
+
+    def _tls_hint(self) -> str:
+        """A failed TLS handshake reaches the client as a closed socket: say what its settings may lack."""
+        if not self.config.tls_ca:
+            return " (if the master uses TLS, give --tls-ca or SPARKYARD_TLS_CA)"
+        if not self.config.tls_cert:
+            return (" (if the master requires client certificates, give --tls-cert and --tls-key; check too that "
+                    "--tls-ca signed its certificate and that it names this address)")
+        return " (check that --tls-ca signed the master's certificate and that it names this address)"
 
     def _follow(self, exc: grpc.RpcError, unreachable: set[str], deadline: float, method: str) -> bool:
         """Where to send a call refused UNAVAILABLE, or out of time on a master that no longer answers,
@@ -314,7 +330,7 @@ class Client:
                 return
             except grpc.RpcError as exc:
                 if not self._follow(exc, unreachable, deadline, "StreamTaskLog"):
-                    raise translate(exc, self.master) from None
+                    raise translate(exc, self.master, self._tls_hint()) from None
 
     # ---- cluster -----------------------------------------------------------------------------------------
 

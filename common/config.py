@@ -17,7 +17,7 @@ import socket
 import tomllib
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, Mapping, TypeVar
+from typing import Annotated, Any, ClassVar, Mapping, TypeVar
 
 from pydantic import BeforeValidator, ValidationError
 from pydantic.fields import FieldInfo
@@ -107,6 +107,7 @@ DEFAULT_LOG_RETENTION_S = 7 * 24 * 3600.0
 DEFAULT_CALL_TIMEOUT_S = 30.0
 
 C = TypeVar("C", bound="_Settings")
+S = TypeVar("S", bound="_Secrets")
 
 
 class ConfigError(ValueError):
@@ -185,12 +186,70 @@ class _Settings(BaseSettings):
         return self
 
 
-class MasterConfig(_Settings):
+def read_file(path: str, setting: str) -> bytes:
+    """The bytes of a file a setting names (a certificate, a key, a secret); a :class:`ConfigError` naming
+    the setting when it cannot be read."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{setting} {path}: {exc.strerror or exc}") from None
+
+
+def read_secret(path: str, name: str) -> str:
+    """The secret in the file ``path`` (surrounding whitespace removed), for ``name``'s ``*_file`` setting:
+    a secret read from a file is not on the command line, where ``ps`` shows it to every user."""
+    secret = read_file(path, f"{name}_file").decode(errors="replace").strip()
+    if not secret:
+        raise ConfigError(f"{name}_file {path} is empty")
+    return secret
+
+
+class _Secrets(_Settings):
+    """Settings whose secrets may come from files: a ``<name>_file`` setting, when given, is read into
+    ``<name>`` (and wins over it)."""
+
+    _SECRETS: ClassVar[tuple[str, ...]] = ()
+
+    def _with_secret_files(self: S) -> S:
+        update = {name: read_secret(getattr(self, f"{name}_file"), name)
+                  for name in self._SECRETS if getattr(self, f"{name}_file")}
+        return self.model_copy(update=update) if update else self
+
+
+class _TlsClient(_Secrets):
+    """How a client or worker reaches masters: TLS when ``tls_ca`` is given (the CA that signed the
+    masters' certificates), with a certificate of its own (``tls_cert``, ``tls_key``) for a master that
+    requires one (mutual TLS); the admin token, or its file."""
+
+    _SECRETS: ClassVar[tuple[str, ...]] = ("token",)
+    token: str = ""
+    token_file: str = ""
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+
+    def _check_tls(self) -> None:
+        _cert_and_key(self.tls_cert, self.tls_key)
+        if self.tls_cert and not self.tls_ca:
+            raise ConfigError("tls_cert needs tls_ca (--tls-ca): the CA that signed the master's certificate")
+
+
+class MasterConfig(_Secrets):
+    _SECRETS: ClassVar[tuple[str, ...]] = ("token", "worker_token", "viewer_token")
     listen: str = DEFAULT_LISTEN
     redis_url: str = ""
     data_dir: str = DEFAULT_DATA_DIR
     namespace: str = DEFAULT_NAMESPACE
-    token: str = ""
+    token: str = ""  # admin: every call
+    token_file: str = ""
+    worker_token: str = ""  # workers: their stream and bundle fetches, nothing else
+    worker_token_file: str = ""
+    viewer_token: str = ""  # read-only calls
+    viewer_token_file: str = ""
+    tls_cert: str = ""  # the master's certificate and key: TLS on its port
+    tls_key: str = ""
+    tls_client_ca: str = ""  # given: callers must show a certificate signed by this CA (mutual TLS)
+    insecure: bool = False  # allow a non-loopback address without TLS or a token
     lease_s: Seconds = DEFAULT_LEASE_S
     heartbeat_s: Seconds = DEFAULT_HEARTBEAT_S
     dead_after_heartbeats: int = DEFAULT_DEAD_AFTER_HEARTBEATS
@@ -232,12 +291,22 @@ class MasterConfig(_Settings):
         if self.redis_min_replicas < 0:
             raise ConfigError("redis_min_replicas must not be negative")
         _host_port(self.listen, "listen")
+        _cert_and_key(self.tls_cert, self.tls_key)
+        if self.tls_client_ca and not self.tls_cert:
+            raise ConfigError("tls_client_ca (--tls-client-ca) needs tls_cert and tls_key: mutual TLS is TLS first")
         if self.http:
             _host_port(self.http, "http")
-        return self
+        cfg = self._with_secret_files()
+        tokens = [t for t in (cfg.token, cfg.worker_token, cfg.viewer_token) if t]
+        if tokens and not cfg.token:
+            raise ConfigError("worker_token and viewer_token need token (--token or --token-file): "
+                              "without an admin token nobody could submit")
+        if len(set(tokens)) != len(tokens):
+            raise ConfigError("token, worker_token and viewer_token must differ: a token names its role")
+        return cfg
 
 
-class WorkerConfig(_Settings):
+class WorkerConfig(_TlsClient):
     master: str = DEFAULT_MASTER  # comma-separated list; the worker tries them in turn
     slots: int = DEFAULT_SLOTS
     group: str = DEFAULT_GROUP
@@ -245,7 +314,6 @@ class WorkerConfig(_Settings):
     spark_master: str = ""  # '' = local[1]: one local Spark per task's driver (spark-submit or warm driver)
     work_dir: str = ""  # '' = .sparkyard/worker-<id>
     id: str = ""  # '' = <host>-<pid>
-    token: str = ""
     drain_timeout_s: Seconds = DEFAULT_DRAIN_TIMEOUT_S
     self_fence_margin_s: Seconds = DEFAULT_SELF_FENCE_MARGIN_S
     result_max_bytes: Bytes = DEFAULT_RESULT_MAX_BYTES
@@ -272,7 +340,8 @@ class WorkerConfig(_Settings):
             _host_port(address, "master")
         if self.metrics:
             _host_port(self.metrics, "metrics")
-        return self
+        self._check_tls()
+        return self._with_secret_files()
 
     @property
     def masters(self) -> list[str]:
@@ -287,10 +356,18 @@ class WorkerConfig(_Settings):
         return Path(self.work_dir or Path(DEFAULT_DATA_DIR) / f"worker-{self.worker_id}").resolve()
 
 
-class ClientConfig(_Settings):
+class ClientConfig(_TlsClient):
     master: str = DEFAULT_MASTER
-    token: str = ""
     call_timeout_s: Seconds = DEFAULT_CALL_TIMEOUT_S
+
+    def validate(self) -> ClientConfig:  # type: ignore[override]
+        self._check_tls()
+        return self._with_secret_files()
+
+
+def _cert_and_key(cert: str, key: str) -> None:
+    if bool(cert) != bool(key):
+        raise ConfigError("tls_cert and tls_key go together (--tls-cert, --tls-key): give both or neither")
 
 
 def _positive(cfg: Any, *names: str) -> None:

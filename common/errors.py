@@ -41,6 +41,12 @@ class Unauthenticated(SparkyardError):
     code_name = "UNAUTHENTICATED"
 
 
+class PermissionDenied(SparkyardError):
+    """The token's role may not make this call; the message names the roles that may."""
+
+    code_name = "PERMISSION_DENIED"
+
+
 class ResourceExhausted(InvalidArgument):
     """Over a size limit; the message names the limit and how to change it."""
 
@@ -49,7 +55,7 @@ class ResourceExhausted(InvalidArgument):
 
 BY_CODE_NAME: dict[str, type[SparkyardError]] = {
     cls.code_name: cls for cls in (InvalidArgument, NotFound, FailedPrecondition, Unavailable, Unauthenticated,
-                                   ResourceExhausted)
+                                   PermissionDenied, ResourceExhausted)
 }
 
 # A standby master refuses calls with UNAVAILABLE and this trailing metadata: the leader's address

@@ -5,13 +5,15 @@ aiohttp rather than prometheus-client's own threaded server: the handlers read t
 and one server carries every HTTP route a process has.
 
 With tokens set, every route but ``/healthz`` wants ``Authorization: Bearer <token>`` (Prometheus:
-``authorization: {credentials_file: …}``); the tokens are compared in constant time.
+``authorization: {credentials_file: …}``); the tokens are compared in constant time. A master with TLS
+serves HTTPS with the same certificate.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
+import ssl
 from typing import Awaitable, Callable, Sequence
 
 from aiohttp import web
@@ -35,8 +37,12 @@ def _authorized(request: web.Request, tokens: Sequence[bytes]) -> bool:
 class HttpEndpoint:
     """The routes of one process on ``HOST:PORT`` (port 0: any free one, see :attr:`port`)."""
 
-    def __init__(self, address: str, routes: dict[str, Handler], tokens: Sequence[str] = ()) -> None:
+    def __init__(self, address: str, routes: dict[str, Handler], tokens: Sequence[str] = (),
+                 tls: tuple[str, str] | None = None) -> None:
+        """``tokens``: any of them opens every route (empty ones are ignored); ``tls``: (cert, key) files to
+        serve HTTPS with (the master's gRPC certificate)."""
         self.host, _, port = address.rpartition(":")
+        self._tls = tls
         self.port = int(port)
         self._routes = routes
         self._tokens = [t.encode() for t in tokens if t]
@@ -59,7 +65,11 @@ class HttpEndpoint:
             app.router.add_get(path, handler)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host.strip("[]"), self.port)
+        context = None
+        if self._tls is not None:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(*self._tls)
+        site = web.TCPSite(self._runner, self.host.strip("[]"), self.port, ssl_context=context)
         try:
             await site.start()
         except OSError as exc:

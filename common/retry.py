@@ -13,6 +13,7 @@ import redis.exceptions
 from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
+    retry_if_not_exception_type,
     stop_after_delay,
     wait_exponential_jitter,
 )
@@ -26,12 +27,14 @@ REDIS_RETRY_INITIAL_S = 0.05
 REDIS_RETRY_MAX_S = 1.0
 
 REDIS_TRANSIENT = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, redis.exceptions.BusyLoadingError)
+# Refusals redis-py raises as ConnectionErrors: a wrong password or user stays wrong.
+REDIS_REFUSED = (redis.exceptions.AuthenticationError, redis.exceptions.AuthenticationWrongNumberOfArgsError)
 
 
 def redis_retrying(seconds: float = REDIS_RETRY_SECONDS) -> AsyncRetrying:
     """An AsyncRetrying for one Redis operation: transport errors only, jittered exponential backoff."""
     return AsyncRetrying(
-        retry=retry_if_exception_type(REDIS_TRANSIENT),
+        retry=retry_if_exception_type(REDIS_TRANSIENT) & retry_if_not_exception_type(REDIS_REFUSED),
         wait=wait_exponential_jitter(initial=REDIS_RETRY_INITIAL_S, max=REDIS_RETRY_MAX_S),
         stop=stop_after_delay(seconds),
         reraise=True,

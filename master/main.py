@@ -1,6 +1,10 @@
 """``sparkyard-master``: run a master until SIGTERM/SIGINT.
 
-    sparkyard-master [--listen 127.0.0.1:7070] [--redis-url URL] [--data-dir DIR] [--config FILE] [--token T]
+    sparkyard-master [--listen 127.0.0.1:7070] [--redis-url URL] [--data-dir DIR] [--config FILE]
+                     [--token-file F] [--worker-token-file F] [--viewer-token-file F]
+                     [--tls-cert CERT --tls-key KEY [--tls-client-ca CA]] [--insecure]
+
+A non-loopback ``--listen`` needs TLS and a token, or ``--insecure`` (docs/security.md).
 
 Without ``--redis-url`` the master starts its own Redis in ``<data-dir>/redis`` (AOF on) and stops it on
 exit. Prints one line ``sparkyard-master listening on HOST:PORT`` on stdout once it accepts calls (with
@@ -22,7 +26,7 @@ from sparkyard.logsetup import configure_logging
 from sparkyard.profiling import profiled
 from sparkyard.timeutil import parse_size
 from sparkyard.master.embedded_redis import EmbeddedRedisError
-from sparkyard.master.server import MasterServer, StartupError, redact
+from sparkyard.master.server import MasterServer, StartupError, check_exposure, redact
 
 log = logging.getLogger("sparkyard.master")
 
@@ -34,6 +38,14 @@ GC_THRESHOLDS = (100_000, 50, 100)
 LEFTOVER_WAIT_S = 2.0
 
 
+# The token of each role (docs/security.md): flag prefix and what it allows.
+TOKEN_ROLES = (
+    ("", "admin token: every call"),
+    ("worker-", "workers' token: their stream and bundle fetches only (default: workers use the admin token)"),
+    ("viewer-", "read-only token"),
+)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="sparkyard-master", description="Run a Sparkyard master.")
     p.add_argument("--listen", help="HOST:PORT to serve gRPC on (default 127.0.0.1:7070; port 0 = any free)")
@@ -43,7 +55,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="acknowledge a submit only once this many Redis replicas have it (WAIT; default 0)")
     p.add_argument("--data-dir", help="directory of the embedded Redis and master files (default .sparkyard)")
     p.add_argument("--config", help="TOML file with a [master] table")
-    p.add_argument("--token", help="shared secret every client and worker must send (or SPARKYARD_TOKEN)")
+    for role, text in TOKEN_ROLES:
+        var = f"SPARKYARD_{role.upper().replace('-', '_')}TOKEN"
+        p.add_argument(f"--{role}token", help=f"{text} (or {var}); --{role}token-file keeps it out of `ps`")
+        p.add_argument(f"--{role}token-file", help=f"file holding the {role.replace('-', ' ')}token (or {var}_FILE)")
+    p.add_argument("--tls-cert", help="this master's certificate (PEM): TLS on its port (or SPARKYARD_TLS_CERT)")
+    p.add_argument("--tls-key", help="the key of --tls-cert (or SPARKYARD_TLS_KEY)")
+    p.add_argument("--tls-client-ca", help="CA certificate callers' certificates must be signed by: mutual TLS "
+                   "(or SPARKYARD_TLS_CLIENT_CA)")
+    p.add_argument("--insecure", action="store_true", default=None,
+                   help="allow listening on a non-loopback address without TLS or a token")
     p.add_argument("--namespace", help="Redis key prefix (default sy), to share one Redis between clusters")
     p.add_argument("--lease", dest="lease_s", help="task lease, e.g. 15s or 1m (default 15s)")
     p.add_argument("--heartbeat", dest="heartbeat_s", help="worker heartbeat, e.g. 3s (default 3s)")
@@ -109,7 +130,7 @@ async def _run(cfg: MasterConfig, argv: list[str]) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await server.start()
-    except (StartupError, EmbeddedRedisError) as exc:
+    except (StartupError, EmbeddedRedisError, ConfigError) as exc:
         print(f"sparkyard-master: {exc}", file=sys.stderr)
         await server.stop()
         return 2
@@ -138,8 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_bundle is not None:
             overrides["max_bundle_bytes"] = parse_size(args.max_bundle, field="--max-bundle")
         cfg = load(MasterConfig, "master", config_file=args.config, overrides=overrides)
+        check_exposure(cfg)  # before anything starts (or logs)
         configure_logging(cfg.log_level, "master")
-    except (ConfigError, ValueError) as exc:
+    except (ConfigError, ValueError, StartupError) as exc:
         print(f"sparkyard-master: {exc}", file=sys.stderr)
         return 2
     gc.set_threshold(*GC_THRESHOLDS)

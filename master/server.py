@@ -25,12 +25,12 @@ from grpc_reflection.v1alpha import reflection
 from redis.asyncio import Redis
 
 from sparkyard.clock import Clock, SystemClock
-from sparkyard.config import MasterConfig
+from sparkyard.config import MasterConfig, read_file
 from sparkyard.httpserve import HttpEndpoint, HttpStartError, metrics_response
 from sparkyard.keys import Keys
 from sparkyard.master.arming import Arming
+from sparkyard.master.auth import Role, RoleAuthInterceptor, is_loopback
 from sparkyard.master.backfill import Backfiller
-from sparkyard.master.auth import TokenAuthInterceptor, is_loopback
 from sparkyard.master.connection import WorkerConnection
 from sparkyard.master.core import MasterCore
 from sparkyard.master.embedded_redis import EmbeddedRedis
@@ -88,6 +88,31 @@ def redact(url: str) -> str:
     return url
 
 
+def check_exposure(cfg: MasterConfig) -> None:
+    """Refuse a non-loopback address (gRPC ``--listen`` or ``--http``) without TLS and a token (unless
+    ``--insecure``): anyone who can reach the port could run code on the workers, or read the tokens and
+    tasks off the wire."""
+    if cfg.insecure:
+        return
+    missing = [what for what, given in (("TLS (--tls-cert, --tls-key)", cfg.tls_cert),
+                                        ("a token (--token or --token-file)", cfg.token)) if not given]
+    for flag, address in (("listen on", cfg.listen), ("serve http on", cfg.http)):
+        if missing and address and not is_loopback(address.rpartition(":")[0]):
+            raise StartupError(f"refusing to {flag} {address} without {' and '.join(missing)}: anyone who can "
+                               "reach it could run code on your workers; give them, use 127.0.0.1, or pass "
+                               "--insecure")
+
+
+def tls_credentials(cfg: MasterConfig) -> grpc.ServerCredentials | None:
+    """The port's TLS credentials (None: plaintext); with ``tls_client_ca`` callers must show a certificate
+    signed by that CA. An unreadable file is a :class:`ConfigError` naming the setting."""
+    if not cfg.tls_cert:
+        return None
+    pair = (read_file(cfg.tls_key, "tls_key"), read_file(cfg.tls_cert, "tls_cert"))
+    client_ca = read_file(cfg.tls_client_ca, "tls_client_ca") if cfg.tls_client_ca else None
+    return grpc.ssl_server_credentials([pair], root_certificates=client_ca, require_client_auth=client_ca is not None)
+
+
 class MasterServer:
     def __init__(self, cfg: MasterConfig, clock: Clock | None = None) -> None:
         self.cfg = cfg
@@ -118,13 +143,7 @@ class MasterServer:
     async def start(self) -> None:
         cfg = self.cfg
         host = cfg.listen.rpartition(":")[0]
-        if not cfg.token and not is_loopback(host):
-            raise StartupError(
-                f"refusing to listen on {cfg.listen} without a token: anyone who can reach this port could run "
-                "code on your workers. Set --token/SPARKYARD_TOKEN, or listen on 127.0.0.1."
-            )
-        if cfg.http and not cfg.token and not is_loopback(cfg.http.rpartition(":")[0]):
-            raise StartupError(f"refusing to serve http on {cfg.http} without a token: set --token, or use 127.0.0.1")
+        server_credentials = tls_credentials(cfg)
         if cfg.redis_url:
             self.redis_url = cfg.redis_url
         else:
@@ -167,7 +186,8 @@ class MasterServer:
         self._reaper = Reaper(core, worker_dead)
 
         server = self._server = grpc.aio.server(
-            interceptors=[*([TokenAuthInterceptor(cfg.token)] if cfg.token else []), *self._gate()],
+            interceptors=[RoleAuthInterceptor({Role.ADMIN: cfg.token, Role.WORKER: cfg.worker_token,
+                                               Role.VIEWER: cfg.viewer_token}), *self._gate()],
             options=[
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -190,7 +210,8 @@ class MasterServer:
         names = [d.full_name for d in pb.DESCRIPTOR.services_by_name.values()]
         reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
         try:
-            self.port = server.add_insecure_port(cfg.listen)
+            self.port = (server.add_insecure_port(cfg.listen) if server_credentials is None
+                         else server.add_secure_port(cfg.listen, server_credentials))
         except RuntimeError as exc:
             raise StartupError(f"cannot listen on {cfg.listen}: {exc}") from None
         if self.port == 0:
@@ -206,7 +227,8 @@ class MasterServer:
         for name in ["", *names]:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         if cfg.http:
-            self.http = HttpEndpoint(cfg.http, {"/metrics": self._metrics_page}, [cfg.token])
+            self.http = HttpEndpoint(cfg.http, {"/metrics": self._metrics_page}, [cfg.token, cfg.viewer_token],
+                                     tls=(cfg.tls_cert, cfg.tls_key) if cfg.tls_cert else None)
             try:
                 await self.http.start()
             except HttpStartError as exc:

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "cluster"))
 from harness import Cluster, RedisServer, free_port, start_redis  # noqa: E402
 from netcluster import PROXY_VARS, NetCluster  # noqa: E402
 from netns import cleanup_stale, unavailable_reason  # noqa: E402
+from sparkyard.certs import DevCerts, make_dev_certs  # noqa: E402
 from sparkyard.keys import Keys  # noqa: E402
 from sparkyard.master.leader import take_lead  # noqa: E402
 from sparkyard.master.redis_store import RedisStore  # noqa: E402
@@ -70,6 +71,12 @@ async def redis_store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
 
 
 @pytest.fixture(scope="session")
+def dev_certs(tmp_path_factory: pytest.TempPathFactory) -> DevCerts:
+    """A development CA with a server certificate for loopback and a client certificate (sparkyard certs)."""
+    return make_dev_certs(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture(scope="session")
 def shared_cluster(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A master and two session-runner workers reused by the tests that do not break anything."""
     cluster = Cluster(redis_server.url, tmp_path_factory.mktemp("shared"), namespace="shared")
@@ -110,7 +117,8 @@ def make_cluster(redis_server: RedisServer, tmp_path: Path) -> Iterator[Callable
 def net_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetCluster]:
     """Redis, two masters (``master`` leads at first, ``m2`` stands by) and two session-runner workers
     (``w1``, ``w2``: one slot each, both masters given), each a host of its own on a private network
-    (tests/cluster/netcluster.py); the test process is the client host. One for the whole session (a start
+    (tests/cluster/netcluster.py); the test process is the client host. Masters serve mutual TLS with
+    certificates made here, once, and workers use the worker token. One for the whole session (a start
     costs ~15 s, most of it the workers' Spark drivers): every test leaves it as it found it — both masters
     up, both workers ready, every link up. Skips, saying why, where network namespaces cannot be made."""
     reason = unavailable_reason()
@@ -127,7 +135,7 @@ def net_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetCluster
         try:
             cluster.root.mkdir(parents=True)
             cluster.submit_dir.mkdir(parents=True)
-            cluster.network.create()
+            cluster.create_network()
             cluster.start_redis()
             cluster.start_master()
             cluster.start_master(name="m2")

@@ -21,7 +21,9 @@ from typing import Any, Callable, TypeVar
 import grpc
 import redis
 
+from sparkyard.channel import open_channel
 from sparkyard.client import Client
+from sparkyard.config import ClientConfig
 from sparkyard.master.embedded_redis import find_redis_server
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
@@ -141,6 +143,7 @@ class Cluster:
     root: Path
     namespace: str = "sy"
     token: str = ""
+    client_settings: dict[str, str] = field(default_factory=dict)  # Client keyword arguments: TLS files
     profile_dir: str = ""  # set: the processes named in profile_processes write cProfile stats <dir>/<name>.prof
     profile_processes: tuple[str, ...] = ("master",)
     driver_conf: str = TEST_DRIVER_CONF  # benchmarks set "" to measure the default configuration
@@ -209,9 +212,13 @@ class Cluster:
         return self.client()
 
     def client(self) -> Client:
-        client = Client(self.address, token=self.token or None)
+        client = Client(self.address, token=self.token or None, **self.client_settings)
         self._clients.append(client)
         return client
+
+    def channel(self) -> grpc.Channel:
+        """A raw channel to the master, secured as the test's clients are (for calls a Client does not make)."""
+        return open_channel(self.address, ClientConfig(**self.client_settings))
 
     def wait_workers(self, *worker_ids: str, timeout: float = 180) -> None:
         """Wait until the workers are registered and ready to run tasks (their runner is warm)."""
@@ -266,10 +273,10 @@ def no_duplicate_firings(client: Client, job_id: str) -> list[int]:
 class FakeWorker:
     """The worker protocol driven by hand, to produce what a real worker would not (stale results)."""
 
-    def __init__(self, address: str, worker_id: str, slots: int = 1) -> None:
+    def __init__(self, channel: grpc.Channel, worker_id: str, slots: int = 1) -> None:
         self._outbox: queue.Queue[pb.WorkerMessage | None] = queue.Queue()
         self._outbox.put(pb.WorkerMessage(register=pb.Register(worker_id=worker_id, slots=slots)))
-        self._channel = grpc.insecure_channel(address)
+        self._channel = channel
         self._stream = pbg.WorkerServiceStub(self._channel).Connect(iter(self._outbox.get, None))
         self.registered = self.expect("registered").registered
 

@@ -33,6 +33,7 @@ from aiohttp import web
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
 from sparkyard import __version__
+from sparkyard.channel import open_channel
 from sparkyard.clock import Clock, SystemClock
 from sparkyard.config import WorkerConfig
 from sparkyard.errors import LEADER_METADATA
@@ -333,7 +334,7 @@ class Agent(AttemptSlots):
             self._silent[address] = self.clock.monotonic() + self.heartbeat_s
         options = [("grpc.keepalive_time_ms", KEEPALIVE_MS), ("grpc.keepalive_permit_without_calls", 1),
                    ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
-        async with grpc.aio.insecure_channel(address, options=options) as channel:
+        async with open_channel(address, self.cfg, options, asynchronous=True) as channel:
             self._channel = channel
             conn = _Connection()
             conn.outbound.put_nowait(pb.WorkerMessage(register=self._register_message()))
@@ -381,7 +382,7 @@ class Agent(AttemptSlots):
                 raise Redirected("") from None
             raise
         except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+            if exc.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
                 log.error("master %s refused this worker: %s", address, exc.details())
             trailing = dict(exc.trailing_metadata() or ())
             if exc.code() == grpc.StatusCode.UNAVAILABLE and LEADER_METADATA in trailing:

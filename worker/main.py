@@ -1,7 +1,8 @@
 """``sparkyard-worker``: run a worker until SIGTERM/SIGINT (the first drains, a second stops at once).
 
     sparkyard-worker --master HOST:PORT --slots N [--group G] [--runner submit|session]
-                     [--spark-master local[1]] [--task-memory 2g] [--work-dir DIR] [--id NAME] [--token T]
+                     [--spark-master local[1]] [--task-memory 2g] [--work-dir DIR] [--id NAME] [--token-file F]
+                     [--tls-ca CA [--tls-cert CERT --tls-key KEY]]
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import logging  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
 
+from sparkyard.channel import TLS_FLAGS, credentials  # noqa: E402
 from sparkyard.config import ConfigError, WorkerConfig, load  # noqa: E402
 from sparkyard.httpserve import HttpStartError  # noqa: E402
 from sparkyard.logsetup import configure_logging  # noqa: E402
@@ -50,7 +52,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(default 256)")
     p.add_argument("--work-dir", help="directory for attempt logs and scratch (default .sparkyard/worker-ID)")
     p.add_argument("--id", help="worker id, stable across restarts (default HOST-PID)")
-    p.add_argument("--token", help="shared secret of the master (or SPARKYARD_TOKEN)")
+    p.add_argument("--token", help="the master's worker token, or its admin token (or SPARKYARD_TOKEN); "
+                   "--token-file keeps it out of `ps`")
+    for flag, text in TLS_FLAGS:
+        p.add_argument(flag, help=text)
     p.add_argument("--label", action="append", default=None, metavar="K=V", help="a label (repeatable)")
     p.add_argument("--drain-timeout", dest="drain_timeout_s",
                    help="how long running tasks may take to finish on SIGTERM before they are handed back (default 1m)")
@@ -98,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.bundle_cache is not None:
             overrides["bundle_cache_bytes"] = parse_size(args.bundle_cache, field="--bundle-cache")
         cfg = load(WorkerConfig, "worker", config_file=args.config, overrides=overrides)
+        credentials(cfg)  # unreadable TLS files end the start here, not in every reconnect
         if cfg.metrics and not cfg.token and not is_loopback(cfg.metrics.rpartition(":")[0]):
             raise ConfigError(f"refusing to serve /metrics on {cfg.metrics} without a token: set --token, "
                               "or use 127.0.0.1")

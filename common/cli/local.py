@@ -1,7 +1,8 @@
 """``sparkyard local``: Redis, a master and N workers on this machine, in one command (for development).
 
 The master owns an embedded Redis in ``<data-dir>/redis``; every process is a child of this command and
-is stopped with it (SIGTERM: workers drain, the master stops its Redis). Processes log to
+is stopped with it (SIGTERM: workers drain, the master stops its Redis). It talks plaintext on loopback
+(``SPARKYARD_TLS_*`` of the environment are not passed on). Processes log to
 ``<data-dir>/logs/*.log``. A worker that dies is started again under the same id (the master then
 requeues at once the tasks it lost); if the master dies, everything stops. A worker that keeps dying
 soon after it starts (a broken Spark or Java setup) is restarted with an exponential backoff, so it
@@ -29,6 +30,9 @@ STOP_TIMEOUT_S = 60.0
 STABLE_S = 60.0
 RESTART_BASE_S = 1.0
 RESTART_MAX_S = 60.0
+# The local cluster talks plaintext on loopback: TLS settings of the caller's environment (meant for a
+# remote cluster) are not passed on to its processes.
+PLAINTEXT_DROPS = ("SPARKYARD_TLS_",)
 
 
 @dataclass
@@ -51,7 +55,7 @@ class LocalCluster:
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         logs = self.data_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(PLAINTEXT_DROPS)}
         if self.token:
             env["SPARKYARD_TOKEN"] = self.token
         out = (logs / f"{name}.log").open("ab")
@@ -123,7 +127,7 @@ class LocalCluster:
         from sparkyard.client import Client
 
         deadline = time.monotonic() + START_TIMEOUT_S
-        with Client(self.address, token=self.token or None) as client:
+        with Client(self.address, token=self.token or None, tls_ca="", tls_cert="", tls_key="") as client:
             while True:
                 for proc in self.processes:
                     if proc.poll() is not None:

@@ -1,7 +1,8 @@
 """``sparkyard``: the command line of Sparkyard.
 
 Every verb takes ``--json``; the master is ``--master HOST:PORT`` or ``SPARKYARD_MASTER`` (default
-127.0.0.1:7070) and the token ``--token`` or ``SPARKYARD_TOKEN``. Errors print one line on stderr and
+127.0.0.1:7070), the token ``--token``, ``--token-file`` or ``SPARKYARD_TOKEN``, and TLS ``--tls-ca``
+(``--tls-cert``/``--tls-key`` for mutual TLS) or ``SPARKYARD_TLS_*``. Errors print one line on stderr and
 exit non-zero (2 for bad input, 1 otherwise); ``wait`` exits 0 when the run SUCCEEDED, 1 when it ended
 otherwise, 124 when the wait timed out.
 """
@@ -20,8 +21,9 @@ from rich.console import Console
 
 from sparkyard import errors
 from sparkyard.cli import render
+from sparkyard.channel import TLS_FLAGS
 from sparkyard.client import Client, first_run_id
-from sparkyard.config import ConfigError
+from sparkyard.config import ConfigError, read_secret
 from sparkyard.options import JobOptions
 from sparkyard.timeutil import rfc3339_ms
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -29,14 +31,19 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 EXIT_TIMEOUT = 124
 
 
+# The connection options every verb takes: (flag, help).
+_CONNECTION = (
+    ("--master", "HOST:PORT of the master (or SPARKYARD_MASTER; default 127.0.0.1:7070)"),
+    ("--token", "the master's token (or SPARKYARD_TOKEN); --token-file keeps it out of `ps`"),
+    *TLS_FLAGS,
+    ("--config", "TOML file whose [client] table sets these (or SPARKYARD_CONFIG)"),
+)
+
+
 def _common(p: argparse.ArgumentParser, default: Any = argparse.SUPPRESS) -> None:
     """The options every verb takes; accepted before or after the verb."""
-    p.add_argument("--master", default=default if default is argparse.SUPPRESS else None,
-                   help="HOST:PORT of the master (or SPARKYARD_MASTER; default 127.0.0.1:7070)")
-    p.add_argument("--token", default=default if default is argparse.SUPPRESS else None,
-                   help="the master's token (or SPARKYARD_TOKEN)")
-    p.add_argument("--config", default=default if default is argparse.SUPPRESS else None,
-                   help="TOML file whose [client] table sets master and token (or SPARKYARD_CONFIG)")
+    for flag, text in _CONNECTION:
+        p.add_argument(flag, default=default if default is argparse.SUPPRESS else None, help=text)
     p.add_argument("--json", action="store_true", default=default if default is argparse.SUPPRESS else False,
                    help="print JSON")
 
@@ -120,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("--attempt", type=int, default=0, help="attempt number (default: latest)")
     lg.add_argument("-f", "--follow", action="store_true", help="keep printing until the attempt ends")
 
+    ct = sub.add_parser("certs", help="make a development CA and TLS certificates for masters, workers and clients")
+    _common(ct)
+    ct.add_argument("dir", help="directory to write ca.crt, server.crt/.key and client.crt/.key into")
+    ct.add_argument("--host", action="append", default=[], metavar="NAME_OR_IP",
+                    help="a name or address masters are reached at (repeatable; localhost and 127.0.0.1 always)")
+
     lc = sub.add_parser("local", help="run Redis, a master and workers here until Ctrl-C")
     _common(lc)
     lc.add_argument("--workers", type=int, default=2)
@@ -166,11 +179,33 @@ def cmd_logs(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_certs(args: argparse.Namespace) -> int:
+    from sparkyard.certs import CertsError, make_dev_certs  # cryptography: only this verb needs it
+
+    try:
+        certs = make_dev_certs(Path(args.dir), args.host)
+    except CertsError as exc:
+        print(f"sparkyard: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        render.print_json({"ca": str(certs.ca), "server_cert": str(certs.server_cert),
+                           "server_key": str(certs.server_key), "client_cert": str(certs.client_cert),
+                           "client_key": str(certs.client_key)})
+    else:
+        d = certs.directory
+        print(f"wrote {certs.ca}, {certs.server_cert}, {certs.server_key}, {certs.client_cert}, {certs.client_key}\n"
+              f"master: sparkyard-master --tls-cert {d}/server.crt --tls-key {d}/server.key "
+              f"[--tls-client-ca {d}/ca.crt]\n"
+              f"clients and workers: --tls-ca {d}/ca.crt [--tls-cert {d}/client.crt --tls-key {d}/client.key]")
+    return 0
+
+
 def cmd_local(args: argparse.Namespace) -> int:
     from sparkyard.cli.local import LocalCluster
 
     cluster = LocalCluster(workers=args.workers, slots=args.slots, listen=args.listen, data_dir=Path(args.data_dir),
-                           runner=args.runner, token=args.token or "")
+                           runner=args.runner,
+                           token=args.token or (read_secret(args.token_file, "token") if args.token_file else ""))
     stop = {"now": False}
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -210,7 +245,10 @@ def dispatch(args: argparse.Namespace) -> int:
 
     if args.verb == "local":
         return cmd_local(args)
-    with Client(args.master, token=args.token, config_file=args.config) as client:
+    if args.verb == "certs":
+        return cmd_certs(args)
+    with Client(args.master, token=args.token, config_file=args.config, token_file=args.token_file,
+                tls_ca=args.tls_ca, tls_cert=args.tls_cert, tls_key=args.tls_key) as client:
         verb = args.verb
         if verb == "submit":
             return cmd_submit(client, args, out)

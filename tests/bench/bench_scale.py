@@ -26,7 +26,9 @@ import grpc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness import EXAMPLES, Cluster, start_redis, wait_for  # noqa: E402
+from sparkyard.channel import open_channel  # noqa: E402
 from sparkyard.client import build_spec, first_run_id  # noqa: E402
+from sparkyard.config import ClientConfig  # noqa: E402
 from sparkyard.v1 import sparkyard_pb2 as pb  # noqa: E402
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg  # noqa: E402
 
@@ -55,7 +57,7 @@ async def fast_worker(address: str, worker_id: str, slots: int, stop: asyncio.Ev
             outbox.put_nowait(pb.WorkerMessage(heartbeat=pb.Heartbeat(free_slots=slots)))
             await asyncio.sleep(0.5)
 
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with open_channel(address, ClientConfig(), asynchronous=True) as channel:
         call = pbg.WorkerServiceStub(channel).Connect(requests())
         beat = asyncio.create_task(heartbeat())
         reader = asyncio.ensure_future(call.read())

@@ -1,7 +1,9 @@
 """Redis, masters and workers as separate hosts of a private test network (:mod:`netns`).
 
 * Redis and each master run in a network namespace of their own and listen on their host address, not on
-  loopback (so the master needs its token).
+  loopback. So masters serve mutual TLS with certificates from ``sparkyard certs`` (made once the network's
+  addresses are known: every address of its /24 is in the server certificate) and role tokens from files:
+  workers use the worker token, the test's clients and CLI calls the admin token.
 * Each worker runs in its own network namespace **and** its own mount namespace, with an empty tmpfs
   mounted over the client's submit directory: like a worker on another machine, it cannot read the files
   the client submits from. ``tests/cluster/hostsite`` is on its PYTHONPATH (the code "installed" on it).
@@ -29,6 +31,7 @@ import redis
 
 from harness import WaitAborted, wait_for
 from netns import Host, Network, NetError, netns_pids
+from sparkyard.certs import DevCerts, make_dev_certs
 from sparkyard.client import Client
 from sparkyard.master.embedded_redis import find_redis_server
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -100,7 +103,8 @@ class NetCluster:
 
     root: Path  # logs and the hosts' own directories (visible to the test, not under submit_dir)
     submit_dir: Path  # the client's directory: hidden from every worker by a tmpfs
-    token: str = field(default_factory=lambda: secrets.token_hex(16))
+    token: str = field(default_factory=lambda: secrets.token_hex(16))  # admin
+    worker_token: str = field(default_factory=lambda: secrets.token_hex(16))
     lease_s: float = TEST_LEASE_S
     heartbeat_s: float = TEST_HEARTBEAT_S
     namespace: str = "sy"
@@ -111,15 +115,40 @@ class NetCluster:
     cli_calls: list[CliCall] = field(default_factory=list)
     _clients: list[Client] = field(default_factory=list)
     _stopped: list[HostProcess] = field(default_factory=list)  # earlier processes of restarted hosts, for logs
+    certs: DevCerts | None = None
 
     # ---- set-up ------------------------------------------------------------------------------------
+
+    def create_network(self) -> None:
+        """The network, then the certificates and token files of its hosts (in ``root/secrets``)."""
+        self.network.create()
+        assert self.network.subnet is not None
+        secrets_dir = self.root / "secrets"
+        hosts = [str(address) for address in self.network.subnet.hosts()]
+        self.certs = make_dev_certs(secrets_dir, hosts)
+        for name, token in (("admin", self.token), ("worker", self.worker_token)):
+            path = secrets_dir / f"{name}.token"
+            path.write_text(token)
+            path.chmod(0o600)
+
+    def token_file(self, role: str) -> str:
+        return str(self.root / "secrets" / f"{role}.token")
+
+    def tls(self) -> dict[str, str]:
+        """The client side of mutual TLS: Client keyword arguments."""
+        assert self.certs is not None, "create_network() first"
+        return {"tls_ca": str(self.certs.ca), "tls_cert": str(self.certs.client_cert),
+                "tls_key": str(self.certs.client_key)}
+
+    def tls_flags(self) -> list[str]:
+        return [arg for name, value in self.tls().items() for arg in (f"--{name.replace('_', '-')}", value)]
 
     def start(self, workers: tuple[str, ...] = ("w1", "w2"), *, slots: int = 1, runner: str = "session",
               master_args: tuple[str, ...] = (), ready_timeout: float = 180) -> NetCluster:
         """The network, Redis, one master and ``workers``; returns once every worker is ready."""
         self.root.mkdir(parents=True, exist_ok=True)
         self.submit_dir.mkdir(parents=True, exist_ok=True)
-        self.network.create()
+        self.create_network()
         self.start_redis()
         self.start_master(*master_args)
         for worker_id in workers:
@@ -169,7 +198,8 @@ class NetCluster:
         return f"{self.redis.host.address}:{REDIS_PORT}"
 
     def start_master(self, *extra: str, name: str = "master") -> str:
-        """A master on host ``name`` listening on its host address (port 7070), with the token."""
+        """A master on host ``name`` listening on its host address (port 7070): mutual TLS, role tokens."""
+        assert self.certs is not None, "create_network() first"
         host = self._host(name)
         address = f"{host.address}:{MASTER_PORT}"
         old = self.masters.get(name)
@@ -177,7 +207,10 @@ class NetCluster:
             assert not old.alive(), f"{name} still runs"
             self._stopped.append(old)
         proc = self._spawn(name, host, [
-            sys.executable, "-m", "sparkyard.master.main", "--listen", address, "--token", self.token,
+            sys.executable, "-m", "sparkyard.master.main", "--listen", address,
+            "--token-file", self.token_file("admin"), "--worker-token-file", self.token_file("worker"),
+            "--tls-cert", str(self.certs.server_cert), "--tls-key", str(self.certs.server_key),
+            "--tls-client-ca", str(self.certs.ca),
             "--redis-url", f"redis://{self.redis_address}/0", "--namespace", self.namespace,
             "--lease", str(self.lease_s), "--heartbeat", str(self.heartbeat_s), "--reaper-interval", "0.5",
             "--data-dir", str(self.root / name / "data"), *extra,
@@ -209,7 +242,8 @@ class NetCluster:
         work = self.root / worker_id
         work.mkdir(parents=True, exist_ok=True)
         worker = [
-            sys.executable, "-m", "sparkyard.worker.main", "--master", master_list, "--token", self.token,
+            sys.executable, "-m", "sparkyard.worker.main", "--master", master_list,
+            "--token-file", self.token_file("worker"), *self.tls_flags(),
             "--slots", str(slots), "--id", worker_id, "--runner", runner, "--work-dir", str(work / "work"),
             "--spark-master", "local[1]", "--drain-timeout", "5", *extra,
         ]
@@ -250,17 +284,19 @@ class NetCluster:
     # ---- the client host ---------------------------------------------------------------------------
 
     def client(self, address: str | None = None) -> Client:
-        client = Client(address or self.address, token=self.token)
+        client = Client(address or self.address, token=self.token, **self.tls())
         self._clients.append(client)
         return client
 
     def cli(self, *args: str, cwd: Path | None = None, timeout: float = 240,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         """``sparkyard ARGS`` on the client host, in ``cwd`` (default the submit directory), with
-        SPARKYARD_MASTER and SPARKYARD_TOKEN set."""
+        SPARKYARD_MASTER, SPARKYARD_TOKEN (admin) and SPARKYARD_TLS_* set."""
         script = Path(sys.executable).with_name("sparkyard")
         argv = [str(script), *args] if script.exists() else [sys.executable, "-m", "sparkyard.cli.main", *args]
-        full_env = self._env(**{"SPARKYARD_MASTER": self.address, "SPARKYARD_TOKEN": self.token, **(env or {})})
+        tls = {f"SPARKYARD_{name.upper()}": value for name, value in self.tls().items()}
+        full_env = self._env(**{"SPARKYARD_MASTER": self.address, "SPARKYARD_TOKEN": self.token, **tls,
+                                **(env or {})})
         proc = subprocess.run(argv, cwd=cwd or self.submit_dir, env=full_env, capture_output=True, text=True,
                               timeout=timeout)
         self.cli_calls.append(CliCall(argv, proc.returncode, proc.stdout, proc.stderr))

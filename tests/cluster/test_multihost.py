@@ -19,7 +19,8 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 def test_worker_hosts_run_a_split_job_without_the_client_s_files(net_cluster: NetCluster) -> None:
     cluster = net_cluster
     client = cluster.client()
-    # The hosts are separate: addresses on the test network, the master refusing calls without the token.
+    # The hosts are separate: addresses on the test network; the master serves mutual TLS and refuses calls
+    # without the token, in plaintext, or with the workers' token for anything but a worker's calls.
     assert cluster.address == f"{cluster.host('master').address}:{MASTER_PORT}"
     assert cluster.redis_address == f"{cluster.host('redis').address}:{REDIS_PORT}"
     assert {w.id for w in client.workers() if w.alive} == {"w1", "w2"}
@@ -27,6 +28,11 @@ def test_worker_hosts_run_a_split_job_without_the_client_s_files(net_cluster: Ne
     assert status.returncode == 0, status.stderr
     no_token = cluster.cli("status", env={"SPARKYARD_TOKEN": ""})
     assert no_token.returncode != 0 and "missing token" in no_token.stderr, no_token.stderr
+    plaintext = cluster.cli("status", env={"SPARKYARD_TLS_CA": "", "SPARKYARD_TLS_CERT": "", "SPARKYARD_TLS_KEY": ""})
+    assert plaintext.returncode == 1 and "give --tls-ca" in plaintext.stderr, plaintext.stderr
+    as_worker = cluster.cli("jobs", env={"SPARKYARD_TOKEN": cluster.worker_token})
+    assert as_worker.returncode == 1, as_worker.stderr
+    assert "ListJobs needs the admin or viewer role; this token has the worker role" in as_worker.stderr
 
     # A file of the client's submit directory does not exist for a worker.
     secret = cluster.submit_dir / "secret.txt"

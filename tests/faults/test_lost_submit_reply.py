@@ -88,7 +88,7 @@ def test_a_submit_whose_reply_is_lost_and_is_retried_with_its_key_makes_one_job(
     key = uuid.uuid4().hex
     # The replica is paused: the master stores the job, then waits for the replica; the client stops
     # waiting first and sees DEADLINE_EXCEEDED, as if the reply had been lost on the way.
-    with grpc.insecure_channel(replicated.cluster.address) as channel:
+    with replicated.cluster.channel() as channel:
         replicated.pause_replica()
         try:
             with pytest.raises(grpc.RpcError) as lost:

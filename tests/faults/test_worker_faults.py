@@ -74,12 +74,12 @@ def test_a_result_with_a_stale_token_is_refused(make_cluster: object) -> None:
     cluster.start_master()
     client = cluster.client()
     run_id = first_run_id(client.submit(f"{TASKS}:noop"))
-    first = FakeWorker(cluster.address, "fake-1")
+    first = FakeWorker(cluster.channel(), "fake-1")
     (old,) = first.expect("batch").batch.tasks
     # fake-1 never heartbeats: it is dropped, its lease expires and the reaper requeues the task.
     wait_for(lambda: client.run(run_id).tasks[0].state == pb.TASK_READY, 30, "the lease to expire")
     first.close()
-    second = FakeWorker(cluster.address, "fake-2")
+    second = FakeWorker(cluster.channel(), "fake-2")
     (new,) = second.expect("batch").batch.tasks
     assert new.task_id == old.task_id and new.fencing_token > old.fencing_token
     second.result(old, "stale")

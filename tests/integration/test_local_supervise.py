@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from harness import free_port
+from sparkyard import Client
 from sparkyard.cli.local import RESTART_BASE_S, STABLE_S, LocalCluster
 
 
@@ -49,5 +52,19 @@ def test_a_worker_dying_at_start_is_restarted_with_backoff_and_a_stable_one_at_o
         assert cluster.supervise() and cluster.restarts == 3  # a quick exit again waits the base delay
         clock.now += RESTART_BASE_S
         assert cluster.supervise() and cluster.restarts == 4
+    finally:
+        cluster.stop()
+
+
+def test_the_local_cluster_talks_plaintext_whatever_tls_settings_the_environment_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Meant for some remote cluster; a worker given them would try TLS (and refuse to start: no such file).
+    for name in ("ca", "cert", "key"):
+        monkeypatch.setenv(f"SPARKYARD_TLS_{name.upper()}", str(tmp_path / f"no-such-{name}.pem"))
+    cluster = LocalCluster(workers=1, slots=1, listen=f"127.0.0.1:{free_port()}", data_dir=tmp_path, runner="submit")
+    try:
+        address = cluster.start()  # returns once the worker registered, asked over plaintext
+        with Client(address, tls_ca="", tls_cert="", tls_key="") as client:
+            assert [w.id for w in client.workers() if w.alive] == ["local-1"]
     finally:
         cluster.stop()

@@ -337,3 +337,76 @@ def test_retention_flags_take_a_count_and_a_duration_and_refuse_what_would_keep_
         load(MasterConfig, "master", environ={}, overrides={"keep_runs": 0})
     with pytest.raises(ConfigError, match="^--history-max-age: 'a week' is not a duration"):
         load(MasterConfig, "master", environ={}, overrides={"history_max_age_s": "a week"})
+
+
+# ------------------------------------------------------------------------------------------------ secrets, TLS
+
+
+def _secret(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("cls, section", [(MasterConfig, "master"), (WorkerConfig, "worker"),
+                                          (ClientConfig, "client")])
+def test_a_token_file_is_read_into_the_token_without_surrounding_whitespace(
+        cls: type[MasterConfig | WorkerConfig | ClientConfig], section: str, tmp_path: Path) -> None:
+    path = _secret(tmp_path, "t", "  s3cret\n")
+    assert load(cls, section, environ={}, overrides={"token_file": path}).token == "s3cret"
+    assert load(cls, section, environ={"SPARKYARD_TOKEN_FILE": path, "SPARKYARD_TOKEN": "other"}).token == "s3cret"
+
+
+def test_the_master_reads_each_role_s_token_file(tmp_path: Path, toml: TomlWriter) -> None:
+    path = toml(f'[master]\ntoken_file = "{_secret(tmp_path, "a", "adm")}"\n'
+                f'worker_token_file = "{_secret(tmp_path, "w", "wrk")}"\n'
+                f'viewer_token_file = "{_secret(tmp_path, "v", "vw")}"\n')
+    cfg = load(MasterConfig, "master", config_file=path, environ={})
+    assert (cfg.token, cfg.worker_token, cfg.viewer_token) == ("adm", "wrk", "vw")
+
+
+@pytest.mark.parametrize("content, error", [(None, "token_file .*: No such file"), ("\n", "token_file .* is empty")])
+def test_a_missing_or_empty_token_file_is_refused_naming_the_setting(content: str | None, error: str,
+                                                                     tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ConfigError, match=error):
+        load(ClientConfig, "client", environ={"SPARKYARD_TOKEN_FILE": str(path)})
+
+
+@pytest.mark.parametrize("env, error", [
+    ({"SPARKYARD_VIEWER_TOKEN": "v"}, "need token"),
+    ({"SPARKYARD_WORKER_TOKEN": "w"}, "need token"),
+    ({"SPARKYARD_TOKEN": "same", "SPARKYARD_WORKER_TOKEN": "same"}, "must differ"),
+    ({"SPARKYARD_TOKEN": "a", "SPARKYARD_WORKER_TOKEN": "w", "SPARKYARD_VIEWER_TOKEN": "w"}, "must differ"),
+])
+def test_role_tokens_need_an_admin_token_and_must_differ(env: dict[str, str], error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        load(MasterConfig, "master", environ=env)
+
+
+@pytest.mark.parametrize("env, error", [
+    ({"SPARKYARD_TLS_CERT": "c"}, "tls_cert and tls_key go together"),
+    ({"SPARKYARD_TLS_KEY": "k"}, "tls_cert and tls_key go together"),
+    ({"SPARKYARD_TLS_CLIENT_CA": "ca"}, "needs tls_cert and tls_key"),
+])
+def test_master_tls_settings_must_be_complete(env: dict[str, str], error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        load(MasterConfig, "master", environ=env)
+
+
+@pytest.mark.parametrize("env, error", [
+    ({"SPARKYARD_TLS_CA": "ca", "SPARKYARD_TLS_CERT": "c"}, "tls_cert and tls_key go together"),
+    ({"SPARKYARD_TLS_CERT": "c", "SPARKYARD_TLS_KEY": "k"}, "tls_cert needs tls_ca"),
+])
+def test_client_tls_settings_must_be_complete(env: dict[str, str], error: str) -> None:
+    for cls, section in ((ClientConfig, "client"), (WorkerConfig, "worker")):
+        with pytest.raises(ConfigError, match=error):
+            load(cls, section, environ=env)  # type: ignore[type-var]
+
+
+def test_tls_settings_come_from_the_environment() -> None:
+    cfg = load(ClientConfig, "client", environ={"SPARKYARD_TLS_CA": "ca.crt", "SPARKYARD_TLS_CERT": "c.crt",
+                                                "SPARKYARD_TLS_KEY": "c.key"})
+    assert (cfg.tls_ca, cfg.tls_cert, cfg.tls_key) == ("ca.crt", "c.crt", "c.key")

@@ -20,8 +20,8 @@ def test_public_surface_is_pinned() -> None:
     import sparkyard
 
     assert sorted(sparkyard.__all__) == sorted([
-        "Client", "FailedPrecondition", "InvalidArgument", "NotFound", "SparkyardError", "Unauthenticated",
-        "Unavailable", "__version__",
+        "Client", "FailedPrecondition", "InvalidArgument", "NotFound", "PermissionDenied", "SparkyardError",
+        "Unauthenticated", "Unavailable", "__version__",
     ])
     for name in sparkyard.__all__:
         assert getattr(sparkyard, name) is not None

@@ -1,0 +1,72 @@
+"""Every gRPC channel to a master is opened here, from the caller's config: TLS or plaintext, the same way
+for the client, the CLI, workers (their stream, their bundle fetches and their probes of a silent master
+all use the stream's channel) and the tests.
+
+TLS is on when the config names a CA (``tls_ca``): the master's certificate must be signed by it and name
+the address dialled (``sparkyard certs --host`` puts every master address in the certificate). With
+``tls_cert`` and ``tls_key`` the caller also shows a certificate of its own, for a master started with
+``--tls-client-ca`` (mutual TLS). Without a CA the channel is plaintext, which a master accepts on
+loopback (or with ``--insecure``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, Sequence, overload
+
+import grpc
+
+from sparkyard.config import read_file
+
+Options = Sequence[tuple[str, object]]
+# The command-line flags of these settings (the CLI's and the worker's), with their help.
+TLS_FLAGS = (
+    ("--tls-ca", "CA certificate the master's certificate is signed by: TLS (or SPARKYARD_TLS_CA)"),
+    ("--tls-cert", "a certificate of this process's own, for a master that requires one (mutual TLS; "
+                   "or SPARKYARD_TLS_CERT)"),
+    ("--tls-key", "the key of --tls-cert (or SPARKYARD_TLS_KEY)"),
+    ("--token-file", "file holding the token, kept out of `ps` (or SPARKYARD_TOKEN_FILE)"),
+)
+
+
+class TlsSettings(Protocol):
+    """The part of a client's or worker's config this module reads."""
+
+    tls_ca: str
+    tls_cert: str
+    tls_key: str
+
+
+def credentials(cfg: TlsSettings) -> grpc.ChannelCredentials | None:
+    """The channel credentials ``cfg`` asks for; None for a plaintext channel."""
+    if not cfg.tls_ca:
+        return None
+    ca = read_file(cfg.tls_ca, "tls_ca")
+    if not cfg.tls_cert:
+        return grpc.ssl_channel_credentials(root_certificates=ca)
+    return grpc.ssl_channel_credentials(root_certificates=ca, private_key=read_file(cfg.tls_key, "tls_key"),
+                                        certificate_chain=read_file(cfg.tls_cert, "tls_cert"))
+
+
+@overload
+def open_channel(address: str, cfg: TlsSettings, options: Options = (), *,
+                 asynchronous: Literal[False] = False) -> grpc.Channel: ...
+
+
+@overload
+def open_channel(address: str, cfg: TlsSettings, options: Options = (), *,
+                 asynchronous: Literal[True]) -> grpc.aio.Channel: ...
+
+
+def open_channel(address: str, cfg: TlsSettings, options: Options = (), *,
+                 asynchronous: bool = False) -> grpc.Channel | grpc.aio.Channel:
+    """A channel to the master at ``address`` (``asynchronous``: a ``grpc.aio`` one), secured as ``cfg``
+    says. An unreadable TLS file is a :class:`ConfigError` naming the setting."""
+    creds = credentials(cfg)
+    opts = list(options)
+    if asynchronous:
+        if creds is None:
+            return grpc.aio.insecure_channel(address, options=opts)
+        return grpc.aio.secure_channel(address, creds, options=opts)
+    if creds is None:
+        return grpc.insecure_channel(address, options=opts)
+    return grpc.secure_channel(address, creds, options=opts)
