@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
@@ -519,3 +519,43 @@ def test_backoff_of_a_normalized_default_policy_starts_at_five_seconds_and_doubl
 
 def test_backoff_never_exceeds_the_cap_even_when_initial_is_larger() -> None:
     assert backoff_seconds(_policy(30, 2, 10), 1) == 10.0
+
+
+@pytest.mark.parametrize("setter", [
+    lambda s: s.timeout.FromSeconds(11 * 365 * 24 * 3600),
+    lambda s: s.trigger.delay.FromSeconds(11 * 365 * 24 * 3600),
+    lambda s: s.trigger.every.interval.FromSeconds(11 * 365 * 24 * 3600),
+    lambda s: s.retry.max_backoff.FromSeconds(11 * 365 * 24 * 3600),
+])
+def test_a_duration_over_ten_years_is_refused(setter: Any) -> None:
+    spec = pb.JobSpec(entrypoint="m:f")
+    setter(spec)
+    with pytest.raises(SpecError, match="longer than the maximum"):
+        normalize(spec)
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), 1e6])
+def test_a_backoff_multiplier_that_is_not_finite_or_too_large_is_refused(value: float) -> None:
+    with pytest.raises(SpecError) as err:
+        normalize(pb.JobSpec(entrypoint="m:f", retry=pb.RetryPolicy(multiplier=value)))
+    assert err.value.field == "retry.multiplier"
+
+
+def test_an_unknown_enum_value_is_refused_naming_the_field() -> None:
+    with pytest.raises(SpecError) as err:
+        normalize(pb.JobSpec(entrypoint="m:f", misfire=99))  # type: ignore[arg-type]
+    assert err.value.field == "misfire"
+
+
+def test_a_time_before_1970_is_refused() -> None:
+    spec = pb.JobSpec(entrypoint="m:f")
+    spec.trigger.at.FromSeconds(-5)
+    with pytest.raises(SpecError) as err:
+        normalize(spec)
+    assert err.value.field == "trigger.at"
+
+
+def test_a_huge_bad_value_is_quoted_cut_to_a_few_hundred_characters() -> None:
+    with pytest.raises(SpecError) as err:
+        normalize(pb.JobSpec(entrypoint="m:f", group="x" * 100_000))
+    assert len(str(err.value)) < 400 and "100,000 characters" in str(err.value)
