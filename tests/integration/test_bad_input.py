@@ -175,8 +175,12 @@ def test_a_request_over_the_message_limit_is_refused_naming_its_flag(channel: gr
     assert "over the master's limit of 20.0 MiB (--max-message)" in message
 
 
-def test_a_bad_worker_message_ends_the_stream_with_invalid_argument_and_a_message(master: Cluster) -> None:
-    """The worker holds a task when it sends the bad message: the last test sees that task come back."""
+def test_a_bad_worker_message_ends_the_stream_with_invalid_argument_and_a_message(master: Cluster,
+                                                                              channel: grpc.Channel) -> None:
+    """The worker holds a task when it sends the bad message: the last test sees that task come back. (A
+    task of its own is made ready first: the fuzzed workers' ones may still be leased, and this worker
+    sends no heartbeats, so it must get its task before the master gives it up as silent.)"""
+    pbg.JobServiceStub(channel).SubmitJob(pb.SubmitJobRequest(spec=pb.JobSpec(entrypoint="m.mod:main")))
     outbox: queue.Queue[pb.WorkerMessage | None] = queue.Queue()
     outbox.put(pb.WorkerMessage(register=pb.Register(worker_id="bad-reporter", slots=1)))
     with grpc.insecure_channel(master.address) as ch:
