@@ -13,6 +13,7 @@ Every bad value is one :class:`ConfigError` line naming where it came from.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import tomllib
 from contextvars import ContextVar
@@ -82,6 +83,22 @@ DEFAULT_KEEP_RUNS = 100
 DEFAULT_HISTORY_MAX_AGE_S = 7 * 24 * 3600.0
 # How long the retention loop rests after a full pass over the jobs that found nothing more to delete.
 DEFAULT_RETENTION_INTERVAL_S = 5.0
+# Size limits of what the master accepts (docs/limits.md). Each is a flag (--max-message, --max-args, ...)
+# and over it a call is refused with RESOURCE_EXHAUSTED naming the limit and its flag.
+# One gRPC message: far above a bulk submit of thousands of jobs or a worker's batch of 500 results, while
+# a runaway client cannot make the master hold more than this per call (bundles stream in 1 MiB chunks).
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# A job's arguments, all together: they are stored with the job and sent with every task; data belongs in
+# a file, a bundle or --inputs. (A 16 MB argument is refused.)
+DEFAULT_MAX_ARGS_BYTES = 1024 * 1024
+# A job's environment (names and values): it is set in every task's processes, and Linux refuses a
+# single environment string over 128 KiB.
+DEFAULT_MAX_ENV_BYTES = 64 * 1024
+# A job's Spark conf (keys and values): real confs are a few KiB; it is stored with the job.
+DEFAULT_MAX_CONF_BYTES = 256 * 1024
+# Inputs of one run (--inputs): each is stored in its task's record; runs are cut into at most 10,000
+# tasks, so this allows 10 inputs per task at the largest split.
+DEFAULT_MAX_INPUTS = 100_000
 # Worker: disk kept for extracted bundles (least recently used ones beyond it are removed).
 DEFAULT_BUNDLE_CACHE_BYTES = 2 * 1024 * 1024 * 1024
 # Largest task result kept (JSON bytes); larger results fail the attempt with a clear error.
@@ -269,6 +286,11 @@ class MasterConfig(_Secrets):
     keep_runs: int = DEFAULT_KEEP_RUNS
     history_max_age_s: Seconds = DEFAULT_HISTORY_MAX_AGE_S
     retention_interval_s: Seconds = DEFAULT_RETENTION_INTERVAL_S
+    max_message_bytes: Bytes = DEFAULT_MAX_MESSAGE_BYTES
+    max_args_bytes: Bytes = DEFAULT_MAX_ARGS_BYTES
+    max_env_bytes: Bytes = DEFAULT_MAX_ENV_BYTES
+    max_conf_bytes: Bytes = DEFAULT_MAX_CONF_BYTES
+    max_inputs: int = DEFAULT_MAX_INPUTS
     leader_lease_s: Seconds = DEFAULT_LEADER_LEASE_S
     redis_min_replicas: int = 0  # a submit is acknowledged once this many replicas have it (Redis WAIT)
     advertise: str = ""  # HOST:PORT clients and workers reach this master at ('' = the listen address)
@@ -278,7 +300,11 @@ class MasterConfig(_Secrets):
     def validate(self) -> MasterConfig:  # type: ignore[override]
         _positive(self, "lease_s", "heartbeat_s", "reaper_interval_s", "dispatch_batch", "outbound_queue",
                   "preload_horizon_s", "wait_max_s", "dead_after_heartbeats", "max_bundle_bytes", "idempotency_ttl_s",
-                  "leader_lease_s", "keep_runs", "history_max_age_s", "retention_interval_s")
+                  "leader_lease_s", "keep_runs", "history_max_age_s", "retention_interval_s", "max_message_bytes",
+                  "max_args_bytes", "max_env_bytes", "max_conf_bytes", "max_inputs")
+        _finite(self, "lease_s", "heartbeat_s", "reaper_interval_s", "timeout_grace_s", "idempotency_ttl_s",
+                "preload_horizon_s", "wait_max_s", "misfire_threshold_s", "priority_aging_s", "shutdown_grace_s",
+                "leader_lease_s", "history_max_age_s", "retention_interval_s")
         if self.heartbeat_s * 2 > self.lease_s:
             raise ConfigError(f"heartbeat_s ({self.heartbeat_s}) must be at most half of lease_s ({self.lease_s})")
         if self.leader_lease_s >= self.lease_s:
@@ -330,6 +356,7 @@ class WorkerConfig(_TlsClient):
     def validate(self) -> WorkerConfig:  # type: ignore[override]
         _positive(self, "slots", "drain_timeout_s", "result_max_bytes", "log_retention_s", "driver_max_tasks",
                   "bundle_cache_bytes")
+        _finite(self, "drain_timeout_s", "self_fence_margin_s", "log_retention_s")
         if self.task_memory_mb < 0:
             raise ConfigError("task_memory_mb must not be negative")
         if self.prefetch_max < 0:
@@ -373,7 +400,22 @@ def _cert_and_key(cert: str, key: str) -> None:
 def _positive(cfg: Any, *names: str) -> None:
     for name in names:
         if getattr(cfg, name) <= 0:
-            raise ConfigError(f"{name} must be positive (got {getattr(cfg, name)})")
+            raise ConfigError(f"{flag_of(name)} ({name}) must be positive (got {getattr(cfg, name)})")
+
+
+def _finite(cfg: Any, *names: str) -> None:
+    """A duration from a TOML file or code is a float that may be negative, inf or nan (the text forms are
+    refused by parse_duration already)."""
+    for name in names:
+        value = getattr(cfg, name)
+        if not 0 <= value < float("inf"):
+            raise ConfigError(f"{flag_of(name)} ({name}): {value} must be a finite, non-negative duration")
+
+
+def flag_of(name: str) -> str:
+    """The command-line flag of a setting: the CLIs leave the unit off (--lease, --max-bundle, --task-memory)."""
+    stem = re.sub(r"_(s|bytes|mb)$", "", name)
+    return "--" + ("label" if stem == "labels" else stem).replace("_", "-")
 
 
 def _host_port(address: str, name: str) -> None:
@@ -421,7 +463,7 @@ def _explain(exc: ValidationError, cls: type[C], section: str, path: str | None,
     if error["type"] == "extra_forbidden":
         return f"config file {path}: [{section}] has no setting {name!r}"
     if name in flags:
-        where, value = f"--{name.removesuffix('_s').replace('_', '-')}", flags[name]
+        where, value = flag_of(name), flags[name]
     elif var in env:
         where, value = var, env[var]
     else:

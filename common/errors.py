@@ -4,6 +4,27 @@ the same class in the client, so callers on both sides catch meaning, not transp
 
 from __future__ import annotations
 
+# A bad value is quoted in an error message up to this many characters: gRPC carries the message in a
+# header (16 KiB at most on the client), so a 100 KB value quoted in full would replace the message with
+# "Stream removed"; the first 200 characters are enough to recognise it.
+QUOTE_CHARS = 200
+# Any error message is cut to this length before it is sent, whatever it quotes (same reason).
+MAX_MESSAGE_CHARS = 4000
+
+
+def quote(value: object, limit: int = QUOTE_CHARS) -> str:
+    """``repr(value)`` for an error message, cut to ``limit`` characters with the value's full length."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = len(value) if isinstance(value, (str, bytes)) else len(text)
+    return f"{text[:limit]}… ({size:,} characters)"
+
+
+def clip(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """A message cut to ``limit`` characters, saying how long it was."""
+    return message if len(message) <= limit else f"{message[:limit]}… (message of {len(message):,} characters cut)"
+
 
 class SparkyardError(Exception):
     """Base of every error Sparkyard raises on purpose."""

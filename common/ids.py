@@ -11,6 +11,8 @@ import secrets
 from dataclasses import dataclass
 from enum import Enum
 
+from sparkyard.errors import quote
+
 JOB_ID = re.compile(r"j[0-9a-f]{21}")
 RUN_ID = re.compile(r"(j[0-9a-f]{21})\.(\d{13})")
 TASK_ID = re.compile(r"(j[0-9a-f]{21})\.(\d{13})\.(\d{5})")
@@ -71,5 +73,5 @@ def parse_id(text: str) -> ParsedId:
         return ParsedId(IdKind.RUN, m.group(1), text)
     if JOB_ID.fullmatch(text):
         return ParsedId(IdKind.JOB, text)
-    raise ValueError(f"{text!r} is not a job, run or task id (e.g. j19a8c2f3a1b2c3d4e5f65, "
+    raise ValueError(f"{quote(text)} is not a job, run or task id (e.g. j19a8c2f3a1b2c3d4e5f65, "
                      f"j19a8c2f3a1b2c3d4e5f65.1732262400000, j19a8c2f3a1b2c3d4e5f65.1732262400000.00000)")

@@ -25,6 +25,8 @@ from croniter import croniter
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
+from sparkyard import wellformed
+from sparkyard.errors import quote
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 DEFAULT_GROUP = "default"
@@ -43,6 +45,12 @@ MIN_EVERY_INTERVAL_S = 0.1
 DEFAULT_CATCH_UP_LIMIT = 10
 MAX_CATCH_UP_LIMIT = 1000
 MAX_NAME_LENGTH = 200
+# A delay, interval, timeout or backoff longer than this is a typo (ms for s, a stray digit); bounding them
+# also keeps every fire time computed from them a valid timestamp, which every listing must print.
+MAX_SPEC_DURATION_S = 10 * 365 * 24 * 3600
+# Backoff growth per attempt: with at most MAX_ATTEMPTS_LIMIT attempts, multiplier ** attempts stays a
+# finite float below this (1000 ** 99 ≈ 1e297; a larger base overflows).
+MAX_BACKOFF_MULTIPLIER = 1000.0
 GROUP_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MODULE_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -83,16 +91,16 @@ def parse_entrypoint(text: str) -> Entrypoint:
         raise SpecError(field, "is empty (use path/to/job.py:main or package.module:main)")
     target, sep, func = raw.rpartition(":") if ":" in raw else (raw, "", "")
     if sep and not func:
-        raise SpecError(field, f"{text!r} has ':' but no function name")
+        raise SpecError(field, f"{quote(text)} has ':' but no function name")
     if func and not FUNC_NAME.fullmatch(func):
-        raise SpecError(field, f"{func!r} is not a Python function name")
+        raise SpecError(field, f"{quote(func)} is not a Python function name")
     if target.endswith(".py"):
         return Entrypoint(path=target, func=func)
     if MODULE_PATH.fullmatch(target):
         if not func:
-            raise SpecError(field, f"{text!r}: a module entrypoint needs a function (e.g. {target}:main)")
+            raise SpecError(field, f"{quote(text)}: a module entrypoint needs a function (e.g. package.module:main)")
         return Entrypoint(module=target, func=func)
-    raise SpecError(field, f"{text!r} is neither a .py file nor a package.module:function")
+    raise SpecError(field, f"{quote(text)} is neither a .py file nor a package.module:function")
 
 
 def resolve_entrypoint(text: str, base_dir: Path) -> str:
@@ -116,7 +124,7 @@ def resolve_entrypoint(text: str, base_dir: Path) -> str:
         except SyntaxError as exc:
             raise SpecError("entrypoint", f"{entry.path} does not parse: {exc.msg} (line {exc.lineno})") from None
         if entry.func not in names:
-            raise SpecError("entrypoint", f"{entry.path} has no top-level function {entry.func!r}")
+            raise SpecError("entrypoint", f"{entry.path} has no top-level function {quote(entry.func)}")
     return str(Entrypoint(path=str(path), func=entry.func))
 
 
@@ -158,7 +166,7 @@ def parse_input(text: str) -> SplitInput:
         else:
             value, mark = text, ""
     if not value:
-        raise SpecError("split.inputs", f"input {text!r} has an empty value")
+        raise SpecError("split.inputs", f"input {quote(text)} has an empty value")
     return SplitInput(value=value, mark=mark)
 
 
@@ -168,7 +176,7 @@ def parse_conf(items: list[str], *, field: str = "conf") -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise SpecError(field, f"{item!r} is not key=value")
+            raise SpecError(field, f"{quote(item)} is not key=value")
         out[key.strip()] = value
     return out
 
@@ -177,19 +185,28 @@ def _duration_s(d: object) -> float:
     return float(d.seconds) + float(d.nanos) / 1e9  # type: ignore[attr-defined]
 
 
+def _check_duration(field: str, d: object) -> None:
+    """A spec duration is 0..MAX_SPEC_DURATION_S (the caller has already refused ill-formed ones)."""
+    seconds = _duration_s(d)
+    if seconds < 0:
+        raise SpecError(field, f"{seconds:g}s must not be negative")
+    if seconds > MAX_SPEC_DURATION_S:
+        raise SpecError(field, f"{seconds:g}s is longer than the maximum of {MAX_SPEC_DURATION_S}s (10 years)")
+
+
 def validate_cron(expr: str, tz: str) -> None:
     """Raise SpecError unless ``expr`` is a 5- or 6-field (seconds first) cron and ``tz`` a known zone."""
     fields = expr.split()
     if len(fields) not in (5, 6):
-        raise SpecError("trigger.cron.expr", f"{expr!r} has {len(fields)} fields; use 5 (min hour dom mon dow) "
+        raise SpecError("trigger.cron.expr", f"{quote(expr)} has {len(fields)} fields; use 5 (min hour dom mon dow) "
                         "or 6 (sec min hour dom mon dow)")
     if not croniter.is_valid(expr, second_at_beginning=len(fields) == 6):
-        raise SpecError("trigger.cron.expr", f"{expr!r} is not a valid cron expression")
+        raise SpecError("trigger.cron.expr", f"{quote(expr)} is not a valid cron expression")
     if tz:
         try:
             ZoneInfo(tz)
         except (ZoneInfoNotFoundError, ValueError):
-            raise SpecError("trigger.cron.tz", f"unknown time zone {tz!r} (use an IANA name like Europe/Berlin)") from None
+            raise SpecError("trigger.cron.tz", f"unknown time zone {quote(tz)} (use an IANA name like Europe/Berlin)") from None
 
 
 def _validate_trigger(trigger: pb.Trigger) -> None:
@@ -197,11 +214,15 @@ def _validate_trigger(trigger: pb.Trigger) -> None:
     if kind is None or (kind == "now" and not trigger.now):
         trigger.now = True
         kind = "now"
-    if kind == "delay" and _duration_s(trigger.delay) < 0:
-        raise SpecError("trigger.delay", "must not be negative")
+    if kind == "delay":
+        _check_duration("trigger.delay", trigger.delay)
+    for name in ("at", "start_at", "end_at"):
+        if trigger.HasField(name) and getattr(trigger, name).seconds < 0:
+            raise SpecError(f"trigger.{name}", "must not be before 1970-01-01T00:00:00Z")
     if kind == "cron":
         validate_cron(trigger.cron.expr, trigger.cron.tz)
     if kind == "every":
+        _check_duration("trigger.every.interval", trigger.every.interval)
         interval = _duration_s(trigger.every.interval)
         if interval < MIN_EVERY_INTERVAL_S:
             raise SpecError("trigger.every.interval", f"{interval:g}s is below the minimum {MIN_EVERY_INTERVAL_S:g}s")
@@ -227,25 +248,29 @@ def _validate_retry(retry: pb.RetryPolicy) -> None:
         retry.max_backoff.FromMilliseconds(int(DEFAULT_MAX_BACKOFF_S * 1000))
     if retry.multiplier == 0:
         retry.multiplier = DEFAULT_BACKOFF_MULTIPLIER
-    if _duration_s(retry.initial_backoff) < 0 or _duration_s(retry.max_backoff) < 0:
-        raise SpecError("retry.initial_backoff", "backoffs must not be negative")
-    if retry.multiplier < 1:
-        raise SpecError("retry.multiplier", f"{retry.multiplier:g} must be >= 1")
+    _check_duration("retry.initial_backoff", retry.initial_backoff)
+    _check_duration("retry.max_backoff", retry.max_backoff)
+    if not 1 <= retry.multiplier <= MAX_BACKOFF_MULTIPLIER:
+        raise SpecError("retry.multiplier", f"{retry.multiplier:g} is outside 1..{MAX_BACKOFF_MULTIPLIER:g}")
 
 
 def normalize(spec: pb.JobSpec, *, require_absolute_path: bool = True) -> pb.JobSpec:
     """A validated copy of ``spec`` with defaults filled in; SpecError names the first bad field."""
     out = pb.JobSpec()
     out.CopyFrom(spec)
+    try:
+        wellformed.check(out)
+    except wellformed.MalformedField as exc:
+        raise SpecError(exc.field, str(exc).removeprefix(f"{exc.field}: ")) from None
     entry = parse_entrypoint(out.entrypoint)
     if out.HasField("bundle"):
         _validate_bundle(out, entry)
     elif entry.is_file and require_absolute_path and not entry.path.startswith("/"):
-        raise SpecError("entrypoint", f"{entry.path!r} must be an absolute path (the client resolves relative ones)")
+        raise SpecError("entrypoint", f"{quote(entry.path)} must be an absolute path (the client resolves relative ones)")
     if out.task_memory_mb < 0:
         raise SpecError("task_memory_mb", "must not be negative")
     if out.cwd and not out.cwd.startswith("/"):
-        raise SpecError("cwd", f"{out.cwd[:200]!r} must be an absolute path")
+        raise SpecError("cwd", f"{quote(out.cwd)} must be an absolute path")
     out.entrypoint = str(entry)
     if len(out.name) > MAX_NAME_LENGTH:
         raise SpecError("name", f"longer than {MAX_NAME_LENGTH} characters")
@@ -255,7 +280,7 @@ def normalize(spec: pb.JobSpec, *, require_absolute_path: bool = True) -> pb.Job
             out.name += f":{entry.func}"
     out.group = out.group or DEFAULT_GROUP
     if not GROUP_PATTERN.fullmatch(out.group):
-        raise SpecError("group", f"{out.group!r}: use 1-64 of A-Z a-z 0-9 _ . -")
+        raise SpecError("group", f"{quote(out.group)}: use 1-64 of A-Z a-z 0-9 _ . -")
     if not MIN_PRIORITY <= out.priority <= MAX_PRIORITY:
         raise SpecError("priority", f"{out.priority} is outside {MIN_PRIORITY}..{MAX_PRIORITY}")
     for key in out.conf:
@@ -263,9 +288,8 @@ def normalize(spec: pb.JobSpec, *, require_absolute_path: bool = True) -> pb.Job
             raise SpecError("conf", "empty Spark conf key")
     for name in out.env:
         if not ENV_NAME.fullmatch(name):
-            raise SpecError("env", f"{name!r} is not an environment variable name")
-    if _duration_s(out.timeout) < 0:
-        raise SpecError("timeout", "must not be negative")
+            raise SpecError("env", f"{quote(name)} is not an environment variable name")
+    _check_duration("timeout", out.timeout)
     if out.routing == pb.ROUTING_CONSISTENT_HASH and not out.routing_key:
         raise SpecError("routing_key", "consistent-hash routing needs a routing key")
     if out.misfire_catch_up_limit < 0 or out.misfire_catch_up_limit > MAX_CATCH_UP_LIMIT:
@@ -288,14 +312,14 @@ def _validate_bundle(spec: pb.JobSpec, entry: Entrypoint) -> None:
     """With shipped code, file paths are relative to the bundle root and stay inside it."""
     digest = spec.bundle.digest
     if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-        raise SpecError("bundle.digest", f"{digest[:80]!r} is not a sha256 (64 lowercase hex digits)")
+        raise SpecError("bundle.digest", f"{quote(digest)} is not a sha256 (64 lowercase hex digits)")
     if spec.bundle.size <= 0:
         raise SpecError("bundle.size", "must be positive")
     if entry.is_file and not _inside_bundle(entry.path):
-        raise SpecError("entrypoint", f"{entry.path[:200]!r} must be a path inside the bundle (relative, no '..')")
+        raise SpecError("entrypoint", f"{quote(entry.path)} must be a path inside the bundle (relative, no '..')")
     for path in spec.py_files:
         if not _inside_bundle(path):
-            raise SpecError("py_files", f"{path[:200]!r} must be a path inside the bundle (relative, no '..')")
+            raise SpecError("py_files", f"{quote(path)} must be a path inside the bundle (relative, no '..')")
 
 
 def backoff_seconds(retry: pb.RetryPolicy, failed_attempt: int) -> float:

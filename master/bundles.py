@@ -19,7 +19,7 @@ from typing import AsyncIterator, Iterable
 from redis.asyncio import Redis
 
 from sparkyard.bundle import CHUNK_BYTES
-from sparkyard.errors import InvalidArgument, NotFound, ResourceExhausted
+from sparkyard.errors import InvalidArgument, NotFound, ResourceExhausted, quote
 from sparkyard.keys import Keys
 from sparkyard.master.scripts import ScriptLibrary, log_failure
 from sparkyard.timeutil import format_size
@@ -38,7 +38,7 @@ UPLOAD_TTL_S = 3600
 
 def check_ref(ref: pb.BundleRef) -> None:
     if len(ref.digest) != 64 or any(c not in "0123456789abcdef" for c in ref.digest):
-        raise InvalidArgument(f"bundle.digest: {ref.digest[:80]!r} is not a sha256 (64 lowercase hex digits)")
+        raise InvalidArgument(f"bundle.digest: {quote(ref.digest)} is not a sha256 (64 lowercase hex digits)")
     if ref.size <= 0:
         raise InvalidArgument("bundle.size: must be positive")
 

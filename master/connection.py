@@ -23,7 +23,7 @@ from typing import AsyncIterator
 
 from redis.exceptions import RedisError
 
-from sparkyard.errors import InvalidArgument
+from sparkyard.errors import InvalidArgument, SparkyardError, quote
 from sparkyard.master.core import MasterCore
 from sparkyard.master.logs import LogRelay
 from sparkyard.master.registry import WorkerSession
@@ -37,6 +37,11 @@ log = logging.getLogger(__name__)
 # else): a worker hears within a few of them that its master stopped (SIGSTOP, a partition), so it is
 # waiting at a standby when the leader lease (default 3 s) runs out, not heartbeats later.
 LIVENESS_S = 0.5
+# A worker's id names it in logs, Redis keys and listings; longer than this it is not a name.
+MAX_WORKER_ID_CHARS = 200
+# Slots of one worker: each runs an attempt in a process of its own (with a JVM), so more than this on one
+# machine is a typo, and the master would lease that many tasks to it.
+MAX_WORKER_SLOTS = 1024
 
 class WorkerConnection:
     def __init__(self, core: MasterCore, logs: LogRelay, reports: ReportSink) -> None:
@@ -54,8 +59,10 @@ class WorkerConnection:
         if first.WhichOneof("kind") != "register":
             raise InvalidArgument("the first message on a worker stream must be Register")
         reg = first.register
-        if not reg.worker_id or reg.slots <= 0:
-            raise InvalidArgument("register: worker_id must be set and slots must be positive")
+        if not reg.worker_id or len(reg.worker_id) > MAX_WORKER_ID_CHARS:
+            raise InvalidArgument(f"register.worker_id: {quote(reg.worker_id)} must be 1..{MAX_WORKER_ID_CHARS} characters")
+        if not 0 < reg.slots <= MAX_WORKER_SLOTS:
+            raise InvalidArgument(f"register.slots: {reg.slots} is outside 1..{MAX_WORKER_SLOTS}")
         session = WorkerSession(
             worker_id=reg.worker_id, group=reg.group or "default", slots=reg.slots,
             host=reg.host or peer, pid=reg.pid, labels=dict(reg.labels), default_runner=reg.default_runner,
@@ -85,6 +92,9 @@ class WorkerConnection:
                 elif not done:  # nothing to say for a while: say that this master is alive
                     yield pb.MasterMessage(heartbeat_ack=pb.HeartbeatAck())
                 else:
+                    refused = reader.result() if reader.done() and not reader.cancelled() else None
+                    if refused is not None:  # the worker sent something invalid: end the stream saying what
+                        raise refused
                     break
         finally:
             if getter is not None:
@@ -117,7 +127,10 @@ class WorkerConnection:
         out.liveness_interval.FromMilliseconds(int(LIVENESS_S * 1000))
         return out
 
-    async def _read(self, session: WorkerSession, requests: AsyncIterator[pb.WorkerMessage]) -> None:
+    async def _read(self, session: WorkerSession,
+                    requests: AsyncIterator[pb.WorkerMessage]) -> SparkyardError | None:
+        """Handle the worker's messages until its stream ends; the error to end the stream with when a
+        message was refused (the request guard raises it from ``requests``)."""
         try:
             async for message in requests:
                 self._registry.touch(session)
@@ -135,10 +148,14 @@ class WorkerConnection:
                     log.warning("worker=%s sent Register twice; ignored", session.worker_id)
         except asyncio.CancelledError:
             raise
+        except SparkyardError as exc:
+            log.warning("worker=%s sent an invalid message: %s", session.worker_id, exc)
+            return exc
         except Exception as exc:  # a broken stream or Redis outage ends this connection, not the master
             log.warning("worker=%s stream ended: %s", session.worker_id, exc)
         finally:
             session.close("stream ended")
+        return None
 
     async def _heartbeat(self, session: WorkerSession, hb: pb.Heartbeat) -> None:
         was_draining = session.draining

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from sparkyard.master.records import AttemptRecord, JobRecord, RunRecord, TaskRecord
+from sparkyard.master.records import AttemptRecord, JobRecord, RunRecord, TaskRecord, log_once
 from sparkyard.states import RunState, to_proto
 from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.wellformed import MAX_TIMESTAMP_S
 
 
-def _set_ms(ts: Timestamp, ms: int) -> None:
-    if ms > 0:
+def _set_ms(ts: Timestamp, ms: int, record_id: str) -> None:
+    """Set ``ts`` to ``ms`` if it is a time a Timestamp can hold; a stored time past year 9999 (a record
+    written by hand or by an older master that accepted any delay) is left unset and logged once, so the
+    record still lists."""
+    if ms <= 0:
+        return
+    if ms < (MAX_TIMESTAMP_S + 1) * 1000:
         ts.FromMilliseconds(ms)
+    else:
+        log_once(f"{record_id} {ms}", "record %s holds a time out of range (%d ms); shown without it", record_id, ms)
 
 
 def job_to_proto(job: JobRecord, with_spec: bool = True) -> pb.Job:
@@ -23,14 +31,14 @@ def job_to_proto(job: JobRecord, with_spec: bool = True) -> pb.Job:
         last_run_id=job.last_run_id,
         spec_version=job.spec_version,
     )
-    _set_ms(out.spec_updated_at, job.spec_updated_ms)
-    _set_ms(out.created_at, job.created_ms)
-    _set_ms(out.updated_at, job.updated_ms)
-    _set_ms(out.next_fire_at, job.next_fire_ms)
+    _set_ms(out.spec_updated_at, job.spec_updated_ms, job.id)
+    _set_ms(out.created_at, job.created_ms, job.id)
+    _set_ms(out.updated_at, job.updated_ms, job.id)
+    _set_ms(out.next_fire_at, job.next_fire_ms, job.id)
     return out
 
 
-def attempt_to_proto(a: AttemptRecord) -> pb.Attempt:
+def attempt_to_proto(a: AttemptRecord, task_id: str) -> pb.Attempt:
     out = pb.Attempt(
         number=a.number,
         worker=a.worker,
@@ -41,9 +49,9 @@ def attempt_to_proto(a: AttemptRecord) -> pb.Attempt:
         traceback=a.traceback,
         log_path=a.log_path,
     )
-    _set_ms(out.leased_at, a.leased_ms)
-    _set_ms(out.started_at, a.started_ms)
-    _set_ms(out.finished_at, a.finished_ms)
+    _set_ms(out.leased_at, a.leased_ms, task_id)
+    _set_ms(out.started_at, a.started_ms, task_id)
+    _set_ms(out.finished_at, a.finished_ms, task_id)
     return out
 
 
@@ -56,11 +64,11 @@ def task_to_proto(t: TaskRecord) -> pb.Task:
         inputs=t.inputs,
         worker=t.worker,
         fencing_token=t.token,
-        attempts=[attempt_to_proto(a) for a in t.attempts],
+        attempts=[attempt_to_proto(a, t.id) for a in t.attempts],
         result_json=t.result,
         error=t.error,
     )
-    _set_ms(out.not_before, t.not_before_ms)
+    _set_ms(out.not_before, t.not_before_ms, t.id)
     return out
 
 
@@ -79,8 +87,8 @@ def run_to_proto(r: RunRecord) -> pb.Run:
     )
     if r.state == RunState.SUCCEEDED and r.tasks and len(r.tasks) == r.task_count:
         out.result_json = "[" + ",".join(t.result or "null" for t in sorted(r.tasks, key=lambda t: t.index)) + "]"
-    _set_ms(out.scheduled_at, r.scheduled_ms)
-    _set_ms(out.fired_at, r.fired_ms)
-    _set_ms(out.started_at, r.started_ms)
-    _set_ms(out.finished_at, r.finished_ms)
+    _set_ms(out.scheduled_at, r.scheduled_ms, r.id)
+    _set_ms(out.fired_at, r.fired_ms, r.id)
+    _set_ms(out.started_at, r.started_ms, r.id)
+    _set_ms(out.finished_at, r.finished_ms, r.id)
     return out

@@ -19,6 +19,7 @@ from sparkyard.master import triggers
 from sparkyard.master.arming import Arming
 from sparkyard.master.bundles import BundleStore
 from sparkyard.master.core import MasterCore
+from sparkyard.master.limits import check_sizes
 from sparkyard.master.preloader import Preloader
 from sparkyard.master.purgatory import DelayedOperation
 from sparkyard.master.records import JobRecord, RunRecord, TaskRecord
@@ -96,6 +97,7 @@ class JobManager:
             return hit
         try:
             norm = normalize(spec)
+            check_sizes(norm, self._core.cfg)
             tasks = split_job(norm)
         except SpecError as exc:  # SplitError is a SpecError
             raise InvalidArgument(str(exc)) from None
@@ -134,7 +136,7 @@ class JobManager:
             try:
                 prepared.append(self._prepare(job_id, spec, key, now_ms))
             except InvalidArgument as exc:
-                raise InvalidArgument(f"jobs[{i}].{exc}" if name_index else str(exc)) from None
+                raise type(exc)(f"jobs[{i}].{exc}" if name_index else str(exc)) from None
         await self._check_bundles(prepared)
         ttl_ms = int(self._core.cfg.idempotency_ttl_s * 1000)
         out: list[Submitted] = []

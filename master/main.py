@@ -24,7 +24,6 @@ import sys
 from sparkyard.config import ConfigError, MasterConfig, load
 from sparkyard.logsetup import configure_logging
 from sparkyard.profiling import profiled
-from sparkyard.timeutil import parse_size
 from sparkyard.master.embedded_redis import EmbeddedRedisError
 from sparkyard.master.server import MasterServer, StartupError, check_exposure, redact
 
@@ -77,7 +76,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="the leader's lease; a standby takes over about this long after it dies (default 3s)")
     p.add_argument("--http", help="HOST:PORT to serve /metrics (Prometheus) on (default: none; port 0 = any free)")
     p.add_argument("--advertise", help="HOST:PORT clients and workers reach this master at (default: --listen)")
-    p.add_argument("--max-bundle", help="largest bundle of shipped code a job may upload, e.g. 64m (default 64m)")
+    p.add_argument("--max-bundle", dest="max_bundle_bytes",
+                   help="largest bundle of shipped code a job may upload, e.g. 64m (default 64m)")
+    p.add_argument("--max-message", dest="max_message_bytes",
+                   help="largest gRPC request the master accepts, e.g. 64m (default 64m; docs/limits.md)")
+    p.add_argument("--max-args", dest="max_args_bytes", help="largest total of a job's arguments (default 1m)")
+    p.add_argument("--max-env", dest="max_env_bytes", help="largest total of a job's environment (default 64k)")
+    p.add_argument("--max-conf", dest="max_conf_bytes", help="largest total of a job's Spark conf (default 256k)")
+    p.add_argument("--max-inputs", dest="max_inputs", type=int, help="most inputs of one run (default 100000)")
     p.add_argument("--keep-runs", dest="keep_runs", type=int,
                    help="ended runs each job keeps, newest first; older ones are deleted (default 100)")
     p.add_argument("--history-max-age", dest="history_max_age_s",
@@ -154,10 +160,8 @@ async def _run(cfg: MasterConfig, argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "max_bundle")}
+    overrides = {k: v for k, v in vars(args).items() if k != "config"}
     try:
-        if args.max_bundle is not None:
-            overrides["max_bundle_bytes"] = parse_size(args.max_bundle, field="--max-bundle")
         cfg = load(MasterConfig, "master", config_file=args.config, overrides=overrides)
         check_exposure(cfg)  # before anything starts (or logs)
         configure_logging(cfg.log_level, "master")

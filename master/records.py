@@ -8,12 +8,47 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
+from google.protobuf.message import DecodeError
 
 from sparkyard.states import AttemptState, JobState, RunState, TaskState
 from sparkyard.v1 import sparkyard_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+# Records found unreadable are logged once each; this many of their ids are remembered (a bound on memory
+# if many are broken, at the cost of logging one again after that many others).
+UNREADABLE_REMEMBERED = 10_000
+_logged: OrderedDict[str, None] = OrderedDict()
+
+
+def log_once(key: str, message: str, *args: object) -> None:
+    """Log ``message`` as an error the first time ``key`` is met: a broken record is met by every listing
+    that reaches it, and one line says all there is to say."""
+    if key in _logged:
+        return
+    _logged[key] = None
+    if len(_logged) > UNREADABLE_REMEMBERED:
+        _logged.popitem(last=False)
+    log.error(message, *args)
+
+
+def readable(record_id: str, parse: Callable[[], R]) -> R | None:
+    """``parse()``, or None (logged once) when the stored record cannot be read — written by hand or by a
+    version that stored something this one does not know. A listing leaves it out rather than failing for
+    every caller until someone deletes it."""
+    try:
+        return parse()
+    except (ValueError, KeyError, TypeError, DecodeError) as exc:
+        log_once(record_id, "record %s cannot be read (%s: %s); listings leave it out", record_id,
+                 type(exc).__name__, exc)
+        return None
 
 
 def spec_to_text(spec: pb.JobSpec) -> str:

@@ -14,7 +14,14 @@ from typing import Any, Iterable, Sequence
 from redis.asyncio import Redis
 
 from sparkyard.keys import Keys
-from sparkyard.master.records import JobRecord, RunRecord, TaskRecord, spec_from_text, spec_to_text
+from sparkyard.master.records import (
+    JobRecord,
+    RunRecord,
+    TaskRecord,
+    readable,
+    spec_from_text,
+    spec_to_text,
+)
 from sparkyard.master.routing import Routable
 from sparkyard.master.scripts import ScriptLibrary
 from sparkyard.master.store import (
@@ -399,7 +406,9 @@ class RedisStore(Store):
             for job_id, h in zip(job_ids, await pipe.execute()):
                 if not h:
                     continue
-                rec = JobRecord.from_hash(job_id, h)
+                rec = readable(job_id, lambda: JobRecord.from_hash(job_id, h))
+                if rec is None:
+                    continue
                 if (state is None or rec.state == state) and (not group or rec.spec.group == group):
                     out.append(rec)
                     if len(out) == limit:
@@ -421,7 +430,8 @@ class RedisStore(Store):
         pipe = self.redis.pipeline(transaction=False)
         for run_id in run_ids:
             pipe.hgetall(self.keys.run(run_id))
-        runs = [RunRecord.from_hash(r, h) for r, h in zip(run_ids, await pipe.execute()) if h]
+        read = (readable(r, lambda: RunRecord.from_hash(r, h)) for r, h in zip(run_ids, await pipe.execute()) if h)
+        runs = [run for run in read if run is not None]
         if with_tasks:
             for run in runs:
                 run.tasks = await self.get_tasks([ids.task_id(run.id, i) for i in range(run.task_count)])
@@ -433,10 +443,9 @@ class RedisStore(Store):
             pipe.hgetall(self.keys.task(task_id))
             pipe.hgetall(self.keys.attempts(task_id))
         raw = await pipe.execute()
-        return [
-            TaskRecord.from_hash(task_id, raw[2 * i], raw[2 * i + 1])
-            for i, task_id in enumerate(task_ids) if raw[2 * i]
-        ]
+        read = (readable(task_id, lambda: TaskRecord.from_hash(task_id, raw[2 * i], raw[2 * i + 1]))
+                for i, task_id in enumerate(task_ids) if raw[2 * i])
+        return [task for task in read if task is not None]
 
     async def active_runs(self, job_id: str) -> list[str]:
         return sorted(await self.redis.smembers(self.keys.job_active(job_id)))

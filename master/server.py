@@ -40,6 +40,7 @@ from sparkyard.master.metrics import MasterMetrics
 from sparkyard.master.logs import LogRelay
 from sparkyard.master.preloader import Preloader
 from sparkyard.master.reaper import Reaper
+from sparkyard.master.request_guard import RequestGuard
 from sparkyard.master.reports import ReportSink
 from sparkyard.master.retention import Retention
 from sparkyard.master.bundles import BundleStore
@@ -62,8 +63,11 @@ ELECTION_STOP_WAIT_S = 2.0
 REDIS_CLOSE_WAIT_S = 3.0
 # How long start-up waits for a given Redis to answer.
 REDIS_CONNECT_WAIT_S = 30.0
-# gRPC messages up to this size (a bulk submit of many jobs, a log chunk).
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# gRPC itself refuses requests this much larger than --max-message (RESOURCE_EXHAUSTED, "Received message
+# larger than max"); between the two the master refuses them naming --max-message (master/request_guard.py).
+MESSAGE_SLACK_BYTES = 1024 * 1024
+# Replies up to this size (a long listing, a log chunk): what the master sends is bounded by its own limits.
+MAX_SEND_BYTES = 64 * 1024 * 1024
 # Keepalive pings let both sides notice a dead peer on an idle stream (a worker with no tasks).
 KEEPALIVE_MS = 10_000
 
@@ -186,11 +190,13 @@ class MasterServer:
         self._reaper = Reaper(core, worker_dead)
 
         server = self._server = grpc.aio.server(
+            # The guard is innermost: a call refused for its token or by a standby is refused unread.
             interceptors=[RoleAuthInterceptor({Role.ADMIN: cfg.token, Role.WORKER: cfg.worker_token,
-                                               Role.VIEWER: cfg.viewer_token}), *self._gate()],
+                                               Role.VIEWER: cfg.viewer_token}), *self._gate(),
+                          RequestGuard(cfg.max_message_bytes)],
             options=[
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", cfg.max_message_bytes + MESSAGE_SLACK_BYTES),
+                ("grpc.max_send_message_length", MAX_SEND_BYTES),
                 ("grpc.keepalive_time_ms", KEEPALIVE_MS),
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_ping_interval_without_data_ms", 5_000),

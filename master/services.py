@@ -13,7 +13,7 @@ import grpc
 import redis.exceptions
 
 from sparkyard import __version__
-from sparkyard.errors import InvalidArgument, NotFound, SparkyardError
+from sparkyard.errors import InvalidArgument, NotFound, SparkyardError, clip
 from sparkyard.master.backfill import Backfiller
 from sparkyard.master.bundles import BundleStore, check_ref
 from sparkyard.master.connection import WorkerConnection
@@ -50,7 +50,8 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception, what: str) -
     if status is None:
         log.error("%s failed", what, exc_info=exc)
         status = (grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
-    await context.abort(*status)
+    code, message = status
+    await context.abort(code, clip(message))
 
 
 def mapped(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:

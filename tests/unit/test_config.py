@@ -18,6 +18,7 @@ from sparkyard.config import (
     ConfigError,
     MasterConfig,
     WorkerConfig,
+    flag_of,
     load,
 )
 from sparkyard.master.main import parse_args, restart_argv
@@ -200,10 +201,41 @@ def test_host_port_listen_address_is_accepted(listen: str) -> None:
 
 @pytest.mark.parametrize("field", ["lease_s", "heartbeat_s", "reaper_interval_s", "dispatch_batch",
                                    "outbound_queue", "preload_horizon_s", "wait_max_s", "dead_after_heartbeats",
-                                   "max_bundle_bytes", "idempotency_ttl_s"])
+                                   "max_bundle_bytes", "idempotency_ttl_s", "max_message_bytes",
+                                   "max_args_bytes", "max_env_bytes", "max_conf_bytes", "max_inputs"])
 def test_master_durations_and_sizes_must_be_positive(field: str) -> None:
-    with pytest.raises(ConfigError, match=f"^{field} must be positive"):
+    with pytest.raises(ConfigError, match=f"^--.* \\({field}\\) must be positive"):
         MasterConfig(**{field: 0}).validate()
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), -1.0])
+@pytest.mark.parametrize("field", ["misfire_threshold_s", "timeout_grace_s", "priority_aging_s", "shutdown_grace_s"])
+def test_master_durations_must_be_finite_and_not_negative(field: str, value: float) -> None:
+    with pytest.raises(ConfigError, match=f"\\({field}\\): .* must be a finite, non-negative duration"):
+        MasterConfig(**{field: value}).validate()
+
+
+@pytest.mark.parametrize("field", ["drain_timeout_s", "self_fence_margin_s", "log_retention_s"])
+def test_worker_durations_must_be_finite(field: str) -> None:
+    with pytest.raises(ConfigError, match="finite, non-negative duration"):
+        WorkerConfig(**{field: float("inf")}).validate()
+
+
+@pytest.mark.parametrize(("setting", "flag"), [("lease_s", "--lease"), ("max_bundle_bytes", "--max-bundle"),
+                                               ("task_memory_mb", "--task-memory"), ("max_inputs", "--max-inputs"),
+                                               ("labels", "--label")])
+def test_a_setting_is_named_by_its_command_line_flag(setting: str, flag: str) -> None:
+    assert flag_of(setting) == flag
+
+
+def test_size_limits_read_sizes_from_flags() -> None:
+    cfg = load(MasterConfig, "master", environ={}, overrides={"max_args_bytes": "2m", "max_message_bytes": "8m"})
+    assert (cfg.max_args_bytes, cfg.max_message_bytes) == (2 << 20, 8 << 20)
+
+
+def test_a_bad_size_flag_is_named_by_its_flag() -> None:
+    with pytest.raises(ConfigError, match="^--max-env: 'lots' is not a size"):
+        load(MasterConfig, "master", environ={}, overrides={"max_env_bytes": "lots"})
 
 
 def test_negative_max_lost_is_refused() -> None:
@@ -225,7 +257,7 @@ def test_known_runners_are_accepted(runner: str) -> None:
 @pytest.mark.parametrize("field", ["slots", "drain_timeout_s", "result_max_bytes", "log_retention_s",
                                    "driver_max_tasks", "bundle_cache_bytes"])
 def test_worker_sizes_must_be_positive(field: str) -> None:
-    with pytest.raises(ConfigError, match=f"^{field} must be positive"):
+    with pytest.raises(ConfigError, match=f"^--.* \\({field}\\) must be positive"):
         WorkerConfig(**{field: 0}).validate()
 
 
@@ -333,7 +365,7 @@ def test_retention_flags_take_a_count_and_a_duration_and_refuse_what_would_keep_
     assert (cfg.keep_runs, cfg.history_max_age_s) == (20, 12 * 3600)
     defaults = load(MasterConfig, "master", environ={})
     assert (defaults.keep_runs, defaults.history_max_age_s) == (100, 7 * 24 * 3600)
-    with pytest.raises(ConfigError, match="keep_runs must be positive"):
+    with pytest.raises(ConfigError, match=r"--keep-runs \(keep_runs\) must be positive"):
         load(MasterConfig, "master", environ={}, overrides={"keep_runs": 0})
     with pytest.raises(ConfigError, match="^--history-max-age: 'a week' is not a duration"):
         load(MasterConfig, "master", environ={}, overrides={"history_max_age_s": "a week"})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
@@ -536,3 +536,43 @@ def test_an_update_takes_only_the_listed_fields_and_a_new_trigger_kind_replaces_
 def test_an_update_refuses_fields_it_cannot_change(fields: list[str], named: str) -> None:
     with pytest.raises(SpecError, match=named):
         apply_update(normalize(_spec()), pb.JobSpec(), fields)
+
+
+@pytest.mark.parametrize("setter", [
+    lambda s: s.timeout.FromSeconds(11 * 365 * 24 * 3600),
+    lambda s: s.trigger.delay.FromSeconds(11 * 365 * 24 * 3600),
+    lambda s: s.trigger.every.interval.FromSeconds(11 * 365 * 24 * 3600),
+    lambda s: s.retry.max_backoff.FromSeconds(11 * 365 * 24 * 3600),
+])
+def test_a_duration_over_ten_years_is_refused(setter: Any) -> None:
+    spec = pb.JobSpec(entrypoint="m:f")
+    setter(spec)
+    with pytest.raises(SpecError, match="longer than the maximum"):
+        normalize(spec)
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), 1e6])
+def test_a_backoff_multiplier_that_is_not_finite_or_too_large_is_refused(value: float) -> None:
+    with pytest.raises(SpecError) as err:
+        normalize(pb.JobSpec(entrypoint="m:f", retry=pb.RetryPolicy(multiplier=value)))
+    assert err.value.field == "retry.multiplier"
+
+
+def test_an_unknown_enum_value_is_refused_naming_the_field() -> None:
+    with pytest.raises(SpecError) as err:
+        normalize(pb.JobSpec(entrypoint="m:f", misfire=99))  # type: ignore[arg-type]
+    assert err.value.field == "misfire"
+
+
+def test_a_time_before_1970_is_refused() -> None:
+    spec = pb.JobSpec(entrypoint="m:f")
+    spec.trigger.at.FromSeconds(-5)
+    with pytest.raises(SpecError) as err:
+        normalize(spec)
+    assert err.value.field == "trigger.at"
+
+
+def test_a_huge_bad_value_is_quoted_cut_to_a_few_hundred_characters() -> None:
+    with pytest.raises(SpecError) as err:
+        normalize(pb.JobSpec(entrypoint="m:f", group="x" * 100_000))
+    assert len(str(err.value)) < 400 and "100,000 characters" in str(err.value)

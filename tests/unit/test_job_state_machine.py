@@ -1,0 +1,216 @@
+"""A stateful test (hypothesis RuleBasedStateMachine): random sequences of submit, pause, resume, cancel,
+trigger, time passing, tasks leased to a worker and that worker lost (its leases expire and the reaper
+takes them back), driven through the master's own JobManager, Preloader, MasterCore and Reaper over the
+MemoryStore (which the contract suite keeps step for step with the Lua scripts) and a FakeClock. After
+every step the store is checked against a model of what must hold.
+
+Delete is not among the rules yet: it lands with the job-lifecycle work, and its rule goes next to
+``cancel`` (a deleted job must then be gone from every read, its tasks from every queue).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Awaitable, TypeVar
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule
+from redis.asyncio import Redis
+
+from master_rig import MasterRig
+from sparkyard.config import MasterConfig
+from sparkyard.errors import FailedPrecondition
+from sparkyard.keys import Keys
+from sparkyard.master.bundles import BundleStore
+from sparkyard.master.jobs import JobManager
+from sparkyard.master.preloader import Preloader
+from sparkyard.master.reaper import Reaper
+from sparkyard.master.scripts import ScriptLibrary
+from sparkyard.states import TASK_TERMINAL, JobState, TaskState
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+T = TypeVar("T")
+LEASE_S = 10.0
+CFG = MasterConfig(lease_s=LEASE_S, heartbeat_s=1, max_lost=100)
+WORKER = "w1"
+# Coroutines the firing loop runs after the clock moved get this many turns of the loop to finish.
+SETTLE_TURNS = 200
+
+
+def trigger_of(kind: str) -> pb.Trigger:
+    if kind == "every":
+        return pb.Trigger(every=pb.Trigger.Every(interval={"seconds": 5}))
+    if kind == "fixed_delay":
+        return pb.Trigger(every=pb.Trigger.Every(interval={"seconds": 5}, fixed_delay=True))
+    if kind == "delay":
+        return pb.Trigger(delay={"seconds": 3})
+    return pb.Trigger(now=True)
+
+
+class JobLifecycle(RuleBasedStateMachine):
+    jobs = Bundle("jobs")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)  # timer callbacks spawn their work on the current loop
+        self.rig = MasterRig(CFG)
+        # Specs here ship no code: the bundle store is never called (its Redis client never connects).
+        unused = Redis()
+        bundles = BundleStore(unused, Keys("sm"), ScriptLibrary(unused, Keys("sm")), CFG.max_bundle_bytes)
+        self.preloader = Preloader(self.rig.core, self.rig.arming)
+        self.manager = JobManager(self.rig.core, self.rig.arming, self.preloader, bundles)
+        self.reaper = Reaper(self.rig.core, self._worker_dead)
+        self.cancelled_runs: dict[str, set[str]] = {}  # job → its runs when it was cancelled
+        self.paused: set[str] = set()
+        self.terminal: dict[str, TaskState] = {}  # task → the terminal state it was seen in
+        self.leased: set[str] = set()  # tasks the model's worker holds
+
+    async def _worker_dead(self, worker_id: str) -> None:
+        return None
+
+    def run(self, coro: Awaitable[T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    async def settle(self, seconds: float = 0.0) -> None:
+        """Move the clock (inside the loop: expiring timers spawn tasks), then let what it started run."""
+        self.rig.clock.advance(seconds)
+        for _ in range(SETTLE_TURNS):
+            await asyncio.sleep(0)
+
+    def teardown(self) -> None:
+        self.run(self.preloader.stop())
+        self.run(self.rig.core.stop())
+        self.rig.timer.close()
+        asyncio.set_event_loop(None)
+        self.loop.close()
+
+    @initialize()
+    def start(self) -> None:
+        self.run(self.preloader.start())
+
+    # ---- rules ----------------------------------------------------------------------------------------
+
+    @rule(target=jobs, kind=st.sampled_from(["now", "delay", "every", "fixed_delay"]),
+          tasks=st.integers(1, 3))
+    def submit(self, kind: str, tasks: int) -> str:
+        spec = pb.JobSpec(entrypoint="m.mod:main", trigger=trigger_of(kind), split=pb.SplitSpec(parallelism=tasks))
+        return self.run(self.manager.submit(spec)).job.id
+
+    @rule(job=jobs)
+    def pause(self, job: str) -> None:
+        before = self.run(self.manager.get_job(job)).state
+        try:
+            self.run(self.manager.pause(job))
+        except FailedPrecondition:
+            assert before != JobState.ACTIVE, f"an ACTIVE job {job} could not be paused"
+            return
+        assert before in (JobState.ACTIVE, JobState.PAUSED)
+        self.paused.add(job)
+
+    @rule(job=jobs)
+    def resume(self, job: str) -> None:
+        try:
+            self.run(self.manager.resume(job))
+        except FailedPrecondition:
+            assert job not in self.paused, f"a PAUSED job {job} could not be resumed"
+            return
+        self.paused.discard(job)
+
+    @rule(job=jobs)
+    def cancel(self, job: str) -> None:
+        try:
+            self.run(self.manager.cancel(job))
+        except FailedPrecondition:
+            pass
+        record = self.run(self.manager.get_job(job))
+        if record.state == JobState.CANCELLED and job not in self.cancelled_runs:
+            self.cancelled_runs[job] = self._run_ids(job)
+            self.paused.discard(job)
+
+    @rule(job=jobs)
+    def trigger(self, job: str) -> None:
+        state = self.run(self.manager.get_job(job)).state
+        # A run's id is its job and scheduled ms: a second firing in the same ms (the fake clock stands
+        # still between steps) finds its run there and is refused.
+        same_ms = any(r.endswith(f".{self.rig.now_ms():013d}") for r in self._run_ids(job))
+        try:
+            self.run(self.manager.trigger(job))
+        except FailedPrecondition:
+            assert state in (JobState.CANCELLED, JobState.COMPLETED) or same_ms, \
+                f"{state.value} job {job} could not be triggered"
+            return
+        assert job not in self.cancelled_runs, f"a CANCELLED job {job} was triggered"
+
+    @rule(seconds=st.sampled_from([0.5, 3.0, 6.0]))
+    def time_passes(self, seconds: float) -> None:
+        self.run(self.settle(seconds))
+
+    @rule(n=st.integers(1, 4))
+    def worker_leases_tasks(self, n: int) -> None:
+        store = self.rig.store
+        ready = self.run(store.peek_ready("default", n))
+        claims = self.run(store.claim("default", [(r.task_id, WORKER) for r in ready], lease_ms=int(LEASE_S * 1000),
+                                      timeout_grace_ms=10_000))
+        self.leased.update(c.task_id for c in claims)
+
+    @rule()
+    def worker_is_lost(self) -> None:
+        """Its leases expire: the reaper takes every task back (READY again: max_lost is high here)."""
+        self.run(self.settle(LEASE_S + 1))
+        self.run(self.reaper.sweep())
+        self.run(self.settle())
+        for task in self.run(self.rig.store.get_tasks(sorted(self.leased))):
+            assert task.state != TaskState.LEASED, f"task {task.id} still LEASED after its lease expired"
+        self.leased.clear()
+
+    # ---- what must hold after every step --------------------------------------------------------------
+
+    def _run_ids(self, job: str) -> set[str]:
+        return {r.id for r in self.run(self.rig.store.list_runs(job, 10_000))}
+
+    def _all_tasks(self) -> list[Any]:
+        out = []
+        for job in self.run(self.rig.store.list_jobs(10_000)):
+            for run in self.run(self.rig.store.list_runs(job.id, 10_000, with_tasks=True)):
+                out.extend(run.tasks)
+        return out
+
+    @invariant()
+    def a_cancelled_job_stays_cancelled_and_never_gets_a_new_run(self) -> None:
+        for job, runs in self.cancelled_runs.items():
+            record = self.run(self.rig.store.get_job(job))
+            assert record is not None and record.state == JobState.CANCELLED
+            assert self._run_ids(job) == runs, f"cancelled job {job} got a new run"
+
+    @invariant()
+    def a_paused_job_has_no_schedule_entry_that_fires(self) -> None:
+        far = self.rig.now_ms() + 10**9
+        due = {job for job, _ in self.run(self.rig.store.due_schedule(far, 100_000))}
+        assert not due & self.paused, f"paused jobs with schedule entries: {due & self.paused}"
+        assert not due & set(self.cancelled_runs), "a cancelled job has a schedule entry"
+
+    @invariant()
+    def every_leased_task_has_a_running_attempt_with_its_current_token(self) -> None:
+        tasks = self._all_tasks()
+        leased = [t for t in tasks if t.state == TaskState.LEASED]
+        for task in leased:
+            assert task.attempts, f"leased task {task.id} has no attempt"
+            attempt = task.attempts[-1]
+            assert attempt.token == task.token and attempt.state.value == "RUNNING", (task.id, attempt)
+            assert task.worker == WORKER
+        assert self.run(self.rig.store.counts())["leased"] == len(leased)
+        assert {t.id for t in leased} <= self.leased, "a task is leased that no worker was given"
+
+    @invariant()
+    def a_terminal_task_never_changes_state(self) -> None:
+        for task in self._all_tasks():
+            if task.id in self.terminal:
+                assert task.state == self.terminal[task.id], f"task {task.id} left {self.terminal[task.id]}"
+            elif task.state in TASK_TERMINAL:
+                self.terminal[task.id] = task.state
+
+
+JobLifecycle.TestCase.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+TestJobLifecycle = JobLifecycle.TestCase
