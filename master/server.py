@@ -26,8 +26,9 @@ from redis.asyncio import Redis
 
 from sparkyard.clock import Clock, SystemClock
 from sparkyard.config import MasterConfig
-from sparkyard.httpserve import HttpEndpoint, HttpStartError, metrics_response
+from sparkyard.httpserve import Access, HttpEndpoint, HttpStartError, Route, metrics_response
 from sparkyard.keys import Keys
+from sparkyard.master import console
 from sparkyard.master.arming import Arming
 from sparkyard.master.auth import TokenAuthInterceptor, is_loopback
 from sparkyard.master.connection import WorkerConnection
@@ -35,6 +36,7 @@ from sparkyard.master.core import MasterCore
 from sparkyard.master.embedded_redis import EmbeddedRedis
 from sparkyard.master.jobs import JobManager
 from sparkyard.master.leader import LeaderGate, Leadership
+from sparkyard.master.leader_link import LeaderLink
 from sparkyard.master.metrics import MasterMetrics
 from sparkyard.master.logs import LogRelay
 from sparkyard.master.preloader import Preloader
@@ -110,6 +112,7 @@ class MasterServer:
         self._stopped = asyncio.Event()
         self.metrics = MasterMetrics()
         self.http: HttpEndpoint | None = None
+        self._link: LeaderLink | None = None
 
     async def start(self) -> None:
         cfg = self.cfg
@@ -201,7 +204,10 @@ class MasterServer:
         for name in ["", *names]:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         if cfg.http:
-            self.http = HttpEndpoint(cfg.http, {"/metrics": self._metrics_page}, [cfg.token])
+            self._link = LeaderLink(leadership)
+            api = console.ConsoleApi(jobs, core, logs, leadership, self._link)
+            routes = [Route("GET", "/metrics", self._metrics_page, Access.READ), *api.routes()]
+            self.http = HttpEndpoint(cfg.http, routes, [cfg.token], static={"/static": console.FILES})
             try:
                 await self.http.start()
             except HttpStartError as exc:
@@ -265,6 +271,8 @@ class MasterServer:
             await self._health.enter_graceful_shutdown()
         if self.http is not None:
             await self.http.stop()
+        if self._link is not None:
+            await self._link.close()
         if self._reaper is not None:
             self._reaper.stop()
         if self.core is not None:

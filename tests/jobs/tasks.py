@@ -112,3 +112,16 @@ def sleep_long_then_short(spark: Any, ctx: Any) -> str:
     (Path(ctx.args[2]) / f"{ctx.task_id}.a{ctx.attempt}.started").write_text(str(ctx.fencing_token))
     time.sleep(seconds)
     return f"slept {seconds:g}"
+
+
+def print_until(spark: Any, ctx: Any) -> str:
+    """Prints a numbered line every 0.1 s until the file ctx.args[0] exists (at most 120 s): a log to follow."""
+    stop = Path(ctx.args[0])
+    deadline = time.monotonic() + 120
+    n = 0
+    while not stop.exists() and time.monotonic() < deadline:
+        n += 1
+        print(f"tick {n}", flush=True)
+        time.sleep(0.1)
+    print(f"done after {n} ticks", flush=True)
+    return f"{n} ticks"
