@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from datetime import datetime
 from typing import Any, Callable, Iterator, Sequence
 
 import grpc
@@ -24,7 +25,7 @@ from sparkyard import errors
 from sparkyard.config import ClientConfig, load
 from sparkyard.bundle import Bundle, built, chunks
 from sparkyard.options import JobOptions, build_spec, duration_s
-from sparkyard.timeutil import format_size
+from sparkyard.timeutil import format_size, parse_instant
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 
@@ -225,8 +226,33 @@ class Client:
     def resume(self, job_id: str) -> pb.Job:
         return self._call("jobs", "ResumeJob", pb.JobIdRequest(job_id=job_id))
 
+    def delete(self, job_id: str, force: bool = False) -> list[str]:
+        """Delete a job (its history follows in the background). A job with an active run raises
+        FailedPrecondition naming it, unless ``force``: its active runs are cancelled first, and the ids
+        that cancel changed are returned. A job that is gone raises NotFound."""
+        return list(self._call("jobs", "DeleteJob", pb.DeleteJobRequest(job_id=job_id, force=force)).cancelled)
+
     def trigger(self, job_id: str) -> pb.Run:
         return self._call("jobs", "TriggerJob", pb.JobIdRequest(job_id=job_id)).run
+
+    def backfill(self, job_id: str, start: str | datetime, end: str | datetime, *,
+                 max_concurrent: int = 1) -> pb.BackfillResponse:
+        """Runs for the job's fire times from ``start`` to ``end`` (both included; ISO 8601 with an offset,
+        or aware datetimes), at most ``max_concurrent`` of the job's runs active at once. The master keeps
+        the plan and fires it; a time whose run exists already is not run again."""
+        request = pb.BackfillRequest(job_id=job_id, max_concurrent=max_concurrent)
+        for name, moment in (("start", start), ("end", end)):
+            if isinstance(moment, datetime):
+                if moment.tzinfo is None:
+                    raise errors.InvalidArgument(f"{name}: {moment} has no time zone")
+                seconds = moment.timestamp()
+            else:
+                try:
+                    seconds = parse_instant(moment, field=name)
+                except ValueError as exc:
+                    raise errors.InvalidArgument(str(exc)) from None
+            getattr(request, name).FromMilliseconds(round(seconds * 1000))
+        return self._call("jobs", "Backfill", request)
 
     # ---- runs --------------------------------------------------------------------------------------------
 

@@ -73,6 +73,15 @@ DEFAULT_SHUTDOWN_GRACE_S = 5.0
 # Largest bundle of shipped code (a job's files, zipped) the master stores: big enough for a project with
 # its helper modules and small data files, small enough that Redis memory stays bounded.
 DEFAULT_MAX_BUNDLE_BYTES = 64 * 1024 * 1024
+# Retention (master/retention.py): a job keeps at most this many ended runs (with their tasks, attempts and
+# log metadata), newest first — enough to see a recurring job's recent pattern of failures, while a 1 s job
+# no longer grows Redis without bound (Redis runs with noeviction: growth ends in OOM errors).
+DEFAULT_KEEP_RUNS = 100
+# Ended runs, and ended (completed or cancelled) jobs, older than this are deleted: a week of history covers
+# the usual "what happened last weekend" question; the workers keep attempt logs as long (log_retention_s).
+DEFAULT_HISTORY_MAX_AGE_S = 7 * 24 * 3600.0
+# How long the retention loop rests after a full pass over the jobs that found nothing more to delete.
+DEFAULT_RETENTION_INTERVAL_S = 5.0
 # Worker: disk kept for extracted bundles (least recently used ones beyond it are removed).
 DEFAULT_BUNDLE_CACHE_BYTES = 2 * 1024 * 1024 * 1024
 # Largest task result kept (JSON bytes); larger results fail the attempt with a clear error.
@@ -198,6 +207,9 @@ class MasterConfig(_Settings):
     shutdown_grace_s: Seconds = DEFAULT_SHUTDOWN_GRACE_S
     result_max_bytes: Bytes = DEFAULT_RESULT_MAX_BYTES
     max_bundle_bytes: Bytes = DEFAULT_MAX_BUNDLE_BYTES
+    keep_runs: int = DEFAULT_KEEP_RUNS
+    history_max_age_s: Seconds = DEFAULT_HISTORY_MAX_AGE_S
+    retention_interval_s: Seconds = DEFAULT_RETENTION_INTERVAL_S
     leader_lease_s: Seconds = DEFAULT_LEADER_LEASE_S
     redis_min_replicas: int = 0  # a submit is acknowledged once this many replicas have it (Redis WAIT)
     advertise: str = ""  # HOST:PORT clients and workers reach this master at ('' = the listen address)
@@ -207,7 +219,7 @@ class MasterConfig(_Settings):
     def validate(self) -> MasterConfig:  # type: ignore[override]
         _positive(self, "lease_s", "heartbeat_s", "reaper_interval_s", "dispatch_batch", "outbound_queue",
                   "preload_horizon_s", "wait_max_s", "dead_after_heartbeats", "max_bundle_bytes", "idempotency_ttl_s",
-                  "leader_lease_s")
+                  "leader_lease_s", "keep_runs", "history_max_age_s", "retention_interval_s")
         if self.heartbeat_s * 2 > self.lease_s:
             raise ConfigError(f"heartbeat_s ({self.heartbeat_s}) must be at most half of lease_s ({self.lease_s})")
         if self.leader_lease_s >= self.lease_s:

@@ -15,8 +15,12 @@ P:idem:{key}                          string  job id submitted under a client id
 P:schedule                            zset    job id → next fire time in ms (durable triggers)
 P:awaiting                            set     fixed-delay jobs whose next fire time waits for a run
                                               (job field awaits) to end
+P:purge                               zset    job id → deleted ms: deleted jobs (their hash is gone) whose
+                                              runs, tasks and attempts retention.lua still has to delete
 P:job:{job}:runs                      zset    run id → scheduled_ms (a job's runs)
 P:job:{job}:active                    set     run ids of the job that are not terminal (overlap policy)
+P:job:{job}:backfill                  zset    past fire times still to run for a backfill (ms → ms)
+P:backfills                           hash    job id → most backfill runs at once, while it has a plan
 P:run:{run}                           hash    run record: state, job_id, scheduled_ms, fired_ms,
                                               started_ms, finished_ms, task_count, succeeded, dead,
                                               cancelled, reason (counters absent = 0); and what its tasks
@@ -78,6 +82,7 @@ _TEMPLATES: dict[str, str] = {
     "job": "job:{}",
     "job_runs": "job:{}:runs",
     "job_active": "job:{}:active",
+    "job_backfill": "job:{}:backfill",
     "run": "run:{}",
     "run_gate": "run:{}:gate",
     "task": "task:{}",
@@ -111,6 +116,9 @@ class Keys:
 
     def job_active(self, job_id: str) -> str:
         return self._k("job_active", job_id)
+
+    def job_backfill(self, job_id: str) -> str:
+        return self._k("job_backfill", job_id)
 
     def run(self, run_id: str) -> str:
         return self._k("run", run_id)
@@ -151,12 +159,20 @@ class Keys:
         return f"{self.namespace}:jobs"
 
     @property
+    def backfills(self) -> str:
+        return f"{self.namespace}:backfills"
+
+    @property
     def schedule(self) -> str:
         return f"{self.namespace}:schedule"
 
     @property
     def awaiting(self) -> str:
         return f"{self.namespace}:awaiting"
+
+    @property
+    def purge(self) -> str:
+        return f"{self.namespace}:purge"
 
     @property
     def groups(self) -> str:
@@ -202,7 +218,7 @@ class Keys:
             lines.append(
                 f"K.{name} = function(id) return '{self.namespace}:{head}' .. id .. '{tail}' end"
             )
-        for name in ("jobs", "schedule", "awaiting", "groups", "delayed", "leases", "timeouts", "workers", "fence", "bundles",
-                     "leader", "epoch", "masters"):
+        for name in ("jobs", "schedule", "awaiting", "purge", "groups", "delayed", "leases", "timeouts", "workers",
+                     "fence", "bundles", "leader", "epoch", "masters", "backfills"):
             lines.append(f"K.{name} = '{getattr(self, name)}'")
         return "\n".join(lines)

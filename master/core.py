@@ -70,6 +70,7 @@ class MasterCore:
         self._unknown_flushing = False
         self._background: set[asyncio.Task[None]] = set()
         self._arm = arm  # arms the timer of a job's next fire time (Arming.consider)
+        self.run_end_listeners: list[Callable[[str, RunState], None]] = []  # told of every run that ends
 
     def wake(self) -> None:
         self.scheduler.wake()
@@ -151,6 +152,8 @@ class MasterCore:
         log.log(logging.DEBUG if state is RunState.SUCCEEDED else logging.INFO, "run=%s ended %s", run_id, state.value)
         self.metrics.runs.labels(state.value).inc()
         self.purgatory.complete_watchers(run_id)
+        for listener in self.run_end_listeners:
+            listener(run_id, state)
         job_id = run_id.split(".", 1)[0]
         spec = self.store.cached_spec(job_id)
         if spec is None:

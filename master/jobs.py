@@ -285,18 +285,10 @@ class JobManager:
             job = await self.get_job(parsed.job_id)
             if job.state == JobState.CANCELLED:
                 raise FailedPrecondition(f"job {job.id} is already CANCELLED")
-            self._arming.forget(job.id)
-            for _ in range(CANCEL_ATTEMPTS):
-                active = await self._store.active_runs(job.id)
-                tasks = await self._core.task_ids(active)
-                result = await self._store.cancel(reason, job_id=job.id, run_ids=active, task_ids=tasks)
-                if result.status == "ok":
-                    self._core.apply_cancel(result, reason)
-                    self._core.job_ended(job.id)
-                    if not result.cancelled:
-                        raise FailedPrecondition(f"job {job.id} is {job.state.value} and has no active run to cancel")
-                    return result.cancelled
-            raise FailedPrecondition(f"job {job.id} kept firing while being cancelled; try again")
+            cancelled = await self._cancel_job(job.id, reason)
+            if not cancelled:
+                raise FailedPrecondition(f"job {job.id} is {job.state.value} and has no active run to cancel")
+            return cancelled
         if parsed.kind == ids.IdKind.RUN:
             run = await self.get_run(parsed.run_id)
             if run.state in RUN_TERMINAL:
@@ -309,6 +301,39 @@ class JobManager:
                 raise FailedPrecondition(f"task {task.id} is already {task.state.value}")
         self._core.apply_cancel(result, reason)
         return result.cancelled
+
+    async def _cancel_job(self, job_id: str, reason: str) -> list[str]:
+        """Cancel a job (no more firings) and every active run of it in one cancel.lua call, listing the runs
+        again while a firing races it: the ids whose state changed."""
+        self._arming.forget(job_id)
+        for _ in range(CANCEL_ATTEMPTS):
+            active = await self._store.active_runs(job_id)
+            tasks = await self._core.task_ids(active)
+            result = await self._store.cancel(reason, job_id=job_id, run_ids=active, task_ids=tasks)
+            if result.status == "ok":
+                self._core.apply_cancel(result, reason)
+                self._core.job_ended(job_id)
+                return result.cancelled
+        raise FailedPrecondition(f"job {job_id} kept firing while being cancelled; try again")
+
+    async def delete(self, job_id: str, force: bool = False) -> list[str]:
+        """Delete a job: it leaves every listing at once and nothing of it fires again (a timer armed for it
+        finds no job); the retention loop deletes its runs, tasks and attempts later. A job with an active
+        run is refused unless ``force``, which cancels the job and its active runs first (the ids that
+        changed are returned). A job that does not exist (deleted already) is NOT_FOUND."""
+        job = await self.get_job(job_id)
+        cancelled = await self._cancel_job(job.id, "job deleted") if force else []
+        status, active = await self._store.delete_job(job.id, [job.spec.bundle.digest] if job.spec.bundle.digest else [])
+        if status == "missing":
+            raise NotFound(f"job {job.id} not found")
+        if status == "active":
+            more = f" (and {len(active) - 1} more)" if len(active) > 1 else ""
+            raise FailedPrecondition(f"job {job.id} has an active run {active[0]}{more}: cancel it first, or delete "
+                                     "with force (sparkyard delete --force) to cancel it and delete the job")
+        self._arming.forget(job.id)
+        self._core.job_ended(job.id)
+        log.info("job=%s deleted%s", job.id, f" (cancelled {len(cancelled)})" if cancelled else "")
+        return cancelled
 
     async def pause(self, job_id: str) -> JobRecord:
         await self.get_job(job_id)

@@ -57,6 +57,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--http", help="HOST:PORT to serve /metrics (Prometheus) on (default: none; port 0 = any free)")
     p.add_argument("--advertise", help="HOST:PORT clients and workers reach this master at (default: --listen)")
     p.add_argument("--max-bundle", help="largest bundle of shipped code a job may upload, e.g. 64m (default 64m)")
+    p.add_argument("--keep-runs", dest="keep_runs", type=int,
+                   help="ended runs each job keeps, newest first; older ones are deleted (default 100)")
+    p.add_argument("--history-max-age", dest="history_max_age_s",
+                   help="ended runs and ended jobs older than this are deleted, e.g. 7d or 12h (default 7d)")
     p.add_argument("--log-level", help="DEBUG, INFO (default), WARNING, ERROR")
     return p.parse_args(argv)
 

@@ -40,6 +40,7 @@ class MemoryState(Store):
         self._idempotency: dict[str, tuple[str, int]] = {}  # key → (job id, expiry ms)
         self._schedule = SortedSet()
         self._awaiting: set[str] = set()
+        self._purge = SortedSet()  # deleted job id → deleted ms (their runs await retention)
         self._ready: defaultdict[str, SortedSet] = defaultdict(SortedSet)
         self._groups: set[str] = set()
         self._leases = SortedSet()
@@ -48,6 +49,8 @@ class MemoryState(Store):
         self._worker_leases: defaultdict[str, set[str]] = defaultdict(set)
         self._workers: dict[str, str] = {}  # worker id → JSON
         self._fence = 0
+        self._backfill: defaultdict[str, set[int]] = defaultdict(set)  # job id → fire times still to run
+        self._backfills: dict[str, int] = {}  # job id → most runs at once
 
     def _now(self) -> int:
         return round(self.clock.now() * 1000)
@@ -124,6 +127,35 @@ class MemoryState(Store):
 
     async def delayed_entries(self) -> list[tuple[str, int]]:
         return self._delayed.items()
+
+    async def backfill_plan(self, job_id: str, max_concurrent: int, times_ms: Sequence[int]) -> tuple[str, int, int]:
+        job = self._jobs.get(job_id)
+        if job is None:
+            return "missing", 0, 0
+        if job.state is JobState.CANCELLED:
+            return "cancelled", 0, 0
+        plan = self._backfill[job_id]
+        before = len(plan)
+        plan.update(times_ms)
+        self._backfills[job_id] = max_concurrent
+        return "ok", len(plan) - before, len(plan)
+
+    async def backfill_jobs(self) -> dict[str, int]:
+        return dict(self._backfills)
+
+    async def backfill_pending(self, job_id: str, limit: int) -> list[int]:
+        return sorted(self._backfill.get(job_id, ()))[:limit]
+
+    async def backfill_done(self, job_id: str, times_ms: Sequence[int]) -> int:
+        plan = self._backfill[job_id]
+        plan.difference_update(times_ms)
+        if not plan:
+            await self.backfill_drop(job_id)
+        return len(plan)
+
+    async def backfill_drop(self, job_id: str) -> None:
+        self._backfill.pop(job_id, None)
+        self._backfills.pop(job_id, None)
 
     async def awaiting_among(self, job_ids: Sequence[str]) -> list[str]:
         return [job_id for job_id in job_ids if job_id in self._awaiting]

@@ -20,7 +20,7 @@ A worked example (one task, one worker)::
 The entries it keeps per job, run, task and attempt are in :mod:`sparkyard.master.memory_records`; what it
 holds and its reads in :mod:`sparkyard.master.memory_state`; the scripts of a task's lease (peek, claim,
 renew, report, release, reap) in :mod:`sparkyard.master.memory_dispatch`. This module adds the scripts of
-jobs and runs: submit, fire, cancel, pause, resume and the reschedule after a run.
+jobs and runs: submit, fire, cancel, pause, resume, the reschedule after a run, delete and retention.
 
 It is safe for one event loop: no method awaits in the middle, so each call is atomic like a script.
 Invalid arguments (an unknown report outcome, a pause target other than PAUSED/ACTIVE) raise ValueError
@@ -34,8 +34,17 @@ from typing import Sequence
 from sparkyard import ids
 from sparkyard.master.memory_dispatch import MemoryDispatch
 from sparkyard.master.memory_records import AttemptEnd, JobEntry, RunEntry, TaskEntry
-from sparkyard.master.store import CancelResult, FireRequest, FireResult, NewJob, RunBlock, SubmitResult
-from sparkyard.states import AttemptState, JobState, RunState, TaskState, can_move
+from sparkyard.master.store import (
+    CancelResult,
+    FireRequest,
+    FireResult,
+    NewJob,
+    PurgeResult,
+    RetentionBounds,
+    RunBlock,
+    SubmitResult,
+)
+from sparkyard.states import JOB_TERMINAL, RUN_TERMINAL, AttemptState, JobState, RunState, TaskState, can_move
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 # As lib.lua: only the first this-many task indexes of a recurring job remember their last worker.
@@ -245,3 +254,121 @@ class MemoryStore(MemoryDispatch):
             if can_move("job", job.state.value, JobState.COMPLETED.value):
                 job.state = JobState.COMPLETED
         return "ok", next_fire_ms
+
+    # ---- delete and retention (delete_job.lua, retention.lua, lib.lua unlink_job) --------------------------
+
+    async def delete_job(self, job_id: str, bundle_digests: Sequence[str] = ()) -> tuple[str, list[str]]:
+        """As delete_job.lua (this store keeps no bundles: the digests change nothing)."""
+        if job_id not in self._jobs:
+            return "missing", []
+        if self._active[job_id]:
+            return "active", sorted(self._active[job_id])
+        self._unlink_job(job_id, self._now())
+        return "ok", []
+
+    def _unlink_job(self, job_id: str, now: int) -> None:
+        del self._jobs[job_id]
+        self._active.pop(job_id, None)
+        self._job_index.remove(job_id)
+        self._schedule.remove(job_id)
+        self._awaiting.discard(job_id)
+        self._backfill.pop(job_id, None)
+        self._backfills.pop(job_id, None)
+        self._purge.add(job_id, now)
+
+    async def purge_history(self, cursor: int, bounds: RetentionBounds) -> PurgeResult:
+        now = self._now()
+        step = _Step(bounds.budget, now - bounds.max_age_ms)
+        purging = False
+        while step.budget > 0:
+            first = self._purge.first(1)
+            if not first:
+                break
+            runs = self._job_runs[first[0]]
+            for run_id in [r for r, _ in runs.items()][:step.budget]:
+                if not self._delete_run(first[0], run_id, step):
+                    break
+            if runs:
+                purging = True
+                break
+            del self._job_runs[first[0]]
+            self._purge.remove(first[0])
+        page = [j for j, _ in self._job_index.items(reverse=True)][cursor:cursor + bounds.jobs_per_step] \
+            if step.budget > 0 else []
+        scanned = unlinked = 0
+        for job_id in page:
+            if step.budget <= 0:
+                break
+            if self._trim_job(job_id, bounds.keep_runs, step, now):
+                unlinked += 1
+                scanned += 1
+            elif step.complete:
+                scanned += 1
+        more = step.budget <= 0 or purging or unlinked > 0
+        next_cursor = 0 if not more and len(page) < bounds.jobs_per_step else cursor + scanned - unlinked
+        return PurgeResult(next_cursor, step.runs, step.jobs, step.keys, more)
+
+    def _trim_job(self, job_id: str, keep: int, step: _Step, now: int) -> bool:
+        """One job of retention.lua's scan: unlink it if it ended past the max age (True), else delete its
+        ended runs beyond the bounds (``step.complete`` says whether it got through them)."""
+        job = self._jobs[job_id]
+        active = len(self._active[job_id])
+        last = self._runs.get(job.last_run_id)
+        last_end = last.finished_ms if last is not None else 0
+        step.complete = True
+        if job.state in JOB_TERMINAL and not active and job.updated_ms < step.cutoff and last_end < step.cutoff:
+            self._unlink_job(job_id, now)
+            step.jobs += 1
+            step.keys += 1
+            step.budget -= 1
+            return True
+        runs = self._job_runs[job_id]
+        excess = len(runs) - active - keep
+        for run_id, scheduled in runs.items()[:max(step.budget, 0)]:
+            if excess <= 0 and scheduled >= step.cutoff:
+                break
+            if step.budget <= 0:
+                step.complete = False
+                break
+            run = self._runs[run_id]
+            ended = run.state in RUN_TERMINAL and run_id not in self._active[job_id]
+            if ended and run_id not in (job.last_run_id, job.awaits) and (excess > 0 or run.finished_ms < step.cutoff):
+                if not self._delete_run(job_id, run_id, step):
+                    step.complete = False
+                    break
+                excess -= 1
+        return False
+
+    def _delete_run(self, job_id: str, run_id: str, step: _Step) -> bool:
+        """retention.lua delete_run: tasks from the highest index down while the budget lasts, then the run."""
+        run = self._runs[run_id]
+        while run.task_count > 0 and step.budget > 2:
+            run.task_count -= 1
+            task_id = ids.task_id(run_id, run.task_count)
+            t = self._tasks.pop(task_id, None)
+            if t is not None:
+                self._ready[t.group].remove(task_id)
+                if t.worker:
+                    self._worker_leases[t.worker].discard(task_id)
+                step.keys += 1 + (len(t.attempts) > 1)  # the task hash, and its archive once retried
+            for index in (self._leases, self._timeouts, self._delayed):
+                index.remove(task_id)
+            step.budget -= 2
+        if run.task_count > 0:
+            return False
+        step.keys += 1 + (len(run.gate) > 0)
+        del self._runs[run_id]
+        self._job_runs[job_id].remove(run_id)
+        step.budget -= 2
+        step.runs += 1
+        return True
+
+
+class _Step:
+    """What one purge_history call has left and has done (retention.lua's locals)."""
+
+    def __init__(self, budget: int, cutoff: int) -> None:
+        self.budget = budget
+        self.cutoff = cutoff
+        self.runs = self.jobs = self.keys = 0
+        self.complete = True

@@ -60,9 +60,10 @@ class MasterMetrics:
         self.redis_ping = Gauge("sparkyard_redis_ping_seconds", "Round trip of a PING to Redis at the last scrape "
                                 "(-1: no answer)", registry=r)
 
-    def fired(self, status: str, late_ms: int) -> None:
+    def fired(self, status: str, late_ms: int | None) -> None:
+        """A firing; ``late_ms`` None for a manual one (a trigger, a backfill), which is never late."""
         self.firings.labels(status).inc()
-        if status == "created":
+        if status == "created" and late_ms is not None:
             self.lateness.observe(max(0, late_ms) / 1000)
 
     def fired_by_submit(self) -> None:

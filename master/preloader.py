@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Sequence
 
 from sparkyard.master import triggers
 from sparkyard.master.arming import Arming
@@ -206,7 +207,8 @@ class Preloader:
                 request = plans[i][step]
                 results[i].append((run_id, res))
                 quiet = res.status == "created" and not request.skip_reason
-                self._core.metrics.fired(res.status, res.fired_ms - request.scheduled_ms)
+                manual = request.expected_ms is None  # a trigger or a backfill: not late, as asked for
+                self._core.metrics.fired(res.status, None if manual else res.fired_ms - request.scheduled_ms)
                 log.log(logging.DEBUG if quiet else logging.INFO, "job=%s run=%s fire %s (late %d ms)%s",
                         request.job_id, run_id, res.status, res.fired_ms - request.scheduled_ms,
                         f": {request.skip_reason}" if request.skip_reason else "")
@@ -225,6 +227,14 @@ class Preloader:
                 self._core.wake()
             going, step = still, step + 1
         return results
+
+    async def fire_past(self, job_id: str, spec: pb.JobSpec, times_ms: Sequence[int]) -> list[tuple[str, str]]:
+        """Backfill: a run for each past fire time, as the schedule would have made it (its scheduled time
+        in its context), outside the schedule and its overlap policy (the backfill bounds how many run at
+        once). A time whose run exists already gets none: (run id, status) each."""
+        inputs = split_job(spec)
+        plans = [[FireRequest(job_id, spec, t, None, triggers.NONE, "allow", inputs)] for t in times_ms]
+        return [(run_id, res.status) for ((run_id, res),) in await self._fire(plans)]
 
     async def trigger_now(self, job_id: str, spec: pb.JobSpec) -> tuple[str, str]:
         """A user's manual firing: a run now, outside the schedule (which is left as it is)."""

@@ -26,7 +26,9 @@ from sparkyard.master.store import (
     FireRequest,
     FireResult,
     NewJob,
+    PurgeResult,
     Reaped,
+    RetentionBounds,
     RenewResult,
     Report,
     RunBlock,
@@ -246,6 +248,27 @@ class RedisStore(Store):
                                             [job_id, run_id, next_fire_ms])
         return status, int(next_fire)
 
+    def _backfill_keys(self, job_id: str) -> list[str]:
+        return [self.keys.job(job_id), self.keys.job_backfill(job_id), self.keys.backfills]
+
+    async def backfill_plan(self, job_id: str, max_concurrent: int, times_ms: Sequence[int]) -> tuple[str, int, int]:
+        status, added, pending = await self._lua("backfill", self._backfill_keys(job_id),
+                                                 ["plan", job_id, max_concurrent, *times_ms])
+        return status, int(added), int(pending)
+
+    async def backfill_jobs(self) -> dict[str, int]:
+        return {job: int(n) for job, n in (await self.redis.hgetall(self.keys.backfills)).items()}
+
+    async def backfill_pending(self, job_id: str, limit: int) -> list[int]:
+        return [int(t) for t in await self.redis.zrange(self.keys.job_backfill(job_id), 0, limit - 1)]
+
+    async def backfill_done(self, job_id: str, times_ms: Sequence[int]) -> int:
+        _, _, pending = await self._lua("backfill", self._backfill_keys(job_id), ["done", job_id, *times_ms])
+        return int(pending)
+
+    async def backfill_drop(self, job_id: str) -> None:
+        await self._lua("backfill", self._backfill_keys(job_id), ["drop", job_id])
+
     async def awaiting_among(self, job_ids: Sequence[str]) -> list[str]:
         if not job_ids:
             return []
@@ -254,6 +277,20 @@ class RedisStore(Store):
 
     async def awaiting_jobs(self) -> list[str]:
         return sorted(await self.redis.smembers(self.keys.awaiting))
+
+    # ---- delete and retention -----------------------------------------------------------------------
+
+    async def delete_job(self, job_id: str, bundle_digests: Sequence[str] = ()) -> tuple[str, list[str]]:
+        k = self.keys
+        status, active = await self._lua("delete_job", [k.jobs, k.schedule, k.purge], [job_id, *bundle_digests])
+        if status == "ok":
+            self._specs.pop(job_id, None)
+        return status, list(active)
+
+    async def purge_history(self, cursor: int, bounds: RetentionBounds) -> PurgeResult:
+        raw = await self._lua("retention", [self.keys.jobs, self.keys.purge],
+                              [cursor, bounds.jobs_per_step, bounds.keep_runs, bounds.max_age_ms, bounds.budget])
+        return PurgeResult(*(int(x) for x in raw[:4]), more=bool(int(raw[4])))
 
     # ---- reads ---------------------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from sparkyard.httpserve import Access, HttpEndpoint, HttpStartError, Route, met
 from sparkyard.keys import Keys
 from sparkyard.master import console
 from sparkyard.master.arming import Arming
+from sparkyard.master.backfill import Backfiller
 from sparkyard.master.auth import TokenAuthInterceptor, is_loopback
 from sparkyard.master.connection import WorkerConnection
 from sparkyard.master.core import MasterCore
@@ -42,6 +43,7 @@ from sparkyard.master.logs import LogRelay
 from sparkyard.master.preloader import Preloader
 from sparkyard.master.reaper import Reaper
 from sparkyard.master.reports import ReportSink
+from sparkyard.master.retention import Retention
 from sparkyard.master.bundles import BundleStore
 from sparkyard.master.services import BundleService, ClusterService, JobService, WorkerService, master_id
 from sparkyard.master.redis_store import RedisStore
@@ -101,10 +103,12 @@ class MasterServer:
         self.core: MasterCore | None = None
         self._preloader: Preloader | None = None
         self._reaper: Reaper | None = None
+        self._backfiller: Backfiller | None = None
         self._timer: SystemTimer | None = None
         self._reports: ReportSink | None = None
         self._raw_redis: Redis | None = None
         self._collector: asyncio.Task[None] | None = None
+        self._retention: asyncio.Task[None] | None = None
         self._bundles: BundleStore | None = None
         self.leadership: Leadership | None = None
         self._election: asyncio.Task[None] | None = None
@@ -155,6 +159,7 @@ class MasterServer:
         self._reports = ReportSink(core)
         self._reports.start()
         self._preloader = Preloader(core, arming)
+        self._backfiller = Backfiller(core, self._preloader)
         jobs = JobManager(core, arming, self._preloader, bundles)
 
         async def worker_dead(worker_id: str) -> None:
@@ -175,7 +180,7 @@ class MasterServer:
             ],
         )
         started_at = self.clock.now()
-        pbg.add_JobServiceServicer_to_server(JobService(jobs, logs), server)
+        pbg.add_JobServiceServicer_to_server(JobService(jobs, logs, self._backfiller), server)
         pbg.add_WorkerServiceServicer_to_server(WorkerService(WorkerConnection(core, logs, self._reports)), server)
         pbg.add_BundleServiceServicer_to_server(BundleService(bundles), server)
         pbg.add_ClusterServiceServicer_to_server(
@@ -235,16 +240,19 @@ class MasterServer:
         await self._lead(epoch)
 
     async def _lead(self, epoch: int) -> None:
-        """Start leading: rebuild the wheel and retry timers from Redis, then dispatch, reap and collect."""
+        """Start leading: rebuild the wheel and retry timers from Redis, then dispatch, reap, collect bundles
+        and delete history beyond the retention bounds."""
         assert self.core is not None and self._preloader is not None and self._reaper is not None
-        assert self._bundles is not None
+        assert self._bundles is not None and self._backfiller is not None
         core = self.core
         await self._preloader.start()
         for task_id, not_before_ms in await core.store.delayed_entries():
             core.arm_release(task_id, not_before_ms)
         core.scheduler.start()
         self._reaper.start()
+        self._backfiller.start()
         self._collector = asyncio.create_task(self._bundles.run_collector(), name="bundle-collector")
+        self._retention = asyncio.create_task(Retention(self.cfg, core.store, self.clock).run(), name="retention")
         log.info("leading as epoch %d", epoch)
 
     async def _lost(self, why: str) -> None:
@@ -275,6 +283,8 @@ class MasterServer:
             await self._link.close()
         if self._reaper is not None:
             self._reaper.stop()
+        if self._backfiller is not None:
+            self._backfiller.stop()
         if self.core is not None:
             await self.core.scheduler.stop()
             for session in self.core.registry.sessions():
@@ -289,8 +299,9 @@ class MasterServer:
             await self.core.stop()
         if self._timer is not None:
             self._timer.close()
-        if self._collector is not None:
-            self._collector.cancel()
+        for loop in (self._collector, self._retention):
+            if loop is not None:
+                loop.cancel()
         for client in (self._raw_redis, self._redis):
             if client is not None:
                 try:  # a connection a cancelled call left in use can hold this up: the process ends anyway

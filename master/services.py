@@ -14,6 +14,7 @@ import redis.exceptions
 
 from sparkyard import __version__
 from sparkyard.errors import InvalidArgument, SparkyardError
+from sparkyard.master.backfill import Backfiller
 from sparkyard.master.bundles import BundleStore, check_ref
 from sparkyard.master.connection import WorkerConnection
 from sparkyard.master.convert import job_to_proto, run_to_proto
@@ -73,9 +74,10 @@ def _state_filter(state: int) -> JobState | None:
 
 
 class JobService(pbg.JobServiceServicer):
-    def __init__(self, jobs: JobManager, logs: LogRelay) -> None:
+    def __init__(self, jobs: JobManager, logs: LogRelay, backfiller: Backfiller) -> None:
         self._jobs = jobs
         self._logs = logs
+        self._backfiller = backfiller
 
     @mapped
     async def SubmitJob(self, request: pb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> pb.SubmitJobResponse:
@@ -112,6 +114,23 @@ class JobService(pbg.JobServiceServicer):
     @mapped
     async def TriggerJob(self, request: pb.JobIdRequest, context: grpc.aio.ServicerContext) -> pb.TriggerJobResponse:
         return pb.TriggerJobResponse(run=run_to_proto(await self._jobs.trigger(request.job_id)))
+
+    @mapped
+    async def Backfill(self, request: pb.BackfillRequest, context: grpc.aio.ServicerContext) -> pb.BackfillResponse:
+        for name in ("start", "end"):
+            if not request.HasField(name):
+                raise InvalidArgument(f"{name}: required (a time)")
+        job = await self._jobs.get_job(request.job_id)
+        plan = await self._backfiller.plan(job, request.start.ToMilliseconds(), request.end.ToMilliseconds(),
+                                           request.max_concurrent or 1)
+        reply = pb.BackfillResponse(planned=plan.planned, added=plan.added, pending=plan.pending)
+        reply.first.FromMilliseconds(plan.first_ms)
+        reply.last.FromMilliseconds(plan.last_ms)
+        return reply
+
+    @mapped
+    async def DeleteJob(self, request: pb.DeleteJobRequest, context: grpc.aio.ServicerContext) -> pb.DeleteJobResponse:
+        return pb.DeleteJobResponse(cancelled=await self._jobs.delete(request.job_id, request.force))
 
     @mapped
     async def ListRuns(self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext) -> pb.ListRunsResponse:

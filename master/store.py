@@ -214,6 +214,27 @@ class CancelResult:
     ended_runs: list[tuple[str, str]]  # run, state
 
 
+@dataclass(frozen=True)
+class PurgeResult:
+    """What one bounded retention step did (retention.lua's reply)."""
+
+    cursor: int  # where the next step's scan of jobs starts; 0: this one reached the end
+    runs_deleted: int
+    jobs_deleted: int
+    keys_deleted: int
+    more: bool  # the step's budget ran out: there is more to delete now
+
+
+@dataclass(frozen=True)
+class RetentionBounds:
+    """How much history is kept (``--keep-runs``, ``--history-max-age``) and how much one step may delete."""
+
+    keep_runs: int
+    max_age_ms: int
+    jobs_per_step: int
+    budget: int  # keys deleted per step, about
+
+
 class Store(Protocol):
     """Everything the master reads and changes, as typed calls (see the module docstring for the contract).
 
@@ -315,6 +336,40 @@ class Store(Protocol):
         ...
 
     async def awaiting_jobs(self) -> list[str]:
+        ...
+
+    # ---- backfill ------------------------------------------------------------------------------------
+
+    async def backfill_plan(self, job_id: str, max_concurrent: int, times_ms: Sequence[int]) -> tuple[str, int, int]:
+        """Add past fire times to a job's backfill plan: (ok | missing | cancelled, added, pending)."""
+        ...
+
+    async def backfill_jobs(self) -> dict[str, int]:
+        """Jobs with a backfill plan → the most of their runs that may be active at once."""
+        ...
+
+    async def backfill_pending(self, job_id: str, limit: int) -> list[int]:
+        """The earliest ``limit`` fire times of a job's plan."""
+        ...
+
+    async def backfill_done(self, job_id: str, times_ms: Sequence[int]) -> int:
+        """Take fired times out of the plan (their runs exist); the times still pending."""
+        ...
+
+    async def backfill_drop(self, job_id: str) -> None:
+        """Forget a job's plan (the job was cancelled or is gone)."""
+        ...
+
+    # ---- delete and retention -----------------------------------------------------------------------
+
+    async def delete_job(self, job_id: str, bundle_digests: Sequence[str] = ()) -> tuple[str, list[str]]:
+        """Delete a job with no active run: (status, active runs); status ok | missing | active (nothing
+        changed). It leaves every listing and index at once; :meth:`purge_history` deletes its runs later."""
+        ...
+
+    async def purge_history(self, cursor: int, bounds: RetentionBounds) -> PurgeResult:
+        """One bounded step of retention: deleted jobs' runs first, then, scanning jobs from ``cursor``
+        (newest first), ended jobs past the max age and ended runs beyond ``keep_runs`` or the max age."""
         ...
 
     # ---- reads ---------------------------------------------------------------------------------------

@@ -108,6 +108,39 @@ def next_fire_ms(trigger: pb.Trigger, scheduled_ms: int, runs_done: int) -> int:
     return NONE
 
 
+class NoCadence(ValueError):
+    """The trigger fires once, or after runs end: it has no past fire times to backfill."""
+
+
+def backfill_times(trigger: pb.Trigger, start_ms: int, end_ms: int, limit: int) -> list[int]:
+    """The fire times of a recurring trigger from ``start_ms`` to ``end_ms`` (both included), for a backfill.
+
+    A cron job's are its calendar's; a fixed-rate job's are ``start_ms`` plus whole intervals (it has no
+    calendar: the range itself is the anchor). ``end_at`` and ``max_runs`` bound the schedule, not a
+    backfill the user asked for. Raises ValueError past ``limit`` times, :class:`NoCadence` for a trigger
+    that has no fire times of its own to go back over.
+    """
+    kind = trigger.WhichOneof("kind")
+    if kind == "cron":
+        step = lambda t: _cron_after(trigger.cron, t)  # noqa: E731
+        t = step(start_ms - 1)
+    elif kind == "every" and not trigger.every.fixed_delay:
+        interval = _ms(trigger.every.interval)
+        step = lambda t: t + interval  # noqa: E731
+        t = start_ms
+    else:
+        what = ("a fixed-delay job (its times depend on when runs end)" if kind == "every"
+                else f"a one-shot job ({kind})")
+        raise NoCadence(f"backfill needs a cron or fixed-rate job, not {what}")
+    times: list[int] = []
+    while t <= end_ms:
+        if len(times) == limit:
+            raise ValueError(f"the range has more than {limit} fire times: backfill a shorter range at a time")
+        times.append(t)
+        t = step(t)
+    return times
+
+
 def after_run_ms(trigger: pb.Trigger, run_finished_ms: int, runs_done: int) -> int:
     """Fixed delay: the next fire time once the previous run ended."""
     return _bounded(trigger, run_finished_ms + _ms(trigger.every.interval), runs_done)

@@ -6,9 +6,10 @@ import itertools
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, AsyncIterator, Callable, Iterator
 
 import pytest
+from redis.asyncio import Redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "cluster"))
@@ -16,6 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "cluster"))
 from harness import Cluster, RedisServer, free_port, start_redis  # noqa: E402
 from netcluster import PROXY_VARS, NetCluster  # noqa: E402
 from netns import cleanup_stale, unavailable_reason  # noqa: E402
+from sparkyard.keys import Keys  # noqa: E402
+from sparkyard.master.leader import take_lead  # noqa: E402
+from sparkyard.master.redis_store import RedisStore  # noqa: E402
 
 # The multi-host cluster's leases: 8 s with heartbeats every 1.2 s. A worker leaves a silent master after 3
 # heartbeats (≤ 3.6 s) and fences itself after lease − 2 s, so a cut of ~4.5 s is "shorter than the lease"
@@ -53,6 +57,16 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server = start_redis(tmp_path_factory.mktemp("redis"))
     yield server
     server.stop()
+
+
+@pytest.fixture
+async def redis_store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
+    """A RedisStore on a namespace of its own, leading it (its write scripts carry the current epoch)."""
+    client = Redis(port=redis_server.port, decode_responses=True)
+    store = RedisStore(client, Keys(f"st{os.getpid()}x{next(_namespaces)}"))
+    await take_lead(store.scripts, "store-test")
+    yield store
+    await client.aclose()
 
 
 @pytest.fixture(scope="session")

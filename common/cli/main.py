@@ -23,6 +23,7 @@ from sparkyard.cli import render
 from sparkyard.client import Client, first_run_id
 from sparkyard.config import ConfigError
 from sparkyard.options import JobOptions
+from sparkyard.timeutil import rfc3339_ms
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 EXIT_TIMEOUT = 124
@@ -65,6 +66,16 @@ def build_parser() -> argparse.ArgumentParser:
         _common(p)
         p.add_argument("job_id")
 
+    b = sub.add_parser("backfill", help="run a recurring job's past fire times in a range")
+    _common(b)
+    b.add_argument("job_id")
+    b.add_argument("--from", dest="start", required=True, metavar="TIME",
+                   help="first fire time, inclusive (ISO 8601 with an offset, e.g. 2026-11-01T00:00:00Z)")
+    b.add_argument("--to", dest="end", required=True, metavar="TIME",
+                   help="last fire time, inclusive (not in the future)")
+    b.add_argument("--max-concurrent", type=int, default=1, metavar="N",
+                   help="most of the job's runs active at once while it goes on (default 1)")
+
     r = sub.add_parser("runs", help="list a job's runs (newest first)")
     _common(r)
     r.add_argument("job_id")
@@ -83,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     _common(c)
     c.add_argument("id")
     c.add_argument("--reason", default="")
+
+    d = sub.add_parser("delete", help="delete a job (its history is deleted in the background)")
+    _common(d)
+    d.add_argument("job_id")
+    d.add_argument("--force", action="store_true", help="cancel the job's active runs first (else refused)")
 
     w = sub.add_parser("workers", help="list workers and their slots")
     _common(w)
@@ -204,6 +220,12 @@ def dispatch(args: argparse.Namespace) -> int:
         elif verb == "trigger":
             run = client.trigger(args.job_id)
             out(run, lambda c: render.runs_table(c, [run]))
+        elif verb == "backfill":
+            plan = client.backfill(args.job_id, args.start, args.end, max_concurrent=args.max_concurrent)
+            first, last = rfc3339_ms(plan.first.ToMilliseconds()), rfc3339_ms(plan.last.ToMilliseconds())
+            out(plan, lambda c: c.print(
+                f"backfill of job {args.job_id}: {plan.planned} fire times from {first} to {last} ({plan.added} new); "
+                f"{plan.pending} still to run, at most {args.max_concurrent} at once (sparkyard runs {args.job_id})"))
         elif verb == "runs":
             runs = client.runs(args.job_id, limit=args.limit, with_tasks=args.json)
             out(runs, lambda c: render.runs_table(c, runs))
@@ -223,6 +245,12 @@ def dispatch(args: argparse.Namespace) -> int:
                 render.print_json({"cancelled": cancelled})
             else:
                 console.print(f"cancelled {len(cancelled)}: {' '.join(cancelled)}")
+        elif verb == "delete":
+            cancelled = client.delete(args.job_id, force=args.force)
+            if args.json:
+                render.print_json({"deleted": args.job_id, "cancelled": cancelled})
+            else:
+                console.print(f"deleted {args.job_id}" + (f"; cancelled {' '.join(cancelled)}" if cancelled else ""))
         elif verb == "workers":
             workers = client.workers(include_dead=args.all)
             out(workers, lambda c: render.workers_table(c, workers))

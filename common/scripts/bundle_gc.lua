@@ -6,7 +6,7 @@
 -- Returns the digests deleted.
 --
 -- Invariant: a bundle is deleted only when every job that names it is COMPLETED or CANCELLED with no
--- active run (nothing can fire or run it again), or when none ever named it past the grace; the check
+-- active run, or deleted (its reference is dropped here: retention.lua cannot read a job's bundle) (nothing can fire or run it again), or when none ever named it past the grace; the check
 -- and the delete are one step, so a job submitted meanwhile (its SADD of a reference) cannot be missed.
 local now = now_ms()
 local grace = tonumber(ARGV[1])
@@ -21,6 +21,7 @@ for _, digest in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1))
   end
   for _, job_id in ipairs(jobs) do
     local state = redis.call('HGET', K.job(job_id), 'state')
+    if not state then redis.call('SREM', refs, job_id) end  -- a deleted job's reference
     if state and ((state ~= 'COMPLETED' and state ~= 'CANCELLED') or redis.call('SCARD', K.job_active(job_id)) > 0) then
       needed = true
       break

@@ -221,3 +221,15 @@ local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job
   end
   return state
 end
+
+-- A job leaves every listing and index at once (its hash, `jobs`, `schedule`, `awaiting`) and joins `purge`,
+-- where retention.lua finds its runs, tasks and attempts and deletes them a bounded batch at a time. Nothing
+-- can fire it afterwards: fire.lua finds no job. The caller has made sure it has no active run.
+local function unlink_job(job_id, now)
+  redis.call('DEL', K.job(job_id), K.job_active(job_id), K.job_backfill(job_id))
+  redis.call('HDEL', K.backfills, job_id)
+  redis.call('ZREM', K.jobs, job_id)
+  redis.call('ZREM', K.schedule, job_id)
+  redis.call('SREM', K.awaiting, job_id)
+  redis.call('ZADD', K.purge, now, job_id)
+end

@@ -459,11 +459,51 @@ class JobIdRequest(_message.Message):
     job_id: str
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
+class DeleteJobRequest(_message.Message):
+    __slots__ = ("job_id", "force")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    force: bool
+    def __init__(self, job_id: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
+
+class DeleteJobResponse(_message.Message):
+    __slots__ = ("cancelled",)
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    cancelled: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, cancelled: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class TriggerJobResponse(_message.Message):
     __slots__ = ("run",)
     RUN_FIELD_NUMBER: _ClassVar[int]
     run: Run
     def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
+
+class BackfillRequest(_message.Message):
+    __slots__ = ("job_id", "start", "end", "max_concurrent")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    start: _timestamp_pb2.Timestamp
+    end: _timestamp_pb2.Timestamp
+    max_concurrent: int
+    def __init__(self, job_id: _Optional[str] = ..., start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_concurrent: _Optional[int] = ...) -> None: ...
+
+class BackfillResponse(_message.Message):
+    __slots__ = ("planned", "added", "pending", "first", "last")
+    PLANNED_FIELD_NUMBER: _ClassVar[int]
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    FIRST_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    planned: int
+    added: int
+    pending: int
+    first: _timestamp_pb2.Timestamp
+    last: _timestamp_pb2.Timestamp
+    def __init__(self, planned: _Optional[int] = ..., added: _Optional[int] = ..., pending: _Optional[int] = ..., first: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
     __slots__ = ("job_id", "limit", "with_tasks")

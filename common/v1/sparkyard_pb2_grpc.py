@@ -74,6 +74,16 @@ class JobServiceStub:
                 request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.JobIdRequest.SerializeToString,
                 response_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.TriggerJobResponse.FromString,
                 _registered_method=True)
+        self.Backfill = channel.unary_unary(
+                '/sparkyard.v1.JobService/Backfill',
+                request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.BackfillRequest.SerializeToString,
+                response_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.BackfillResponse.FromString,
+                _registered_method=True)
+        self.DeleteJob = channel.unary_unary(
+                '/sparkyard.v1.JobService/DeleteJob',
+                request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.DeleteJobRequest.SerializeToString,
+                response_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.DeleteJobResponse.FromString,
+                _registered_method=True)
         self.ListRuns = channel.unary_unary(
                 '/sparkyard.v1.JobService/ListRuns',
                 request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.ListRunsRequest.SerializeToString,
@@ -147,6 +157,20 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Backfill(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteJob(self, request, context):
+        """Delete a job: gone at once from every listing (GetJob then says NOT_FOUND); its runs, tasks and attempts
+        are deleted in the background by the retention loop. FAILED_PRECONDITION while a run is active, unless force.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListRuns(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -213,6 +237,16 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.TriggerJob,
                     request_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.JobIdRequest.FromString,
                     response_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.TriggerJobResponse.SerializeToString,
+            ),
+            'Backfill': grpc.unary_unary_rpc_method_handler(
+                    servicer.Backfill,
+                    request_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.BackfillRequest.FromString,
+                    response_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.BackfillResponse.SerializeToString,
+            ),
+            'DeleteJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteJob,
+                    request_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.DeleteJobRequest.FromString,
+                    response_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.DeleteJobResponse.SerializeToString,
             ),
             'ListRuns': grpc.unary_unary_rpc_method_handler(
                     servicer.ListRuns,
@@ -451,6 +485,60 @@ class JobService:
             '/sparkyard.v1.JobService/TriggerJob',
             sparkyard_dot_v1_dot_sparkyard__pb2.JobIdRequest.SerializeToString,
             sparkyard_dot_v1_dot_sparkyard__pb2.TriggerJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Backfill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sparkyard.v1.JobService/Backfill',
+            sparkyard_dot_v1_dot_sparkyard__pb2.BackfillRequest.SerializeToString,
+            sparkyard_dot_v1_dot_sparkyard__pb2.BackfillResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sparkyard.v1.JobService/DeleteJob',
+            sparkyard_dot_v1_dot_sparkyard__pb2.DeleteJobRequest.SerializeToString,
+            sparkyard_dot_v1_dot_sparkyard__pb2.DeleteJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -839,3 +839,33 @@ async def test_worker_records_are_kept_as_given(store: Store) -> None:
     await store.put_worker("w2", {"host": "h2", "labels": {"zone": "a"}})
     assert await store.get_workers() == {"w1": {"host": "h1", "slots": 4, "alive": False},
                                          "w2": {"host": "h2", "labels": {"zone": "a"}}}
+
+
+# ---- backfill --------------------------------------------------------------------------------------------
+
+
+async def test_a_backfill_plan_keeps_each_time_once_until_it_is_done_and_goes_with_its_job(store: Store) -> None:
+    now = await store.time_ms()
+    await store.submit_many([NewJob(job_id(1), spec(trigger=every(3600)), "abs", now + 3_600_000)], TTL_MS)
+    assert await store.backfill_plan(job_id(1), 2, [3_000, 1_000, 2_000]) == ("ok", 3, 3)
+    assert await store.backfill_plan(job_id(1), 3, [2_000, 4_000]) == ("ok", 1, 4)  # 2_000 is pending already
+    assert await store.backfill_jobs() == {job_id(1): 3}
+    assert await store.backfill_pending(job_id(1), 2) == [1_000, 2_000]  # earliest first
+    assert await store.backfill_done(job_id(1), [1_000, 2_000]) == 2
+    assert await store.backfill_pending(job_id(1), 10) == [3_000, 4_000]
+    assert await store.backfill_done(job_id(1), [3_000, 4_000]) == 0
+    assert await store.backfill_jobs() == {}  # the last time done: the job leaves the list
+    assert await store.backfill_plan(job_id(9), 1, [1_000]) == ("missing", 0, 0)
+    await store.backfill_plan(job_id(1), 1, [5_000])
+    await store.backfill_drop(job_id(1))
+    assert await store.backfill_jobs() == {} and await store.backfill_pending(job_id(1), 10) == []
+    await store.cancel("stop", job_id=job_id(1))
+    assert await store.backfill_plan(job_id(1), 1, [1_000]) == ("cancelled", 0, 0)
+
+
+async def test_deleting_a_job_drops_its_backfill_plan(store: Store) -> None:
+    now = await store.time_ms()
+    await store.submit_many([NewJob(job_id(1), spec(trigger=every(3600)), "abs", now + 3_600_000)], TTL_MS)
+    await store.backfill_plan(job_id(1), 1, [1_000, 2_000])
+    assert (await store.delete_job(job_id(1)))[0] == "ok"
+    assert await store.backfill_jobs() == {} and await store.backfill_pending(job_id(1), 10) == []

@@ -3,31 +3,19 @@ tests/contract)."""
 
 from __future__ import annotations
 
-import itertools
-from typing import AsyncIterator
-
 import pytest
-from redis.asyncio import Redis
 
-from harness import RedisServer
-from sparkyard.keys import Keys
-from sparkyard.master.leader import take_lead
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.store import NewJob, Report
 from sparkyard.spec import normalize
 from sparkyard.v1 import sparkyard_pb2 as pb
 
-_ns = itertools.count(1)
 LEASE_MS = 60_000
 
 
 @pytest.fixture
-async def store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
-    redis = Redis(port=redis_server.port, decode_responses=True)
-    store = RedisStore(redis, Keys(f"st{next(_ns)}"))
-    await take_lead(store.scripts, "store-test")
-    yield store
-    await redis.aclose()
+def store(redis_store: RedisStore) -> RedisStore:
+    return redis_store
 
 
 def spec(**kw: object) -> pb.JobSpec:

@@ -125,3 +125,9 @@ def print_until(spark: Any, ctx: Any) -> str:
         time.sleep(0.1)
     print(f"done after {n} ticks", flush=True)
     return f"{n} ticks"
+
+
+def scheduled_at(spark: Any, ctx: Any) -> str:
+    """Sleeps ctx.args[0] seconds (default 0), then returns the run's scheduled time (what a backfill sets)."""
+    time.sleep(float(ctx.args[0]) if ctx.args else 0.0)
+    return ctx.scheduled_at.isoformat()

@@ -324,3 +324,16 @@ def test_a_master_that_restarts_itself_keeps_the_port_it_got() -> None:
     assert parse_args(restart_argv(argv, "127.0.0.1:0", 41234)).listen == "127.0.0.1:41234"
     assert parse_args(restart_argv([], "0.0.0.0:0", 5000)).listen == "0.0.0.0:5000"  # port 0 from a file or env
     assert restart_argv(argv[2:], "127.0.0.1:7070", 7070) == argv[2:]  # a fixed port is left as it is
+
+
+def test_retention_flags_take_a_count_and_a_duration_and_refuse_what_would_keep_nothing() -> None:
+    args = parse_args(["--keep-runs", "20", "--history-max-age", "12h"])
+    cfg = load(MasterConfig, "master", environ={},
+               overrides={"keep_runs": args.keep_runs, "history_max_age_s": args.history_max_age_s})
+    assert (cfg.keep_runs, cfg.history_max_age_s) == (20, 12 * 3600)
+    defaults = load(MasterConfig, "master", environ={})
+    assert (defaults.keep_runs, defaults.history_max_age_s) == (100, 7 * 24 * 3600)
+    with pytest.raises(ConfigError, match="keep_runs must be positive"):
+        load(MasterConfig, "master", environ={}, overrides={"keep_runs": 0})
+    with pytest.raises(ConfigError, match="^--history-max-age: 'a week' is not a duration"):
+        load(MasterConfig, "master", environ={}, overrides={"history_max_age_s": "a week"})

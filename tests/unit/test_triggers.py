@@ -14,7 +14,9 @@ from sparkyard.master.triggers import (
     AFTER_RUN,
     NONE,
     FirePlan,
+    NoCadence,
     after_run_ms,
+    backfill_times,
     first_fire_ms,
     is_recurring,
     next_fire_ms,
@@ -454,3 +456,30 @@ def test_very_long_outage_with_fire_once_fires_once() -> None:
     assert result.fires == [T0]
     assert result.next_ms == T0 + 86_400_100
 
+
+
+# ---- backfill ----------------------------------------------------------------------------------------------
+
+
+def test_a_cron_backfill_lists_the_calendar_times_in_the_range_both_ends_included() -> None:
+    times = backfill_times(_cron("0 * * * *", max_runs=1), T0 - 3 * HOUR, T0, limit=100)
+    assert times == [T0 - 3 * HOUR, T0 - 2 * HOUR, T0 - HOUR, T0]  # max_runs bounds the schedule, not this
+    assert backfill_times(_cron("0 * * * *"), T0 - 3 * HOUR + 1, T0 - 1, limit=100) == [T0 - 2 * HOUR, T0 - HOUR]
+
+
+def test_a_cron_backfill_follows_its_time_zone_through_a_dst_change() -> None:
+    times = backfill_times(_cron("30 2 * * *", "Europe/Berlin"), _utc(2026, 3, 28), _utc(2026, 3, 30, 12), 10)
+    # 02:30 does not exist on 29 March in Berlin: that day fires at the first instant after the gap.
+    assert [_local(t).strftime("%d %H:%M") for t in times] == ["28 02:30", "29 03:00", "30 02:30"]
+
+
+def test_a_fixed_rate_backfill_counts_intervals_from_the_start_of_the_range() -> None:
+    assert backfill_times(_every(15 * MINUTE), T0, T0 + HOUR, limit=100) == [T0 + i * 15 * MINUTE for i in range(5)]
+
+
+def test_a_backfill_refuses_a_range_past_its_limit_and_triggers_without_a_cadence() -> None:
+    with pytest.raises(ValueError, match="more than 3 fire times"):
+        backfill_times(_every(MINUTE), T0, T0 + HOUR, limit=3)
+    for trigger in (_every(MINUTE, fixed_delay=True), _at(T0)):
+        with pytest.raises(NoCadence, match="backfill needs a cron or fixed-rate job"):
+            backfill_times(trigger, T0, T0 + HOUR, limit=3)

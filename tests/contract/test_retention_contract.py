@@ -1,0 +1,77 @@
+"""The Store contract for deleting jobs and retention (delete_job.lua, retention.lua): run, like
+test_store_contract.py whose fixtures it uses, against RedisStore and MemoryStore."""
+
+from __future__ import annotations
+
+from test_store_contract import GROUP, TTL_MS, every, job_id, lease, spec, store, subject  # noqa: F401
+
+from sparkyard import ids
+from sparkyard.master.store import NewJob, PurgeResult, Report, RetentionBounds, Store
+
+FAR_FUTURE_MS = 4_000_000_000_000
+DAY_MS = 86_400_000
+
+
+def bounds(keep_runs: int, budget: int = 500) -> RetentionBounds:
+    return RetentionBounds(keep_runs=keep_runs, max_age_ms=DAY_MS, jobs_per_step=100, budget=budget)
+
+
+async def recurring(store: Store, n: int) -> None:
+    await store.submit_many([NewJob(job_id(n), spec(trigger=every(1)), "abs", FAR_FUTURE_MS)], TTL_MS)
+
+
+async def fired(store: Store, n: int, at: int, tasks: int = 1) -> str:
+    run_id, res = await store.fire(job_id(n), spec(trigger=every(1)), at, expected_ms=None, next_fire_ms=-1,
+                                   overlap="allow", inputs=[()] * tasks)
+    assert res.status == "created"
+    return run_id
+
+
+async def ended(store: Store, n: int, at: int, tasks: int = 1) -> str:
+    run_id = await fired(store, n, at, tasks)
+    claims = await lease(store, [ids.task_id(run_id, i) for i in range(tasks)])
+    await store.report([Report(c.task_id, c.token, "SUCCEEDED") for c in claims])
+    return run_id
+
+
+async def purge_all(store: Store, b: RetentionBounds) -> list[PurgeResult]:
+    steps, cursor = [], 0
+    while True:
+        step = await store.purge_history(cursor, b)
+        steps.append(step)
+        cursor = step.cursor
+        if not step.more and cursor == 0:
+            return steps
+        assert len(steps) < 1000, "retention did not finish"
+
+
+async def test_retention_keeps_the_newest_ended_runs_and_every_active_one(store: Store) -> None:
+    await recurring(store, 1)
+    active = await fired(store, 1, 500)
+    done = [await ended(store, 1, 1_000 * i, tasks=2) for i in range(1, 6)]
+    steps = await purge_all(store, bounds(keep_runs=2, budget=5))
+    assert sum(s.runs_deleted for s in steps) == 3 and sum(s.keys_deleted for s in steps) == 9
+    assert sorted(r.id for r in await store.list_runs(job_id(1), 100)) == sorted([active, *done[-2:]])
+    assert await store.get_run(done[0]) is None and await store.get_task(ids.task_id(done[0], 1)) is None
+    assert await store.active_runs(job_id(1)) == [active]
+
+
+async def test_a_job_is_deleted_only_without_active_runs_and_then_purged(store: Store) -> None:
+    await recurring(store, 1)
+    await recurring(store, 2)
+    old = await ended(store, 1, 1_000)
+    running = await fired(store, 1, 2_000)
+    assert await store.delete_job(job_id(1)) == ("active", [running])
+    await store.cancel("stop", job_id=job_id(1), run_ids=[running], task_ids=[ids.task_id(running, 0)])
+    assert await store.delete_job(job_id(1)) == ("ok", [])
+    assert await store.delete_job(job_id(1)) == ("missing", [])
+    assert await store.get_job(job_id(1)) is None
+    assert [j.id for j in await store.list_jobs(10)] == [job_id(2)]
+    assert await store.due_schedule(FAR_FUTURE_MS) == [(job_id(2), FAR_FUTURE_MS)]
+    _, late = await store.fire(job_id(1), spec(trigger=every(1)), 3_000, expected_ms=None, next_fire_ms=-1,
+                               overlap="allow", inputs=[()])
+    assert late.status == "inactive"
+    steps = await purge_all(store, bounds(keep_runs=100, budget=3))
+    assert sum(s.runs_deleted for s in steps) == 2
+    assert await store.get_run(old) is None and await store.get_run(running) is None
+    assert await store.list_runs(job_id(1), 10) == [] and await store.ready_counts() == {GROUP: 0}
