@@ -172,6 +172,7 @@ class ConsoleApi:
             ("POST", "/api/jobs/{job_id}/trigger", self.trigger, act),
             ("POST", "/api/jobs/{job_id}/pause", self.pause, act),
             ("POST", "/api/jobs/{job_id}/resume", self.resume, act),
+            ("DELETE", "/api/jobs/{job_id}", self.delete, act),
             ("GET", "/api/runs/{run_id}", self.run, read),
             ("GET", "/api/tasks/{task_id}/log", self.task_log, read),
             ("GET", "/api/workers", self.workers, read),
@@ -270,6 +271,15 @@ class ConsoleApi:
             return job_to_proto(await change(job_id))
 
         return await self._act(request, local, "jobs", method, pb.JobIdRequest(job_id=job_id))
+
+    async def delete(self, request: web.Request) -> web.Response:
+        """``force=1`` cancels the job's active runs first (else a job with one is refused, 409)."""
+        job_id, force = request.match_info["job_id"], _flag(request, "force")
+
+        async def local() -> Message:
+            return pb.DeleteJobResponse(cancelled=await self._jobs.delete(job_id, force))
+
+        return await self._act(request, local, "jobs", "DeleteJob", pb.DeleteJobRequest(job_id=job_id, force=force))
 
     async def drain(self, request: web.Request) -> web.Response:
         worker_id = request.match_info["worker_id"]

@@ -249,7 +249,8 @@ async function jobPage(jobId) {
     h("button", { id: "trigger", onclick: act(`${base}/trigger`, (run) => `Triggered: run ${run.id} is ${run.state}`),
       disabled: job.state === "CANCELLED" }, "Trigger now"),
     h("button", { id: "pause", onclick: act(`${base}/pause`, (j) => `Job is ${j.state}`), disabled: job.state !== "ACTIVE" }, "Pause"),
-    h("button", { id: "resume", onclick: act(`${base}/resume`, (j) => `Job is ${j.state}`), disabled: job.state !== "PAUSED" }, "Resume"));
+    h("button", { id: "resume", onclick: act(`${base}/resume`, (j) => `Job is ${j.state}`), disabled: job.state !== "PAUSED" }, "Resume"),
+    h("button", { id: "delete", class: "danger", onclick: () => deleteJob(job) }, "Delete"));
   const oldest = [...runs].reverse();
   const rows = runs.map((r) => h("tr", {},
     h("td", {}, h("a", { href: `#/run/${encodeURIComponent(r.id)}` }, r.id)), h("td", {}, badge(r.state)),
@@ -272,6 +273,25 @@ async function jobPage(jobId) {
       : h("div", { class: "empty" }, "No run yet."),
     h("h2", {}, "Spec"), h("pre", { id: "spec" }, JSON.stringify(job.spec, null, 2)),
   ];
+}
+
+// Deleting asks first; a job with an active run is refused unless its runs are cancelled too (force).
+async function deleteJob(job) {
+  const name = job.spec.name || job.id;
+  if (!confirm(`Delete job ${name}? It stops firing and its history is deleted.`)) return;
+  const path = `/api/jobs/${encodeURIComponent(job.id)}`;
+  try {
+    await api(path, { method: "DELETE" });
+  } catch (err) {
+    if (!/active run/.test(err.message) || !confirm(`${err.message}\n\nCancel its active runs and delete it?`)) {
+      notice(err.message, false);
+      return;
+    }
+    try { await api(`${path}?force=1`, { method: "DELETE" }); } catch (again) { notice(again.message, false); return; }
+  }
+  history.pushState(null, "", "#/jobs");
+  await render();
+  notice(`Deleted job ${name}`, true);
 }
 
 // Run -------------------------------------------------------------------------------------------------
