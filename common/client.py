@@ -210,6 +210,19 @@ class Client:
                                              for s in specs])
         return [r.job for r in self._call("jobs", "SubmitJobs", request).jobs]
 
+    def update(self, job_id: str, entrypoint: str = "", **options: Any) -> pb.Job:
+        """Change a job from its next firing on: only the options given (the fields of
+        :class:`JobOptions`, as for :meth:`submit`) change; ``entrypoint`` ships its code anew (with
+        ``py_files``, ``files``, ``bundle`` as given). Runs made before keep what they were made with."""
+        given = [name for name, value in options.items() if value is not None]
+        change, fields, _ = JobOptions.of(options).to_update(given, entrypoint)
+        return self.update_spec(job_id, change, fields)
+
+    def update_spec(self, job_id: str, change: pb.JobSpec, fields: Sequence[str]) -> pb.Job:
+        """UpdateJob with a spec holding the change and the JobSpec fields to take from it."""
+        self._upload_for([change])
+        return self._call("jobs", "UpdateJob", pb.UpdateJobRequest(job_id=job_id, spec=change, fields=fields))
+
     def job(self, job_id: str) -> pb.Job:
         return self._call("jobs", "GetJob", pb.GetJobRequest(job_id=job_id))
 

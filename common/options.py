@@ -19,7 +19,7 @@ import dataclasses
 import glob
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from sparkyard import errors
 from sparkyard.bundle import Bundle
@@ -54,6 +54,9 @@ class Option:
     metavar: str | None = None
     when: bool = False  # one of the mutually exclusive triggers (--delay, --at, --cron, --every)
     cli: bool = True  # False: a Python-only option (the CLI has its own way to say it)
+    # The JobSpec fields an update with this option changes (sparkyard.spec.UPDATABLE names); None: the
+    # field of the same name.
+    spec: tuple[str, ...] | None = None
 
 
 def _option(default: Any, help: str, kind: str = "str", **more: Any) -> Any:
@@ -75,50 +78,63 @@ class JobOptions:
     conf: dict[str, str] = _option({}, "Spark conf (repeatable)", "pairs", metavar="K=V")
     env: dict[str, str] = _option({}, "environment variable (repeatable)", "pairs", metavar="K=V")
     py_files: list[str] = _option([], ".py/.zip/.egg files put on the task's sys.path, shipped with the job "
-                                      "(repeatable or comma-separated)", "paths")
+                                      "(repeatable or comma-separated)", "paths", spec=("code",))
     files: list[str] = _option([], "data files shipped with the job, at their path relative to here "
-                                   "(repeatable or comma-separated)", "paths")
+                                   "(repeatable or comma-separated)", "paths", spec=("code",))
     bundle: str = _option("", "ship this project directory (minus .sparkyardignore); it becomes the task's "
-                              "working directory and is on sys.path", metavar="DIR")
+                              "working directory and is on sys.path", metavar="DIR", spec=("code",))
     cwd: str = _option("", "the task's working directory on the worker, absolute (default: see docs/runners.md)")
-    task_memory: int = _option(0, "memory limit of each attempt, e.g. 2g (default: the worker's)", "size")
+    task_memory: int = _option(0, "memory limit of each attempt, e.g. 2g (default: the worker's)", "size",
+                               spec=("task_memory_mb",))
     ship: bool = _option(True, "do not upload the entrypoint: it must be readable at its absolute path on the "
-                               "workers", "flag", flag="--no-ship")
-    retries: int = _option(0, "retries after a failed attempt (default 0)", "count")
-    backoff: float | None = _option(None, "delay before the first retry, doubling after (default 5s)", "duration")
-    max_backoff: float | None = _option(None, "largest retry delay (default 10m)", "duration")
+                               "workers", "flag", flag="--no-ship", spec=("code",))
+    retries: int = _option(0, "retries after a failed attempt (default 0)", "count", spec=("retry.max_attempts",))
+    backoff: float | None = _option(None, "delay before the first retry, doubling after (default 5s)", "duration",
+                                    spec=("retry.initial_backoff",))
+    max_backoff: float | None = _option(None, "largest retry delay (default 10m)", "duration",
+                                        spec=("retry.max_backoff",))
     timeout: float | None = _option(None, "per-attempt timeout, e.g. 30m (default none)", "duration")
-    delay: float | None = _option(None, "fire once after this delay, e.g. 10s", "duration", when=True)
+    delay: float | None = _option(None, "fire once after this delay, e.g. 10s", "duration", when=True,
+                                  spec=("trigger.kind",))
     at: float | None = _option(None, "fire once at this ISO 8601 time, e.g. 2026-11-22T03:00:00Z", "instant",
-                               when=True)
-    cron: str = _option("", "cron expression: 5 fields, or 6 with seconds first", when=True)
-    every: float | None = _option(None, "fire at a fixed rate, e.g. 10s", "duration", when=True)
-    tz: str = _option("", "time zone of --cron (IANA name; default UTC)")
-    fixed_delay: bool = _option(False, "with --every: count from the end of the previous run", "flag")
-    start_at: float | None = _option(None, "recurring jobs: no firing before this time", "instant")
-    end_at: float | None = _option(None, "recurring jobs: no firing after this time", "instant")
-    max_runs: int = _option(0, "recurring jobs: stop after this many runs", "count")
+                               when=True, spec=("trigger.kind",))
+    cron: str = _option("", "cron expression: 5 fields, or 6 with seconds first", when=True, spec=("trigger.kind",))
+    every: float | None = _option(None, "fire at a fixed rate, e.g. 10s", "duration", when=True, spec=("trigger.kind",))
+    tz: str = _option("", "time zone of --cron (IANA name; default UTC)", spec=("trigger.kind",))
+    fixed_delay: bool = _option(False, "with --every: count from the end of the previous run", "flag",
+                                spec=("trigger.kind",))
+    start_at: float | None = _option(None, "recurring jobs: no firing before this time", "instant",
+                                     spec=("trigger.start_at",))
+    end_at: float | None = _option(None, "recurring jobs: no firing after this time", "instant",
+                                   spec=("trigger.end_at",))
+    max_runs: int = _option(0, "recurring jobs: stop after this many runs", "count", spec=("trigger.max_runs",))
     misfire: str = _option("", "what to do with firings missed while the master was down or the job paused: "
                                "skip, fire-once (default) or catch-up", "choice")
-    catch_up_limit: int = _option(0, "with --misfire catch-up: most missed runs replayed", "count")
+    catch_up_limit: int = _option(0, "with --misfire catch-up: most missed runs replayed", "count",
+                                  spec=("misfire_catch_up_limit",))
     overlap: str = _option("", "a firing while the previous run is active: allow (default), forbid (skip), "
                                "replace (cancel it)", "choice")
     inputs: list[str | tuple[str, str]] = _option(
         [], "an input to split over tasks (repeatable); MARK is its resource mark", "list", flag="--input",
-        metavar="[MARK=]VALUE")
+        metavar="[MARK=]VALUE", spec=("split.inputs",))
     input_globs: list[str] = _option([], "inputs: the files matching a glob (repeatable)", "list",
-                                     flag="--inputs", metavar="GLOB")
-    parallelism: int = _option(0, "number of tasks (default: one per input)", "count")
-    max_bytes_per_sec: int = _option(0, "a run's total read rate limit, split over its tasks", "count")
-    max_records_per_sec: int = _option(0, "a run's total record rate limit, split over its tasks", "count")
-    task_bytes_per_sec: int = _option(0, "one task's read rate limit", "count")
-    task_records_per_sec: int = _option(0, "one task's record rate limit", "count")
-    max_concurrent: int = _option(0, "at most this many tasks of a run at once", "count")
+                                     flag="--inputs", metavar="GLOB", spec=("split.inputs",))
+    parallelism: int = _option(0, "number of tasks (default: one per input)", "count", spec=("split.parallelism",))
+    max_bytes_per_sec: int = _option(0, "a run's total read rate limit, split over its tasks", "count",
+                                     spec=("split.max_bytes_per_sec",))
+    max_records_per_sec: int = _option(0, "a run's total record rate limit, split over its tasks", "count",
+                                       spec=("split.max_records_per_sec",))
+    task_bytes_per_sec: int = _option(0, "one task's read rate limit", "count", spec=("split.task_bytes_per_sec",))
+    task_records_per_sec: int = _option(0, "one task's record rate limit", "count",
+                                        spec=("split.task_records_per_sec",))
+    max_concurrent: int = _option(0, "at most this many tasks of a run at once", "count",
+                                  spec=("split.max_concurrent",))
     routing: str = _option("", "worker choice: least-loaded, round-robin, random, consistent-hash or "
                                "previous-worker (default: the previous worker if idle, else least-loaded)", "choice")
     routing_key: str = _option("", "key for --routing consistent-hash")
     labels: dict[str, str] = _option({}, "a label of the job (repeatable)", "pairs", flag="--label", metavar="K=V")
-    base_dir: str = _option("", "where relative paths start (default: the current directory)", "path", cli=False)
+    base_dir: str = _option("", "where relative paths start (default: the current directory)", "path", cli=False,
+                            spec=())
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -171,11 +187,16 @@ class JobOptions:
                 target.add_argument(flag, action=action, metavar=metavar, **common)
 
     @classmethod
+    def given(cls, namespace: argparse.Namespace) -> dict[str, Any]:
+        """The options a command line parsed with :meth:`add_arguments` gave (as typed)."""
+        return {f.name: getattr(namespace, f.name) for f in dataclasses.fields(cls)
+                if f.metadata["option"].cli and getattr(namespace, f.name, None) is not None}
+
+    @classmethod
     def from_namespace(cls, namespace: argparse.Namespace) -> JobOptions:
         """The options given on a command line parsed with :meth:`add_arguments`. On the command line an
         ``--input`` may name its resource mark (``MARK=VALUE``: :func:`sparkyard.spec.parse_input`)."""
-        given = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(cls)
-                 if f.metadata["option"].cli and getattr(namespace, f.name, None) is not None}
+        given = cls.given(namespace)
         if "inputs" in given:
             try:
                 given["inputs"] = [(i.value, i.mark) for i in map(parse_input, given["inputs"])]
@@ -185,13 +206,32 @@ class JobOptions:
 
     # ---- the spec ----------------------------------------------------------------------------------------
 
+    def to_update(self, given: Iterable[str], entrypoint: str = "") -> tuple[pb.JobSpec, list[str], Bundle | None]:
+        """What an update with the options named in ``given`` sends (sparkyard update, UpdateJob): a spec
+        holding them, the JobSpec fields they change (:data:`sparkyard.spec.UPDATABLE` names) and the
+        bundle to upload. Shipped code changes only with its entrypoint given again: its files are
+        bundled anew, as a submit does."""
+        names = set(given)
+        opts = {f.name: f.metadata["option"] for f in dataclasses.fields(self)}
+        fields = {path for name in names for path in (opts[name].spec if opts[name].spec is not None else (name,))}
+        if "code" in fields and not entrypoint:
+            raise errors.InvalidArgument("entrypoint: give the job's entrypoint again to ship its code anew "
+                                         "(--py-files, --files, --bundle and --no-ship change shipped code)")
+        if entrypoint:
+            fields.add("code")
+        if not fields:
+            raise errors.InvalidArgument("fields: give at least one option to change")
+        spec, packed = self.to_spec(entrypoint)
+        return spec, sorted(fields), packed
+
     def to_spec(self, entrypoint: str) -> tuple[pb.JobSpec, Bundle | None]:
         """The JobSpec, and the bundle of files to upload with it (None: nothing is shipped). A file
         entrypoint, ``py_files``, ``files`` and ``bundle`` are shipped unless ``ship`` is False (see
-        :mod:`sparkyard.bundle` for the layout)."""
+        :mod:`sparkyard.bundle` for the layout). Without an entrypoint (an update that does not change
+        the code) nothing is resolved or shipped."""
         base = Path(self.base_dir or Path.cwd()).absolute()
         try:
-            entry = resolve_entrypoint(entrypoint, base)
+            entry = resolve_entrypoint(entrypoint, base) if entrypoint else ""
         except ValueError as exc:
             raise errors.InvalidArgument(str(exc)) from None
         spec = pb.JobSpec(
@@ -203,7 +243,7 @@ class JobOptions:
             labels=self.labels, submit_dir=str(base), cwd=self.cwd,
             task_memory_mb=max(1, self.task_memory >> 20) if self.task_memory else 0,
         )
-        packed = self._ship(spec, entry, base)
+        packed = self._ship(spec, entry, base) if entry else None
         spec.retry.max_attempts = self.retries + 1
         for target, seconds in ((spec.retry.initial_backoff, self.backoff), (spec.retry.max_backoff, self.max_backoff),
                                 (spec.timeout, self.timeout)):

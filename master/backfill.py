@@ -155,10 +155,11 @@ class Backfiller:
         if room <= 0:
             return
         times = await store.backfill_pending(job_id, room)
-        fired = await self._preloader.fire_past(job_id, job.spec, times) if times else []
+        fired = await self._preloader.fire_past(job_id, job.spec, job.spec_version, times) if times else []
         if any(status == "inactive" for _, status in fired):  # cancelled between the read and the firing
             await store.backfill_drop(job_id)
             return
+        # A time refused as 'changed' (the job was updated since it was read) stays for the next step.
         done = [t for t, (_, status) in zip(times, fired) if status in ("created", "skipped", "exists")]
         pending = await store.backfill_done(job_id, done)
         log.info("job=%s backfill fired %d runs (%d existed already); %d fire times still to run", job_id,

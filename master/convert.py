@@ -21,7 +21,9 @@ def job_to_proto(job: JobRecord, with_spec: bool = True) -> pb.Job:
         state=pb.JobState.Value(to_proto(job.state)),
         runs=job.runs,
         last_run_id=job.last_run_id,
+        spec_version=job.spec_version,
     )
+    _set_ms(out.spec_updated_at, job.spec_updated_ms)
     _set_ms(out.created_at, job.created_ms)
     _set_ms(out.updated_at, job.updated_ms)
     _set_ms(out.next_fire_at, job.next_fire_ms)
@@ -73,6 +75,7 @@ def run_to_proto(r: RunRecord) -> pb.Run:
         tasks_cancelled=r.cancelled,
         tasks=[task_to_proto(t) for t in r.tasks],
         reason=r.reason,
+        spec_version=r.spec_version,
     )
     if r.state == RunState.SUCCEEDED and r.tasks and len(r.tasks) == r.task_count:
         out.result_json = "[" + ",".join(t.result or "null" for t in sorted(r.tasks, key=lambda t: t.index)) + "]"

@@ -190,13 +190,12 @@ class MasterCore:
 
     async def _after_run(self, job_id: str, run_id: str) -> None:
         """Fixed-delay jobs: the next fire time counts from the end of this run."""
-        spec = await self.store.get_spec(job_id)
-        if spec is None or not _fixed_delay(spec):
-            return
         job = await self.store.get_job(job_id)
-        if job is None or (job.awaited_run_id and job.awaited_run_id != run_id):
+        if job is None or not _fixed_delay(job.spec):
+            return  # gone, or updated to another trigger (the update gave it its next fire time)
+        if job.awaited_run_id and job.awaited_run_id != run_id:
             return  # the job waits for another run's end (or for none: rescheduled already)
-        next_ms = triggers.after_run_ms(spec.trigger, await self.store.time_ms(), job.runs)
+        next_ms = triggers.after_run_ms(job.spec.trigger, await self.store.time_ms(), job.runs)
         status, next_fire = await self.store.reschedule_after_run(job_id, run_id, next_ms)
         if status == "ok" and next_fire >= 0:
             self._arm(job_id, next_fire)

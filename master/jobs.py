@@ -24,7 +24,7 @@ from sparkyard.master.purgatory import DelayedOperation
 from sparkyard.master.records import JobRecord, RunRecord, TaskRecord
 from sparkyard.master.store import NewJob, SubmitResult
 from sparkyard.master.splitter import split_job
-from sparkyard.spec import SpecError, normalize
+from sparkyard.spec import SpecError, apply_update, normalize
 from sparkyard.states import RUN_TERMINAL, JobState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -41,6 +41,8 @@ SUBMIT_PIPELINE = 1000
 ID_ATTEMPTS = 3
 # Distinct specs whose validation and split are remembered (see JobManager._validated).
 VALIDATION_CACHE_SIZE = 256
+# An update re-reads the job and merges its change again this many times if other updates keep coming first.
+UPDATE_ATTEMPTS = 5
 
 
 @dataclass
@@ -112,9 +114,7 @@ class JobManager:
         if kind == "delay":
             mode, value = "delay", trigger.delay.ToMilliseconds()
         else:
-            mode, value = "abs", triggers.first_fire_ms(trigger, now_ms)
-            if value == triggers.NONE:
-                raise InvalidArgument("trigger.end_at: the job would never fire (end_at is before its first fire time)")
+            mode, value = "abs", self._first_fire_ms(trigger, now_ms)
         return NewJob(job_id, norm, mode, value, idempotency_key)
 
     async def submit(self, spec: pb.JobSpec, idempotency_key: str = "") -> Submitted:
@@ -161,7 +161,9 @@ class JobManager:
 
     async def _check_bundles(self, prepared: list[NewJob]) -> None:
         """A job may name only a bundle the master has (the client uploads it first)."""
-        digests = {p.spec.bundle.digest for p in prepared if p.spec.bundle.digest}
+        await self._check_digests({p.spec.bundle.digest for p in prepared if p.spec.bundle.digest})
+
+    async def _check_digests(self, digests: set[str]) -> None:
         if not digests:
             return
         missing = digests - await self._bundles.present(digests)
@@ -352,11 +354,66 @@ class JobManager:
         self._arming.consider(job_id, next_fire)
         return await self.get_job(job_id)
 
+    # ---- update -------------------------------------------------------------------------------------
+
+    async def update(self, job_id: str, change: pb.JobSpec, fields: list[str]) -> JobRecord:
+        """Take ``fields`` of ``change`` into an ACTIVE or PAUSED job's spec, from its next firing on.
+
+        The merged spec is checked as a submitted one is. A trigger change gives the job a new first fire
+        time from now, written with the spec in one step (update.lua), so the old time never fires; runs
+        made before keep the spec they were made from (by version), and the old spec is kept for them.
+        """
+        for _ in range(UPDATE_ATTEMPTS):
+            job = await self.get_job(job_id)
+            if job.state not in (JobState.ACTIVE, JobState.PAUSED):
+                raise FailedPrecondition(f"job {job_id} is {job.state.value} and can no longer be updated")
+            try:
+                merged = apply_update(job.spec, change, fields)
+            except SpecError as exc:
+                raise InvalidArgument(str(exc)) from None
+            spec, _ = self._validated(merged)
+            if spec.bundle.digest != job.spec.bundle.digest:
+                await self._check_digests({spec.bundle.digest} - {""})
+            next_fire = -1
+            if any(f.startswith("trigger.") for f in fields):
+                next_fire = self._first_fire_ms(spec.trigger, int(self._core.clock.now() * 1000))
+            result = await self._store.update_spec(job_id, job.spec_version, spec, next_fire)
+            if result.status == "conflict":
+                continue
+            if result.status == "missing":
+                raise NotFound(f"job {job_id} not found")
+            if result.status == "ended":
+                raise FailedPrecondition(f"job {job_id} is {result.state} and can no longer be updated")
+            if spec.bundle.digest and spec.bundle.digest != job.spec.bundle.digest:
+                await self._bundles.add_refs([(spec.bundle.digest, job_id)])
+            log.info("job=%s updated to spec version %d (%s)%s", job_id, result.spec_version, ", ".join(fields),
+                     f" next fire {result.next_fire_ms}" if next_fire >= 0 else "")
+            if result.state == JobState.ACTIVE.value:
+                self._arming.consider(job_id, result.next_fire_ms)
+            return await self.get_job(job_id)
+        raise FailedPrecondition(f"job {job_id} kept changing while being updated; try again")
+
+    @staticmethod
+    def _first_fire_ms(trigger: pb.Trigger, now_ms: int) -> int:
+        """A trigger's first fire time from ``now_ms``; InvalidArgument if it would never fire."""
+        kind = trigger.WhichOneof("kind")
+        if kind == "now":
+            return now_ms
+        if kind == "delay":
+            return now_ms + trigger.delay.ToMilliseconds()
+        first = triggers.first_fire_ms(trigger, now_ms)
+        if first == triggers.NONE:
+            raise InvalidArgument("trigger.end_at: the job would never fire (end_at is before its first fire time)")
+        return first
+
     async def trigger(self, job_id: str) -> RunRecord:
-        job = await self.get_job(job_id)
-        if job.state == JobState.CANCELLED:
-            raise FailedPrecondition(f"job {job_id} is CANCELLED")
-        run_id, status = await self._preloader.trigger_now(job_id, job.spec)
+        for _ in range(UPDATE_ATTEMPTS):
+            job = await self.get_job(job_id)
+            if job.state == JobState.CANCELLED:
+                raise FailedPrecondition(f"job {job_id} is CANCELLED")
+            run_id, status = await self._preloader.trigger_now(job_id, job.spec, job.spec_version)
+            if status != "changed":  # an update came between the read and the firing: read it again
+                break
         if status not in ("created", "skipped"):
             raise FailedPrecondition(f"job {job_id} could not be triggered ({status})")
         return await self.get_run(run_id)

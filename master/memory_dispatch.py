@@ -55,7 +55,7 @@ class MemoryDispatch(MemoryState):
             if queue is None or not queue.remove(task_id):
                 continue
             t = self._tasks.get(task_id)
-            if t is None or t.state is not TaskState.READY:
+            if t is None or not can_move("task", t.state.value, TaskState.LEASED.value):
                 continue
             run = self._runs[t.run_id]
             attempt = len(t.attempts) + 1
@@ -66,10 +66,10 @@ class MemoryDispatch(MemoryState):
                 self._timeouts.add(task_id, now + run.timeout_ms + timeout_grace_ms)
             self._leases.add(task_id, deadline)
             self._worker_leases[worker].add(task_id)
-            if run.state is RunState.SCHEDULED:
+            if can_move("run", run.state.value, RunState.RUNNING.value):
                 run.state, run.started_ms = RunState.RUNNING, now
             out.append(Claim(task_id, worker, token, attempt, t.run_id, t.job_id, t.index, t.inputs,
-                             run.scheduled_ms, run.task_count))
+                             run.scheduled_ms, run.task_count, run.spec_version))
         return out
 
     async def renew(self, worker: str, leases: Sequence[tuple[str, int]], lease_ms: int) -> RenewResult:

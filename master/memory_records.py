@@ -27,6 +27,9 @@ class JobEntry:
     last_run_id: str = ""
     awaits: str = ""  # in `awaiting`: the run whose end sets the next fire time
     last_workers: dict[int, str] = field(default_factory=dict)  # task index → worker that last ran it
+    spec_version: int = 1
+    spec_updated_ms: int = 0
+    old_specs: dict[int, pb.JobSpec] = field(default_factory=dict)  # version → the spec it replaced
 
 
 @dataclass
@@ -49,6 +52,7 @@ class RunEntry:
     timeout_ms: int = 0
     cap: int = 0
     gate: SortedSet = field(default_factory=SortedSet)  # task id → index: READY, held back by the cap
+    spec_version: int = 1
 
 
 @dataclass
@@ -103,12 +107,13 @@ class AttemptEnd:
 
 def job_record(job_id: str, job: JobEntry) -> JobRecord:
     return JobRecord(job_id, job.spec, job.state, job.created_ms, job.updated_ms, job.next_fire_ms, job.runs,
-                     job.last_run_id, job.awaits)
+                     job.last_run_id, job.awaits, job.spec_version, job.spec_updated_ms)
 
 
 def run_record(run_id: str, run: RunEntry) -> RunRecord:
     return RunRecord(run_id, run.job_id, run.state, run.scheduled_ms, run.fired_ms, run.started_ms,
-                     run.finished_ms, run.task_count, run.succeeded, run.dead, run.cancelled, run.reason)
+                     run.finished_ms, run.task_count, run.succeeded, run.dead, run.cancelled, run.reason,
+                     spec_version=run.spec_version)
 
 
 def task_record(task_id: str, t: TaskEntry) -> TaskRecord:

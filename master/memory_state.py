@@ -57,8 +57,9 @@ class MemoryState(Store):
 
     # ---- reads -----------------------------------------------------------------------------------------
 
-    async def job_progress(self, job_ids: Sequence[str]) -> dict[str, tuple[str, int]]:
-        return {j: (self._jobs[j].state.value, self._jobs[j].runs) for j in job_ids if j in self._jobs}
+    async def job_progress(self, job_ids: Sequence[str]) -> dict[str, tuple[str, int, int]]:
+        return {j: (self._jobs[j].state.value, self._jobs[j].runs, self._jobs[j].spec_version)
+                for j in job_ids if j in self._jobs}
 
     async def due_schedule(self, until_ms: int, limit: int = DEFAULT_DUE_LIMIT) -> list[tuple[str, int]]:
         return self._schedule.upto(until_ms, limit)
@@ -74,11 +75,18 @@ class MemoryState(Store):
         job = self._jobs.get(job_id)
         return None if job is None else job.spec
 
-    async def get_specs(self, job_ids: Iterable[str]) -> dict[str, pb.JobSpec]:
-        return {job_id: self._jobs[job_id].spec for job_id in job_ids if job_id in self._jobs}
+    async def get_specs(self, versions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], pb.JobSpec]:
+        found = {}
+        for job_id, version in versions:
+            job = self._jobs.get(job_id)
+            if job is not None and version in (0, job.spec_version):
+                found[(job_id, version)] = job.spec
+            elif job is not None and version in job.old_specs:
+                found[(job_id, version)] = job.old_specs[version]
+        return found
 
-    async def get_spec(self, job_id: str) -> pb.JobSpec | None:
-        return self.cached_spec(job_id)
+    async def get_spec(self, job_id: str, version: int = 0) -> pb.JobSpec | None:
+        return (await self.get_specs([(job_id, version)])).get((job_id, version))
 
     async def list_jobs(self, limit: int, state: JobState | None = None, group: str = "") -> list[JobRecord]:
         out: list[JobRecord] = []

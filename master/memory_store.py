@@ -43,6 +43,7 @@ from sparkyard.master.store import (
     RetentionBounds,
     RunBlock,
     SubmitResult,
+    UpdateResult,
 )
 from sparkyard.states import JOB_TERMINAL, RUN_TERMINAL, AttemptState, JobState, RunState, TaskState, can_move
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -118,11 +119,20 @@ class MemoryStore(MemoryDispatch):
             return run_id, FireResult("inactive", now, "")
         if not manual and self._schedule.score(r.job_id) != r.expected_ms:
             return run_id, FireResult("stale", now, "")
+        if job.spec_version != r.spec_version:
+            return run_id, FireResult("changed", now, "")
         existing = self._runs.get(run_id)
-        if existing is not None:
+        if existing is not None and manual:
             return run_id, FireResult("exists", now, existing.state.value)
+        max_runs = r.spec.trigger.max_runs
+        if not manual and max_runs and job.runs >= max_runs:
+            self._schedule.remove(r.job_id)
+            job.next_fire_ms, job.updated_ms = -1, now
+            if can_move("job", job.state.value, JobState.COMPLETED.value):
+                job.state = JobState.COMPLETED
+            return run_id, FireResult("exhausted", now, "")
         skip_reason, blocker = r.skip_reason, ""
-        if not skip_reason and r.overlap == "forbid" and self._active[r.job_id]:
+        if existing is None and not skip_reason and r.overlap == "forbid" and self._active[r.job_id]:
             blocker = min(self._active[r.job_id])
             skip_reason = f"overlap forbidden: run {blocker} is still active"
         if not manual:
@@ -139,13 +149,15 @@ class MemoryStore(MemoryDispatch):
                 elif can_move("job", job.state.value, JobState.COMPLETED.value):
                     job.state = JobState.COMPLETED
         job.updated_ms = now
+        if existing is not None:  # a scheduled firing moves the schedule past a run made already
+            return run_id, FireResult("exists", now, existing.state.value)
         job.last_run_id = run_id
         self._job_runs[r.job_id].add(run_id, r.scheduled_ms)
         if skip_reason:
             self._runs[run_id] = RunEntry(r.job_id, RunState.SKIPPED, r.scheduled_ms, now, 0, finished_ms=now,
                                       reason=skip_reason)
             return run_id, FireResult("skipped", now, RunState.SKIPPED.value)
-        block = RunBlock.of(r.spec, r.scheduled_ms, r.inputs, self.priority_aging_ms)
+        block = RunBlock.of(r.spec, r.scheduled_ms, r.inputs, self.priority_aging_ms, r.spec_version)
         state = self._create_run(job, r.job_id, run_id, r.scheduled_ms, now, block, new_job=False)
         return run_id, FireResult("created", now, state.value)
 
@@ -157,7 +169,8 @@ class MemoryStore(MemoryDispatch):
         state = RunState.SCHEDULED if b.tasks else RunState.SUCCEEDED
         run = self._runs[run_id] = RunEntry(job_id, state, scheduled_ms, now, len(b.tasks),
                                         finished_ms=0 if b.tasks else now,
-                                        timeout_ms=max(b.timeout_ms, 0), cap=max(b.cap, 0))
+                                        timeout_ms=max(b.timeout_ms, 0), cap=max(b.cap, 0),
+                                        spec_version=b.spec_version)
         if b.max_attempts > 1:
             run.max_attempts, run.backoff_ms = b.max_attempts, b.backoff_ms
             run.backoff_mult, run.backoff_max_ms = b.backoff_mult, b.backoff_max_ms
@@ -238,6 +251,27 @@ class MemoryStore(MemoryDispatch):
                 self._schedule.add(job_id, job.next_fire_ms)
         job.state, job.updated_ms = target, self._now()
         return "ok", target.value, job.next_fire_ms
+
+    async def update_spec(self, job_id: str, base_version: int, spec: pb.JobSpec, next_fire_ms: int) -> UpdateResult:
+        job = self._jobs.get(job_id)
+        if job is None:
+            return UpdateResult("missing", "", 0, -1)
+        if job.state not in (JobState.ACTIVE, JobState.PAUSED):
+            return UpdateResult("ended", job.state.value, job.spec_version, job.next_fire_ms)
+        if job.spec_version != base_version:
+            return UpdateResult("conflict", job.state.value, job.spec_version, job.next_fire_ms)
+        job.old_specs[job.spec_version] = job.spec
+        job.spec = pb.JobSpec()
+        job.spec.CopyFrom(spec)
+        job.spec_version += 1
+        job.spec_updated_ms = job.updated_ms = self._now()
+        if next_fire_ms >= 0:
+            job.next_fire_ms = next_fire_ms
+            if job.state is JobState.ACTIVE:
+                self._schedule.add(job_id, next_fire_ms)
+            self._awaiting.discard(job_id)
+            job.awaits = ""
+        return UpdateResult("ok", job.state.value, job.spec_version, job.next_fire_ms)
 
     async def reschedule_after_run(self, job_id: str, run_id: str, next_fire_ms: int) -> tuple[str, int]:
         job = self._jobs.get(job_id)

@@ -158,13 +158,14 @@ class Preloader:
         now = self._now_ms()
         plans: list[list[FireRequest]] = []
         for job_id, due_ms in due:
-            state, runs = progress.get(job_id, ("", 0))
-            spec = await self._store.get_spec(job_id) if state == JobState.ACTIVE.value else None
+            state, runs, version = progress.get(job_id, ("", 0, 0))
+            spec = await self._store.get_spec(job_id, version) if state == JobState.ACTIVE.value else None
             if spec is not None:
-                plans.append(self._steps(job_id, spec, due_ms, now, runs))
+                plans.append(self._steps(job_id, spec, version, due_ms, now, runs))
         await self._fire(plans)
 
-    def _steps(self, job_id: str, spec: pb.JobSpec, due_ms: int, now_ms: int, runs: int) -> list[FireRequest]:
+    def _steps(self, job_id: str, spec: pb.JobSpec, version: int, due_ms: int, now_ms: int,
+               runs: int) -> list[FireRequest]:
         """The firings one due entry makes, in order, each consuming the schedule entry the previous one
         wrote: a skipped run for missed firings (misfire SKIP), then one run per planned firing (usually
         one; several for misfire CATCH-UP)."""
@@ -174,12 +175,14 @@ class Preloader:
         expected = due_ms
         if plan.skipped_at != triggers.NONE:
             after = plan.fires[0] if plan.fires else plan.next_ms
-            steps.append(FireRequest(job_id, spec, plan.skipped_at, expected, after, overlap, [], plan.skip_reason))
+            steps.append(FireRequest(job_id, spec, plan.skipped_at, expected, after, overlap, [], plan.skip_reason,
+                                     version))
             expected = after
         inputs = split_job(spec) if plan.fires else []
         for i, scheduled in enumerate(plan.fires):
             next_ms = plan.fires[i + 1] if i + 1 < len(plan.fires) else plan.next_ms
-            steps.append(FireRequest(job_id, spec, scheduled, expected, next_ms, overlap, inputs))
+            steps.append(FireRequest(job_id, spec, scheduled, expected, next_ms, overlap, inputs,
+                                     spec_version=version))
             expected = next_ms
         return steps
 
@@ -212,11 +215,16 @@ class Preloader:
                 log.log(logging.DEBUG if quiet else logging.INFO, "job=%s run=%s fire %s (late %d ms)%s",
                         request.job_id, run_id, res.status, res.fired_ms - request.scheduled_ms,
                         f": {request.skip_reason}" if request.skip_reason else "")
-                if res.status not in ("created", "skipped"):
+                if res.status == "changed" and request.expected_ms is not None:
+                    # The job was updated after this step was planned: plan its entry again, now, with the
+                    # new spec (if the update moved the entry, the old time is refused as stale).
+                    self._arming.consider(request.job_id, request.expected_ms)
+                if res.status not in ("created", "skipped", "exists"):
                     continue
                 if RunState(res.run_state) in RUN_TERMINAL:
-                    # Skipped, or created with no tasks: the run ended as it was fired. Its waiters wake, and
-                    # a fixed-delay job waiting for it gets its next fire time.
+                    # Skipped, or created with no tasks: the run ended as it was fired; or a run made already
+                    # (the schedule moved past it) that has ended. Its waiters wake, and a fixed-delay job
+                    # waiting for it gets its next fire time.
                     self._core.run_ended(run_id, RunState(res.run_state))
                 created = created or res.status == "created"
                 if step + 1 < len(plans[i]):
@@ -228,17 +236,21 @@ class Preloader:
             going, step = still, step + 1
         return results
 
-    async def fire_past(self, job_id: str, spec: pb.JobSpec, times_ms: Sequence[int]) -> list[tuple[str, str]]:
+    async def fire_past(self, job_id: str, spec: pb.JobSpec, spec_version: int,
+                        times_ms: Sequence[int]) -> list[tuple[str, str]]:
         """Backfill: a run for each past fire time, as the schedule would have made it (its scheduled time
         in its context), outside the schedule and its overlap policy (the backfill bounds how many run at
-        once). A time whose run exists already gets none: (run id, status) each."""
+        once), with the job's spec of ``spec_version`` (``changed`` if it is no longer the job's). A time
+        whose run exists already gets none: (run id, status) each."""
         inputs = split_job(spec)
-        plans = [[FireRequest(job_id, spec, t, None, triggers.NONE, "allow", inputs)] for t in times_ms]
+        plans = [[FireRequest(job_id, spec, t, None, triggers.NONE, "allow", inputs, spec_version=spec_version)]
+                 for t in times_ms]
         return [(run_id, res.status) for ((run_id, res),) in await self._fire(plans)]
 
-    async def trigger_now(self, job_id: str, spec: pb.JobSpec) -> tuple[str, str]:
-        """A user's manual firing: a run now, outside the schedule (which is left as it is)."""
+    async def trigger_now(self, job_id: str, spec: pb.JobSpec, spec_version: int) -> tuple[str, str]:
+        """A user's manual firing: a run now, outside the schedule (which is left as it is), with the job's
+        spec of ``spec_version`` (refused as ``changed`` if it is no longer the job's)."""
         request = FireRequest(job_id, spec, await self._store.time_ms(), None, triggers.NONE,
-                              _OVERLAP.get(spec.overlap, "allow"), split_job(spec))
+                              _OVERLAP.get(spec.overlap, "allow"), split_job(spec), spec_version=spec_version)
         ((run_id, res),) = (await self._fire([[request]]))[0]
         return run_id, res.status

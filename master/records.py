@@ -59,6 +59,8 @@ class JobRecord:
     runs: int
     last_run_id: str  # the latest firing's run (manual ones too)
     awaited_run_id: str = ""  # a fixed-delay job in `awaiting`: the run whose end sets its next fire time
+    spec_version: int = 1  # 1 as submitted, one more per update (sparkyard update)
+    spec_updated_ms: int = 0  # when the spec was last updated (0: never)
 
     @classmethod
     def from_hash(cls, job_id: str, h: Mapping[str, str]) -> JobRecord:
@@ -72,6 +74,8 @@ class JobRecord:
             runs=_int(h.get("runs")),
             last_run_id=h.get("last_run_id", ""),
             awaited_run_id=h.get("awaits", ""),
+            spec_version=_int(h.get("spec_v"), 1),
+            spec_updated_ms=_int(h.get("spec_ms")),
         )
 
 
@@ -185,6 +189,7 @@ class RunRecord:
     cancelled: int
     reason: str
     tasks: list[TaskRecord] = field(default_factory=list)
+    spec_version: int = 1  # the version of the job's spec the run was made from
 
     @classmethod
     def from_hash(cls, run_id: str, h: Mapping[str, str]) -> RunRecord:
@@ -201,4 +206,5 @@ class RunRecord:
             dead=_int(h.get("dead")),
             cancelled=_int(h.get("cancelled")),
             reason=h.get("reason", ""),
+            spec_version=_int(h.get("spec_v"), 1),
         )

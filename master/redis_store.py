@@ -35,6 +35,7 @@ from sparkyard.master.store import (
     Store,
     SubmitResult,
     Verdict,
+    UpdateResult,
 )
 from sparkyard.errors import Unavailable
 from sparkyard.states import JobState
@@ -65,15 +66,18 @@ class RedisStore(Store):
         self.redis: Any = redis
         self.keys = keys
         self._lua = self.scripts = ScriptLibrary(redis, keys)
-        self._specs: OrderedDict[str, pb.JobSpec] = OrderedDict()
+        # A job's latest spec this master has seen, with its version; and older versions runs still use.
+        self._specs: OrderedDict[str, tuple[int, pb.JobSpec]] = OrderedDict()
+        self._old_specs: OrderedDict[tuple[str, int], pb.JobSpec] = OrderedDict()
         self._spec_texts: OrderedDict[int, tuple[pb.JobSpec, str]] = OrderedDict()
 
     # ---- submit and fire -------------------------------------------------------------------------
 
-    def _run_block(self, spec: pb.JobSpec, scheduled_ms: int, inputs: Sequence[Sequence[Any]]) -> dict[str, Any]:
+    def _run_block(self, spec: pb.JobSpec, scheduled_ms: int, inputs: Sequence[Sequence[Any]],
+                   spec_version: int = 1) -> dict[str, Any]:
         """create_run's block as JSON (the task ids are built in Lua from the run id, so identical runs of a
         bulk submit share one block)."""
-        return RunBlock.of(spec, scheduled_ms, inputs, self.priority_aging_ms).to_wire()
+        return RunBlock.of(spec, scheduled_ms, inputs, self.priority_aging_ms, spec_version).to_wire()
 
     async def submit_many(self, jobs: Sequence[NewJob], idempotency_ttl_ms: int) -> list[SubmitResult]:
         """Store jobs with one ``submit.lua`` call (a bulk submit is one script run, one round trip).
@@ -140,16 +144,17 @@ class RedisStore(Store):
                  k.ready(r.spec.group), k.groups],
                 [r.job_id, run, r.scheduled_ms, "manual" if r.expected_ms is None else r.expected_ms,
                  r.next_fire_ms, r.overlap, r.skip_reason,
-                 json.dumps(self._run_block(r.spec, r.scheduled_ms, r.inputs), separators=(",", ":"))],
+                 json.dumps(self._run_block(r.spec, r.scheduled_ms, r.inputs, r.spec_version), separators=(",", ":")),
+                 r.spec.trigger.max_runs, r.spec_version],
             )
         replies = await pipe.execute()
         return [(run, FireResult(raw[0], int(raw[1]), raw[2])) for run, raw in zip(runs, replies)]
 
-    async def job_progress(self, job_ids: Sequence[str]) -> dict[str, tuple[str, int]]:
+    async def job_progress(self, job_ids: Sequence[str]) -> dict[str, tuple[str, int, int]]:
         pipe = self.redis.pipeline(transaction=False)
         for job_id in job_ids:
-            pipe.hmget(self.keys.job(job_id), "state", "runs")
-        return {j: (v[0], int(v[1] or 0)) for j, v in zip(job_ids, await pipe.execute()) if v[0]}
+            pipe.hmget(self.keys.job(job_id), "state", "runs", "spec_v")
+        return {j: (v[0], int(v[1] or 0), int(v[2] or 1)) for j, v in zip(job_ids, await pipe.execute()) if v[0]}
 
     async def due_schedule(self, until_ms: int, limit: int = DEFAULT_DUE_LIMIT) -> list[tuple[str, int]]:
         rows = await self.redis.zrangebyscore(self.keys.schedule, "-inf", until_ms, start=0, num=limit,
@@ -172,8 +177,8 @@ class RedisStore(Store):
             args += [task_id, worker]
         raw = await self._lua("claim", [k.ready(group), k.leases, k.fence, k.timeouts], args)
         return [
-            Claim(t, w, int(tok), int(att), run, job, int(idx), inp, int(sched), int(count))
-            for t, w, tok, att, run, job, idx, inp, sched, count in _groups(raw, 10)
+            Claim(t, w, int(tok), int(att), run, job, int(idx), inp, int(sched), int(count), int(version))
+            for t, w, tok, att, run, job, idx, inp, sched, count, version in _groups(raw, 11)
         ]
 
     async def renew(self, worker: str, leases: Sequence[tuple[str, int]], lease_ms: int) -> RenewResult:
@@ -303,8 +308,10 @@ class RedisStore(Store):
         return JobRecord.from_hash(job_id, h) if h else None
 
     def cached_spec(self, job_id: str) -> pb.JobSpec | None:
-        """A job's spec if this master has it in memory (no Redis call): only what it submitted or read."""
-        return self._specs.get(job_id)
+        """A job's latest spec if this master has it in memory (no Redis call): only what it submitted,
+        updated or read."""
+        cached = self._specs.get(job_id)
+        return None if cached is None else cached[1]
 
     def _spec_text(self, spec: pb.JobSpec) -> str:
         """The stored form of a spec, remembered per spec object (a bulk submit shares one)."""
@@ -317,43 +324,66 @@ class RedisStore(Store):
             self._spec_texts.popitem(last=False)
         return text
 
-    def _remember_spec(self, job_id: str, spec: pb.JobSpec) -> None:
-        self._specs[job_id] = spec
+    def _remember_spec(self, job_id: str, spec: pb.JobSpec, version: int = 1) -> None:
+        """Cache a job's spec of ``version``: as its latest unless a later one is known already."""
+        cached = self._specs.get(job_id)
+        if cached is not None and cached[0] > version:
+            self._old_specs[(job_id, version)] = spec
+            if len(self._old_specs) > SPEC_CACHE_SIZE:
+                self._old_specs.popitem(last=False)
+            return
+        if cached is not None and cached[0] < version:
+            self._remember_spec(job_id, cached[1], cached[0])  # still the spec of runs made before
+        self._specs[job_id] = (version, spec)
         if len(self._specs) > SPEC_CACHE_SIZE:
             self._specs.popitem(last=False)
 
-    async def get_specs(self, job_ids: Iterable[str]) -> dict[str, pb.JobSpec]:
+    def _spec_cached(self, job_id: str, version: int) -> pb.JobSpec | None:
+        cached = self._specs.get(job_id)
+        if cached is not None and version in (0, cached[0]):
+            self._specs.move_to_end(job_id)
+            return cached[1]
+        return self._old_specs.get((job_id, version))
+
+    async def get_specs(self, versions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], pb.JobSpec]:
         """Cached ones at once, the others in one round trip."""
-        found: dict[str, pb.JobSpec] = {}
-        missing: list[str] = []
-        for job_id in job_ids:
-            spec = self._specs.get(job_id)
+        found: dict[tuple[str, int], pb.JobSpec] = {}
+        missing: list[tuple[str, int]] = []
+        for job_id, version in versions:
+            spec = self._spec_cached(job_id, version)
             if spec is None:
-                missing.append(job_id)
+                missing.append((job_id, version))
             else:
-                found[job_id] = spec
+                found[(job_id, version)] = spec
         if missing:
             pipe = self.redis.pipeline(transaction=False)
-            for job_id in missing:
-                pipe.hget(self.keys.job(job_id), "spec")
-            for job_id, text in zip(missing, await pipe.execute()):
-                if text is not None:
-                    found[job_id] = spec_from_text(text)
-                    self._remember_spec(job_id, found[job_id])
+            for job_id, version in missing:
+                pipe.hmget(self.keys.job(job_id), "spec", "spec_v", f"spec@{version}")
+            for (job_id, version), (text, current, old) in zip(missing, await pipe.execute()):
+                if text is None:
+                    continue
+                latest = int(current or 1)
+                self._remember_spec(job_id, spec_from_text(text), latest)
+                if version in (0, latest):
+                    found[(job_id, version)] = self._specs[job_id][1]
+                elif old is not None:
+                    found[(job_id, version)] = spec_from_text(old)
+                    self._remember_spec(job_id, found[(job_id, version)], version)
         return found
 
-    async def get_spec(self, job_id: str) -> pb.JobSpec | None:
-        """A job's spec, from the cache when possible (specs never change after submit)."""
-        spec = self._specs.get(job_id)
-        if spec is None:
-            text = await self.redis.hget(self.keys.job(job_id), "spec")
-            if text is None:
-                return None
-            spec = spec_from_text(text)
-            self._remember_spec(job_id, spec)
-        else:
-            self._specs.move_to_end(job_id)
-        return spec
+    async def get_spec(self, job_id: str, version: int = 0) -> pb.JobSpec | None:
+        """A job's spec of that version (0: the latest this master knows of, else read), cached: a
+        version's spec never changes."""
+        return (await self.get_specs([(job_id, version)])).get((job_id, version))
+
+    async def update_spec(self, job_id: str, base_version: int, spec: pb.JobSpec, next_fire_ms: int) -> UpdateResult:
+        k = self.keys
+        raw = await self._lua("update", [k.job(job_id), k.schedule, k.awaiting],
+                              [job_id, base_version, spec_to_text(spec), next_fire_ms])
+        result = UpdateResult(raw[0], raw[1], int(raw[2]), int(raw[3]))
+        if result.status == "ok":
+            self._remember_spec(job_id, spec, result.spec_version)
+        return result
 
     async def list_jobs(self, limit: int, state: JobState | None = None, group: str = "") -> list[JobRecord]:
         """Filters are applied while scanning pages of the jobs index, so ``limit`` counts matching jobs."""

@@ -113,12 +113,12 @@ class SlotScheduler:
         for claim in claims:
             by_worker[claim.worker].append(claim)
         undeliverable: list[Claim] = []
-        specs = await self._store.get_specs({claim.job_id for claim in claims})
+        specs = await self._store.get_specs({(claim.job_id, claim.spec_version) for claim in claims})
         for worker_id, batch in by_worker.items():
             assignments = []
             sent: list[Claim] = []
             for claim in batch:
-                spec = specs.get(claim.job_id)
+                spec = specs.get((claim.job_id, claim.spec_version))
                 if spec is None:
                     undeliverable.append(claim)
                     continue

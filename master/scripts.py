@@ -34,7 +34,7 @@ from sparkyard.states import lua_tables
 
 SCRIPT_NAMES = (
     "submit", "fire", "peek", "claim", "renew", "report", "release", "reap", "cancel", "job_state",
-    "reschedule", "bundle_gc", "leader", "worker", "delete_job", "retention", "backfill",
+    "reschedule", "update", "bundle_gc", "leader", "worker", "delete_job", "retention", "backfill",
 )
 # Scripts that only read, or that decide the leadership itself, are not fenced.
 UNFENCED = frozenset({"peek", "leader"})

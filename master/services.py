@@ -133,6 +133,10 @@ class JobService(pbg.JobServiceServicer):
         return pb.DeleteJobResponse(cancelled=await self._jobs.delete(request.job_id, request.force))
 
     @mapped
+    async def UpdateJob(self, request: pb.UpdateJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
+        return job_to_proto(await self._jobs.update(request.job_id, request.spec, list(request.fields)))
+
+    @mapped
     async def ListRuns(self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext) -> pb.ListRunsResponse:
         runs = await self._jobs.list_runs(request.job_id, request.limit, request.with_tasks)
         return pb.ListRunsResponse(runs=[run_to_proto(r) for r in runs])

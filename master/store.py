@@ -79,11 +79,12 @@ class FireRequest:
     overlap: str
     inputs: Sequence[Sequence[Any]]
     skip_reason: str = ""
+    spec_version: int = 1  # the version of ``spec`` (the job's spec_v): the firing is refused if it changed
 
 
 @dataclass(frozen=True)
 class FireResult:
-    status: str  # created | skipped | exists | stale | inactive
+    status: str  # created | skipped | exists | stale | inactive | exhausted | changed
     fired_ms: int
     run_state: str
 
@@ -108,10 +109,11 @@ class RunBlock:
     score: int  # ready-queue score of every task of the run
     recurring: bool  # tasks remember their last worker (job field w:{index}) for the next run
     tasks: tuple[str, ...]  # inputs JSON of task 0, 1, …
+    spec_version: int = 1  # the job's spec version the run is made from (recorded unless 1)
 
     @classmethod
     def of(cls, spec: pb.JobSpec, scheduled_ms: int, inputs: Sequence[Sequence[Any]],
-           aging_ms: int = DEFAULT_PRIORITY_AGING_MS) -> RunBlock:
+           aging_ms: int = DEFAULT_PRIORITY_AGING_MS, spec_version: int = 1) -> RunBlock:
         retry = spec.retry
         return cls(
             group=spec.group, max_attempts=retry.max_attempts,
@@ -121,7 +123,7 @@ class RunBlock:
             routing="" if spec.routing == pb.ROUTING_UNSPECIFIED else pb.Routing.Name(spec.routing),
             cap=spec.split.max_concurrent, score=ready_score(spec.priority, scheduled_ms, aging_ms),
             recurring=spec.trigger.WhichOneof("kind") in ("cron", "every"),
-            tasks=tuple(inputs_to_json(list(x)) for x in inputs),
+            tasks=tuple(inputs_to_json(list(x)) for x in inputs), spec_version=spec_version,
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -131,6 +133,7 @@ class RunBlock:
             "backoff_mult": self.backoff_mult, "backoff_max_ms": self.backoff_max_ms,
             "timeout_ms": self.timeout_ms, "route": self.route, "routing": self.routing, "cap": self.cap,
             "score": self.score, "recurring": self.recurring, "tasks": list(self.tasks),
+            "spec_v": self.spec_version,
         }
 
 
@@ -146,6 +149,18 @@ class Claim:
     inputs_json: str
     scheduled_ms: int
     task_count: int
+    spec_version: int = 1  # the version of the job's spec the run was made from
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """What update.lua did: status ok | missing | ended (the job fires no more) | conflict (another update
+    came first); the job's state, its spec version after the call, and its next fire ms (-1: none)."""
+
+    status: str
+    state: str
+    spec_version: int
+    next_fire_ms: int
 
 
 @dataclass(frozen=True)
@@ -267,8 +282,8 @@ class Store(Protocol):
                                                       overlap, inputs, skip_reason)])
         return result
 
-    async def job_progress(self, job_ids: Sequence[str]) -> dict[str, tuple[str, int]]:
-        """(state, runs) of each job that exists."""
+    async def job_progress(self, job_ids: Sequence[str]) -> dict[str, tuple[str, int, int]]:
+        """(state, runs, spec version) of each job that exists."""
         ...
 
     async def due_schedule(self, until_ms: int, limit: int = DEFAULT_DUE_LIMIT) -> list[tuple[str, int]]:
@@ -331,6 +346,11 @@ class Store(Protocol):
         """A fixed-delay job's next fire time once the run it waited for ended: (ok | not_awaiting, ms)."""
         ...
 
+    async def update_spec(self, job_id: str, base_version: int, spec: pb.JobSpec, next_fire_ms: int) -> UpdateResult:
+        """Replace an ACTIVE or PAUSED job's spec, made from version ``base_version``, keeping the old one
+        for the runs made from it; ``next_fire_ms`` ≥ 0 replaces the schedule entry in the same step."""
+        ...
+
     async def awaiting_among(self, job_ids: Sequence[str]) -> list[str]:
         """Those of ``job_ids`` that wait for their current run to end (fixed-delay)."""
         ...
@@ -382,14 +402,15 @@ class Store(Protocol):
         ...
 
     def cached_spec(self, job_id: str) -> pb.JobSpec | None:
-        """A job's spec if it can be had without a round trip (specs never change after submit)."""
+        """A job's latest spec this store knows, if it can be had without a round trip."""
         ...
 
-    async def get_specs(self, job_ids: Iterable[str]) -> dict[str, pb.JobSpec]:
-        """The specs of those jobs that exist."""
+    async def get_specs(self, versions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], pb.JobSpec]:
+        """The specs of those (job, spec version) that exist (a version never changes once written)."""
         ...
 
-    async def get_spec(self, job_id: str) -> pb.JobSpec | None:
+    async def get_spec(self, job_id: str, version: int = 0) -> pb.JobSpec | None:
+        """A job's spec of that version (0: its current one)."""
         ...
 
     async def list_jobs(self, limit: int, state: JobState | None = None, group: str = "") -> list[JobRecord]:

@@ -54,6 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--wait", action="store_true", help="wait for the first run to end")
     s.add_argument("--wait-timeout", help="with --wait: give up after this long")
 
+    u = sub.add_parser("update", help="change a job from its next firing on (only the options given)")
+    _common(u)
+    u.add_argument("job_id")
+    u.add_argument("--entrypoint", default="", help="ship the job's code anew from this entrypoint (with "
+                                                    "--py-files, --files, --bundle as given)")
+    JobOptions.add_arguments(u)
+
     j = sub.add_parser("jobs", help="list jobs (newest first)")
     _common(j)
     j.add_argument("--state", choices=["active", "paused", "completed", "cancelled"], default="")
@@ -211,7 +218,12 @@ def dispatch(args: argparse.Namespace) -> int:
         verb = args.verb
         if verb == "submit":
             return cmd_submit(client, args, out)
-        if verb == "jobs":
+        if verb == "update":
+            change, fields, _ = JobOptions.from_namespace(args).to_update(JobOptions.given(args), args.entrypoint)
+            job = client.update_spec(args.job_id, change, fields)
+            out(job, lambda c: c.print(f"updated job {job.id} to spec version {job.spec_version} "
+                                       f"({', '.join(fields)}); from its next firing on"))
+        elif verb == "jobs":
             jobs = client.jobs(limit=args.limit, state=args.state, group=args.group)
             out(jobs, lambda c: render.jobs_table(c, jobs))
         elif verb in ("job", "pause", "resume"):

@@ -43,9 +43,11 @@ end
 for i = 4 + m, #ARGV do
   local task_id = ARGV[i]
   local t = load_task(task_id)
-  if t and may('task', t.state, 'CANCELLED') then
+  local leased_now = t and t.state == 'LEASED'  -- its attempt runs: it ends CANCELLED with the task
+  if t and (leased_now and may_end_attempt(t, 'CANCELLED', {'CANCELLED'}) or
+            not leased_now and may('task', t.state, 'CANCELLED')) then
     local final = {'state', 'CANCELLED', 'worker', '', 'error', reason, 'finished_ms', now}
-    if t.state == 'LEASED' then
+    if leased_now then
       drop_lease(task_id, t)
       finish_attempt(task_id, t, {state = 'CANCELLED', finished_ms = now, error = reason}, final)
       push(leased, task_id, t.worker, t.token)

@@ -3,8 +3,8 @@
 -- KEYS[1] ready:{group}   KEYS[2] leases   KEYS[3] fence   KEYS[4] timeouts
 -- ARGV[1] lease ms   ARGV[2] timeout grace ms (master backstop beyond the task timeout)
 -- ARGV[3..] pairs: task id, worker id
--- Returns, per claimed task, a flat group of 10: task id, worker, fencing token, attempt number,
--- run id, job id, task index, inputs JSON, run scheduled ms, run task count. Tasks no longer READY are skipped.
+-- Returns, per claimed task, a flat group of 11: task id, worker, fencing token, attempt number,
+-- run id, job id, task index, inputs JSON, run scheduled ms, run task count, the run's spec version. Tasks no longer READY are skipped.
 --
 -- Invariant: a task leaves the ready queue only here, atomically with its lease entry, a new fencing
 -- token (strictly greater than every token before it: the batch reserves its range with one INCRBY) and
@@ -16,18 +16,18 @@ local lease_ms = tonumber(ARGV[1])
 local grace = tonumber(ARGV[2])
 local out = {}
 local token = redis.call('INCRBY', KEYS[3], (#ARGV - 2) / 2) - (#ARGV - 2) / 2
-local runs = {}  -- run id → {state, scheduled_ms, task_count, timeout_ms}: the tasks of a split run share one
+local runs = {}  -- run id → {state, scheduled_ms, task_count, timeout_ms, spec_v}: the tasks of a split run share one
 for i = 3, #ARGV, 2 do
   local task_id, worker = ARGV[i], ARGV[i + 1]
   local tkey = K.task(task_id)
   token = token + 1
   if redis.call('ZREM', KEYS[1], task_id) == 1 then
     local v = redis.call('HMGET', tkey, 'state', 'attempts', 'run_id', 'job_id', 'index', 'inputs')
-    if v[1] == 'READY' then
+    if may('task', v[1], 'LEASED') then
       local run_id = v[3]
       local r = runs[run_id]
       if not r then
-        r = redis.call('HMGET', K.run(run_id), 'state', 'scheduled_ms', 'task_count', 'timeout_ms')
+        r = redis.call('HMGET', K.run(run_id), 'state', 'scheduled_ms', 'task_count', 'timeout_ms', 'spec_v')
         runs[run_id] = r
       end
       local attempt = tonumber(v[2] or '0') + 1
@@ -46,11 +46,11 @@ for i = 3, #ARGV, 2 do
       redis.call('HSET', tkey, unpack(fields))
       redis.call('ZADD', KEYS[2], deadline, task_id)
       redis.call('SADD', K.worker_leases(worker), task_id)
-      if r[1] == 'SCHEDULED' then
+      if may('run', r[1], 'RUNNING') then
         redis.call('HSET', K.run(run_id), 'state', 'RUNNING', 'started_ms', now)
         r[1] = 'RUNNING'
       end
-      push(out, task_id, worker, token, attempt, run_id, v[4], v[5], v[6] or '', r[2], r[3])
+      push(out, task_id, worker, token, attempt, run_id, v[4], v[5], v[6] or '', r[2], r[3], r[5] or 1)
     end
   end
 end

@@ -13,12 +13,18 @@
 -- ARGV[6] overlap policy: 'allow' | 'forbid' (skip while a run is active) | 'replace' (caller cancelled)
 -- ARGV[7] skip reason: non-empty records this firing as a SKIPPED run with no tasks (misfire skip)
 -- ARGV[8] the run block of create_run (lib.lua, JSON): settings and tasks.
--- Returns {status, fired_ms, run state}; status: created | skipped | exists | stale | inactive. A created
--- run is SCHEDULED, or SUCCEEDED when it has no tasks (it ended as it was created: see create_run).
+-- ARGV[9] the job's max runs (0: no limit; ignored in manual mode)
+-- ARGV[10] the spec version the firing was planned with (the job's field spec_v; absent = 1)
+-- Returns {status, fired_ms, run state}; status: created | skipped | exists | stale | inactive |
+-- exhausted | changed (the job's spec was updated since the firing was planned: plan it again). A created run is SCHEDULED, or SUCCEEDED when it has no tasks (it ended as it was created:
+-- see create_run). `exists`: the run was made already (a manual trigger on the same millisecond, or a
+-- firing whose reply was lost); a scheduled firing still advances the schedule past it. `exhausted`: the
+-- job has made its max runs (manual ones count) since the firing was planned: no run, the job completes.
 --
 -- Invariant: a (job, scheduled time) pair yields at most one run whoever fires it (SETNX semantics on
 -- the run key), and the schedule entry moves forward in the same step, so a firing is never lost
--- between "run created" and "schedule advanced". A fixed-delay job joins `awaiting` for a run whose end
+-- between "run created" and "schedule advanced"; the run count is checked here, where it cannot change
+-- under the firing, so a job never has more than max runs from its schedule. A fixed-delay job joins `awaiting` for a run whose end
 -- is still to come and will be reported like any run's (its new run, or the active run that blocked it),
 -- not for a skipped run that has ended already; a manual firing leaves `awaits` alone (it changes only
 -- last_run_id, what a user sees as the job's latest run).
@@ -33,16 +39,32 @@ else
   local due = redis.call('ZSCORE', KEYS[5], ARGV[1])
   if not due or tonumber(due) ~= tonumber(ARGV[4]) then return {'stale', now, ''} end
 end
-if redis.call('EXISTS', KEYS[2]) == 1 then return {'exists', now, redis.call('HGET', KEYS[2], 'state')} end
+if tonumber(redis.call('HGET', KEYS[1], 'spec_v') or '1') ~= tonumber(ARGV[10]) then
+  return {'changed', now, ''}
+end
+local exists = redis.call('EXISTS', KEYS[2]) == 1
+if manual then
+  if exists then return {'exists', now, redis.call('HGET', KEYS[2], 'state')} end
+else
+  local max_runs = tonumber(ARGV[9])
+  if max_runs > 0 and tonumber(redis.call('HGET', KEYS[1], 'runs') or '0') >= max_runs then
+    redis.call('ZREM', KEYS[5], ARGV[1])
+    local fields = {'updated_ms', now, 'next_fire_ms', ''}
+    if may('job', job_state, 'COMPLETED') then push(fields, 'state', 'COMPLETED') end
+    redis.call('HSET', KEYS[1], unpack(fields))
+    return {'exhausted', now, ''}
+  end
+end
 
 local skip_reason = ARGV[7]
 local blocker = false  -- the active run an overlap-forbid firing is skipped for
-if skip_reason == '' and ARGV[6] == 'forbid' then
+if not exists and skip_reason == '' and ARGV[6] == 'forbid' then
   blocker = redis.call('SRANDMEMBER', KEYS[4])
   if blocker then skip_reason = 'overlap forbidden: run ' .. blocker .. ' is still active' end
 end
 
-local job_fields = {'updated_ms', now, 'last_run_id', ARGV[2]}
+local job_fields = {'updated_ms', now}
+if not exists then push(job_fields, 'last_run_id', ARGV[2]) end
 if not manual then
   local next_fire = tonumber(ARGV[5])
   if next_fire >= 0 then
@@ -61,6 +83,7 @@ if not manual then
   end
 end
 redis.call('HSET', KEYS[1], unpack(job_fields))
+if exists then return {'exists', now, redis.call('HGET', KEYS[2], 'state')} end
 redis.call('ZADD', KEYS[3], tonumber(ARGV[3]), ARGV[2])
 
 if skip_reason ~= '' then

@@ -4,7 +4,8 @@
 -- tables from sparkyard.states) .. this file .. the script body. Nothing here formats a key by hand.
 --
 -- Invariants kept by these functions:
---   * a state changes only along an edge of EDGES (terminal states have none, so they never change);
+--   * a state changes only along an edge of EDGES (terminal states have none, so they never change): every
+--     write of a state is preceded by may(), or may_end_attempt() when an attempt ends;
 --   * a task is in exactly one of: ready:{group} (READY), leases (LEASED), delayed (FAILED), none (terminal);
 --   * run counters (succeeded/dead/cancelled) count each task once, when it becomes terminal, and the
 --     run turns terminal exactly when their sum reaches task_count.
@@ -116,13 +117,26 @@ end
 
 -- Read the task fields most scripts need, as a table (nil when the task does not exist).
 local TASK_FIELDS = {'state', 'token', 'worker', 'attempts', 'failures', 'lost', 'run_id', 'job_id', 'index', 'group',
-                     'score', 'aff', 'tmo'}
+                     'score', 'aff', 'tmo', 'att_state'}
 local function load_task(task_id)
   local v = redis.call('HMGET', K.task(task_id), unpack(TASK_FIELDS))
   if not v[1] then return nil end
   local t = {}
   for i, name in ipairs(TASK_FIELDS) do t[name] = v[i] end
   return t
+end
+
+-- May the task's current attempt end as `outcome` (an attempt state), taking the task to each of
+-- `targets` (the task states that end can lead to)? Both tables are consulted: the attempt must still be
+-- RUNNING (att_state is written only when it ends, see finish_attempt) and the task must be where it may
+-- move to every target. Either alone has a gap: a FAILED task may move to READY (its backoff ended), and
+-- a task never claimed has no ended attempt either.
+local function may_end_attempt(t, outcome, targets)
+  if not may('attempt', t.att_state or 'RUNNING', outcome) then return false end
+  for _, target in ipairs(targets) do
+    if not may('task', t.state, target) then return false end
+  end
+  return true
 end
 
 -- A failed attempt (FAILED or TIMED_OUT; `attempt_fields` end it, see finish_attempt): retry after the
@@ -166,7 +180,8 @@ end
 
 -- Create run `run_id` of job `job_id` (scheduled at `scheduled_ms`) and its READY tasks, from `b`
 -- (decoded JSON): {group, max_attempts, backoff_ms, backoff_mult, backoff_max_ms, timeout_ms, route,
--- routing ('' = default), cap, score, recurring, tasks = [inputs JSON of task 0, of task 1, ...]} (task i's
+-- routing ('' = default), cap, score, recurring, spec_v (the job's spec version; recorded unless 1),
+-- tasks = [inputs JSON of task 0, of task 1, ...]} (task i's
 -- id is task_id(run_id, i)). Settings shared by
 -- the tasks live in the run hash, and only when they differ from the defaults (no retries, no timeout, no
 -- cap); a task hash holds only what differs per task. With a max concurrency cap > 0, tasks from index
@@ -191,6 +206,7 @@ local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job
   end
   if b.timeout_ms > 0 then push(fields, 'timeout_ms', b.timeout_ms) end
   if b.cap > 0 then push(fields, 'max_concurrent', b.cap) end
+  if b.spec_v > 1 then push(fields, 'spec_v', b.spec_v) end
   redis.call('HSET', K.run(run_id), unpack(fields))
   if n == 0 then return state end
   redis.call('SADD', K.job_active(job_id), run_id)

@@ -15,6 +15,7 @@
 --
 -- Invariant: idempotent — each lease ends once (the task leaves LEASED here), so two masters running
 -- the reaper at once cannot requeue a task twice; the next claim gives it a new, higher token.
+local LOST_TARGETS, FAILED_TARGETS = {'READY', 'DEAD'}, {'FAILED', 'DEAD'}  -- where each end may take the task
 local now = now_ms()
 local max_lost = tonumber(ARGV[1])
 local budget = tonumber(ARGV[2])  -- entries this call may still look at
@@ -23,7 +24,7 @@ local function emit(...) push(out, ...) end
 if ARGV[3] == 'worker' then
   for i = 5, #ARGV do
     local t = load_task(ARGV[i])
-    if t and t.state == 'LEASED' and t.worker == ARGV[4] then
+    if t and t.worker == ARGV[4] and may_end_attempt(t, 'LOST', LOST_TARGETS) then
       local state, run_state = lose_lease(ARGV[i], t, now, max_lost, 'worker ' .. ARGV[4] .. ' restarted')
       emit(ARGV[i], 'lost', state, t.run_id, run_state, t.worker, 0, t.token)
     end
@@ -34,7 +35,7 @@ local expired = budget > 0 and redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now,
 budget = budget - #expired
 for _, task_id in ipairs(expired) do
   local t = load_task(task_id)
-  if t and t.state == 'LEASED' then
+  if t and may_end_attempt(t, 'LOST', LOST_TARGETS) then
     local state, run_state = lose_lease(task_id, t, now, max_lost, 'lease expired on worker ' .. t.worker)
     emit(task_id, 'lost', state, t.run_id, run_state, t.worker, 0, t.token)
   else
@@ -44,7 +45,7 @@ end
 local overdue = budget > 0 and redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, budget) or {}
 for _, task_id in ipairs(overdue) do
   local t = load_task(task_id)
-  if t and t.state == 'LEASED' then
+  if t and may_end_attempt(t, 'TIMED_OUT', FAILED_TARGETS) then
     local worker = t.worker
     drop_lease(task_id, t)
     local msg = 'timed out: no result from worker ' .. worker .. ' within the task timeout'

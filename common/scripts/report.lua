@@ -8,7 +8,8 @@
 --       digits ('1e+14'), so tokens from 1e14 on would never match (or match the wrong attempt).
 -- Returns per report a flat group of 6: task id, verdict, task state, run id, run state ('' unless the
 -- run just ended), not-before ms (retry time, 0 if none).
--- verdict: accepted | stale (token is not the task's current one) | terminal (task not LEASED) | unknown
+-- verdict: accepted | stale (token is not the task's current one) | terminal (the attempt has ended: the
+-- transition tables allow neither its end nor the task's move) | unknown
 --
 -- Invariant (the fencing rule): a report changes a task only if it carries the task's current token
 -- and the task is LEASED; a late result of an older attempt can never overwrite a newer one, and a
@@ -21,6 +22,12 @@
 -- receipt, so the next task may be leased before this report is written), kept within [its start,
 -- now] so a worker's clock running ahead or behind cannot record an impossible order. Retry backoffs
 -- and run ends use Redis' clock.
+-- Per outcome: the attempt state it ends the attempt in, and the task states that can follow (lib.lua
+-- may_end_attempt checks both tables). STARTED ends nothing: it is taken only for an attempt that could
+-- still end, which is what the check of a SUCCEEDED end says.
+local ENDS = {STARTED = {'SUCCEEDED', {'SUCCEEDED'}}, SUCCEEDED = {'SUCCEEDED', {'SUCCEEDED'}},
+              FAILED = {'FAILED', {'FAILED', 'DEAD'}}, TIMED_OUT = {'TIMED_OUT', {'FAILED', 'DEAD'}},
+              CANCELLED = {'CANCELLED', {'READY'}}, RELEASED = {'RELEASED', {'READY'}}}
 local now = now_ms()
 local out = {}
 local function emit(...) push(out, ...) end
@@ -32,7 +39,7 @@ for _, rep in ipairs(cjson.decode(ARGV[1])) do
     emit(task_id, 'unknown', '', '', '', 0)
   elseif t.token ~= token then
     emit(task_id, 'stale', t.state, t.run_id, '', 0)
-  elseif t.state ~= 'LEASED' then
+  elseif not ENDS[outcome] or not may_end_attempt(t, ENDS[outcome][1], ENDS[outcome][2]) then
     emit(task_id, 'terminal', t.state, t.run_id, '', 0)
   elseif outcome == 'STARTED' then
     redis.call('HSET', K.task(task_id), 'att_started_ms', rep[7], 'att_log', rep[9])

@@ -286,7 +286,7 @@ class BundleRef(_message.Message):
     def __init__(self, digest: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "spec", "state", "created_at", "updated_at", "next_fire_at", "runs", "last_run_id")
+    __slots__ = ("id", "spec", "state", "created_at", "updated_at", "next_fire_at", "runs", "last_run_id", "spec_version", "spec_updated_at")
     ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -295,6 +295,8 @@ class Job(_message.Message):
     NEXT_FIRE_AT_FIELD_NUMBER: _ClassVar[int]
     RUNS_FIELD_NUMBER: _ClassVar[int]
     LAST_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SPEC_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SPEC_UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     id: str
     spec: JobSpec
     state: JobState
@@ -303,7 +305,9 @@ class Job(_message.Message):
     next_fire_at: _timestamp_pb2.Timestamp
     runs: int
     last_run_id: str
-    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_fire_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., runs: _Optional[int] = ..., last_run_id: _Optional[str] = ...) -> None: ...
+    spec_version: int
+    spec_updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_fire_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., runs: _Optional[int] = ..., last_run_id: _Optional[str] = ..., spec_version: _Optional[int] = ..., spec_updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Attempt(_message.Message):
     __slots__ = ("number", "worker", "fencing_token", "state", "leased_at", "started_at", "finished_at", "result_json", "error", "traceback", "log_path")
@@ -358,7 +362,7 @@ class Task(_message.Message):
     def __init__(self, id: _Optional[str] = ..., run_id: _Optional[str] = ..., index: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., inputs: _Optional[_Iterable[_Union[SplitInput, _Mapping]]] = ..., worker: _Optional[str] = ..., fencing_token: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("id", "job_id", "state", "scheduled_at", "fired_at", "started_at", "finished_at", "task_count", "tasks_succeeded", "tasks_failed", "tasks_cancelled", "tasks", "reason", "result_json")
+    __slots__ = ("id", "job_id", "state", "scheduled_at", "fired_at", "started_at", "finished_at", "task_count", "tasks_succeeded", "tasks_failed", "tasks_cancelled", "tasks", "reason", "result_json", "spec_version")
     ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -373,6 +377,7 @@ class Run(_message.Message):
     TASKS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    SPEC_VERSION_FIELD_NUMBER: _ClassVar[int]
     id: str
     job_id: str
     state: RunState
@@ -387,7 +392,8 @@ class Run(_message.Message):
     tasks: _containers.RepeatedCompositeFieldContainer[Task]
     reason: str
     result_json: str
-    def __init__(self, id: _Optional[str] = ..., job_id: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., task_count: _Optional[int] = ..., tasks_succeeded: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_cancelled: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., reason: _Optional[str] = ..., result_json: _Optional[str] = ...) -> None: ...
+    spec_version: int
+    def __init__(self, id: _Optional[str] = ..., job_id: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., task_count: _Optional[int] = ..., tasks_succeeded: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_cancelled: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., reason: _Optional[str] = ..., result_json: _Optional[str] = ..., spec_version: _Optional[int] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("spec", "idempotency_key")
@@ -504,6 +510,16 @@ class BackfillResponse(_message.Message):
     first: _timestamp_pb2.Timestamp
     last: _timestamp_pb2.Timestamp
     def __init__(self, planned: _Optional[int] = ..., added: _Optional[int] = ..., pending: _Optional[int] = ..., first: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class UpdateJobRequest(_message.Message):
+    __slots__ = ("job_id", "spec", "fields")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    FIELDS_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    spec: JobSpec
+    fields: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., fields: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
     __slots__ = ("job_id", "limit", "with_tasks")

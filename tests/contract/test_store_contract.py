@@ -152,7 +152,7 @@ async def test_a_submitted_job_waits_in_the_schedule_at_its_first_fire_time(stor
     assert job is not None and job.state is JobState.ACTIVE and job.next_fire_ms == now + 50_000 and job.runs == 0
     assert await store.due_schedule(now + 40_000) == [(job_id(2), delayed.next_fire_ms)]
     assert await store.due_schedule(now + 60_000, limit=1) == [(job_id(2), delayed.next_fire_ms)]
-    assert await store.job_progress([job_id(1), job_id(9)]) == {job_id(1): ("ACTIVE", 0)}
+    assert await store.job_progress([job_id(1), job_id(9)]) == {job_id(1): ("ACTIVE", 0, 1)}
     assert (await store.counts())["scheduled"] == 2
 
 
@@ -290,6 +290,37 @@ async def test_a_manual_firing_does_not_change_the_run_a_fixed_delay_job_waits_f
     assert await store.reschedule_after_run(job_id(1), manual, 80_000) == ("not_awaiting", -1)
     assert await store.reschedule_after_run(job_id(1), run_id, 90_000) == ("ok", 90_000)
     assert await store.due_schedule(10**13) == [(job_id(1), 90_000)] and await store.awaiting_jobs() == []
+
+
+async def test_a_scheduled_firing_never_makes_more_runs_than_max_runs(store: Store) -> None:
+    # The firing at 65 s was planned while the job had 1 run of 2 (so it is its last); a manual trigger
+    # made the second run before it reached the store. It must not create a third.
+    s = spec(trigger=pb.Trigger(every=every(60).every, max_runs=2))
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
+    await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=65_000, overlap="allow", inputs=[()])
+    _, manual = await store.fire(job_id(1), s, 6_000, expected_ms=None, next_fire_ms=-1, overlap="allow",
+                                 inputs=[()])
+    assert manual.status == "created"
+    late, res = await store.fire(job_id(1), s, 65_000, expected_ms=65_000, next_fire_ms=-1, overlap="allow",
+                                 inputs=[()])
+    job = await store.get_job(job_id(1))
+    assert res.status == "exhausted" and await store.get_run(late) is None
+    assert job is not None and job.runs == 2 and job.state is JobState.COMPLETED and job.next_fire_ms == -1
+    assert await store.due_schedule(10**13) == []
+
+
+async def test_a_scheduled_firing_whose_run_exists_still_moves_the_schedule_on(store: Store) -> None:
+    # A manual trigger that landed on the very millisecond of the schedule entry made its run already.
+    s = spec(trigger=every(60))
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
+    manual, _ = await store.fire(job_id(1), s, 5_000, expected_ms=None, next_fire_ms=-1, overlap="allow",
+                                 inputs=[()])
+    run_id, res = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=65_000, overlap="allow",
+                                   inputs=[()])
+    assert run_id == manual and (res.status, res.run_state) == ("exists", "SCHEDULED")
+    job = await store.get_job(job_id(1))
+    assert job is not None and job.runs == 1 and job.next_fire_ms == 65_000
+    assert await store.due_schedule(10**13) == [(job_id(1), 65_000)]
 
 
 async def test_only_a_manual_trigger_fires_a_paused_job_and_nothing_fires_a_cancelled_one(store: Store) -> None:
@@ -794,6 +825,74 @@ async def test_pause_removes_the_schedule_entry_and_resume_puts_it_back(store: S
 # ---- reads ---------------------------------------------------------------------------------------------------
 
 
+# ---- update -------------------------------------------------------------------------------------------
+
+
+async def test_an_update_changes_the_spec_for_later_runs_and_runs_made_before_keep_theirs(store: Store) -> None:
+    old, new = spec(trigger=every(60), args=["a"]), spec(trigger=every(60), args=["b"])
+    await store.submit_many([NewJob(job_id(1), old, "abs", 5_000)], TTL_MS)
+    before, _ = await store.fire(job_id(1), old, 5_000, expected_ms=5_000, next_fire_ms=65_000, overlap="allow",
+                                 inputs=[()])
+    result = await store.update_spec(job_id(1), 1, new, -1)
+    assert (result.status, result.state, result.spec_version, result.next_fire_ms) == ("ok", "ACTIVE", 2, 65_000)
+    job = await store.get_job(job_id(1))
+    assert job is not None and job.spec == new and job.spec_version == 2 and job.spec_updated_ms > 0
+    assert await store.due_schedule(10**13) == [(job_id(1), 65_000)]  # the schedule is as it was
+    # A firing planned with the old version is refused; planned again with the new one it makes its run.
+    _, refused = await store.fire(job_id(1), old, 65_000, expected_ms=65_000, next_fire_ms=125_000,
+                                  overlap="allow", inputs=[()])
+    ((after, made),) = await store.fire_many([FireRequest(job_id(1), new, 65_000, 65_000, 125_000, "allow", [()],
+                                                          spec_version=2)])
+    assert refused.status == "changed" and made.status == "created"
+    claims = await lease(store, [ids.task_id(before, 0), ids.task_id(after, 0)])
+    assert sorted((c.run_id, c.spec_version) for c in claims) == [(before, 1), (after, 2)]
+    found = await store.get_specs([(job_id(1), 1), (job_id(1), 2)])
+    assert found == {(job_id(1), 1): old, (job_id(1), 2): new}
+    run = await store.get_run(after, with_tasks=False)
+    assert run is not None and run.spec_version == 2
+
+
+async def test_an_update_with_a_new_schedule_replaces_the_entry_in_the_same_step(store: Store) -> None:
+    s = spec(trigger=every(60))
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
+    assert (await store.update_spec(job_id(1), 1, s, 3_600_000)).next_fire_ms == 3_600_000
+    assert await store.due_schedule(10**13) == [(job_id(1), 3_600_000)]
+    _, old_time = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=65_000, overlap="allow",
+                                   inputs=[()])
+    assert old_time.status == "stale"  # the old fire time, even if a timer still holds it, fires nothing
+
+
+async def test_a_paused_job_takes_a_new_schedule_when_it_resumes(store: Store) -> None:
+    s = spec(trigger=every(60))
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
+    await store.set_job_state(job_id(1), JobState.PAUSED)
+    result = await store.update_spec(job_id(1), 1, s, 90_000)
+    assert (result.status, result.state) == ("ok", "PAUSED") and await store.due_schedule(10**13) == []
+    assert await store.set_job_state(job_id(1), JobState.ACTIVE) == ("ok", "ACTIVE", 90_000)
+    assert await store.due_schedule(10**13) == [(job_id(1), 90_000)]
+
+
+async def test_a_fixed_delay_job_given_a_new_schedule_awaits_its_run_no_more(store: Store) -> None:
+    s = spec(trigger=every(60, fixed_delay=True))
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
+    run_id, _ = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=-2, overlap="allow", inputs=[()])
+    await store.update_spec(job_id(1), 1, spec(trigger=every(30)), 50_000)
+    assert await store.awaiting_jobs() == [] and await store.due_schedule(10**13) == [(job_id(1), 50_000)]
+    assert await store.reschedule_after_run(job_id(1), run_id, 90_000) == ("not_awaiting", -1)
+
+
+async def test_only_an_active_or_paused_job_is_updated_and_from_its_current_version(store: Store) -> None:
+    s = spec(trigger=every(60))
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
+    assert (await store.update_spec(job_id(1), 1, s, -1)).spec_version == 2
+    conflict = await store.update_spec(job_id(1), 1, s, -1)
+    assert (conflict.status, conflict.spec_version) == ("conflict", 2)
+    await store.cancel("stop", job_id=job_id(1))
+    ended = await store.update_spec(job_id(1), 2, s, -1)
+    assert (ended.status, ended.state) == ("ended", "CANCELLED")
+    assert (await store.update_spec(job_id(9), 1, s, -1)).status == "missing"
+
+
 async def test_jobs_are_listed_newest_first_with_filters_before_the_limit(subject: Subject) -> None:
     store = subject.store
     for n, group in ((1, "a"), (2, "b"), (3, "a")):
@@ -809,8 +908,8 @@ async def test_jobs_are_listed_newest_first_with_filters_before_the_limit(subjec
 async def test_specs_are_read_back_as_submitted(store: Store) -> None:
     s = spec(name="report", priority=3)
     await store.submit_many([NewJob(job_id(1), s, "delay", 60_000)], TTL_MS)
-    found = await store.get_specs([job_id(1), job_id(2)])
-    assert list(found) == [job_id(1)] and found[job_id(1)] == s
+    found = await store.get_specs([(job_id(1), 1), (job_id(2), 1)])
+    assert list(found) == [(job_id(1), 1)] and found[(job_id(1), 1)] == s
     assert await store.get_spec(job_id(1)) == s and await store.get_spec(job_id(2)) is None
     assert store.cached_spec(job_id(1)) == s and store.cached_spec(job_id(2)) is None
 

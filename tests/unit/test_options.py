@@ -12,6 +12,7 @@ import pytest
 from sparkyard import errors
 from sparkyard.cli.main import build_parser
 from sparkyard.options import JobOptions, build_spec
+from sparkyard.errors import InvalidArgument
 from sparkyard.spec import normalize
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -101,3 +102,26 @@ def test_defaults_make_a_job_that_runs_now_once(project: Path) -> None:
     spec = normalize(build_spec("job.py:main"))
     assert spec.trigger.now and spec.retry.max_attempts == 1 and spec.name == "job:main"
     assert spec.bundle.digest  # the entrypoint is shipped
+
+
+def test_every_option_changes_spec_fields_an_update_may_change() -> None:
+    from sparkyard.spec import UPDATABLE
+
+    for f in dataclasses.fields(JobOptions):
+        option = f.metadata["option"]
+        fields = option.spec if option.spec is not None else (f.name,)
+        assert set(fields) <= UPDATABLE, f.name
+
+
+def test_an_update_names_only_the_fields_of_the_options_given() -> None:
+    spec, fields, packed = JobOptions.of({"retries": 2, "cron": "0 3 * * *", "tz": "Europe/Berlin"}).to_update(
+        ["retries", "cron", "tz"])
+    assert fields == ["retry.max_attempts", "trigger.kind"] and packed is None
+    assert spec.retry.max_attempts == 3 and spec.trigger.cron.tz == "Europe/Berlin" and spec.entrypoint == ""
+
+
+def test_shipped_code_changes_only_with_its_entrypoint_given_again() -> None:
+    with pytest.raises(InvalidArgument, match="entrypoint"):
+        JobOptions.of({"py_files": ["lib.py"]}).to_update(["py_files"])
+    with pytest.raises(InvalidArgument, match="fields"):
+        JobOptions.of({}).to_update([])

@@ -79,6 +79,17 @@ async def test_an_entry_fired_twice_makes_one_run(rig: Rig) -> None:
     assert await rig.next_fire("j1") == due + EVERY_MS
 
 
+async def test_an_entry_whose_run_a_manual_trigger_made_arms_the_next_firing(rig: Rig) -> None:
+    """A manual trigger on the entry's very millisecond made its run: the entry still moves on."""
+    due = rig.now_ms()
+    spec = await rig.submit("j1", due)
+    await rig.store.fire("j1", spec, due, expected_ms=None, next_fire_ms=-1, overlap="allow", inputs=[()])
+    await rig.preloader.fire_batch([("j1", due)])
+    assert await rig.runs("j1") == [(due, RunState.SCHEDULED)]
+    assert await rig.next_fire("j1") == due + EVERY_MS
+    assert ("j1", due + EVERY_MS) in rig.armed()
+
+
 async def test_misfire_skip_records_one_skipped_run_and_moves_on(rig: Rig) -> None:
     due = rig.now_ms() - 35_000  # four fire times missed: -35 s, -25 s, -15 s, -5 s
     await rig.submit("j1", due, misfire=pb.MISFIRE_SKIP)
@@ -134,7 +145,7 @@ async def test_a_manual_trigger_fires_now_and_leaves_the_schedule(rig: Rig) -> N
     first = rig.now_ms() + 30_000
     spec = await rig.submit("j1", first)
     rig.clock.advance(1.0)
-    run_id, status = await rig.preloader.trigger_now("j1", spec)
+    run_id, status = await rig.preloader.trigger_now("j1", spec, 1)
     assert status == "created" and run_id.startswith("j1.")
     assert await rig.runs("j1") == [(rig.now_ms(), RunState.SCHEDULED)]
     assert await rig.next_fire("j1") == first
@@ -163,7 +174,7 @@ async def test_a_fixed_delay_firing_skipped_by_overlap_forbid_does_not_stall_the
     spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", trigger=every, overlap=pb.OVERLAP_FORBID))
     await rig.store.submit_many([NewJob("j1", spec, "abs", first)], 60_000)
     rig.clock.advance(1.0)
-    manual, _ = await rig.preloader.trigger_now("j1", spec)  # a manual run is active when the firing comes
+    manual, _ = await rig.preloader.trigger_now("j1", spec, 1)  # a manual run is active when the firing comes
     await rig.preloader.fire_batch([("j1", first)])
     assert [state for _, state in await rig.runs("j1")].count(RunState.SKIPPED) == 1
     for _ in range(50):  # the master's look at the skipped run's end is one store call on this loop

@@ -8,6 +8,7 @@ from typing import Callable
 import pytest
 
 from sparkyard.spec import (
+    apply_update,
     DEFAULT_BACKOFF_MULTIPLIER,
     DEFAULT_CATCH_UP_LIMIT,
     DEFAULT_GROUP,
@@ -519,3 +520,19 @@ def test_backoff_of_a_normalized_default_policy_starts_at_five_seconds_and_doubl
 
 def test_backoff_never_exceeds_the_cap_even_when_initial_is_larger() -> None:
     assert backoff_seconds(_policy(30, 2, 10), 1) == 10.0
+
+
+def test_an_update_takes_only_the_listed_fields_and_a_new_trigger_kind_replaces_the_old() -> None:
+    current = normalize(_spec(args=["a"], priority=4, trigger=pb.Trigger(every=pb.Trigger.Every(interval={"seconds": 60}),
+                                                                        max_runs=5)))
+    change = pb.JobSpec(args=["b"], priority=9, trigger=pb.Trigger(cron=pb.Trigger.Cron(expr="0 3 * * *")))
+    merged = apply_update(current, change, ["args", "trigger.kind"])
+    assert list(merged.args) == ["b"] and merged.priority == 4
+    assert merged.trigger.WhichOneof("kind") == "cron" and merged.trigger.max_runs == 5
+    assert list(current.args) == ["a"]  # the current spec is not changed
+
+
+@pytest.mark.parametrize("fields, named", [(["entrypoint"], "cannot change entrypoint"), ([], "at least one")])
+def test_an_update_refuses_fields_it_cannot_change(fields: list[str], named: str) -> None:
+    with pytest.raises(SpecError, match=named):
+        apply_update(normalize(_spec()), pb.JobSpec(), fields)
