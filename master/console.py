@@ -37,6 +37,7 @@ from sparkyard.master.leader_link import LeaderLink
 from sparkyard.master.logs import LogRelay
 from sparkyard.master.records import JobRecord
 from sparkyard.master.schedule_text import describe
+from sparkyard.options import JobOptions
 from sparkyard.master.services import status_of, worker_infos
 from sparkyard.states import JobState
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -57,6 +58,8 @@ RUNS_DEFAULT = 50
 TIMELINE_S = 3600
 TIMELINE_JOBS = 200
 TIMELINE_RUNS = 30
+# What the Job page's "edit schedule" may change (JobOptions names).
+SCHEDULE_OPTIONS = frozenset({"cron", "tz", "every", "fixed_delay"})
 # Domain status → HTTP status.
 HTTP_STATUS = {
     grpc.StatusCode.INVALID_ARGUMENT: 400,
@@ -173,6 +176,7 @@ class ConsoleApi:
             ("POST", "/api/jobs/{job_id}/pause", self.pause, act),
             ("POST", "/api/jobs/{job_id}/resume", self.resume, act),
             ("DELETE", "/api/jobs/{job_id}", self.delete, act),
+            ("POST", "/api/jobs/{job_id}/schedule", self.schedule, act),
             ("GET", "/api/runs/{run_id}", self.run, read),
             ("GET", "/api/tasks/{task_id}/log", self.task_log, read),
             ("GET", "/api/workers", self.workers, read),
@@ -280,6 +284,26 @@ class ConsoleApi:
             return pb.DeleteJobResponse(cancelled=await self._jobs.delete(job_id, force))
 
         return await self._act(request, local, "jobs", "DeleteJob", pb.DeleteJobRequest(job_id=job_id, force=force))
+
+    async def schedule(self, request: web.Request) -> web.Response:
+        """A new schedule from the next firing on (UpdateJob): a JSON body with ``cron`` (and ``tz``) or
+        ``every`` (and ``fixed_delay``), read and checked by the same :class:`JobOptions` as
+        ``sparkyard update --cron …``."""
+        job_id = request.match_info["job_id"]
+        try:
+            body = await request.json()
+        except ValueError:
+            raise InvalidArgument("body: not JSON; send e.g. {\"cron\": \"0 3 * * *\", \"tz\": \"UTC\"}") from None
+        if not isinstance(body, dict) or not body or set(body) - SCHEDULE_OPTIONS:
+            raise InvalidArgument(f"body: give some of {', '.join(sorted(SCHEDULE_OPTIONS))} as a JSON object")
+        given = [name for name, value in body.items() if value not in (None, "")]
+        change, fields, _ = JobOptions.of({name: body[name] for name in given}).to_update(given)
+
+        async def local() -> Message:
+            return job_to_proto(await self._jobs.update(job_id, change, fields))
+
+        return await self._act(request, local, "jobs", "UpdateJob",
+                               pb.UpdateJobRequest(job_id=job_id, spec=change, fields=fields))
 
     async def drain(self, request: web.Request) -> web.Response:
         worker_id = request.match_info["worker_id"]

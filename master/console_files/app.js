@@ -233,7 +233,7 @@ function barChart(label, runs, value, cls) {
     "aria-label": label },
   s("line", { x1: left, y1: height - bottom, x2: width, y2: height - bottom, class: "axis" }),
   s("text", { x: 0, y: 12 }, seconds(top)), s("text", { x: 0, y: height - bottom }, "0"),
-  s("text", { x: left, y: height - 4 }, `${runs.length} runs, oldest first`), bars);
+  s("text", { x: left, y: height - 4 }, `${runs.length} run${runs.length === 1 ? "" : "s"}, oldest first`), bars);
 }
 
 function facts(pairs) {
@@ -251,6 +251,15 @@ async function jobPage(jobId) {
     h("button", { id: "pause", onclick: act(`${base}/pause`, (j) => `Job is ${j.state}`), disabled: job.state !== "ACTIVE" }, "Pause"),
     h("button", { id: "resume", onclick: act(`${base}/resume`, (j) => `Job is ${j.state}`), disabled: job.state !== "PAUSED" }, "Resume"),
     h("button", { id: "delete", class: "danger", onclick: () => deleteJob(job) }, "Delete"));
+  const editable = job.state === "ACTIVE" || job.state === "PAUSED";
+  const trigger = job.spec.trigger;
+  const edit = h("form", { id: "edit-schedule", class: "filters", onsubmit: (e) => editSchedule(e, job) },
+    h("select", { name: "kind" }, h("option", { value: "cron", selected: !trigger.every }, "cron"),
+      h("option", { value: "every", selected: !!trigger.every }, "every")),
+    h("input", { name: "value", placeholder: "0 3 * * *  or  10m", size: 18,
+      value: trigger.cron ? trigger.cron.expr : trigger.every ? `${trigger.every.interval}s` : "" }),
+    h("input", { name: "tz", placeholder: "time zone (cron; default UTC)", value: trigger.cron ? trigger.cron.tz : "" }),
+    h("button", { type: "submit", disabled: !editable }, "Change schedule"));
   const oldest = [...runs].reverse();
   const rows = runs.map((r) => h("tr", {},
     h("td", {}, h("a", { href: `#/run/${encodeURIComponent(r.id)}` }, r.id)), h("td", {}, badge(r.state)),
@@ -258,7 +267,7 @@ async function jobPage(jobId) {
     h("td", {}, `${r.tasks_succeeded}/${r.tasks_failed}/${r.tasks_cancelled} of ${r.task_count}`), h("td", {}, r.reason)));
   refreshIn(REFRESH_MS);
   return [
-    h("h1", {}, job.spec.name || job.id), actions,
+    h("h1", {}, job.spec.name || job.id), actions, edit,
     h("div", { class: "grid" },
       h("div", { class: "panel" }, facts([["id", h("span", { class: "mono" }, job.id)], ["state", badge(job.state)],
         ["schedule", schedule], ["next fire", when(job.next_fire_at)], ["entrypoint", h("span", { class: "mono" }, job.spec.entrypoint)],
@@ -273,6 +282,20 @@ async function jobPage(jobId) {
       : h("div", { class: "empty" }, "No run yet."),
     h("h2", {}, "Spec"), h("pre", { id: "spec" }, JSON.stringify(job.spec, null, 2)),
   ];
+}
+
+// A new schedule takes effect from the next firing (UpdateJob); the master checks it as a submit's.
+async function editSchedule(event, job) {
+  event.preventDefault();
+  const form = new FormData(event.target);
+  const body = form.get("kind") === "cron" ? { cron: form.get("value"), tz: form.get("tz") } : { every: form.get("value") };
+  try {
+    const updated = await api(`/api/jobs/${encodeURIComponent(job.id)}/schedule`, { method: "POST", body: JSON.stringify(body) });
+    await render();
+    notice(`Schedule changed; next fire ${when(updated.next_fire_at)}`, true);
+  } catch (err) {
+    notice(err.message, false);
+  }
 }
 
 // Deleting asks first; a job with an active run is refused unless its runs are cancelled too (force).

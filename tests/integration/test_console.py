@@ -101,7 +101,7 @@ def test_pages_actions_and_a_live_log(shared_cluster: Cluster, tab: Tab, tmp_pat
     expect(page.locator("#jobs tbody tr")).to_have_count(1)
     tab.shot("jobs")
 
-    # Job: the name and arguments show as text; trigger, pause, resume.
+    # Job: the name and arguments show as text; trigger, pause, resume, a new schedule, delete.
     row.locator("a").first.click()
     expect(page.locator("h1")).to_have_text("nightly <b>etl</b>")
     expect(page.locator("#spec")).to_contain_text("<img src=x onerror=alert(1)>")
@@ -115,6 +115,21 @@ def test_pages_actions_and_a_live_log(shared_cluster: Cluster, tab: Tab, tmp_pat
     page.click("#resume")
     expect(page.locator("#notice")).to_have_text("Job is ACTIVE")
     assert client.job(nightly.id).state == pb.JOB_ACTIVE
+    edit = page.locator("#edit-schedule")
+    edit.locator("select").select_option("every")
+    edit.locator("input[name=value]").fill("soon")
+    edit.locator("button").click()
+    expect(page.locator("#notice")).to_contain_text("every: 'soon' is not a duration")
+    # The refused request is the one error the browser logs (and is expected here).
+    assert tab.errors == ["Failed to load resource: the server responded with a status of 400 (Bad Request)"]
+    tab.errors.clear()
+    edit.locator("select").select_option("cron")
+    edit.locator("input[name=value]").fill("30 4 * * *")
+    edit.locator("input[name=tz]").fill("Europe/Berlin")
+    edit.locator("button").click()
+    expect(page.locator("#notice")).to_contain_text("Schedule changed; next fire")
+    expect(page.locator(".facts")).to_contain_text("At 04:30 (Europe/Berlin)")
+    assert client.job(nightly.id).spec.trigger.cron.expr == "30 4 * * *"
     tab.shot("job")
     page.on("dialog", lambda dialog: dialog.accept())
     page.click("#delete")  # asks first (twice while its triggered run is still active); then it is gone
