@@ -81,13 +81,13 @@ def _builder(subject: str, issuer: str, key: ec.EllipticCurvePrivateKey,
             .not_valid_after(now + VALIDITY))
 
 
-def _leaf(name: str, usage: x509.ObjectIdentifier, sans: list[x509.GeneralName] | None,
+def _leaf(name: str, usage: list[x509.ObjectIdentifier], sans: list[x509.GeneralName] | None,
           ca_key: ec.EllipticCurvePrivateKey, ca_name: str,
           now: datetime.datetime) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = ec.generate_private_key(ec.SECP256R1())
     builder = (_builder(name, ca_name, key, now)
                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-               .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
+               .add_extension(x509.ExtendedKeyUsage(usage), critical=False))
     if sans:
         builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
     return builder.sign(ca_key, hashes.SHA256()), key
@@ -117,8 +117,10 @@ def make_dev_certs(directory: Path, hosts: Sequence[str] = ()) -> DevCerts:
                                        key_agreement=False, encipher_only=False, decipher_only=False),
                          critical=True)
           .sign(ca_key, hashes.SHA256()))
-    server, server_key = _leaf("sparkyard-master", ExtendedKeyUsageOID.SERVER_AUTH, sans, ca_key, ca_name, now)
-    client, client_key = _leaf("sparkyard-client", ExtendedKeyUsageOID.CLIENT_AUTH, None, ca_key, ca_name, now)
+    # The masters' certificate is a client one too: a standby's console calls the leader with it (mutual TLS).
+    server, server_key = _leaf("sparkyard-master", [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH],
+                               sans, ca_key, ca_name, now)
+    client, client_key = _leaf("sparkyard-client", [ExtendedKeyUsageOID.CLIENT_AUTH], None, ca_key, ca_name, now)
     certs = DevCerts.in_dir(directory)
     pem = serialization.Encoding.PEM
     for path, cert in ((certs.ca, ca), (certs.server_cert, server), (certs.client_cert, client)):

@@ -337,5 +337,9 @@ class Client:
     def workers(self, *, include_dead: bool = False) -> list[pb.WorkerInfo]:
         return list(self._call("cluster", "ListWorkers", pb.ListWorkersRequest(include_dead=include_dead)).workers)
 
+    def drain(self, worker_id: str) -> None:
+        """Ask a connected worker to drain and exit, as SIGTERM does (it finishes or hands back its tasks)."""
+        self._call("cluster", "DrainWorker", pb.DrainWorkerRequest(worker_id=worker_id))
+
     def status(self) -> pb.StatusResponse:
         return self._call("cluster", "GetStatus", pb.GetStatusRequest())

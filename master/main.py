@@ -62,6 +62,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tls-key", help="the key of --tls-cert (or SPARKYARD_TLS_KEY)")
     p.add_argument("--tls-client-ca", help="CA certificate callers' certificates must be signed by: mutual TLS "
                    "(or SPARKYARD_TLS_CLIENT_CA)")
+    p.add_argument("--tls-ca", help="CA certificate of the other masters' certificates, for a standby's web console "
+                   "to reach the leader (default: --tls-client-ca)")
     p.add_argument("--insecure", action="store_true", default=None,
                    help="allow listening on a non-loopback address without TLS or a token")
     p.add_argument("--namespace", help="Redis key prefix (default sy), to share one Redis between clusters")

@@ -26,8 +26,9 @@ from redis.asyncio import Redis
 
 from sparkyard.clock import Clock, SystemClock
 from sparkyard.config import MasterConfig, read_file
-from sparkyard.httpserve import HttpEndpoint, HttpStartError, metrics_response
+from sparkyard.httpserve import Access, HttpEndpoint, HttpStartError, Route, metrics_response
 from sparkyard.keys import Keys
+from sparkyard.master import console
 from sparkyard.master.arming import Arming
 from sparkyard.master.auth import Role, RoleAuthInterceptor, is_loopback
 from sparkyard.master.backfill import Backfiller
@@ -36,6 +37,7 @@ from sparkyard.master.core import MasterCore
 from sparkyard.master.embedded_redis import EmbeddedRedis
 from sparkyard.master.jobs import JobManager
 from sparkyard.master.leader import LeaderGate, Leadership
+from sparkyard.master.leader_link import LeaderLink, PeerTls
 from sparkyard.master.metrics import MasterMetrics
 from sparkyard.master.logs import LogRelay
 from sparkyard.master.preloader import Preloader
@@ -143,6 +145,7 @@ class MasterServer:
         self._stopped = asyncio.Event()
         self.metrics = MasterMetrics()
         self.http: HttpEndpoint | None = None
+        self._link: LeaderLink | None = None
 
     async def start(self) -> None:
         cfg = self.cfg
@@ -233,7 +236,11 @@ class MasterServer:
         for name in ["", *names]:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         if cfg.http:
-            self.http = HttpEndpoint(cfg.http, {"/metrics": self._metrics_page}, [cfg.token, cfg.viewer_token],
+            self._link = LeaderLink(leadership, PeerTls.of(cfg))
+            api = console.ConsoleApi(jobs, core, logs, leadership, self._link)
+            routes = [Route("GET", "/metrics", self._metrics_page, Access.READ), *api.routes()]
+            self.http = HttpEndpoint(cfg.http, routes, admin=cfg.token, viewer=cfg.viewer_token,
+                                     static={"/static": console.FILES},
                                      tls=(cfg.tls_cert, cfg.tls_key) if cfg.tls_cert else None)
             try:
                 await self.http.start()
@@ -301,6 +308,8 @@ class MasterServer:
             await self._health.enter_graceful_shutdown()
         if self.http is not None:
             await self.http.stop()
+        if self._link is not None:
+            await self._link.close()
         if self._reaper is not None:
             self._reaper.stop()
         if self._backfiller is not None:

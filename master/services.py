@@ -1,5 +1,5 @@
 """The gRPC servicers: proto in, domain call, proto out — and every domain error mapped to a status code
-in one place (:func:`_status_of`).
+in one place (:func:`status_of`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 
 
-def _status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
+def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
+    """The status code and message of a domain error (None: not one; a bug). The console's API maps the
+    same codes to HTTP statuses."""
     if isinstance(exc, SparkyardError):
         return grpc.StatusCode[exc.code_name], str(exc)
     if isinstance(exc, Fenced) or (isinstance(exc, redis.exceptions.ResponseError) and str(exc).startswith("FENCED")):
@@ -46,7 +48,7 @@ def _status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
 
 async def _abort(context: grpc.aio.ServicerContext, exc: Exception, what: str) -> None:
     """End the call with the status of ``exc``: a domain error's own, else INTERNAL (and logged)."""
-    status = _status_of(exc)
+    status = status_of(exc)
     if status is None:
         log.error("%s failed", what, exc_info=exc)
         status = (grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
@@ -157,16 +159,7 @@ class JobService(pbg.JobServiceServicer):
                             context: grpc.aio.ServicerContext) -> AsyncIterator[pb.LogChunk]:
         try:
             task = await self._jobs.get_task(request.task_id)
-            if not task.attempts:
-                raise NotFound(f"task {task.id} has not started yet (state {task.state.value})")
-            number = request.attempt or task.attempts[-1].number
-            attempt = next((a for a in task.attempts if a.number == number), None)
-            if attempt is None:
-                raise NotFound(f"task {task.id} has no attempt {number} (it has {len(task.attempts)})")
-            if request.offset < 0:
-                raise InvalidArgument("offset: must not be negative")
-            async for chunk in self._logs.stream(attempt.worker, task.id, number, attempt.log_path,
-                                                 request.offset, request.follow):
+            async for chunk in self._logs.attempt_log(task, request.attempt, request.offset, request.follow):
                 yield chunk
         except Exception as exc:
             await _abort(context, exc, "StreamTaskLog")
@@ -196,32 +189,14 @@ class ClusterService(pbg.ClusterServiceServicer):
 
     @mapped
     async def ListWorkers(self, request: pb.ListWorkersRequest, context: grpc.aio.ServicerContext) -> pb.ListWorkersResponse:
-        stored = await self._core.store.get_workers()
-        out = []
-        for worker_id, info in sorted(stored.items()):
-            session = self._core.registry.get(worker_id)
-            alive = session is not None
-            if not alive and not request.include_dead:
-                continue
-            w = pb.WorkerInfo(
-                id=worker_id, group=info.get("group", ""), host=info.get("host", ""), pid=int(info.get("pid", 0)),
-                slots=int(info.get("slots", 0)), alive=alive, draining=bool(info.get("draining", False)),
-                labels=info.get("labels", {}), default_runner=int(info.get("runner", 0)),
-            )
-            if session is not None:
-                w.free_slots = session.free_slots
-                w.prefetch = session.prefetch
-                w.tasks.extend(sorted(session.leased))
-                w.draining = session.draining
-                w.readiness = session.readiness
-                w.readiness_reason = session.readiness_reason
-                w.ready_slots = session.slots if session.ready_slots < 0 else session.ready_slots
-            if info.get("registered_ms"):
-                w.registered_at.FromMilliseconds(int(info["registered_ms"]))
-            if info.get("last_seen_ms"):
-                w.last_seen.FromMilliseconds(int(info["last_seen_ms"]))
-            out.append(w)
-        return pb.ListWorkersResponse(workers=out)
+        return pb.ListWorkersResponse(workers=await worker_infos(self._core, request.include_dead))
+
+    @mapped
+    async def DrainWorker(self, request: pb.DrainWorkerRequest, context: grpc.aio.ServicerContext) -> pb.DrainWorkerResponse:
+        if not request.worker_id:
+            raise InvalidArgument("worker_id: give the id of a connected worker")
+        self._core.registry.drain(request.worker_id, "asked by a user")
+        return pb.DrainWorkerResponse()
 
     @mapped
     async def GetStatus(self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext) -> pb.StatusResponse:
@@ -244,6 +219,37 @@ class ClusterService(pbg.ClusterServiceServicer):
                                    role="leader" if mid == lead.view.leader_id else "standby")
             info.last_seen.FromMilliseconds(int(str(record.get("seen_ms", 0))))
         return out
+
+
+async def worker_infos(core: MasterCore, include_dead: bool) -> list[pb.WorkerInfo]:
+    """Every worker this master knows of: its stored record, and for a connected one its live slots,
+    leases and readiness (``sparkyard workers`` and the console's Workers page)."""
+    stored = await core.store.get_workers()
+    out = []
+    for worker_id, info in sorted(stored.items()):
+        session = core.registry.get(worker_id)
+        alive = session is not None
+        if not alive and not include_dead:
+            continue
+        w = pb.WorkerInfo(
+            id=worker_id, group=info.get("group", ""), host=info.get("host", ""), pid=int(info.get("pid", 0)),
+            slots=int(info.get("slots", 0)), alive=alive, draining=bool(info.get("draining", False)),
+            labels=info.get("labels", {}), default_runner=int(info.get("runner", 0)),
+        )
+        if session is not None:
+            w.free_slots = session.free_slots
+            w.prefetch = session.prefetch
+            w.tasks.extend(sorted(session.leased))
+            w.draining = session.draining
+            w.readiness = session.readiness
+            w.readiness_reason = session.readiness_reason
+            w.ready_slots = session.slots if session.ready_slots < 0 else session.ready_slots
+        if info.get("registered_ms"):
+            w.registered_at.FromMilliseconds(int(info["registered_ms"]))
+        if info.get("last_seen_ms"):
+            w.last_seen.FromMilliseconds(int(info["last_seen_ms"]))
+        out.append(w)
+    return out
 
 
 def master_id(address: str) -> str:

@@ -37,7 +37,7 @@ from sparkyard.channel import open_channel
 from sparkyard.clock import Clock, SystemClock
 from sparkyard.config import WorkerConfig
 from sparkyard.errors import LEADER_METADATA
-from sparkyard.httpserve import HttpEndpoint, metrics_response
+from sparkyard.httpserve import Access, HttpEndpoint, Route, metrics_response
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 from sparkyard.worker.attempts import AttemptSlots, Execution, Pending
@@ -180,7 +180,8 @@ class Agent(AttemptSlots):
         await self._sweep_old_logs()
         self.reports.start()
         if self.cfg.metrics:
-            self.http = HttpEndpoint(self.cfg.metrics, {"/metrics": self._metrics_page}, [self.cfg.token])
+            self.http = HttpEndpoint(self.cfg.metrics, [Route("GET", "/metrics", self._metrics_page, Access.READ)],
+                                     admin=self.cfg.token)
             await self.http.start()
         # Only the default runner starts now; another starts when a job first asks for it.
         starter = asyncio.create_task(self._start_default_runner(), name="start-runner")
@@ -502,6 +503,9 @@ class Agent(AttemptSlots):
                              ack.reason)
         elif kind == "log_request":
             self._spawn(self._answer_log(message.log_request))
+        elif kind == "drain":
+            log.info("the master asks this worker to drain (%s)", message.drain.reason or "no reason given")
+            self._spawn(self.drain())
 
     async def _answer_log(self, request: pb.LogRequest) -> None:
         def running(task_id: str, attempt: int) -> bool:

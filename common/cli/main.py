@@ -118,6 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
     _common(w)
     w.add_argument("--all", action="store_true", help="include workers that are gone")
 
+    dr = sub.add_parser("drain", help="make a worker finish its tasks (or hand them back) and exit")
+    _common(dr)
+    dr.add_argument("worker_id")
+
     st = sub.add_parser("status", help="the master's view of the cluster")
     _common(st)
 
@@ -300,6 +304,12 @@ def dispatch(args: argparse.Namespace) -> int:
         elif verb == "workers":
             workers = client.workers(include_dead=args.all)
             out(workers, lambda c: render.workers_table(c, workers))
+        elif verb == "drain":
+            client.drain(args.worker_id)
+            if args.json:
+                render.print_json({"draining": args.worker_id})
+            else:
+                console.print(f"worker {args.worker_id} is draining")
         elif verb == "status":
             status = client.status()
             out(status, lambda c: c.print(render.to_dict(status)))

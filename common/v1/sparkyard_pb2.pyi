@@ -821,20 +821,28 @@ class ResultAcks(_message.Message):
     def __init__(self, acks: _Optional[_Iterable[_Union[ResultAck, _Mapping]]] = ...) -> None: ...
 
 class MasterMessage(_message.Message):
-    __slots__ = ("registered", "batch", "heartbeat_ack", "cancel", "log_request", "acks")
+    __slots__ = ("registered", "batch", "heartbeat_ack", "cancel", "log_request", "acks", "drain")
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_ACK_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     LOG_REQUEST_FIELD_NUMBER: _ClassVar[int]
     ACKS_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_FIELD_NUMBER: _ClassVar[int]
     registered: Registered
     batch: TaskBatch
     heartbeat_ack: HeartbeatAck
     cancel: CancelTask
     log_request: LogRequest
     acks: ResultAcks
-    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., batch: _Optional[_Union[TaskBatch, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[HeartbeatAck, _Mapping]] = ..., cancel: _Optional[_Union[CancelTask, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., acks: _Optional[_Union[ResultAcks, _Mapping]] = ...) -> None: ...
+    drain: Drain
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., batch: _Optional[_Union[TaskBatch, _Mapping]] = ..., heartbeat_ack: _Optional[_Union[HeartbeatAck, _Mapping]] = ..., cancel: _Optional[_Union[CancelTask, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., acks: _Optional[_Union[ResultAcks, _Mapping]] = ..., drain: _Optional[_Union[Drain, _Mapping]] = ...) -> None: ...
+
+class Drain(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class BundleChunk(_message.Message):
     __slots__ = ("ref", "data")
@@ -902,6 +910,16 @@ class ListWorkersRequest(_message.Message):
     INCLUDE_DEAD_FIELD_NUMBER: _ClassVar[int]
     include_dead: bool
     def __init__(self, include_dead: _Optional[bool] = ...) -> None: ...
+
+class DrainWorkerRequest(_message.Message):
+    __slots__ = ("worker_id",)
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    def __init__(self, worker_id: _Optional[str] = ...) -> None: ...
+
+class DrainWorkerResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class ListWorkersResponse(_message.Message):
     __slots__ = ("workers",)

@@ -950,6 +950,11 @@ class ClusterServiceStub:
                 request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.GetStatusRequest.SerializeToString,
                 response_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.StatusResponse.FromString,
                 _registered_method=True)
+        self.DrainWorker = channel.unary_unary(
+                '/sparkyard.v1.ClusterService/DrainWorker',
+                request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.DrainWorkerRequest.SerializeToString,
+                response_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.DrainWorkerResponse.FromString,
+                _registered_method=True)
 
 
 class ClusterServiceServicer:
@@ -967,6 +972,13 @@ class ClusterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DrainWorker(self, request, context):
+        """Drain a connected worker (see Drain); NOT_FOUND when it is not connected to the leader.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -979,6 +991,11 @@ def add_ClusterServiceServicer_to_server(servicer, server):
                     servicer.GetStatus,
                     request_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.GetStatusRequest.FromString,
                     response_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.StatusResponse.SerializeToString,
+            ),
+            'DrainWorker': grpc.unary_unary_rpc_method_handler(
+                    servicer.DrainWorker,
+                    request_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.DrainWorkerRequest.FromString,
+                    response_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.DrainWorkerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1035,6 +1052,33 @@ class ClusterService:
             '/sparkyard.v1.ClusterService/GetStatus',
             sparkyard_dot_v1_dot_sparkyard__pb2.GetStatusRequest.SerializeToString,
             sparkyard_dot_v1_dot_sparkyard__pb2.StatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DrainWorker(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sparkyard.v1.ClusterService/DrainWorker',
+            sparkyard_dot_v1_dot_sparkyard__pb2.DrainWorkerRequest.SerializeToString,
+            sparkyard_dot_v1_dot_sparkyard__pb2.DrainWorkerResponse.FromString,
             options,
             channel_credentials,
             insecure,

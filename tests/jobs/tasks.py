@@ -114,6 +114,19 @@ def sleep_long_then_short(spark: Any, ctx: Any) -> str:
     return f"slept {seconds:g}"
 
 
+def print_until(spark: Any, ctx: Any) -> str:
+    """Prints a numbered line every 0.1 s until the file ctx.args[0] exists (at most 120 s): a log to follow."""
+    stop = Path(ctx.args[0])
+    deadline = time.monotonic() + 120
+    n = 0
+    while not stop.exists() and time.monotonic() < deadline:
+        n += 1
+        print(f"tick {n}", flush=True)
+        time.sleep(0.1)
+    print(f"done after {n} ticks", flush=True)
+    return f"{n} ticks"
+
+
 def scheduled_at(spark: Any, ctx: Any) -> str:
     """Sleeps ctx.args[0] seconds (default 0), then returns the run's scheduled time (what a backfill sets)."""
     time.sleep(float(ctx.args[0]) if ctx.args else 0.0)

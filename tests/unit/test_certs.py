@@ -30,11 +30,12 @@ def test_both_certificates_are_signed_by_the_ca_for_their_use(tmp_path: Path) ->
     certs = make_dev_certs(tmp_path)
     ca = _load(certs.ca)
     assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
-    for path, usage in ((certs.server_cert, ExtendedKeyUsageOID.SERVER_AUTH),
-                        (certs.client_cert, ExtendedKeyUsageOID.CLIENT_AUTH)):
+    # The masters' certificate serves, and is shown by a standby's console calling the leader (mutual TLS).
+    for path, usages in ((certs.server_cert, [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                         (certs.client_cert, [ExtendedKeyUsageOID.CLIENT_AUTH])):
         cert = _load(path)
         cert.verify_directly_issued_by(ca)
-        assert list(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == [usage]
+        assert list(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == usages
 
 
 def test_keys_are_readable_by_their_owner_only(tmp_path: Path) -> None:

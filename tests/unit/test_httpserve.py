@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from pathlib import Path
 
 import aiohttp
 import pytest
 from aiohttp import web
 
-from sparkyard.httpserve import HttpEndpoint, HttpStartError, metrics_response
+from sparkyard.httpserve import Access, HttpEndpoint, HttpStartError, Route, metrics_response
 
 
 async def _page(request: web.Request) -> web.Response:
@@ -25,7 +26,7 @@ async def _get(url: str, token: str = "") -> tuple[int, str]:
 
 def test_with_a_token_every_route_but_healthz_wants_it() -> None:
     async def scenario() -> None:
-        endpoint = HttpEndpoint("127.0.0.1:0", {"/metrics": _page}, ["s3cret", ""])
+        endpoint = HttpEndpoint("127.0.0.1:0", [Route("GET", "/metrics", _page, Access.READ)], admin="s3cret")
         await endpoint.start()
         try:
             base = f"http://127.0.0.1:{endpoint.port}"
@@ -42,7 +43,7 @@ def test_with_a_token_every_route_but_healthz_wants_it() -> None:
 
 def test_without_tokens_the_routes_are_open() -> None:
     async def scenario() -> None:
-        endpoint = HttpEndpoint("127.0.0.1:0", {"/metrics": _page}, [""])
+        endpoint = HttpEndpoint("127.0.0.1:0", [Route("GET", "/metrics", _page, Access.READ)])
         await endpoint.start()
         try:
             assert (await _get(f"http://127.0.0.1:{endpoint.port}/metrics"))[0] == 200
@@ -59,6 +60,41 @@ def test_an_address_in_use_is_a_clear_error() -> None:
             taken.listen()
             port = taken.getsockname()[1]
             with pytest.raises(HttpStartError, match=f"cannot serve http on 127.0.0.1:{port}"):
-                await HttpEndpoint(f"127.0.0.1:{port}", {"/metrics": _page}).start()
+                await HttpEndpoint(f"127.0.0.1:{port}", [Route("GET", "/metrics", _page, Access.READ)]).start()
+
+    asyncio.run(scenario())
+
+
+def test_static_files_are_public_and_actions_want_the_token(tmp_path: Path) -> None:
+    (tmp_path / "app.js").write_text("console.log(1)\n")
+
+    async def act(request: web.Request) -> web.Response:
+        return web.json_response({"done": True})
+
+    async def scenario() -> None:
+        endpoint = HttpEndpoint("127.0.0.1:0", [Route("POST", "/api/act", act, Access.ACT),
+                                                Route("GET", "/api/look", act, Access.READ)],
+                                admin="s3cret", viewer="v1ewer", static={"/static": tmp_path})
+        await endpoint.start()
+        base = f"http://127.0.0.1:{endpoint.port}"
+        try:
+            async with aiohttp.ClientSession() as session:
+                async with session.get(f"{base}/static/app.js") as reply:
+                    assert reply.status == 200 and await reply.text() == "console.log(1)\n"
+                    assert "script-src 'self'" in reply.headers["Content-Security-Policy"]
+                async with session.post(f"{base}/api/act") as reply:
+                    assert reply.status == 401
+                    assert "frame-ancestors 'none'" in reply.headers["Content-Security-Policy"]
+                async with session.post(f"{base}/api/act", headers={"Authorization": "Bearer s3cret"}) as reply:
+                    assert reply.status == 200 and await reply.json() == {"done": True}
+                async with session.get(f"{base}/api/act", headers={"Authorization": "Bearer s3cret"}) as reply:
+                    assert reply.status == 405  # a route answers only its own method
+                viewer = {"Authorization": "Bearer v1ewer"}
+                async with session.post(f"{base}/api/act", headers=viewer) as reply:
+                    assert reply.status == 403 and "needs the admin role" in await reply.text()
+                async with session.get(f"{base}/api/look", headers=viewer) as reply:
+                    assert reply.status == 200  # a viewer may read
+        finally:
+            await endpoint.stop()
 
     asyncio.run(scenario())

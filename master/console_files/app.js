@@ -1,0 +1,468 @@
+// Sparkyard's web console: a small single-page app over the master's JSON API (/api/…).
+//
+// Every piece of data reaches the page as text (textContent, SVG attributes set one by one): job names,
+// arguments and logs are user data and are never parsed as HTML. The page keeps the master's token (if
+// it wants one) in sessionStorage and sends it as "Authorization: Bearer …" with every API call.
+"use strict";
+
+const TOKEN_KEY = "sparkyard.token";
+const SVG_NS = "http://www.w3.org/2000/svg";
+const TERMINAL_ATTEMPTS = new Set(["SUCCEEDED", "FAILED", "LOST", "CANCELLED", "TIMED_OUT", "RELEASED", "KILLED"]);
+const REFRESH_MS = 5000;
+
+let pageAbort = new AbortController();  // aborted when the page changes: ends log streams and refreshes
+let refreshTimer = 0;
+
+// ---- DOM helpers ------------------------------------------------------------------------------------
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  setAttrs(el, attrs);
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+function s(tag, attrs, ...children) {
+  const el = document.createElementNS(SVG_NS, tag);
+  setAttrs(el, attrs);
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+function setAttrs(el, attrs) {
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+    else el.setAttribute(key, String(value));
+  }
+}
+
+function badge(state) { return h("span", { class: `badge ${state}` }, state); }
+
+function title(text) { return s("title", {}, text); }
+
+// ---- time -------------------------------------------------------------------------------------------
+
+function ms(t) { return t ? Date.parse(t) : 0; }
+
+function when(t) {
+  if (!t) return "-";
+  const d = new Date(t);
+  return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+}
+
+function seconds(x) {
+  if (x === null || x === undefined || Number.isNaN(x)) return "-";
+  if (x < 1) return `${Math.round(x * 1000)} ms`;
+  if (x < 120) return `${x.toFixed(1)} s`;
+  if (x < 7200) return `${Math.floor(x / 60)}m${Math.round(x % 60)}s`;
+  return `${Math.floor(x / 3600)}h${Math.round((x % 3600) / 60)}m`;
+}
+
+function took(o) { return o.started_at && o.finished_at ? (ms(o.finished_at) - ms(o.started_at)) / 1000 : null; }
+
+// Trigger lateness, as `sparkyard runs` shows it: from the scheduled time to the firing.
+function late(run) { return run.scheduled_at && run.fired_at ? (ms(run.fired_at) - ms(run.scheduled_at)) / 1000 : null; }
+
+// ---- the API ----------------------------------------------------------------------------------------
+
+class ApiError extends Error {}
+
+async function api(path, options = {}) {
+  const headers = {};
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const reply = await fetch(path, { ...options, headers, signal: options.signal || pageAbort.signal });
+  if (reply.status === 401) {
+    askToken(token ? "That token was refused." : "");
+    throw new ApiError("this master wants a token");
+  }
+  if (options.raw) {
+    if (!reply.ok) throw new ApiError((await reply.json()).error);
+    return reply;
+  }
+  const body = await reply.json();
+  if (!reply.ok) throw new ApiError(body.error || `HTTP ${reply.status}`);
+  return body;
+}
+
+function act(path, done) {
+  return async (event) => {
+    const button = event.currentTarget;
+    button.disabled = true;
+    try {
+      const result = await api(path, { method: "POST" });
+      notice(done(result), true);
+      render();
+    } catch (err) {
+      notice(err.message, false);
+    } finally {
+      button.disabled = false;
+    }
+  };
+}
+
+function notice(text, ok) {
+  const box = document.getElementById("notice");
+  box.textContent = text;
+  box.className = ok ? "notice ok" : "notice";
+  box.hidden = !text;
+}
+
+function askToken(why) {
+  const form = document.getElementById("login");
+  form.hidden = false;
+  document.getElementById("main").replaceChildren();
+  document.getElementById("login-error").textContent = why;
+  document.getElementById("token").focus();
+}
+
+// ---- pages ------------------------------------------------------------------------------------------
+
+function route() {
+  const hash = location.hash.replace(/^#\/?/, "") || "jobs";
+  const [path, query] = hash.split("?");
+  const [page, ...rest] = path.split("/");
+  return { page, id: decodeURIComponent(rest.join("/")), query: new URLSearchParams(query || "") };
+}
+
+async function render() {
+  pageAbort.abort();
+  pageAbort = new AbortController();
+  clearTimeout(refreshTimer);
+  const { page, id, query } = route();
+  for (const a of document.querySelectorAll("header nav a")) {
+    a.classList.toggle("current", a.dataset.page === page || (page === "job" || page === "run") && a.dataset.page === "jobs");
+  }
+  const pages = { jobs: jobsPage, job: jobPage, run: runPage, workers: workersPage, timeline: timelinePage };
+  const main = document.getElementById("main");
+  try {
+    const content = await (pages[page] || jobsPage)(id, query);
+    document.getElementById("login").hidden = true;
+    main.replaceChildren(...content);
+  } catch (err) {
+    if (err.name === "AbortError") return;
+    if (!(err instanceof ApiError)) console.warn(err);
+    if (document.getElementById("login").hidden) main.replaceChildren(h("p", { class: "error" }, err.message));
+  }
+  showMaster();
+}
+
+async function showMaster() {
+  try {
+    const st = await api("/api/status");
+    const text = st.role === "leader" ? `${st.master_id} · leader · epoch ${st.epoch}`
+      : `${st.master_id} · standby (actions go to the leader ${st.leader || "being elected"})`;
+    document.getElementById("master").textContent = text;
+  } catch (err) { /* the page already says what is wrong */ }
+}
+
+function refreshIn(delay) {
+  refreshTimer = setTimeout(() => { if (!document.hidden) render(); else refreshIn(delay); }, delay);
+}
+
+// Jobs ------------------------------------------------------------------------------------------------
+
+function sparkline(values) {
+  const width = 90, height = 22;
+  const points = values.filter((v) => v !== null);
+  if (points.length < 2) return h("span", { class: "muted" }, "-");
+  const top = Math.max(...points) || 1;
+  const step = width / (points.length - 1);
+  const d = points.map((v, i) => `${i ? "L" : "M"}${(i * step).toFixed(1)},${(height - 2 - (v / top) * (height - 4)).toFixed(1)}`).join(" ");
+  return s("svg", { width, height, viewBox: `0 0 ${width} ${height}`, class: "sparkline", role: "img" },
+    title(`durations, oldest to newest: ${points.map(seconds).join(", ")}`), s("path", { d, class: "spark" }));
+}
+
+async function jobsPage(_, query) {
+  const params = new URLSearchParams();
+  for (const key of ["state", "group", "name", "label", "q"]) if (query.get(key)) params.set(key, query.get(key));
+  const data = await api(`/api/jobs?${params}`);
+  const field = (name, placeholder) => h("input", { name, placeholder, value: query.get(name) || "" });
+  const state = h("select", { name: "state" }, ["", "active", "paused", "completed", "cancelled"].map(
+    (v) => h("option", { value: v, selected: query.get("state") === v }, v || "any state")));
+  const form = h("form", { class: "filters", onsubmit: (e) => {
+    e.preventDefault();
+    const chosen = new URLSearchParams();
+    for (const [k, v] of new FormData(e.target)) if (v) chosen.set(k, v);
+    location.hash = `#/jobs?${chosen}`;
+  } }, state, field("group", "group"), field("name", "name"), field("label", "label K or K=V"),
+  field("q", "search id, name, entrypoint, args"), h("button", { type: "submit" }, "Filter"));
+  const rows = data.jobs.map(({ job, schedule, runs }) => {
+    const oldest = [...runs].reverse();
+    return h("tr", {},
+      h("td", {}, h("a", { href: `#/job/${encodeURIComponent(job.id)}` }, job.spec.name || job.id),
+        h("div", { class: "muted mono" }, job.id)),
+      h("td", {}, badge(job.state)),
+      h("td", {}, job.spec.group),
+      h("td", {}, schedule),
+      h("td", {}, when(job.next_fire_at)),
+      h("td", {}, h("span", { class: "dots" }, oldest.map((r) => h("a", { href: `#/run/${encodeURIComponent(r.id)}`,
+        class: `dot ${r.state}`, title: `${r.state} · ${when(r.scheduled_at)} · ${seconds(took(r))}` })))),
+      h("td", {}, sparkline(oldest.map(took))),
+      h("td", { class: "num" }, job.runs));
+  });
+  const table = rows.length ? h("table", { id: "jobs" }, h("thead", {}, h("tr", {},
+    ["job", "state", "group", "schedule", "next fire", "last runs", "duration", "runs"].map((c) => h("th", {}, c)))),
+  h("tbody", {}, rows)) : h("div", { class: "empty" }, "No job matches.");
+  refreshIn(REFRESH_MS);
+  return [h("h1", {}, "Jobs"), form, table,
+    data.scanned !== null ? h("p", { class: "muted" }, `Filters looked at the newest ${data.scanned} jobs.`) : null];
+}
+
+// Job -------------------------------------------------------------------------------------------------
+
+function barChart(label, runs, value, cls) {
+  const width = 600, height = 140, left = 44, bottom = 18;
+  const values = runs.map(value);
+  const top = Math.max(0.001, ...values.filter((v) => v !== null));
+  const step = Math.min(24, (width - left) / Math.max(1, runs.length));
+  const bars = runs.map((run, i) => {
+    const v = values[i];
+    const barHeight = v === null ? 0 : Math.max(1, (v / top) * (height - bottom - 8));
+    return s("rect", { x: left + i * step + 1, y: height - bottom - barHeight, width: Math.max(1, step - 2),
+      height: barHeight, class: cls(run) }, title(`${run.id}: ${seconds(v)} (${run.state})`));
+  });
+  return s("svg", { class: "chart", viewBox: `0 0 ${width} ${height}`, preserveAspectRatio: "none", role: "img",
+    "aria-label": label },
+  s("line", { x1: left, y1: height - bottom, x2: width, y2: height - bottom, class: "axis" }),
+  s("text", { x: 0, y: 12 }, seconds(top)), s("text", { x: 0, y: height - bottom }, "0"),
+  s("text", { x: left, y: height - 4 }, `${runs.length} run${runs.length === 1 ? "" : "s"}, oldest first`), bars);
+}
+
+function facts(pairs) {
+  return h("dl", { class: "facts" }, pairs.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+}
+
+async function jobPage(jobId) {
+  const [view, runs] = await Promise.all([api(`/api/jobs/${encodeURIComponent(jobId)}`),
+    api(`/api/jobs/${encodeURIComponent(jobId)}/runs?limit=50`)]);
+  const { job, schedule } = view;
+  const base = `/api/jobs/${encodeURIComponent(job.id)}`;
+  const actions = h("div", { class: "actions" },
+    h("button", { id: "trigger", onclick: act(`${base}/trigger`, (run) => `Triggered: run ${run.id} is ${run.state}`),
+      disabled: job.state === "CANCELLED" }, "Trigger now"),
+    h("button", { id: "pause", onclick: act(`${base}/pause`, (j) => `Job is ${j.state}`), disabled: job.state !== "ACTIVE" }, "Pause"),
+    h("button", { id: "resume", onclick: act(`${base}/resume`, (j) => `Job is ${j.state}`), disabled: job.state !== "PAUSED" }, "Resume"),
+    h("button", { id: "delete", class: "danger", onclick: () => deleteJob(job) }, "Delete"));
+  const editable = job.state === "ACTIVE" || job.state === "PAUSED";
+  const trigger = job.spec.trigger;
+  const edit = h("form", { id: "edit-schedule", class: "filters", onsubmit: (e) => editSchedule(e, job) },
+    h("select", { name: "kind" }, h("option", { value: "cron", selected: !trigger.every }, "cron"),
+      h("option", { value: "every", selected: !!trigger.every }, "every")),
+    h("input", { name: "value", placeholder: "0 3 * * *  or  10m", size: 18,
+      value: trigger.cron ? trigger.cron.expr : trigger.every ? `${trigger.every.interval}s` : "" }),
+    h("input", { name: "tz", placeholder: "time zone (cron; default UTC)", value: trigger.cron ? trigger.cron.tz : "" }),
+    h("button", { type: "submit", disabled: !editable }, "Change schedule"));
+  const oldest = [...runs].reverse();
+  const rows = runs.map((r) => h("tr", {},
+    h("td", {}, h("a", { href: `#/run/${encodeURIComponent(r.id)}` }, r.id)), h("td", {}, badge(r.state)),
+    h("td", {}, when(r.scheduled_at)), h("td", { class: "num" }, seconds(late(r))), h("td", { class: "num" }, seconds(took(r))),
+    h("td", {}, `${r.tasks_succeeded}/${r.tasks_failed}/${r.tasks_cancelled} of ${r.task_count}`), h("td", {}, r.reason)));
+  refreshIn(REFRESH_MS);
+  return [
+    h("h1", {}, job.spec.name || job.id), actions, edit,
+    h("div", { class: "grid" },
+      h("div", { class: "panel" }, facts([["id", h("span", { class: "mono" }, job.id)], ["state", badge(job.state)],
+        ["schedule", schedule], ["next fire", when(job.next_fire_at)], ["entrypoint", h("span", { class: "mono" }, job.spec.entrypoint)],
+        ["args", h("span", { class: "mono" }, JSON.stringify(job.spec.args))], ["group", job.spec.group],
+        ["priority", job.spec.priority], ["labels", Object.entries(job.spec.labels).map(([k, v]) => `${k}=${v}`).join(", ") || "-"],
+        ["runs", job.runs], ["created", when(job.created_at)]])),
+      h("div", { class: "panel" }, h("h2", {}, "Duration (start to end)"), barChart("run durations", oldest, took, (r) => r.state),
+        h("h2", {}, "Trigger lateness (scheduled to fired)"), barChart("trigger lateness", oldest, late, () => "late"))),
+    h("h2", {}, "Runs"),
+    runs.length ? h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["run", "state", "scheduled", "late", "took",
+      "tasks ok/failed/cancelled", "reason"].map((c) => h("th", {}, c)))), h("tbody", {}, rows))
+      : h("div", { class: "empty" }, "No run yet."),
+    h("h2", {}, "Spec"), h("pre", { id: "spec" }, JSON.stringify(job.spec, null, 2)),
+  ];
+}
+
+// A new schedule takes effect from the next firing (UpdateJob); the master checks it as a submit's.
+async function editSchedule(event, job) {
+  event.preventDefault();
+  const form = new FormData(event.target);
+  const body = form.get("kind") === "cron" ? { cron: form.get("value"), tz: form.get("tz") } : { every: form.get("value") };
+  try {
+    const updated = await api(`/api/jobs/${encodeURIComponent(job.id)}/schedule`, { method: "POST", body: JSON.stringify(body) });
+    await render();
+    notice(`Schedule changed; next fire ${when(updated.next_fire_at)}`, true);
+  } catch (err) {
+    notice(err.message, false);
+  }
+}
+
+// Deleting asks first; a job with an active run is refused unless its runs are cancelled too (force).
+async function deleteJob(job) {
+  const name = job.spec.name || job.id;
+  if (!confirm(`Delete job ${name}? It stops firing and its history is deleted.`)) return;
+  const path = `/api/jobs/${encodeURIComponent(job.id)}`;
+  try {
+    await api(path, { method: "DELETE" });
+  } catch (err) {
+    if (!/active run/.test(err.message) || !confirm(`${err.message}\n\nCancel its active runs and delete it?`)) {
+      notice(err.message, false);
+      return;
+    }
+    try { await api(`${path}?force=1`, { method: "DELETE" }); } catch (again) { notice(again.message, false); return; }
+  }
+  history.pushState(null, "", "#/jobs");
+  await render();
+  notice(`Deleted job ${name}`, true);
+}
+
+// Run -------------------------------------------------------------------------------------------------
+
+async function followLog(pre, taskId, attempt, follow) {
+  pre.textContent = "";
+  const params = new URLSearchParams({ attempt, follow: follow ? "1" : "0" });
+  try {
+    const reply = await api(`/api/tasks/${encodeURIComponent(taskId)}/log?${params}`, { raw: true });
+    const reader = reply.body.getReader();
+    const decoder = new TextDecoder();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      pre.append(document.createTextNode(decoder.decode(value, { stream: true })));
+      pre.scrollTop = pre.scrollHeight;
+    }
+    pre.dataset.ended = "1";
+  } catch (err) {
+    if (err.name !== "AbortError") pre.append(document.createTextNode(`\n[${err.message}]\n`));
+  }
+}
+
+async function runPage(runId, query) {
+  const run = await api(`/api/runs/${encodeURIComponent(runId)}`);
+  const logBox = h("pre", { class: "log", id: "log" });
+  const logTitle = h("h2", {}, "Log");
+  const rows = [];
+  for (const task of run.tasks) {
+    const attempts = task.attempts.length ? task.attempts : [null];
+    for (const a of attempts) {
+      const show = a ? h("button", { class: "show-log", onclick: (e) => {
+        for (const tr of document.querySelectorAll("tr.picked")) tr.classList.remove("picked");
+        e.currentTarget.closest("tr").classList.add("picked");
+        const live = !TERMINAL_ATTEMPTS.has(a.state);
+        logTitle.textContent = `Log of ${task.id}, attempt ${a.number}${live ? " (following)" : ""}`;
+        followLog(logBox, task.id, a.number, live);
+      } }, "log") : null;
+      rows.push(h("tr", { "data-task": task.id }, h("td", { class: "mono" }, task.id), h("td", {}, badge(task.state)),
+        h("td", {}, a ? `${a.number} ` : "-", a ? badge(a.state) : null), h("td", {}, a ? a.worker : "-"),
+        h("td", { class: "num" }, a ? a.fencing_token : "-"), h("td", {}, when(a && a.started_at)),
+        h("td", {}, when(a && a.finished_at)), h("td", { class: "num" }, a ? seconds(took(a)) : "-"),
+        h("td", { class: "mono" }, a ? (a.error || (a.result !== null ? JSON.stringify(a.result) : "")).slice(0, 300) : task.error),
+        h("td", {}, show)));
+    }
+  }
+  if (run.state === "RUNNING" || run.state === "SCHEDULED") refreshWhileRunning(run);
+  return [
+    h("h1", {}, run.id),
+    h("div", { class: "panel" }, facts([["job", h("a", { href: `#/job/${encodeURIComponent(run.job_id)}` }, run.job_id)],
+      ["state", badge(run.state)], ["scheduled", when(run.scheduled_at)], ["fired", when(run.fired_at)],
+      ["late", seconds(late(run))], ["took", seconds(took(run))], ["reason", run.reason || "-"],
+      ["result", run.result !== null ? JSON.stringify(run.result) : "-"]])),
+    h("h2", {}, "Tasks and attempts"),
+    h("table", { id: "tasks" }, h("thead", {}, h("tr", {}, ["task", "state", "attempt", "worker", "fencing token", "start",
+      "end", "took", "result / exit reason", ""].map((c) => h("th", {}, c)))), h("tbody", {}, rows)),
+    logTitle, logBox,
+  ];
+}
+
+// A running run's page is redrawn when it ends; the log being followed keeps going until then.
+function refreshWhileRunning(run) {
+  const signal = pageAbort.signal;
+  const poll = async () => {
+    if (signal.aborted) return;
+    try {
+      const now = await api(`/api/runs/${encodeURIComponent(run.id)}`, { signal });
+      const following = document.querySelector("#log:not([data-ended])") && document.querySelector("tr.picked");
+      if (now.state !== run.state && !following) { render(); return; }
+    } catch (err) { if (err.name === "AbortError") return; }
+    refreshTimer = setTimeout(poll, REFRESH_MS);
+  };
+  refreshTimer = setTimeout(poll, REFRESH_MS);
+}
+
+// Workers ---------------------------------------------------------------------------------------------
+
+function runOf(taskId) { return taskId.replace(/\.\d+$/, ""); }
+
+async function workersPage() {
+  const workers = await api("/api/workers?all=1");
+  const rows = workers.map((w) => h("tr", { "data-worker": w.id },
+    h("td", { class: "mono" }, w.id), h("td", {}, w.alive ? badge(w.draining ? "draining" : "alive") : badge("gone")),
+    h("td", {}, w.group), h("td", {}, w.host), h("td", { class: "num" }, w.slots),
+    h("td", { class: "num" }, w.alive ? w.ready_slots - w.free_slots : "-"), h("td", { class: "num" }, w.alive ? w.free_slots : "-"),
+    h("td", {}, w.alive ? badge((w.readiness || "READY").replace("READINESS_", "").toLowerCase()) : "-",
+      w.readiness_reason ? h("div", { class: "muted" }, w.readiness_reason) : null),
+    h("td", {}, Object.entries(w.labels).map(([k, v]) => `${k}=${v}`).join(", ")),
+    h("td", {}, w.tasks.map((t) => h("div", {}, h("a", { class: "mono", href: `#/run/${encodeURIComponent(runOf(t))}` }, t)))),
+    h("td", {}, when(w.last_seen)),
+    h("td", {}, w.alive && !w.draining ? h("button", { class: "danger drain", onclick: (e) => {
+      if (confirm(`Drain worker ${w.id}? It finishes or hands back its tasks, then exits.`)) {
+        act(`/api/workers/${encodeURIComponent(w.id)}/drain`, () => `Worker ${w.id} is draining`)(e);
+      }
+    } }, "drain") : null)));
+  refreshIn(REFRESH_MS);
+  return [h("h1", {}, "Workers"), rows.length ? h("table", { id: "workers" }, h("thead", {}, h("tr", {},
+    ["worker", "", "group", "host", "slots", "used", "free", "readiness", "labels", "running tasks", "last seen", ""]
+      .map((c) => h("th", {}, c)))), h("tbody", {}, rows)) : h("div", { class: "empty" }, "No worker has registered.")];
+}
+
+// Timeline --------------------------------------------------------------------------------------------
+
+async function timelinePage() {
+  const data = await api("/api/timeline");
+  const bars = [];
+  for (const run of data.runs) {
+    for (const task of run.tasks) {
+      for (const a of task.attempts) {
+        if (!a.worker || !a.started_at) continue;
+        bars.push({ worker: a.worker, start: ms(a.started_at), end: a.finished_at ? ms(a.finished_at) : data.until_ms,
+          state: a.state, label: `${data.names[run.job_id] || run.job_id} · ${task.id} · attempt ${a.number} · ${a.state}`,
+          run: run.id });
+      }
+    }
+  }
+  const workers = [...new Set(bars.map((b) => b.worker))].sort();
+  const width = 1000, left = 140, row = 26, top = 22;
+  const height = top + Math.max(1, workers.length) * row + 8;
+  const span = data.until_ms - data.since_ms;
+  const x = (t) => left + Math.max(0, (t - data.since_ms) / span) * (width - left - 10);
+  const ticks = [];
+  for (let i = 0; i <= 6; i++) {
+    const t = data.since_ms + (span * i) / 6;
+    ticks.push(s("line", { x1: x(t), y1: top - 4, x2: x(t), y2: height, class: "axis" }),
+      s("text", { x: x(t), y: 12, "text-anchor": i === 0 ? "start" : i === 6 ? "end" : "middle" },
+        new Date(t).toISOString().slice(11, 16)));
+  }
+  const chart = s("svg", { class: "gantt", id: "gantt", viewBox: `0 0 ${width} ${height}`, role: "img",
+    "aria-label": "attempts per worker over the last hour" }, ticks,
+  workers.map((w, i) => s("text", { x: 4, y: top + i * row + 16 }, w)),
+  bars.map((b) => {
+    const link = s("a", { href: `#/run/${encodeURIComponent(b.run)}` }, s("rect", { x: x(b.start), y: top + workers.indexOf(b.worker) * row + 3,
+      width: Math.max(3, x(b.end) - x(b.start)), height: row - 8, rx: 2, class: `bar ${b.state}` }, title(b.label)));
+    return link;
+  }));
+  refreshIn(REFRESH_MS * 2);
+  return [h("h1", {}, "Timeline"), h("p", { class: "muted" }, `Attempts per worker, ${when(new Date(data.since_ms))} to ${when(new Date(data.until_ms))}; a bar links to its run.`),
+    bars.length ? chart : h("div", { class: "empty" }, "No task ran in the last hour.")];
+}
+
+// ---- start ------------------------------------------------------------------------------------------
+
+document.getElementById("login").addEventListener("submit", (e) => {
+  e.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, document.getElementById("token").value);
+  document.getElementById("login").hidden = true;
+  render();
+});
+window.addEventListener("hashchange", () => { notice(""); render(); });
+render();

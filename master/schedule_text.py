@@ -1,0 +1,47 @@
+"""A job's trigger in words, for the console ("At 03:00, Monday through Friday (Europe/Berlin)").
+
+Cron expressions are described by the ``cron-descriptor`` package (the usual library for it, kept up to
+date; it reads 5 fields, and 6 with seconds first as Sparkyard's Quartz-style cron does); the other
+triggers are short enough to say here.
+"""
+
+from __future__ import annotations
+
+from cron_descriptor import ExpressionDescriptor, Options
+
+from sparkyard.timeutil import format_duration, rfc3339_ms
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+
+def _cron(expr: str, tz: str) -> str:
+    options = Options()
+    options.use_24hour_time_format = True
+    try:
+        text = ExpressionDescriptor(expr, options).get_description()
+    except Exception:  # a stored expression the describer cannot read: say it as it is
+        text = f"cron {expr}"
+    return f"{text} ({tz or 'UTC'})"
+
+
+def describe(trigger: pb.Trigger) -> str:
+    """The trigger in words; bounds (start, end, max runs) follow the schedule."""
+    kind = trigger.WhichOneof("kind") or "now"
+    if kind == "cron":
+        text = _cron(trigger.cron.expr, trigger.cron.tz)
+    elif kind == "every":
+        text = f"Every {format_duration(trigger.every.interval.ToMilliseconds() / 1000)}"
+        if trigger.every.fixed_delay:
+            text += " after the previous run ends"
+    elif kind == "delay":
+        text = f"Once, {format_duration(trigger.delay.ToMilliseconds() / 1000)} after submission"
+    elif kind == "at":
+        text = f"Once, at {rfc3339_ms(trigger.at.ToMilliseconds())}"
+    else:
+        text = "Once, at submission"
+    if trigger.HasField("start_at"):
+        text += f", from {rfc3339_ms(trigger.start_at.ToMilliseconds())}"
+    if trigger.HasField("end_at"):
+        text += f", until {rfc3339_ms(trigger.end_at.ToMilliseconds())}"
+    if trigger.max_runs:
+        text += f", at most {trigger.max_runs} runs"
+    return text

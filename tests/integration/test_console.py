@@ -1,0 +1,244 @@
+"""The web console in a real browser (Playwright driving the system's chromium) against real masters and
+workers: every page, its actions, a live log, the token prompt, a standby; no errors in the browser's
+console. Screenshots go to tests/output/console/ (not committed)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+
+from harness import EXAMPLES, ROOT, Cluster, free_port, wait_for
+from sparkyard import errors
+from sparkyard.cli.main import main as cli_main
+from sparkyard.client import first_run_id
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (deploy/install.sh --test installs it)")
+TASKS = EXAMPLES / "tasks.py"
+SHOTS = ROOT / "tests" / "output" / "console"
+# What the browser may wait for one thing on a loaded 2-core machine.
+UI_WAIT_MS = 30_000
+TOKEN = "s3cret-console"
+
+
+class Tab:
+    """A browser page that records every console error and uncaught exception."""
+
+    def __init__(self, page: Page, allowed: tuple[str, ...] = ()) -> None:
+        self.page = page
+        self.errors: list[str] = []
+        self._allowed = allowed
+        page.set_default_timeout(UI_WAIT_MS)
+        page.on("console", self._console)
+        page.on("pageerror", lambda exc: self.errors.append(f"uncaught: {exc}"))
+
+    def _console(self, message: ConsoleMessage) -> None:
+        if message.type == "error" and not any(a in message.text for a in self._allowed):
+            self.errors.append(message.text)
+
+    def shot(self, name: str) -> None:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def tab(browser: Browser) -> Iterator[Tab]:
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    yield Tab(context.new_page())
+    context.close()
+
+
+def http(address: str, path: str, method: str = "GET", token: str = "") -> tuple[int, Any, dict[str, str]]:
+    request = urllib.request.Request(f"http://{address}{path}", method=method,
+                                     headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            body = reply.read()
+            status, headers = reply.status, dict(reply.headers)
+    except urllib.error.HTTPError as exc:
+        body, status, headers = exc.read(), exc.code, dict(exc.headers)
+    kind = headers.get("Content-Type", "")
+    return status, json.loads(body) if kind.startswith("application/json") else body.decode(), headers
+
+
+def test_pages_actions_and_a_live_log(shared_cluster: Cluster, tab: Tab, tmp_path: Path) -> None:
+    client = shared_cluster.client()
+    page, base = tab.page, f"http://{shared_cluster.http['master']}/"
+    # User data that would be markup if the page injected it as HTML.
+    nightly = client.submit(f"{TASKS}:noop", name="nightly <b>etl</b>", cron="0 3 * * *", labels={"team": "data"},
+                            args=["<img src=x onerror=alert(1)>"])
+    split = client.submit(f"{TASKS}:noop", name="console-split", inputs=["a", "b", "c"])
+    done, _ = client.wait(first_run_id(split), timeout=120)
+    assert done.state == pb.RUN_SUCCEEDED
+    stop = tmp_path / "stop"
+    live = client.submit(f"{TASKS}:print_until", name="console-live", args=[str(stop)])
+    live_run = first_run_id(live)
+    wait_for(lambda: client.run(live_run).tasks[0].attempts, 60, "the live task to start")
+
+    # Jobs: schedule in words, filters, dots of the last runs.
+    page.goto(base)
+    row = page.locator("#jobs tr", has_text=nightly.id)
+    expect(row).to_contain_text("At 03:00 (UTC)")
+    expect(page.locator("#jobs tr", has_text="console-split").locator(".dot.SUCCEEDED")).to_have_count(1)
+    page.fill("input[name=label]", "team=data")
+    page.click("form.filters button")
+    expect(page.locator("#jobs tbody tr")).to_have_count(1)
+    tab.shot("jobs")
+
+    # Job: the name and arguments show as text; trigger, pause, resume, a new schedule, delete.
+    row.locator("a").first.click()
+    expect(page.locator("h1")).to_have_text("nightly <b>etl</b>")
+    expect(page.locator("#spec")).to_contain_text("<img src=x onerror=alert(1)>")
+    assert page.locator("h1 b, #spec img").count() == 0
+    page.click("#trigger")
+    expect(page.locator("#notice")).to_contain_text("Triggered: run")
+    expect(page.locator("#runs tbody tr")).to_have_count(1)
+    page.click("#pause")
+    expect(page.locator("#notice")).to_have_text("Job is PAUSED")
+    assert client.job(nightly.id).state == pb.JOB_PAUSED
+    page.click("#resume")
+    expect(page.locator("#notice")).to_have_text("Job is ACTIVE")
+    assert client.job(nightly.id).state == pb.JOB_ACTIVE
+    edit = page.locator("#edit-schedule")
+    edit.locator("select").select_option("every")
+    edit.locator("input[name=value]").fill("soon")
+    edit.locator("button").click()
+    expect(page.locator("#notice")).to_contain_text("every: 'soon' is not a duration")
+    # The refused request is the one error the browser logs (and is expected here).
+    assert tab.errors == ["Failed to load resource: the server responded with a status of 400 (Bad Request)"]
+    tab.errors.clear()
+    edit.locator("select").select_option("cron")
+    edit.locator("input[name=value]").fill("30 4 * * *")
+    edit.locator("input[name=tz]").fill("Europe/Berlin")
+    edit.locator("button").click()
+    expect(page.locator("#notice")).to_contain_text("Schedule changed; next fire")
+    expect(page.locator(".facts")).to_contain_text("At 04:30 (Europe/Berlin)")
+    assert client.job(nightly.id).spec.trigger.cron.expr == "30 4 * * *"
+    tab.shot("job")
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.click("#delete")  # asks first (twice while its triggered run is still active); then it is gone
+    expect(page.locator("#notice")).to_have_text("Deleted job nightly <b>etl</b>")
+    expect(page.locator("h1")).to_have_text("Jobs")
+    with pytest.raises(errors.NotFound):
+        client.job(nightly.id)
+
+    # Run: attempts with worker and fencing token; the running attempt's log followed live to its end.
+    page.goto(f"{base}#/run/{live_run}")
+    attempt = client.run(live_run).tasks[0].attempts[0]
+    task_row = page.locator("#tasks tbody tr").first
+    expect(task_row).to_contain_text(attempt.worker)
+    expect(task_row).to_contain_text(str(attempt.fencing_token))
+    task_row.locator("button.show-log").click()
+    expect(page.locator("#log")).to_contain_text("tick 3")
+    assert page.locator("#log[data-ended]").count() == 0  # still following
+    stop.write_text("stop")
+    expect(page.locator("#log")).to_contain_text("done after")
+    expect(page.locator("#log[data-ended]")).to_have_count(1)
+    tab.shot("run")
+
+    # Workers: slots and readiness of both.
+    page.click("header nav a[data-page=workers]")
+    for worker_id in ("w1", "w2"):
+        expect(page.locator(f"tr[data-worker={worker_id}]")).to_contain_text("ready")
+    tab.shot("workers")
+
+    # Timeline: a bar per attempt of the last hour.
+    page.click("header nav a[data-page=timeline]")
+    expect(page.locator("#gantt rect.bar").first).to_be_visible()
+    assert page.locator("#gantt rect.bar").count() >= 4  # the split's three tasks and the live one
+    tab.shot("timeline")
+    assert tab.errors == []
+
+
+def test_drain_from_the_workers_page(make_cluster: Any, tab: Tab) -> None:
+    cluster: Cluster = make_cluster()
+    address = f"127.0.0.1:{free_port()}"
+    cluster.start_master("--http", address)
+    worker = cluster.start_worker("drained", slots=1, runner="submit")
+    cluster.wait_workers("drained")
+    with pytest.raises(errors.NotFound, match="worker nobody is not connected"):
+        cluster.client().drain("nobody")
+    assert cli_main(["drain", "nobody", "--master", cluster.address]) == 1
+    page = tab.page
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.goto(f"http://{address}/#/workers")
+    page.locator("tr[data-worker=drained] button.drain").click()
+    expect(page.locator("#notice")).to_have_text("Worker drained is draining")
+    wait_for(lambda: worker.process.poll() is not None, 60, "the drained worker to exit")
+    assert worker.process.returncode == 0
+    assert tab.errors == []
+
+
+def test_token_prompt_bad_input_and_a_standby_that_forwards_actions(make_cluster: Any, browser: Browser,
+                                                                   tmp_path: Path) -> None:
+    leader: Cluster = make_cluster(token=TOKEN)
+    lead_http, standby_http = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    leader.start_master("--http", lead_http)
+    standby = Cluster(leader.redis_url, tmp_path / "standby", namespace=leader.namespace, token=TOKEN)
+    standby.start_master("--http", standby_http)
+    try:
+        client = leader.client()
+        job = client.submit(f"{TASKS}:noop", name="guarded", cron="0 3 * * *")
+        gone = client.submit(f"{TASKS}:noop", name="gone", cron="0 3 * * *")
+        client.cancel(gone.id)
+        # The page is public; the API wants the token, and the page asks for it once.
+        status, _, headers = http(lead_http, "/")
+        assert status == 200 and "script-src 'self'" in headers["Content-Security-Policy"]
+        assert http(lead_http, "/api/jobs")[0] == 401
+        context = browser.new_context()
+        tab = Tab(context.new_page(), allowed=("status of 401",))
+        tab.page.goto(f"http://{lead_http}/")
+        tab.page.fill("#token", "wrong")
+        tab.page.click("#login button")
+        expect(tab.page.locator("#login-error")).to_have_text("That token was refused.")
+        tab.page.fill("#token", TOKEN)
+        tab.page.click("#login button")
+        expect(tab.page.locator("#jobs")).to_contain_text("guarded")
+        tab.page.goto(f"http://{standby_http}/#/job/{job.id}")  # another origin: asks again
+        tab.page.fill("#token", TOKEN)
+        tab.page.click("#login button")
+        expect(tab.page.locator("#master")).to_contain_text("standby")
+        tab.page.click("#pause")  # forwarded to the leader with the page's token
+        expect(tab.page.locator("#notice")).to_have_text("Job is PAUSED")
+        tab.shot("standby")
+        assert tab.errors == []
+        context.close()
+
+        # Bad input names the field; unknown ids are 404; refused actions 409 — on either master.
+        for address in (lead_http, standby_http):
+            status, body, _ = http(address, "/api/jobs?limit=many", token=TOKEN)
+            assert status == 400 and body["error"].startswith("limit:")
+            status, body, _ = http(address, "/api/jobs?state=sleeping", token=TOKEN)
+            assert status == 400 and body["error"].startswith("state:")
+            status, body, _ = http(address, "/api/jobs/nonsense", token=TOKEN)
+            assert status == 400 and body["error"].startswith("job_id:")
+            missing = "j" + "0" * 21
+            status, body, _ = http(address, f"/api/jobs/{missing}", token=TOKEN)
+            assert status == 404 and missing in body["error"]
+            status, body, _ = http(address, f"/api/jobs/{gone.id}/trigger", "POST", token=TOKEN)
+            assert status == 409 and "CANCELLED" in body["error"]
+            status, body, _ = http(address, f"/api/tasks/{job.id}.0000000000001.00000/log?offset=-1", token=TOKEN)
+            assert status == 400 and body["error"].startswith("offset:")
+            status, body, _ = http(address, "/api/workers/nobody/drain", "POST", token=TOKEN)
+            assert status == 404 and "nobody" in body["error"]
+        status, body, _ = http(standby_http, f"/api/jobs/{job.id}/resume", "POST", token=TOKEN)
+        assert status == 200 and body["state"] == "ACTIVE"
+        assert http(standby_http, f"/api/jobs/{job.id}/resume", "POST")[0] == 401
+    finally:
+        standby.stop()
