@@ -34,7 +34,8 @@ def net(net_cluster: NetCluster) -> NetCluster:
 def client(net: NetCluster) -> Iterator[Client]:
     """A client given both masters (it follows whichever leads); calls time out after 5 s, so a call to a
     paused leader moves on to the other master soon (the default is 30 s)."""
-    c = Client(f"{net.master_address('master')},{net.master_address('m2')}", token=net.token, timeout=5)
+    c = Client(f"{net.master_address('master')},{net.master_address('m2')}", token=net.token, timeout=5,
+               **net.tls())
     yield c
     c.close()
 
@@ -47,7 +48,7 @@ def ledger(net: NetCluster, request: pytest.FixtureRequest) -> Path:
 
 def role(net: NetCluster, name: str) -> str:
     try:
-        with Client(net.master_address(name), token=net.token, timeout=2) as c:
+        with Client(net.master_address(name), token=net.token, timeout=2, **net.tls()) as c:
             return c.status().role
     except Exception:
         return "unreachable"
@@ -136,7 +137,7 @@ def other(name: str) -> str:
 
 
 def epoch(net: NetCluster, name: str) -> int:
-    with Client(net.master_address(name), token=net.token, timeout=5) as c:
+    with Client(net.master_address(name), token=net.token, timeout=5, **net.tls()) as c:
         return c.status().epoch
 
 
