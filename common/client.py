@@ -285,6 +285,11 @@ class Client:
 
     # ---- runs --------------------------------------------------------------------------------------------
 
+    def rerun(self, run_id: str, *, failed_only: bool = False) -> pb.Run:
+        """Run an ended run again as a new run (the original stays as it was): all its tasks, or only its
+        failed and cancelled ones; with the job's current spec and the original's scheduled time."""
+        return self._call("jobs", "RerunRun", pb.RerunRunRequest(run_id=run_id, failed_only=failed_only))
+
     def runs(self, job_id: str, *, limit: int = 0, with_tasks: bool = False) -> list[pb.Run]:
         request = pb.ListRunsRequest(job_id=job_id, limit=limit, with_tasks=with_tasks)
         return list(self._call("jobs", "ListRuns", request).runs)

@@ -48,6 +48,7 @@ ROLES: Mapping[str, frozenset[Role]] = {
     "/sparkyard.v1.JobService/Backfill": ADMIN_ONLY,
     "/sparkyard.v1.JobService/DeleteJob": ADMIN_ONLY,
     "/sparkyard.v1.JobService/UpdateJob": ADMIN_ONLY,
+    "/sparkyard.v1.JobService/RerunRun": ADMIN_ONLY,
     "/sparkyard.v1.JobService/ListRuns": READ,
     "/sparkyard.v1.JobService/GetRun": READ,
     "/sparkyard.v1.JobService/WaitRun": READ,

@@ -178,6 +178,7 @@ class ConsoleApi:
             ("DELETE", "/api/jobs/{job_id}", self.delete, act),
             ("POST", "/api/jobs/{job_id}/schedule", self.schedule, act),
             ("GET", "/api/runs/{run_id}", self.run, read),
+            ("POST", "/api/runs/{run_id}/rerun", self.rerun, act),
             ("GET", "/api/tasks/{task_id}/log", self.task_log, read),
             ("GET", "/api/workers", self.workers, read),
             ("POST", "/api/workers/{worker_id}/drain", self.drain, act),
@@ -304,6 +305,16 @@ class ConsoleApi:
 
         return await self._act(request, local, "jobs", "UpdateJob",
                                pb.UpdateJobRequest(job_id=job_id, spec=change, fields=fields))
+
+    async def rerun(self, request: web.Request) -> web.Response:
+        """A new run of the ended run's job: ``failed=1`` only its failed and cancelled tasks (RerunRun)."""
+        run_id, failed_only = request.match_info["run_id"], _flag(request, "failed")
+
+        async def local() -> Message:
+            return run_to_proto(await self._jobs.rerun(run_id, failed_only))
+
+        return await self._act(request, local, "jobs", "RerunRun",
+                               pb.RerunRunRequest(run_id=run_id, failed_only=failed_only))
 
     async def drain(self, request: web.Request) -> web.Response:
         worker_id = request.match_info["worker_id"]

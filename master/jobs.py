@@ -26,7 +26,7 @@ from sparkyard.master.records import JobRecord, RunRecord, TaskRecord
 from sparkyard.master.store import NewJob, SubmitResult
 from sparkyard.master.splitter import split_job
 from sparkyard.spec import SpecError, apply_update, normalize
-from sparkyard.states import RUN_TERMINAL, JobState
+from sparkyard.states import RUN_TERMINAL, JobState, TaskState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -407,6 +407,32 @@ class JobManager:
         if first == triggers.NONE:
             raise InvalidArgument("trigger.end_at: the job would never fire (end_at is before its first fire time)")
         return first
+
+    async def rerun(self, run_id: str, failed_only: bool) -> RunRecord:
+        """Run an ended run again as a new run of its job: all its tasks' inputs, or with ``failed_only``
+        those of its DEAD and CANCELLED tasks; with the job's current spec (a fix shipped with
+        ``sparkyard update`` is what runs) and the original's scheduled time. The original is left as it is."""
+        original = await self.get_run(run_id)
+        if original.state not in RUN_TERMINAL:
+            raise FailedPrecondition(f"run {run_id} is {original.state.value}: rerun it once it has ended")
+        tasks = sorted(original.tasks, key=lambda t: t.index)
+        if failed_only:
+            tasks = [t for t in tasks if t.state in (TaskState.DEAD, TaskState.CANCELLED)]
+            if not tasks:
+                raise FailedPrecondition(f"run {run_id} has no failed or cancelled task to rerun")
+        for _ in range(UPDATE_ATTEMPTS):
+            job = await self.get_job(original.job_id)
+            if job.state == JobState.CANCELLED:
+                raise FailedPrecondition(f"job {job.id} is CANCELLED")
+            new_id, status = await self._preloader.rerun(job.id, job.spec, job.spec_version, original,
+                                                         [t.inputs for t in tasks])
+            if status != "changed":  # an update came between the read and the firing: read it again
+                break
+        if status != "created":
+            raise FailedPrecondition(f"run {run_id} could not be rerun ({status}); try again")
+        log.info("run=%s reruns run=%s (%d tasks%s)", new_id, run_id, len(tasks),
+                 ", failed only" if failed_only else "")
+        return await self.get_run(new_id)
 
     async def trigger(self, job_id: str) -> RunRecord:
         for _ in range(UPDATE_ATTEMPTS):

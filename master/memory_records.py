@@ -53,6 +53,7 @@ class RunEntry:
     cap: int = 0
     gate: SortedSet = field(default_factory=SortedSet)  # task id → index: READY, held back by the cap
     spec_version: int = 1
+    rerun_of: str = ""
 
 
 @dataclass
@@ -113,7 +114,7 @@ def job_record(job_id: str, job: JobEntry) -> JobRecord:
 def run_record(run_id: str, run: RunEntry) -> RunRecord:
     return RunRecord(run_id, run.job_id, run.state, run.scheduled_ms, run.fired_ms, run.started_ms,
                      run.finished_ms, run.task_count, run.succeeded, run.dead, run.cancelled, run.reason,
-                     spec_version=run.spec_version)
+                     spec_version=run.spec_version, rerun_of=run.rerun_of)
 
 
 def task_record(task_id: str, t: TaskEntry) -> TaskRecord:

@@ -112,7 +112,7 @@ class MemoryStore(MemoryDispatch):
 
     def _fire(self, r: FireRequest) -> tuple[str, FireResult]:
         now = self._now()
-        run_id = ids.run_id(r.job_id, r.scheduled_ms)
+        run_id = ids.run_id(r.job_id, r.scheduled_ms if r.run_ms is None else r.run_ms)
         job = self._jobs.get(r.job_id)
         manual = r.expected_ms is None
         if job is None or job.state is JobState.CANCELLED or (not manual and job.state is not JobState.ACTIVE):
@@ -157,7 +157,7 @@ class MemoryStore(MemoryDispatch):
             self._runs[run_id] = RunEntry(r.job_id, RunState.SKIPPED, r.scheduled_ms, now, 0, finished_ms=now,
                                       reason=skip_reason)
             return run_id, FireResult("skipped", now, RunState.SKIPPED.value)
-        block = RunBlock.of(r.spec, r.scheduled_ms, r.inputs, self.priority_aging_ms, r.spec_version)
+        block = RunBlock.of(r.spec, r.scheduled_ms, r.inputs, self.priority_aging_ms, r.spec_version, r.rerun_of)
         state = self._create_run(job, r.job_id, run_id, r.scheduled_ms, now, block, new_job=False)
         return run_id, FireResult("created", now, state.value)
 
@@ -170,7 +170,7 @@ class MemoryStore(MemoryDispatch):
         run = self._runs[run_id] = RunEntry(job_id, state, scheduled_ms, now, len(b.tasks),
                                         finished_ms=0 if b.tasks else now,
                                         timeout_ms=max(b.timeout_ms, 0), cap=max(b.cap, 0),
-                                        spec_version=b.spec_version)
+                                        spec_version=b.spec_version, rerun_of=b.rerun_of)
         if b.max_attempts > 1:
             run.max_attempts, run.backoff_ms = b.max_attempts, b.backoff_ms
             run.backoff_mult, run.backoff_max_ms = b.backoff_mult, b.backoff_max_ms

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Sequence
+from typing import Any, Sequence
 
 from sparkyard.master import triggers
 from sparkyard.master.arming import Arming
 from sparkyard.master.core import MasterCore
 from sparkyard.master.scripts import log_failure
 from sparkyard.master.splitter import split_job
+from sparkyard.master.records import RunRecord
 from sparkyard.master.store import FireRequest, FireResult
 from sparkyard.master.timer import TimerTask
 from sparkyard.retry import REDIS_TRANSIENT
@@ -246,6 +247,17 @@ class Preloader:
         plans = [[FireRequest(job_id, spec, t, None, triggers.NONE, "allow", inputs, spec_version=spec_version)]
                  for t in times_ms]
         return [(run_id, res.status) for ((run_id, res),) in await self._fire(plans)]
+
+    async def rerun(self, job_id: str, spec: pb.JobSpec, spec_version: int, original: RunRecord,
+                    inputs: Sequence[Sequence[Any]]) -> tuple[str, str]:
+        """A user's rerun of an ended run: a new run now (its id has this moment's time), with the
+        original's scheduled time (so ``ctx.scheduled_at`` is the one the original saw) and the given
+        inputs, outside the schedule; the job's current spec of ``spec_version``."""
+        now = await self._store.time_ms()
+        request = FireRequest(job_id, spec, original.scheduled_ms, None, triggers.NONE, "allow", inputs,
+                              spec_version=spec_version, run_ms=now, rerun_of=original.id)
+        ((run_id, res),) = (await self._fire([[request]]))[0]
+        return run_id, res.status
 
     async def trigger_now(self, job_id: str, spec: pb.JobSpec, spec_version: int) -> tuple[str, str]:
         """A user's manual firing: a run now, outside the schedule (which is left as it is), with the job's

@@ -225,6 +225,7 @@ class RunRecord:
     reason: str
     tasks: list[TaskRecord] = field(default_factory=list)
     spec_version: int = 1  # the version of the job's spec the run was made from
+    rerun_of: str = ""  # the run this one ran again (sparkyard rerun)
 
     @classmethod
     def from_hash(cls, run_id: str, h: Mapping[str, str]) -> RunRecord:
@@ -242,4 +243,5 @@ class RunRecord:
             cancelled=_int(h.get("cancelled")),
             reason=h.get("reason", ""),
             spec_version=_int(h.get("spec_v"), 1),
+            rerun_of=h.get("rerun_of", ""),
         )

@@ -81,10 +81,10 @@ class RedisStore(Store):
     # ---- submit and fire -------------------------------------------------------------------------
 
     def _run_block(self, spec: pb.JobSpec, scheduled_ms: int, inputs: Sequence[Sequence[Any]],
-                   spec_version: int = 1) -> dict[str, Any]:
+                   spec_version: int = 1, rerun_of: str = "") -> dict[str, Any]:
         """create_run's block as JSON (the task ids are built in Lua from the run id, so identical runs of a
         bulk submit share one block)."""
-        return RunBlock.of(spec, scheduled_ms, inputs, self.priority_aging_ms, spec_version).to_wire()
+        return RunBlock.of(spec, scheduled_ms, inputs, self.priority_aging_ms, spec_version, rerun_of).to_wire()
 
     async def submit_many(self, jobs: Sequence[NewJob], idempotency_ttl_ms: int) -> list[SubmitResult]:
         """Store jobs with one ``submit.lua`` call (a bulk submit is one script run, one round trip).
@@ -143,7 +143,7 @@ class RedisStore(Store):
         pipe = self.redis.pipeline(transaction=False)
         runs = []
         for r in requests:
-            run = ids.run_id(r.job_id, r.scheduled_ms)
+            run = ids.run_id(r.job_id, r.scheduled_ms if r.run_ms is None else r.run_ms)
             runs.append(run)
             await self._lua.queue(
                 pipe, "fire",
@@ -151,7 +151,8 @@ class RedisStore(Store):
                  k.ready(r.spec.group), k.groups],
                 [r.job_id, run, r.scheduled_ms, "manual" if r.expected_ms is None else r.expected_ms,
                  r.next_fire_ms, r.overlap, r.skip_reason,
-                 json.dumps(self._run_block(r.spec, r.scheduled_ms, r.inputs, r.spec_version), separators=(",", ":")),
+                 json.dumps(self._run_block(r.spec, r.scheduled_ms, r.inputs, r.spec_version, r.rerun_of),
+                            separators=(",", ":")),
                  r.spec.trigger.max_runs, r.spec_version],
             )
         replies = await pipe.execute()

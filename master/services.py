@@ -138,6 +138,10 @@ class JobService(pbg.JobServiceServicer):
         return job_to_proto(await self._jobs.update(request.job_id, request.spec, list(request.fields)))
 
     @mapped
+    async def RerunRun(self, request: pb.RerunRunRequest, context: grpc.aio.ServicerContext) -> pb.Run:
+        return run_to_proto(await self._jobs.rerun(request.run_id, request.failed_only))
+
+    @mapped
     async def ListRuns(self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext) -> pb.ListRunsResponse:
         runs = await self._jobs.list_runs(request.job_id, request.limit, request.with_tasks)
         return pb.ListRunsResponse(runs=[run_to_proto(r) for r in runs])

@@ -80,6 +80,8 @@ class FireRequest:
     inputs: Sequence[Sequence[Any]]
     skip_reason: str = ""
     spec_version: int = 1  # the version of ``spec`` (the job's spec_v): the firing is refused if it changed
+    run_ms: int | None = None  # the time in the run's id (None: scheduled_ms); a rerun's differs from it
+    rerun_of: str = ""  # the run this firing runs again (recorded in the run)
 
 
 @dataclass(frozen=True)
@@ -110,10 +112,11 @@ class RunBlock:
     recurring: bool  # tasks remember their last worker (job field w:{index}) for the next run
     tasks: tuple[str, ...]  # inputs JSON of task 0, 1, …
     spec_version: int = 1  # the job's spec version the run is made from (recorded unless 1)
+    rerun_of: str = ""  # the run this one runs again (recorded when set)
 
     @classmethod
     def of(cls, spec: pb.JobSpec, scheduled_ms: int, inputs: Sequence[Sequence[Any]],
-           aging_ms: int = DEFAULT_PRIORITY_AGING_MS, spec_version: int = 1) -> RunBlock:
+           aging_ms: int = DEFAULT_PRIORITY_AGING_MS, spec_version: int = 1, rerun_of: str = "") -> RunBlock:
         retry = spec.retry
         return cls(
             group=spec.group, max_attempts=retry.max_attempts,
@@ -123,7 +126,7 @@ class RunBlock:
             routing="" if spec.routing == pb.ROUTING_UNSPECIFIED else pb.Routing.Name(spec.routing),
             cap=spec.split.max_concurrent, score=ready_score(spec.priority, scheduled_ms, aging_ms),
             recurring=spec.trigger.WhichOneof("kind") in ("cron", "every"),
-            tasks=tuple(inputs_to_json(list(x)) for x in inputs), spec_version=spec_version,
+            tasks=tuple(inputs_to_json(list(x)) for x in inputs), spec_version=spec_version, rerun_of=rerun_of,
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -133,7 +136,7 @@ class RunBlock:
             "backoff_mult": self.backoff_mult, "backoff_max_ms": self.backoff_max_ms,
             "timeout_ms": self.timeout_ms, "route": self.route, "routing": self.routing, "cap": self.cap,
             "score": self.score, "recurring": self.recurring, "tasks": list(self.tasks),
-            "spec_v": self.spec_version,
+            "spec_v": self.spec_version, "rerun_of": self.rerun_of,
         }
 
 

@@ -90,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--max-concurrent", type=int, default=1, metavar="N",
                    help="most of the job's runs active at once while it goes on (default 1)")
 
+    rr = sub.add_parser("rerun", help="run an ended run again as a new run (the original is kept)")
+    _common(rr)
+    rr.add_argument("run_id")
+    rr.add_argument("--failed-only", action="store_true", help="only its failed and cancelled tasks")
+
     r = sub.add_parser("runs", help="list a job's runs (newest first)")
     _common(r)
     r.add_argument("job_id")
@@ -276,6 +281,9 @@ def dispatch(args: argparse.Namespace) -> int:
             out(plan, lambda c: c.print(
                 f"backfill of job {args.job_id}: {plan.planned} fire times from {first} to {last} ({plan.added} new); "
                 f"{plan.pending} still to run, at most {args.max_concurrent} at once (sparkyard runs {args.job_id})"))
+        elif verb == "rerun":
+            rerun = client.rerun(args.run_id, failed_only=args.failed_only)
+            out(rerun, lambda c: c.print(f"run {rerun.id} reruns {args.run_id} with {rerun.task_count} tasks"))
         elif verb == "runs":
             runs = client.runs(args.job_id, limit=args.limit, with_tasks=args.json)
             out(runs, lambda c: render.runs_table(c, runs))

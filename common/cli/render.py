@@ -124,10 +124,11 @@ def jobs_table(console: Console, jobs: Sequence[Any]) -> None:
 def runs_table(console: Console, runs: Sequence[Any]) -> None:
     table = _table("run", "state", "scheduled", "late", "took", "tasks ok/failed/cancelled", "reason")
     for run in runs:
-        table.add_row(run.id, _state(run), _ts(run, "scheduled_at"), _elapsed(run, "scheduled_at", "fired_at"),
-                      _elapsed(run, "started_at", "finished_at"),
+        # A rerun keeps its original's scheduled time: its firing was asked for, not late.
+        late = "-" if run.rerun_of else _elapsed(run, "scheduled_at", "fired_at")
+        table.add_row(run.id, _state(run), _ts(run, "scheduled_at"), late, _elapsed(run, "started_at", "finished_at"),
                       f"{run.tasks_succeeded}/{run.tasks_failed}/{run.tasks_cancelled} of {run.task_count}",
-                      run.reason)
+                      run.reason or (f"rerun of {run.rerun_of}" if run.rerun_of else ""))
     console.print(table)
 
 

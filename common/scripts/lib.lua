@@ -207,6 +207,7 @@ local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job
   if b.timeout_ms > 0 then push(fields, 'timeout_ms', b.timeout_ms) end
   if b.cap > 0 then push(fields, 'max_concurrent', b.cap) end
   if b.spec_v > 1 then push(fields, 'spec_v', b.spec_v) end
+  if b.rerun_of ~= '' then push(fields, 'rerun_of', b.rerun_of) end
   redis.call('HSET', K.run(run_id), unpack(fields))
   if n == 0 then return state end
   redis.call('SADD', K.job_active(job_id), run_id)

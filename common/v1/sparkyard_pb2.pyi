@@ -362,7 +362,7 @@ class Task(_message.Message):
     def __init__(self, id: _Optional[str] = ..., run_id: _Optional[str] = ..., index: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., inputs: _Optional[_Iterable[_Union[SplitInput, _Mapping]]] = ..., worker: _Optional[str] = ..., fencing_token: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("id", "job_id", "state", "scheduled_at", "fired_at", "started_at", "finished_at", "task_count", "tasks_succeeded", "tasks_failed", "tasks_cancelled", "tasks", "reason", "result_json", "spec_version")
+    __slots__ = ("id", "job_id", "state", "scheduled_at", "fired_at", "started_at", "finished_at", "task_count", "tasks_succeeded", "tasks_failed", "tasks_cancelled", "tasks", "reason", "result_json", "spec_version", "rerun_of")
     ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -378,6 +378,7 @@ class Run(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     SPEC_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RERUN_OF_FIELD_NUMBER: _ClassVar[int]
     id: str
     job_id: str
     state: RunState
@@ -393,7 +394,8 @@ class Run(_message.Message):
     reason: str
     result_json: str
     spec_version: int
-    def __init__(self, id: _Optional[str] = ..., job_id: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., task_count: _Optional[int] = ..., tasks_succeeded: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_cancelled: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., reason: _Optional[str] = ..., result_json: _Optional[str] = ..., spec_version: _Optional[int] = ...) -> None: ...
+    rerun_of: str
+    def __init__(self, id: _Optional[str] = ..., job_id: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., task_count: _Optional[int] = ..., tasks_succeeded: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_cancelled: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., reason: _Optional[str] = ..., result_json: _Optional[str] = ..., spec_version: _Optional[int] = ..., rerun_of: _Optional[str] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("spec", "idempotency_key")
@@ -484,6 +486,14 @@ class TriggerJobResponse(_message.Message):
     RUN_FIELD_NUMBER: _ClassVar[int]
     run: Run
     def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
+
+class RerunRunRequest(_message.Message):
+    __slots__ = ("run_id", "failed_only")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    FAILED_ONLY_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    failed_only: bool
+    def __init__(self, run_id: _Optional[str] = ..., failed_only: _Optional[bool] = ...) -> None: ...
 
 class BackfillRequest(_message.Message):
     __slots__ = ("job_id", "start", "end", "max_concurrent")

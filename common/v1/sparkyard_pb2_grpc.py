@@ -89,6 +89,11 @@ class JobServiceStub:
                 request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.UpdateJobRequest.SerializeToString,
                 response_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.Job.FromString,
                 _registered_method=True)
+        self.RerunRun = channel.unary_unary(
+                '/sparkyard.v1.JobService/RerunRun',
+                request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.RerunRunRequest.SerializeToString,
+                response_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.Run.FromString,
+                _registered_method=True)
         self.ListRuns = channel.unary_unary(
                 '/sparkyard.v1.JobService/ListRuns',
                 request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.ListRunsRequest.SerializeToString,
@@ -182,6 +187,12 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RerunRun(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListRuns(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -263,6 +274,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.UpdateJob,
                     request_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.UpdateJobRequest.FromString,
                     response_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.Job.SerializeToString,
+            ),
+            'RerunRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.RerunRun,
+                    request_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.RerunRunRequest.FromString,
+                    response_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.Run.SerializeToString,
             ),
             'ListRuns': grpc.unary_unary_rpc_method_handler(
                     servicer.ListRuns,
@@ -582,6 +598,33 @@ class JobService:
             '/sparkyard.v1.JobService/UpdateJob',
             sparkyard_dot_v1_dot_sparkyard__pb2.UpdateJobRequest.SerializeToString,
             sparkyard_dot_v1_dot_sparkyard__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RerunRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sparkyard.v1.JobService/RerunRun',
+            sparkyard_dot_v1_dot_sparkyard__pb2.RerunRunRequest.SerializeToString,
+            sparkyard_dot_v1_dot_sparkyard__pb2.Run.FromString,
             options,
             channel_credentials,
             insecure,

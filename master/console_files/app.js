@@ -68,7 +68,10 @@ function seconds(x) {
 function took(o) { return o.started_at && o.finished_at ? (ms(o.finished_at) - ms(o.started_at)) / 1000 : null; }
 
 // Trigger lateness, as `sparkyard runs` shows it: from the scheduled time to the firing.
-function late(run) { return run.scheduled_at && run.fired_at ? (ms(run.fired_at) - ms(run.scheduled_at)) / 1000 : null; }
+// A rerun keeps its original's scheduled time: its firing was asked for, not late.
+function late(run) {
+  return run.scheduled_at && run.fired_at && !run.rerun_of ? (ms(run.fired_at) - ms(run.scheduled_at)) / 1000 : null;
+}
 
 // ---- the API ----------------------------------------------------------------------------------------
 
@@ -362,10 +365,22 @@ async function runPage(runId, query) {
     }
   }
   if (run.state === "RUNNING" || run.state === "SCHEDULED") refreshWhileRunning(run);
+  const ended = !(run.state === "RUNNING" || run.state === "SCHEDULED");
+  const base = `/api/runs/${encodeURIComponent(run.id)}/rerun`;
+  const reran = (r) => {
+    keepNotice = true;
+    location.hash = `#/run/${encodeURIComponent(r.id)}`;
+    return `Run ${r.id} reruns ${run.id}`;
+  };
+  const actions = h("div", { class: "actions" },
+    h("button", { id: "rerun-failed", onclick: act(`${base}?failed=1`, reran),
+      disabled: !ended || run.tasks_failed + run.tasks_cancelled === 0 }, "Rerun failed tasks"),
+    h("button", { id: "rerun", onclick: act(base, reran), disabled: !ended }, "Rerun all"));
   return [
-    h("h1", {}, run.id),
+    h("h1", {}, run.id), actions,
     h("div", { class: "panel" }, facts([["job", h("a", { href: `#/job/${encodeURIComponent(run.job_id)}` }, run.job_id)],
       ["state", badge(run.state)], ["scheduled", when(run.scheduled_at)], ["fired", when(run.fired_at)],
+      ["rerun of", run.rerun_of ? h("a", { href: `#/run/${encodeURIComponent(run.rerun_of)}` }, run.rerun_of) : "-"],
       ["late", seconds(late(run))], ["took", seconds(took(run))], ["reason", run.reason || "-"],
       ["result", run.result !== null ? JSON.stringify(run.result) : "-"]])),
     h("h2", {}, "Tasks and attempts"),
@@ -464,5 +479,7 @@ document.getElementById("login").addEventListener("submit", (e) => {
   document.getElementById("login").hidden = true;
   render();
 });
-window.addEventListener("hashchange", () => { notice(""); render(); });
+// An action that moves to another page (a rerun shows its new run) keeps its notice across the move.
+let keepNotice = false;
+window.addEventListener("hashchange", () => { if (!keepNotice) notice(""); keepNotice = false; render(); });
 render();

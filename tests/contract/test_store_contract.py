@@ -968,3 +968,15 @@ async def test_deleting_a_job_drops_its_backfill_plan(store: Store) -> None:
     await store.backfill_plan(job_id(1), 1, [1_000, 2_000])
     assert (await store.delete_job(job_id(1)))[0] == "ok"
     assert await store.backfill_jobs() == {} and await store.backfill_pending(job_id(1), 10) == []
+
+
+async def test_a_rerun_firing_gets_its_own_id_keeps_the_scheduled_time_and_names_its_original(store: Store) -> None:
+    original = await fire_now(store, 1, tasks=2, at=1_000)
+    rerun = FireRequest(job_id(1), spec(), 1_000, None, -1, "allow", inputs("b"), run_ms=9_000, rerun_of=original)
+    ((run_id, res),) = await store.fire_many([rerun])
+    assert res.status == "created" and run_id == ids.run_id(job_id(1), 9_000)
+    run = await store.get_run(run_id)
+    assert run is not None and run.scheduled_ms == 1_000 and run.rerun_of == original and run.task_count == 1
+    assert [[i.value for i in t.inputs] for t in run.tasks] == [["b"]]
+    first = await store.get_run(original)
+    assert first is not None and first.rerun_of == "" and first.task_count == 2

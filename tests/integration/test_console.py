@@ -152,6 +152,20 @@ def test_pages_actions_and_a_live_log(shared_cluster: Cluster, tab: Tab, tmp_pat
     expect(page.locator("#log[data-ended]")).to_have_count(1)
     tab.shot("run")
 
+    # Run: rerun the failed task of a run once its bug is fixed; the page moves to the new run.
+    fixed = tmp_path / "fixed"
+    broken, _ = client.wait(first_run_id(client.submit(f"{TASKS}:fail_on", args=["b", str(fixed)],
+                                                       inputs=["a", "b"])), timeout=120)
+    assert broken.state == pb.RUN_FAILED
+    fixed.touch()
+    page.goto(f"{base}#/run/{broken.id}")
+    page.click("#rerun-failed")
+    expect(page.locator("#notice")).to_contain_text(f"reruns {broken.id}")
+    expect(page.locator(".facts")).to_contain_text(broken.id)  # "rerun of", on the new run's page
+    (rerun,) = [r for r in client.runs(broken.job_id) if r.rerun_of == broken.id]
+    assert rerun.task_count == 1 and client.wait(rerun.id, timeout=120)[0].state == pb.RUN_SUCCEEDED
+    tab.shot("rerun")
+
     # Workers: slots and readiness of both.
     page.click("header nav a[data-page=workers]")
     for worker_id in ("w1", "w2"):

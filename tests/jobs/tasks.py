@@ -131,3 +131,11 @@ def scheduled_at(spark: Any, ctx: Any) -> str:
     """Sleeps ctx.args[0] seconds (default 0), then returns the run's scheduled time (what a backfill sets)."""
     time.sleep(float(ctx.args[0]) if ctx.args else 0.0)
     return ctx.scheduled_at.isoformat()
+
+
+def fail_on(spark: Any, ctx: Any) -> str:
+    """Fails on the input ctx.args[0] until the file ctx.args[1] exists (a bug fixed between a run and its
+    rerun); returns its input and the run's scheduled time."""
+    if ctx.args[0] in ctx.input_values and not Path(ctx.args[1]).exists():
+        raise RuntimeError(f"input {ctx.args[0]} is broken")
+    return f"{','.join(ctx.input_values)}@{ctx.scheduled_at.isoformat()}"
