@@ -1,11 +1,8 @@
 """A stateful test (hypothesis RuleBasedStateMachine): random sequences of submit, pause, resume, cancel,
-trigger, time passing, tasks leased to a worker and that worker lost (its leases expire and the reaper
-takes them back), driven through the master's own JobManager, Preloader, MasterCore and Reaper over the
+trigger, delete (with and without force), time passing, tasks leased to a worker and that worker lost (its
+leases expire and the reaper takes them back), driven through the master's own JobManager, Preloader, MasterCore and Reaper over the
 MemoryStore (which the contract suite keeps step for step with the Lua scripts) and a FakeClock. After
 every step the store is checked against a model of what must hold.
-
-Delete is not among the rules yet: it lands with the job-lifecycle work, and its rule goes next to
-``cancel`` (a deleted job must then be gone from every read, its tasks from every queue).
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from redis.asyncio import Redis
 
 from master_rig import MasterRig
 from sparkyard.config import MasterConfig
-from sparkyard.errors import FailedPrecondition
+from sparkyard.errors import FailedPrecondition, NotFound
 from sparkyard.keys import Keys
 from sparkyard.master.bundles import BundleStore
 from sparkyard.master.jobs import JobManager
@@ -66,6 +63,7 @@ class JobLifecycle(RuleBasedStateMachine):
         self.paused: set[str] = set()
         self.terminal: dict[str, TaskState] = {}  # task → the terminal state it was seen in
         self.leased: set[str] = set()  # tasks the model's worker holds
+        self.deleted: set[str] = set()
 
     async def _worker_dead(self, worker_id: str) -> None:
         return None
@@ -98,8 +96,22 @@ class JobLifecycle(RuleBasedStateMachine):
         spec = pb.JobSpec(entrypoint="m.mod:main", trigger=trigger_of(kind), split=pb.SplitSpec(parallelism=tasks))
         return self.run(self.manager.submit(spec)).job.id
 
+    def _gone(self, job: str) -> bool:
+        """A deleted job: every call naming it is NOT_FOUND."""
+        if job not in self.deleted:
+            return False
+        for call in (self.manager.get_job, self.manager.pause, self.manager.resume, self.manager.trigger):
+            try:
+                self.run(call(job))
+            except NotFound:
+                continue
+            raise AssertionError(f"{call.__name__} of deleted job {job} did not say NOT_FOUND")
+        return True
+
     @rule(job=jobs)
     def pause(self, job: str) -> None:
+        if self._gone(job):
+            return
         before = self.run(self.manager.get_job(job)).state
         try:
             self.run(self.manager.pause(job))
@@ -111,6 +123,8 @@ class JobLifecycle(RuleBasedStateMachine):
 
     @rule(job=jobs)
     def resume(self, job: str) -> None:
+        if self._gone(job):
+            return
         try:
             self.run(self.manager.resume(job))
         except FailedPrecondition:
@@ -120,6 +134,8 @@ class JobLifecycle(RuleBasedStateMachine):
 
     @rule(job=jobs)
     def cancel(self, job: str) -> None:
+        if self._gone(job):
+            return
         try:
             self.run(self.manager.cancel(job))
         except FailedPrecondition:
@@ -129,8 +145,25 @@ class JobLifecycle(RuleBasedStateMachine):
             self.cancelled_runs[job] = self._run_ids(job)
             self.paused.discard(job)
 
+    @rule(job=jobs, force=st.booleans())
+    def delete(self, job: str, force: bool) -> None:
+        if self._gone(job):
+            return
+        active = self.run(self.rig.store.active_runs(job))
+        try:
+            self.run(self.manager.delete(job, force))
+        except FailedPrecondition:
+            assert active and not force, f"job {job} with active runs {active} could not be deleted (force={force})"
+            return
+        assert force or not active, f"job {job} was deleted with active runs {active} without force"
+        self.deleted.add(job)
+        self.cancelled_runs.pop(job, None)
+        self.paused.discard(job)
+
     @rule(job=jobs)
     def trigger(self, job: str) -> None:
+        if self._gone(job):
+            return
         state = self.run(self.manager.get_job(job)).state
         # A run's id is its job and scheduled ms: a second firing in the same ms (the fake clock stands
         # still between steps) finds its run there and is refused.
@@ -204,6 +237,19 @@ class JobLifecycle(RuleBasedStateMachine):
         assert {t.id for t in leased} <= self.leased, "a task is leased that no worker was given"
 
     @invariant()
+    def a_deleted_job_is_gone_from_every_read_and_queue(self) -> None:
+        if not self.deleted:
+            return
+        store = self.rig.store
+        assert not {j.id for j in self.run(store.list_jobs(10_000))} & self.deleted, "a deleted job is listed"
+        due = {job for job, _ in self.run(store.due_schedule(self.rig.now_ms() + 10**9, 100_000))}
+        assert not due & self.deleted, f"deleted jobs with schedule entries: {due & self.deleted}"
+        for job in self.deleted:
+            assert self.run(store.get_job(job)) is None and not self.run(store.active_runs(job)), job
+        ready = self.run(store.peek_ready("default", 100_000))
+        assert not {r.task_id.split(".", 1)[0] for r in ready} & self.deleted, "a deleted job's task is ready"
+
+    @invariant()
     def a_terminal_task_never_changes_state(self) -> None:
         for task in self._all_tasks():
             if task.id in self.terminal:
@@ -212,5 +258,5 @@ class JobLifecycle(RuleBasedStateMachine):
                 self.terminal[task.id] = task.state
 
 
-JobLifecycle.TestCase.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+JobLifecycle.TestCase.settings = settings(max_examples=100, stateful_step_count=30, deadline=None)
 TestJobLifecycle = JobLifecycle.TestCase
