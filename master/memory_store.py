@@ -371,6 +371,9 @@ class MemoryStore(MemoryDispatch):
                     step.complete = False
                     break
                 excess -= 1
+        if step.complete and job.old_specs:  # replaced specs no remaining run was made from
+            oldest = min((self._runs[r].spec_version for r, _ in runs.items()), default=job.spec_version)
+            job.old_specs = {v: spec for v, spec in job.old_specs.items() if v >= oldest}
         return False
 
     def _delete_run(self, job_id: str, run_id: str, step: _Step) -> bool:

@@ -16,6 +16,9 @@
 -- timeouts, a worker's leases, its run's gate, its job's runs); a run with more tasks than the budget loses
 -- them from the highest index down over several calls (its task_count follows).
 --
+-- A job updated since its submit (spec_v > 1) then loses the replaced specs (spec@{version}) that none of
+-- its remaining runs was made from (a run without spec_v was made from version 1).
+--
 -- Invariant: only terminal runs are deleted (never one in its job's active set), and never the run its job
 -- names as last_run_id or awaits, so nothing live refers to a deleted key; every call deletes at most
 -- about `budget` keys, so Redis is never held for long.
@@ -81,7 +84,7 @@ local page = budget > 0 and redis.call('ZREVRANGE', KEYS[1], cursor, cursor + pe
 local scanned, unlinked = 0, 0
 for _, job_id in ipairs(page) do
   if budget <= 0 then break end
-  local j = redis.call('HMGET', K.job(job_id), 'state', 'updated_ms', 'last_run_id', 'awaits')
+  local j = redis.call('HMGET', K.job(job_id), 'state', 'updated_ms', 'last_run_id', 'awaits', 'spec_v')
   local runs = K.job_runs(job_id)
   local active = redis.call('SCARD', K.job_active(job_id))
   local last_end = 0
@@ -105,7 +108,17 @@ for _, job_id in ipairs(page) do
         excess = excess - 1
       end
     end
-    if complete then scanned = scanned + 1 end
+    if complete then
+      scanned = scanned + 1
+      local current = tonumber(j[5] or '1')
+      if current > 1 then
+        local oldest = current
+        for _, run_id in ipairs(redis.call('ZRANGE', runs, 0, -1)) do
+          oldest = math.min(oldest, tonumber(redis.call('HGET', K.run(run_id), 'spec_v') or '1'))
+        end
+        for version = 1, oldest - 1 do redis.call('HDEL', K.job(job_id), 'spec@' .. version) end
+      end
+    end
   end
 end
 local more = (budget <= 0 or purging or unlinked > 0) and 1 or 0  -- a job unlinked here is purged by the next call

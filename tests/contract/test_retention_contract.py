@@ -6,7 +6,9 @@ from __future__ import annotations
 from test_store_contract import GROUP, TTL_MS, every, job_id, lease, spec, store, subject  # noqa: F401
 
 from sparkyard import ids
-from sparkyard.master.store import NewJob, PurgeResult, Report, RetentionBounds, Store
+from sparkyard.master.memory_store import MemoryStore
+from sparkyard.master.redis_store import RedisStore
+from sparkyard.master.store import FireRequest, NewJob, PurgeResult, Report, RetentionBounds, Store
 
 FAR_FUTURE_MS = 4_000_000_000_000
 DAY_MS = 86_400_000
@@ -75,3 +77,35 @@ async def test_a_job_is_deleted_only_without_active_runs_and_then_purged(store: 
     assert sum(s.runs_deleted for s in steps) == 2
     assert await store.get_run(old) is None and await store.get_run(running) is None
     assert await store.list_runs(job_id(1), 10) == [] and await store.ready_counts() == {GROUP: 0}
+
+
+async def test_retention_drops_the_replaced_specs_no_remaining_run_was_made_from(store: Store) -> None:
+    await recurring(store, 1)
+    made: list[str] = []
+    for version in (1, 2, 3):
+        if version > 1:
+            update = await store.update_spec(job_id(1), version - 1, spec(trigger=every(1), args=[str(version)]), -1)
+            assert update.spec_version == version
+        ((run_id, res),) = await store.fire_many([FireRequest(job_id(1), spec(trigger=every(1)), 1_000 * version,
+                                                              None, -1, "allow", [()], spec_version=version)])
+        assert res.status == "created"
+        (claim,) = await lease(store, [ids.task_id(run_id, 0)])
+        await store.report([Report(claim.task_id, claim.token, "SUCCEEDED")])
+        made.append(run_id)
+    await purge_all(store, bounds(keep_runs=100))
+    assert await stored_versions(store, job_id(1)) == {1, 2, 3}  # every version still has its run
+    await purge_all(store, bounds(keep_runs=1))
+    assert [r.id for r in await store.list_runs(job_id(1), 10)] == [made[-1]]
+    assert await stored_versions(store, job_id(1)) == {3}
+
+
+async def stored_versions(store: Store, job: str) -> set[int]:
+    """The spec versions the store holds for a job (the stores' caches of specs aside: these are what
+    retention must shrink)."""
+    if isinstance(store, RedisStore):
+        fields = await store.redis.hkeys(store.keys.job(job))
+        current = int(await store.redis.hget(store.keys.job(job), "spec_v") or 1)
+        return {current} | {int(f.split("@", 1)[1]) for f in fields if str(f).startswith("spec@")}
+    assert isinstance(store, MemoryStore)
+    entry = store._jobs[job]  # the memory store's own record: there is no other way to see it
+    return {entry.spec_version, *entry.old_specs}
