@@ -31,6 +31,7 @@ from pydantic_settings import (
 )
 
 from sparkyard.keys import DEFAULT_NAMESPACE
+from sparkyard.spec import webhook_problem
 from sparkyard.timeutil import parse_duration, parse_size
 
 # The master's gRPC address when none is given; loopback so a fresh install exposes nothing.
@@ -296,6 +297,8 @@ class MasterConfig(_Secrets):
     redis_min_replicas: int = 0  # a submit is acknowledged once this many replicas have it (Redis WAIT)
     advertise: str = ""  # HOST:PORT clients and workers reach this master at ('' = the listen address)
     http: str = ""  # HOST:PORT of /metrics ('' = no http)
+    on_failure: str = ""  # webhook URL of jobs that name none: POSTed when a run fails ('' = none)
+    on_success: str = ""  # ... when a run succeeds
     log_level: str = "INFO"
 
     def validate(self) -> MasterConfig:  # type: ignore[override]
@@ -323,6 +326,10 @@ class MasterConfig(_Secrets):
             raise ConfigError("tls_client_ca (--tls-client-ca) needs tls_cert and tls_key: mutual TLS is TLS first")
         if self.http:
             _host_port(self.http, "http")
+        for name in ("on_failure", "on_success"):
+            problem = webhook_problem(getattr(self, name))
+            if problem:
+                raise ConfigError(f"{name} (--{name.replace('_', '-')}): {problem}")
         cfg = self._with_secret_files()
         tokens = [t for t in (cfg.token, cfg.worker_token, cfg.viewer_token) if t]
         if tokens and not cfg.token:

@@ -133,6 +133,10 @@ class JobOptions:
                                "previous-worker (default: the previous worker if idle, else least-loaded)", "choice")
     routing_key: str = _option("", "key for --routing consistent-hash")
     labels: dict[str, str] = _option({}, "a label of the job (repeatable)", "pairs", flag="--label", metavar="K=V")
+    on_failure: str = _option("", "POST a JSON body to this http(s) URL when a run fails (default: the master's "
+                                  "--on-failure)", metavar="URL")
+    on_success: str = _option("", "POST a JSON body to this http(s) URL when a run succeeds (default: the "
+                                  "master's --on-success)", metavar="URL")
     base_dir: str = _option("", "where relative paths start (default: the current directory)", "path", cli=False,
                             spec=())
 
@@ -240,7 +244,8 @@ class JobOptions:
             misfire=MISFIRES.get(self.misfire, pb.MISFIRE_UNSPECIFIED), misfire_catch_up_limit=self.catch_up_limit,
             overlap=OVERLAPS.get(self.overlap, pb.OVERLAP_UNSPECIFIED),
             routing=ROUTINGS.get(self.routing, pb.ROUTING_UNSPECIFIED), routing_key=self.routing_key,
-            labels=self.labels, submit_dir=str(base), cwd=self.cwd,
+            labels=self.labels, submit_dir=str(base), cwd=self.cwd, on_failure=self.on_failure,
+            on_success=self.on_success,
             task_memory_mb=max(1, self.task_memory >> 20) if self.task_memory else 0,
         )
         packed = self._ship(spec, entry, base) if entry else None

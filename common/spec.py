@@ -19,6 +19,7 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
@@ -45,6 +46,8 @@ MIN_EVERY_INTERVAL_S = 0.1
 DEFAULT_CATCH_UP_LIMIT = 10
 MAX_CATCH_UP_LIMIT = 1000
 MAX_NAME_LENGTH = 200
+# A webhook URL (--on-failure, --on-success) longer than this is a mistake, not an endpoint.
+MAX_WEBHOOK_URL = 2048
 # A delay, interval, timeout or backoff longer than this is a typo (ms for s, a stray digit); bounding them
 # also keeps every fire time computed from them a valid timestamp, which every listing must print.
 MAX_SPEC_DURATION_S = 10 * 365 * 24 * 3600
@@ -298,9 +301,26 @@ def normalize(spec: pb.JobSpec, *, require_absolute_path: bool = True) -> pb.Job
         out.misfire_catch_up_limit = DEFAULT_CATCH_UP_LIMIT
     if out.split.max_concurrent < 0:
         raise SpecError("split.max_concurrent", "must not be negative")
+    for name in ("on_failure", "on_success"):
+        problem = webhook_problem(getattr(out, name))
+        if problem:
+            raise SpecError(name, problem)
     _validate_trigger(out.trigger)
     _validate_retry(out.retry)
     return out
+
+
+def webhook_problem(url: str) -> str:
+    """What is wrong with a webhook URL ('' for nothing, and for no URL): an absolute http(s) URL with a
+    host, of a sane length."""
+    if not url:
+        return ""
+    if len(url) > MAX_WEBHOOK_URL:
+        return f"longer than {MAX_WEBHOOK_URL} characters"
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{quote(url)} is not an http(s) URL with a host"
+    return ""
 
 
 def _inside_bundle(path: str) -> bool:
@@ -340,7 +360,7 @@ UPDATABLE = frozenset({
     "misfire", "misfire_catch_up_limit", "overlap", "routing", "routing_key",
     "split.inputs", "split.parallelism", "split.max_bytes_per_sec", "split.max_records_per_sec",
     "split.task_bytes_per_sec", "split.task_records_per_sec", "split.max_concurrent",
-    "code",
+    "on_failure", "on_success", "code",
 })
 _COMPOSITE = {
     "trigger.kind": ("trigger.now", "trigger.at", "trigger.delay", "trigger.cron", "trigger.every"),

@@ -86,6 +86,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-env", dest="max_env_bytes", help="largest total of a job's environment (default 64k)")
     p.add_argument("--max-conf", dest="max_conf_bytes", help="largest total of a job's Spark conf (default 256k)")
     p.add_argument("--max-inputs", dest="max_inputs", type=int, help="most inputs of one run (default 100000)")
+    p.add_argument("--on-failure", dest="on_failure", metavar="URL",
+                   help="POST a JSON body here when a run of a job that names no --on-failure fails")
+    p.add_argument("--on-success", dest="on_success", metavar="URL",
+                   help="POST a JSON body here when a run of a job that names no --on-success succeeds")
     p.add_argument("--keep-runs", dest="keep_runs", type=int,
                    help="ended runs each job keeps, newest first; older ones are deleted (default 100)")
     p.add_argument("--history-max-age", dest="history_max_age_s",

@@ -50,6 +50,7 @@ from sparkyard.master.services import BundleService, ClusterService, JobService,
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.redis_url import RedisUrlError, connect
 from sparkyard.master.timer import SystemTimer
+from sparkyard.master.webhooks import Webhooks
 from sparkyard.retry import with_redis_retry
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
@@ -133,6 +134,7 @@ class MasterServer:
         self._preloader: Preloader | None = None
         self._reaper: Reaper | None = None
         self._backfiller: Backfiller | None = None
+        self._webhooks: Webhooks | None = None
         self._timer: SystemTimer | None = None
         self._reports: ReportSink | None = None
         self._raw_redis: Redis | None = None
@@ -183,6 +185,7 @@ class MasterServer:
         self._reports.start()
         self._preloader = Preloader(core, arming)
         self._backfiller = Backfiller(core, self._preloader)
+        self._webhooks = Webhooks(core, cfg.on_failure, cfg.on_success)
         jobs = JobManager(core, arming, self._preloader, bundles)
 
         async def worker_dead(worker_id: str) -> None:
@@ -272,7 +275,7 @@ class MasterServer:
         """Start leading: rebuild the wheel and retry timers from Redis, then dispatch, reap, collect bundles
         and delete history beyond the retention bounds."""
         assert self.core is not None and self._preloader is not None and self._reaper is not None
-        assert self._bundles is not None and self._backfiller is not None
+        assert self._bundles is not None and self._backfiller is not None and self._webhooks is not None
         core = self.core
         await self._preloader.start()
         for task_id, not_before_ms in await core.store.delayed_entries():
@@ -280,6 +283,7 @@ class MasterServer:
         core.scheduler.start()
         self._reaper.start()
         self._backfiller.start()
+        self._webhooks.start()
         self._collector = asyncio.create_task(self._bundles.run_collector(), name="bundle-collector")
         self._retention = asyncio.create_task(Retention(self.cfg, core.store, self.clock).run(), name="retention")
         log.info("leading as epoch %d", epoch)
@@ -314,6 +318,8 @@ class MasterServer:
             self._reaper.stop()
         if self._backfiller is not None:
             self._backfiller.stop()
+        if self._webhooks is not None:
+            await self._webhooks.close()
         if self.core is not None:
             await self.core.scheduler.stop()
             for session in self.core.registry.sessions():
