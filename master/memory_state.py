@@ -11,7 +11,7 @@ directory (a plain ``HSET``). None of them decides anything, so they live apart 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any, Iterable, Sequence
 
 from sparkyard import ids
@@ -19,7 +19,7 @@ from sparkyard.clock import Clock
 from sparkyard.master.memory_records import JobEntry, RunEntry, TaskEntry, job_record, run_record, task_record
 from sparkyard.master.records import JobRecord, RunRecord, TaskRecord
 from sparkyard.master.sorted_set import SortedSet
-from sparkyard.master.store import DEFAULT_DUE_LIMIT, DEFAULT_PRIORITY_AGING_MS, Store
+from sparkyard.master.store import DEFAULT_DUE_LIMIT, DEFAULT_PRIORITY_AGING_MS, QueueDepth, Store
 from sparkyard.states import JobState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -129,6 +129,21 @@ class MemoryState(Store):
 
     async def ready_counts(self) -> dict[str, int]:
         return {group: len(self._ready[group]) for group in sorted(self._groups)}
+
+    async def queue_depths(self, limit: int) -> dict[str, QueueDepth]:
+        """As queue_depth.lua: a task's priority from its score and its run's scheduled time."""
+        out, left = {}, limit
+        for group in sorted(self._groups):
+            queue = self._ready[group]
+            split = len(queue) <= left
+            left -= len(queue) if split else 0
+            counts: Counter[int] = Counter()
+            if split:
+                for task_id, score in queue.items():
+                    run = self._runs[self._tasks[task_id].run_id]
+                    counts[round((run.scheduled_ms - score) / self.priority_aging_ms)] += 1
+            out[group] = QueueDepth(len(queue), dict(sorted(counts.items())) if split else None)
+        return out
 
     async def counts(self) -> dict[str, int]:
         return {"leased": len(self._leases), "scheduled": len(self._schedule), "delayed": len(self._delayed)}

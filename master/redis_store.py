@@ -34,6 +34,7 @@ from sparkyard.master.store import (
     FireResult,
     NewJob,
     PurgeResult,
+    QueueDepth,
     Reaped,
     RetentionBounds,
     RenewResult,
@@ -463,6 +464,17 @@ class RedisStore(Store):
         for group in groups:
             pipe.zcard(self.keys.ready(group))
         return dict(zip(groups, await pipe.execute()))
+
+    async def queue_depths(self, limit: int) -> dict[str, QueueDepth]:
+        raw = await self._lua("queue_depth", [self.keys.groups], [limit, self.priority_aging_ms])
+        out, i = {}, 0
+        while i < len(raw):
+            group, length, split, pairs = str(raw[i]), int(raw[i + 1]), int(raw[i + 2]), int(raw[i + 3])
+            flat = raw[i + 4:i + 4 + 2 * pairs]
+            counts = {int(p): int(c) for p, c in zip(flat[::2], flat[1::2])}
+            out[group] = QueueDepth(length, counts if split else None)
+            i += 4 + 2 * pairs
+        return out
 
     async def counts(self) -> dict[str, int]:
         pipe = self.redis.pipeline(transaction=False)

@@ -34,10 +34,10 @@ from sparkyard.states import lua_tables
 
 SCRIPT_NAMES = (
     "submit", "fire", "peek", "claim", "renew", "report", "release", "reap", "cancel", "job_state",
-    "reschedule", "update", "bundle_gc", "leader", "worker", "delete_job", "retention", "backfill",
+    "reschedule", "update", "bundle_gc", "leader", "worker", "delete_job", "retention", "backfill", "queue_depth",
 )
 # Scripts that only read, or that decide the leadership itself, are not fenced.
-UNFENCED = frozenset({"peek", "leader"})
+UNFENCED = frozenset({"peek", "leader", "queue_depth"})
 FENCE = """-- fence: the caller's leader epoch is the last ARGV; nothing is written unless it is the current one
 local CALLER_EPOCH = table.remove(ARGV)
 if redis.call('GET', K.epoch) ~= CALLER_EPOCH then

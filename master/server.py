@@ -265,7 +265,7 @@ class MasterServer:
         assert self.core is not None and self.leadership is not None and self._redis is not None
         core, leadership = self.core, self.leadership
         body = await self.metrics.render(core.registry.sessions(), leadership.leading, leadership.epoch,
-                                         core.store.ready_counts, self._redis.ping)
+                                         core.store.queue_depths, self._redis.ping)
         return metrics_response(body)
 
     async def _elected(self, epoch: int) -> None:

@@ -141,6 +141,12 @@ class RunBlock:
 
 
 @dataclass(frozen=True)
+class QueueDepth:
+    length: int
+    by_priority: dict[int, int] | None  # None: the queues were too long to read task by task
+
+
+@dataclass(frozen=True)
 class Claim:
     task_id: str
     worker: str
@@ -445,6 +451,11 @@ class Store(Protocol):
 
     async def ready_counts(self) -> dict[str, int]:
         """Ready-queue length of every group that has had one."""
+        ...
+
+    async def queue_depths(self, limit: int) -> dict[str, QueueDepth]:
+        """Every group's ready-queue length and, while at most ``limit`` tasks wait in all, how many of
+        them have each priority (queue_depth.lua: the queue itself does not say it, so it is O(n))."""
         ...
 
     async def counts(self) -> dict[str, int]:

@@ -980,3 +980,15 @@ async def test_a_rerun_firing_gets_its_own_id_keeps_the_scheduled_time_and_names
     assert [[i.value for i in t.inputs] for t in run.tasks] == [["b"]]
     first = await store.get_run(original)
     assert first is not None and first.rerun_of == "" and first.task_count == 2
+
+
+async def test_queue_depths_count_each_group_s_ready_tasks_by_priority_up_to_a_limit(store: Store) -> None:
+    low, high = spec(priority=-5, group="etl"), spec(priority=7, group="etl")
+    await store.submit_many([NewJob(job_id(1), low, "abs", 1_000, fire_now=inputs("a", "b")),
+                             NewJob(job_id(2), high, "abs", 2_000, fire_now=inputs("c")),
+                             NewJob(job_id(3), spec(), "abs", 3_000, fire_now=inputs("d"))], TTL_MS)
+    depths = await store.queue_depths(limit=100)
+    assert {g: (d.length, d.by_priority) for g, d in depths.items()} == {"etl": (3, {-5: 2, 7: 1}),
+                                                                          GROUP: (1, {0: 1})}
+    capped = await store.queue_depths(limit=3)  # the first group (sorted) fits, the second does not
+    assert {g: (d.length, d.by_priority) for g, d in capped.items()} == {GROUP: (1, {0: 1}), "etl": (3, None)}

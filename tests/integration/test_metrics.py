@@ -56,6 +56,12 @@ def test_master_and_worker_metrics_count_what_the_runs_did(shared_cluster: Clust
     for w in ("w1", "w2"):
         assert value(after, "sparkyard_cluster_worker_slots", worker=w, group="default") == 2
     assert ("sparkyard_queue_depth", (("group", "default"),)) in after
+    # Tasks for a group no worker serves wait in its queue: counted by their priority.
+    waiting = client.submit(f"{TASKS}:noop", group="nobody", priority=3, inputs=["a", "b"])
+    queued = scrape(http["master"])
+    client.cancel(waiting.id)
+    assert value(queued, "sparkyard_queue_depth", group="nobody") == 2
+    assert value(queued, "sparkyard_queue_depth_by_priority", group="nobody", priority="3") == 2
     assert 0 <= value(after, "sparkyard_redis_ping_seconds") < 30
 
     workers_after = [scrape(http[w]) for w in ("w1", "w2")]
