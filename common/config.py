@@ -70,6 +70,10 @@ DEFAULT_OUTBOUND_QUEUE = 1024
 # after the leader dies; it must stay well inside the task lease so running tasks keep their leases across
 # a change of leader.
 DEFAULT_LEADER_LEASE_S = 3.0
+# How long a master's start waits for a given Redis to answer: a first start should fail soon on a wrong
+# address; a master that lost the leadership (often because Redis went away) comes back as a standby and
+# waits as long as it takes, logging at this interval.
+DEFAULT_REDIS_CONNECT_WAIT_S = 30.0
 # Grace given to in-flight RPCs on shutdown.
 DEFAULT_SHUTDOWN_GRACE_S = 5.0
 # Largest bundle of shipped code (a job's files, zipped) the master stores: big enough for a project with
@@ -294,6 +298,7 @@ class MasterConfig(_Secrets):
     max_conf_bytes: Bytes = DEFAULT_MAX_CONF_BYTES
     max_inputs: int = DEFAULT_MAX_INPUTS
     leader_lease_s: Seconds = DEFAULT_LEADER_LEASE_S
+    redis_connect_wait_s: Seconds = DEFAULT_REDIS_CONNECT_WAIT_S
     redis_min_replicas: int = 0  # a submit is acknowledged once this many replicas have it (Redis WAIT)
     advertise: str = ""  # HOST:PORT clients and workers reach this master at ('' = the listen address)
     http: str = ""  # HOST:PORT of /metrics ('' = no http)
@@ -304,11 +309,11 @@ class MasterConfig(_Secrets):
     def validate(self) -> MasterConfig:  # type: ignore[override]
         _positive(self, "lease_s", "heartbeat_s", "reaper_interval_s", "dispatch_batch", "outbound_queue",
                   "preload_horizon_s", "wait_max_s", "dead_after_heartbeats", "max_bundle_bytes", "idempotency_ttl_s",
-                  "leader_lease_s", "keep_runs", "history_max_age_s", "retention_interval_s", "max_message_bytes",
-                  "max_args_bytes", "max_env_bytes", "max_conf_bytes", "max_inputs")
+                  "leader_lease_s", "redis_connect_wait_s", "keep_runs", "history_max_age_s", "retention_interval_s",
+                  "max_message_bytes", "max_args_bytes", "max_env_bytes", "max_conf_bytes", "max_inputs")
         _finite(self, "lease_s", "heartbeat_s", "reaper_interval_s", "timeout_grace_s", "idempotency_ttl_s",
                 "preload_horizon_s", "wait_max_s", "misfire_threshold_s", "priority_aging_s", "shutdown_grace_s",
-                "leader_lease_s", "history_max_age_s", "retention_interval_s")
+                "leader_lease_s", "history_max_age_s", "retention_interval_s", "redis_connect_wait_s")
         if self.heartbeat_s * 2 > self.lease_s:
             raise ConfigError(f"heartbeat_s ({self.heartbeat_s}) must be at most half of lease_s ({self.lease_s})")
         if self.leader_lease_s >= self.lease_s:

@@ -50,6 +50,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--listen", help="HOST:PORT to serve gRPC on (default 127.0.0.1:7070; port 0 = any free)")
     p.add_argument("--redis-url", help="redis://…, unix://… or redis+sentinel://h1:26379,h2:26379/SERVICE "
                    "(default: an embedded Redis in the data dir)")
+    p.add_argument("--redis-connect-wait", dest="redis_connect_wait_s",
+                   help="how long a start waits for Redis to answer, e.g. 30s (default 30s; a master restarted after "
+                   "losing the leadership waits as long as it takes)")
     p.add_argument("--redis-min-replicas", dest="redis_min_replicas", type=int,
                    help="acknowledge a submit only once this many Redis replicas have it (WAIT; default 0)")
     p.add_argument("--data-dir", help="directory of the embedded Redis and master files (default .sparkyard)")
@@ -95,6 +98,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--history-max-age", dest="history_max_age_s",
                    help="ended runs and ended jobs older than this are deleted, e.g. 7d or 12h (default 7d)")
     p.add_argument("--log-level", help="DEBUG, INFO (default), WARNING, ERROR")
+    # Set on the fresh process of a master that lost the leadership: it waits for Redis however long it takes.
+    p.add_argument("--restarted", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -104,7 +109,8 @@ def restart_argv(argv: list[str], listen: str, port: int) -> list[str]:
     address) is what lets it take its own lease back at once; on a new port it would be out of their
     reach for good. A later ``--listen`` wins over an earlier one, and over the config file and env."""
     host, _, wanted = listen.rpartition(":")
-    return argv if wanted != "0" else [*argv, "--listen", f"{host}:{port}"]
+    kept = argv if wanted != "0" else [*argv, "--listen", f"{host}:{port}"]
+    return kept if "--restarted" in kept else [*kept, "--restarted"]
 
 
 def _restart_as_standby(argv: list[str]) -> None:
@@ -134,14 +140,26 @@ async def _end_leftover_tasks() -> None:
             os._exit(0)
 
 
-async def _run(cfg: MasterConfig, argv: list[str]) -> int:
-    server = MasterServer(cfg)
+async def _run(cfg: MasterConfig, argv: list[str], restarted: bool) -> int:
+    server = MasterServer(cfg, wait_for_redis=restarted)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # A stop asked while it starts (waiting for Redis, for one) ends the start-up there.
+    starting = asyncio.ensure_future(server.start())
+    asked = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({starting, asked}, return_when=asyncio.FIRST_COMPLETED)
+    asked.cancel()
+    if not starting.done():
+        log.info("signal received while starting; stopping")
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        await server.stop()
+        await _end_leftover_tasks()
+        return 0
     try:
-        await server.start()
+        starting.result()
     except (StartupError, EmbeddedRedisError, ConfigError) as exc:
         print(f"sparkyard-master: {exc}", file=sys.stderr)
         await server.stop()
@@ -166,7 +184,7 @@ async def _run(cfg: MasterConfig, argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    overrides = {k: v for k, v in vars(args).items() if k != "config"}
+    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "restarted")}
     try:
         cfg = load(MasterConfig, "master", config_file=args.config, overrides=overrides)
         check_exposure(cfg)  # before anything starts (or logs)
@@ -176,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     gc.set_threshold(*GC_THRESHOLDS)
     with profiled():
-        return asyncio.run(_run(cfg, sys.argv[1:] if argv is None else argv))
+        return asyncio.run(_run(cfg, sys.argv[1:] if argv is None else argv, args.restarted))
 
 
 if __name__ == "__main__":

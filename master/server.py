@@ -51,7 +51,7 @@ from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.redis_url import RedisUrlError, connect
 from sparkyard.master.timer import SystemTimer
 from sparkyard.master.webhooks import Webhooks
-from sparkyard.retry import with_redis_retry
+from sparkyard.retry import REDIS_REFUSED, REDIS_TRANSIENT, with_redis_retry
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 
@@ -64,8 +64,6 @@ REDIS_CONNECTIONS = 64
 ELECTION_STOP_WAIT_S = 2.0
 # How long a stop waits for Redis connections to close.
 REDIS_CLOSE_WAIT_S = 3.0
-# How long start-up waits for a given Redis to answer.
-REDIS_CONNECT_WAIT_S = 30.0
 # gRPC itself refuses requests this much larger than --max-message (RESOURCE_EXHAUSTED, "Received message
 # larger than max"); between the two the master refuses them naming --max-message (master/request_guard.py).
 MESSAGE_SLACK_BYTES = 1024 * 1024
@@ -121,8 +119,11 @@ def tls_credentials(cfg: MasterConfig) -> grpc.ServerCredentials | None:
 
 
 class MasterServer:
-    def __init__(self, cfg: MasterConfig, clock: Clock | None = None) -> None:
+    def __init__(self, cfg: MasterConfig, clock: Clock | None = None, *, wait_for_redis: bool = False) -> None:
+        """``wait_for_redis``: at start, wait for Redis however long it takes (a master that lost the
+        leadership, often because Redis went away, comes back as a standby this way instead of exiting)."""
         self.cfg = cfg
+        self._wait_for_redis = wait_for_redis
         self.clock = clock or SystemClock()
         self.port = 0
         self.redis_url = ""
@@ -164,10 +165,7 @@ class MasterServer:
             self._raw_redis = connect(self.redis_url, decode=False, max_connections=REDIS_CONNECTIONS // 4)
         except RedisUrlError as exc:
             raise StartupError(str(exc)) from None
-        try:
-            await with_redis_retry(self._redis.ping, REDIS_CONNECT_WAIT_S)
-        except Exception as exc:
-            raise StartupError(f"cannot reach redis at {redact(self.redis_url)}: {exc}") from None
+        await self._reach_redis(self._redis)
         store = RedisStore(self._redis, Keys(cfg.namespace), priority_aging_ms=int(cfg.priority_aging_s * 1000),
                            min_replicas=cfg.redis_min_replicas)
         store.scripts.observe = self.metrics.timed_call
@@ -251,6 +249,21 @@ class MasterServer:
                 raise StartupError(str(exc)) from None
         log.info("master %s listening on %s:%d as %s (redis %s)", leadership.master_id, host, self.port,
                  leadership.role, redact(self.redis_url))
+
+    async def _reach_redis(self, client: Redis) -> None:
+        waited = 0.0
+        while True:
+            try:
+                await with_redis_retry(client.ping, self.cfg.redis_connect_wait_s)
+                return
+            except REDIS_TRANSIENT as exc:
+                if not self._wait_for_redis or isinstance(exc, REDIS_REFUSED):  # a refused login stays refused
+                    raise StartupError(f"cannot reach redis at {redact(self.redis_url)}: {exc}") from None
+                waited += self.cfg.redis_connect_wait_s
+                log.warning("redis at %s unreachable for %.0fs (%s); still waiting", redact(self.redis_url), waited,
+                            exc)
+            except Exception as exc:
+                raise StartupError(f"cannot reach redis at {redact(self.redis_url)}: {exc}") from None
 
     def _gate(self) -> list[grpc.aio.ServerInterceptor]:
         """The leader election, and the interceptor that makes a standby refuse calls naming the leader."""
