@@ -54,6 +54,11 @@ def run_id(job_id: str, scheduled_ms: int) -> str:
     return f"{job_id}.{scheduled_ms:013d}"
 
 
+def parse_run_ms(run: str) -> int:
+    """The time in a run id (its scheduled ms, or a rerun's or a child job's firing time)."""
+    return int(run.rsplit(".", 1)[1])
+
+
 def task_id(run: str, index: int) -> str:
     if not 0 <= index <= MAX_TASK_INDEX:
         raise ValueError(f"task index {index} out of range 0..{MAX_TASK_INDEX}")

@@ -9,7 +9,8 @@ key                                   type    meaning
 P:job:{job}                           hash    job record: spec (protobuf, base64), state, created_ms, updated_ms,
                                               next_fire_ms, runs, skipped, last_run_id (absent = none / 0),
                                               awaits (while in awaiting: the run whose end sets the next
-                                              fire time), w:{index} (worker that last ran task index)
+                                              fire time), w:{index} (worker that last ran task index),
+                                              after (a child job: its parent's id)
 P:jobs                                zset    job id → created_ms (listing, newest first)
 P:idem:{key}                          string  job id submitted under a client idempotency key (TTL)
 P:schedule                            zset    job id → next fire time in ms (durable triggers)
@@ -21,6 +22,8 @@ P:job:{job}:runs                      zset    run id → scheduled_ms (a job's r
 P:job:{job}:active                    set     run ids of the job that are not terminal (overlap policy)
 P:job:{job}:backfill                  zset    past fire times still to run for a backfill (ms → ms)
 P:backfills                           hash    job id → most backfill runs at once, while it has a plan
+P:job:{job}:children                  set     ids of the child jobs of the job (their trigger is --after it)
+P:parents                             set     ids of the jobs that have child jobs
 P:run:{run}                           hash    run record: state, job_id, scheduled_ms, fired_ms,
                                               started_ms, finished_ms, task_count, succeeded, dead,
                                               cancelled, reason (counters absent = 0); and what its tasks
@@ -83,6 +86,7 @@ _TEMPLATES: dict[str, str] = {
     "job_runs": "job:{}:runs",
     "job_active": "job:{}:active",
     "job_backfill": "job:{}:backfill",
+    "job_children": "job:{}:children",
     "run": "run:{}",
     "run_gate": "run:{}:gate",
     "task": "task:{}",
@@ -119,6 +123,9 @@ class Keys:
 
     def job_backfill(self, job_id: str) -> str:
         return self._k("job_backfill", job_id)
+
+    def job_children(self, job_id: str) -> str:
+        return self._k("job_children", job_id)
 
     def run(self, run_id: str) -> str:
         return self._k("run", run_id)
@@ -161,6 +168,10 @@ class Keys:
     @property
     def backfills(self) -> str:
         return f"{self.namespace}:backfills"
+
+    @property
+    def parents(self) -> str:
+        return f"{self.namespace}:parents"
 
     @property
     def schedule(self) -> str:
@@ -219,6 +230,6 @@ class Keys:
                 f"K.{name} = function(id) return '{self.namespace}:{head}' .. id .. '{tail}' end"
             )
         for name in ("jobs", "schedule", "awaiting", "purge", "groups", "delayed", "leases", "timeouts", "workers",
-                     "fence", "bundles", "leader", "epoch", "masters", "backfills"):
+                     "fence", "bundles", "leader", "epoch", "masters", "backfills", "parents"):
             lines.append(f"K.{name} = '{getattr(self, name)}'")
         return "\n".join(lines)

@@ -39,6 +39,21 @@ _METAVARS = {"int": "N", "count": "N", "duration": "DURATION", "instant": "TIME"
              "list": "ARG"}
 
 
+# --after JOB[:WHEN]: the run ends that fire a child job.
+AFTER_WHEN = {"succeeded": pb.AFTER_SUCCEEDED, "failed": pb.AFTER_FAILED, "always": pb.AFTER_ALWAYS}
+
+
+def parse_after(text: str) -> tuple[str, int]:
+    """``JOB[:succeeded|failed|always]`` → (parent job id, pb.AfterWhen); InvalidArgument naming what is wrong."""
+    job_id, _, when = text.partition(":")
+    if when and when not in AFTER_WHEN:
+        raise errors.InvalidArgument(f"after: {when!r} is not one of {', '.join(AFTER_WHEN)} "
+                                     "(--after JOB[:succeeded|failed|always])")
+    if not job_id:
+        raise errors.InvalidArgument("after: name the parent job (--after JOB[:succeeded|failed|always])")
+    return job_id, AFTER_WHEN[when or "succeeded"]
+
+
 @dataclass(frozen=True)
 class Option:
     """How one option is read and shown.
@@ -100,6 +115,8 @@ class JobOptions:
                                when=True, spec=("trigger.kind",))
     cron: str = _option("", "cron expression: 5 fields, or 6 with seconds first", when=True, spec=("trigger.kind",))
     every: float | None = _option(None, "fire at a fixed rate, e.g. 10s", "duration", when=True, spec=("trigger.kind",))
+    after: str = _option("", "a child job: fire when a run of job JOB ends so (default succeeded)", when=True,
+                         metavar="JOB[:succeeded|failed|always]", spec=("trigger.kind",))
     tz: str = _option("", "time zone of --cron (IANA name; default UTC)", spec=("trigger.kind",))
     fixed_delay: bool = _option(False, "with --every: count from the end of the previous run", "flag",
                                 spec=("trigger.kind",))
@@ -149,7 +166,10 @@ class JobOptions:
         when = [f.name for f in dataclasses.fields(self)
                 if f.metadata["option"].when and getattr(self, f.name) not in (None, "")]
         if len(when) > 1:
-            raise errors.InvalidArgument(f"trigger: choose one of --delay, --at, --cron, --every (got {', '.join(when)})")
+            raise errors.InvalidArgument(f"trigger: choose one of --delay, --at, --cron, --every, --after "
+                                         f"(got {', '.join(when)})")
+        if self.after:
+            parse_after(self.after)
         if self.tz and not self.cron:
             raise errors.InvalidArgument("tz: --tz applies to --cron")
         if self.fixed_delay and self.every is None:
@@ -282,6 +302,8 @@ class JobOptions:
         elif self.every is not None:
             trig.every.interval.FromMilliseconds(int(self.every * 1000))
             trig.every.fixed_delay = self.fixed_delay
+        elif self.after:
+            trig.after.job_id, trig.after.when = parse_after(self.after)
         else:
             trig.now = True
         for target, moment in ((trig.start_at, self.start_at), (trig.end_at, self.end_at)):

@@ -26,7 +26,7 @@ from croniter import croniter
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from sparkyard import wellformed
+from sparkyard import ids, wellformed
 from sparkyard.errors import quote
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -229,6 +229,14 @@ def _validate_trigger(trigger: pb.Trigger) -> None:
         interval = _duration_s(trigger.every.interval)
         if interval < MIN_EVERY_INTERVAL_S:
             raise SpecError("trigger.every.interval", f"{interval:g}s is below the minimum {MIN_EVERY_INTERVAL_S:g}s")
+    if kind == "after":
+        if not ids.JOB_ID.fullmatch(trigger.after.job_id):
+            raise SpecError("trigger.after.job_id", f"{quote(trigger.after.job_id)} is not a job id (--after JOB: "
+                            "the id of the parent job, e.g. j19a8c2f3a1b2c3d4e5f65)")
+        if trigger.after.when not in pb.AfterWhen.values():
+            raise SpecError("trigger.after.when", f"unknown value {trigger.after.when}")
+        if trigger.after.when == pb.AFTER_WHEN_UNSPECIFIED:
+            trigger.after.when = pb.AFTER_SUCCEEDED
     if trigger.max_runs < 0:
         raise SpecError("trigger.max_runs", "must not be negative")
     recurring = kind in ("cron", "every")
@@ -351,7 +359,8 @@ def backoff_seconds(retry: pb.RetryPolicy, failed_attempt: int) -> float:
 # ---- updates (sparkyard update, UpdateJob) --------------------------------------------------------------
 
 # The fields an update may change: JobSpec field paths, plus two that stand for several fields at once.
-# `trigger.kind` is the trigger itself (its oneof: now, at, delay, cron with its tz, every with fixed_delay),
+# `trigger.kind` is the trigger itself (its oneof: now, at, delay, cron with its tz, every with fixed_delay,
+# after with its condition; a child job's parent cannot be changed, see JobManager.update),
 # and `code` is the shipped code (entrypoint, py_files, bundle and the submit_dir they resolve against).
 UPDATABLE = frozenset({
     "name", "args", "conf", "env", "group", "priority", "runner", "cwd", "task_memory_mb", "labels", "timeout",
@@ -363,7 +372,8 @@ UPDATABLE = frozenset({
     "on_failure", "on_success", "code",
 })
 _COMPOSITE = {
-    "trigger.kind": ("trigger.now", "trigger.at", "trigger.delay", "trigger.cron", "trigger.every"),
+    "trigger.kind": ("trigger.now", "trigger.at", "trigger.delay", "trigger.cron", "trigger.every",
+                     "trigger.after"),
     "code": ("entrypoint", "py_files", "bundle", "submit_dir"),
 }
 

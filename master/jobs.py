@@ -76,6 +76,11 @@ class RunWaiter(DelayedOperation):
             self.future.set_result(False)
 
 
+def _parent(spec: pb.JobSpec) -> str:
+    """A child job's parent ('' for any other job)."""
+    return spec.trigger.after.job_id if spec.trigger.WhichOneof("kind") == "after" else ""
+
+
 class JobManager:
     def __init__(self, core: MasterCore, arming: Arming, preloader: Preloader, bundles: BundleStore) -> None:
         self._verbose = True  # one log line per job for single submits, one per call for bulk ones
@@ -113,6 +118,9 @@ class JobManager:
         if kind == "now":
             # Fires inside the submit script: no schedule entry, no timer, one Redis call.
             return NewJob(job_id, norm, "abs", now_ms, idempotency_key, fire_now=tasks)
+        if kind == "after":
+            # A child job has no schedule entry: its parent's run ends fire it (master/children.py).
+            return NewJob(job_id, norm, "after", -1, idempotency_key, after=trigger.after.job_id)
         if kind == "delay":
             mode, value = "delay", trigger.delay.ToMilliseconds()
         else:
@@ -138,6 +146,7 @@ class JobManager:
             except InvalidArgument as exc:
                 raise type(exc)(f"jobs[{i}].{exc}" if name_index else str(exc)) from None
         await self._check_bundles(prepared)
+        await self._check_parents(prepared)
         ttl_ms = int(self._core.cfg.idempotency_ttl_s * 1000)
         out: list[Submitted] = []
         for start in range(0, len(prepared), SUBMIT_PIPELINE):
@@ -161,6 +170,15 @@ class JobManager:
                 out.append(await self._submitted(new, res))
         return out
 
+    async def _check_parents(self, prepared: list[NewJob]) -> None:
+        """A child job's parent must exist and may still run (submit.lua checks existence again, atomically)."""
+        for parent in sorted({p.after for p in prepared if p.after}):
+            job = await self._store.get_job(parent)
+            if job is None:
+                raise InvalidArgument(f"trigger.after.job_id: job {parent} not found (--after names the parent job)")
+            if job.state is JobState.CANCELLED:
+                raise FailedPrecondition(f"job {parent} is CANCELLED: a child of it would never fire (--after)")
+
     async def _check_bundles(self, prepared: list[NewJob]) -> None:
         """A job may name only a bundle the master has (the client uploads it first)."""
         await self._check_digests({p.spec.bundle.digest for p in prepared if p.spec.bundle.digest})
@@ -174,6 +192,8 @@ class JobManager:
                                   "(sparkyard submit and Client.submit do)")
 
     async def _submitted(self, new: NewJob, res: SubmitResult) -> Submitted:
+        if res.parent_missing:
+            raise NotFound(f"trigger.after.job_id: job {new.after} was deleted while the job was submitted")
         if res.duplicate:
             job = await self._store.get_job(res.job_id)
             if job is None:
@@ -334,6 +354,9 @@ class JobManager:
             more = f" (and {len(active) - 1} more)" if len(active) > 1 else ""
             raise FailedPrecondition(f"job {job.id} has an active run {active[0]}{more}: cancel it first, or delete "
                                      "with force (sparkyard delete --force) to cancel it and delete the job")
+        if status == "children":
+            raise FailedPrecondition(f"job {job.id} has child jobs that fire after it (--after): "
+                                     f"{', '.join(active)}; delete them first")
         self._arming.forget(job.id)
         self._core.job_ended(job.id)
         log.info("job=%s deleted%s", job.id, f" (cancelled {len(cancelled)})" if cancelled else "")
@@ -374,10 +397,13 @@ class JobManager:
             except SpecError as exc:
                 raise InvalidArgument(str(exc)) from None
             spec, _ = self._validated(merged)
+            if _parent(spec) != _parent(job.spec):
+                raise InvalidArgument("trigger: an update cannot make a job a child job, end one, or give it another "
+                                      "parent (--after); submit a new job (its condition may change)")
             if spec.bundle.digest != job.spec.bundle.digest:
                 await self._check_digests({spec.bundle.digest} - {""})
             next_fire = -1
-            if any(f.startswith("trigger.") for f in fields):
+            if any(f.startswith("trigger.") for f in fields) and not _parent(spec):
                 next_fire = self._first_fire_ms(spec.trigger, int(self._core.clock.now() * 1000))
             result = await self._store.update_spec(job_id, job.spec_version, spec, next_fire)
             if result.status == "conflict":

@@ -30,6 +30,7 @@ class JobEntry:
     spec_version: int = 1
     spec_updated_ms: int = 0
     old_specs: dict[int, pb.JobSpec] = field(default_factory=dict)  # version → the spec it replaced
+    after: str = ""  # a child job: its parent's id
 
 
 @dataclass
@@ -54,6 +55,7 @@ class RunEntry:
     gate: SortedSet = field(default_factory=SortedSet)  # task id → index: READY, held back by the cap
     spec_version: int = 1
     rerun_of: str = ""
+    after_run: str = ""
 
 
 @dataclass
@@ -114,7 +116,7 @@ def job_record(job_id: str, job: JobEntry) -> JobRecord:
 def run_record(run_id: str, run: RunEntry) -> RunRecord:
     return RunRecord(run_id, run.job_id, run.state, run.scheduled_ms, run.fired_ms, run.started_ms,
                      run.finished_ms, run.task_count, run.succeeded, run.dead, run.cancelled, run.reason,
-                     spec_version=run.spec_version, rerun_of=run.rerun_of)
+                     spec_version=run.spec_version, rerun_of=run.rerun_of, after_run=run.after_run)
 
 
 def task_record(task_id: str, t: TaskEntry) -> TaskRecord:

@@ -51,6 +51,7 @@ class MemoryState(Store):
         self._fence = 0
         self._backfill: defaultdict[str, set[int]] = defaultdict(set)  # job id → fire times still to run
         self._backfills: dict[str, int] = {}  # job id → most runs at once
+        self._children: defaultdict[str, set[str]] = defaultdict(set)  # parent job id → child job ids
 
     def _now(self) -> int:
         return round(self.clock.now() * 1000)
@@ -179,6 +180,12 @@ class MemoryState(Store):
     async def backfill_drop(self, job_id: str) -> None:
         self._backfill.pop(job_id, None)
         self._backfills.pop(job_id, None)
+
+    async def parents(self) -> set[str]:
+        return {job_id for job_id, children in self._children.items() if children}
+
+    async def children(self, job_id: str) -> list[str]:
+        return sorted(self._children.get(job_id, ()))
 
     async def awaiting_among(self, job_ids: Sequence[str]) -> list[str]:
         return [job_id for job_id in job_ids if job_id in self._awaiting]

@@ -74,6 +74,9 @@ class MemoryStore(MemoryDispatch):
             if new.job_id in self._jobs:
                 out.append(SubmitResult(new.job_id, False, 0, -1, id_taken=True))
                 continue
+            if new.fire_mode == "after" and new.after not in self._jobs:
+                out.append(SubmitResult(new.job_id, False, 0, -1, parent_missing=True))
+                continue
             spec = copies.get(id(new.spec))
             if spec is None:
                 spec = copies[id(new.spec)] = pb.JobSpec()
@@ -82,6 +85,11 @@ class MemoryStore(MemoryDispatch):
             self._job_index.add(new.job_id, now)
             if new.idempotency_key:
                 self._idempotency[new.idempotency_key] = (new.job_id, now + idempotency_ttl_ms)
+            if new.fire_mode == "after":
+                self._jobs[new.job_id] = JobEntry(spec, JobState.ACTIVE, now, now, after=new.after)
+                self._children[new.after].add(new.job_id)
+                out.append(SubmitResult(new.job_id, False, now, -1))
+                continue
             if new.fire_now is None:
                 self._jobs[new.job_id] = JobEntry(spec, JobState.ACTIVE, now, now, next_fire_ms=fire)
                 self._schedule.add(new.job_id, fire)
@@ -115,7 +123,8 @@ class MemoryStore(MemoryDispatch):
         run_id = ids.run_id(r.job_id, r.scheduled_ms if r.run_ms is None else r.run_ms)
         job = self._jobs.get(r.job_id)
         manual = r.expected_ms is None
-        if job is None or job.state is JobState.CANCELLED or (not manual and job.state is not JobState.ACTIVE):
+        only_active = not manual or bool(r.after_run)  # a child job fired by its parent skips while paused
+        if job is None or job.state is JobState.CANCELLED or (only_active and job.state is not JobState.ACTIVE):
             return run_id, FireResult("inactive", now, "")
         if not manual and self._schedule.score(r.job_id) != r.expected_ms:
             return run_id, FireResult("stale", now, "")
@@ -157,7 +166,8 @@ class MemoryStore(MemoryDispatch):
             self._runs[run_id] = RunEntry(r.job_id, RunState.SKIPPED, r.scheduled_ms, now, 0, finished_ms=now,
                                       reason=skip_reason)
             return run_id, FireResult("skipped", now, RunState.SKIPPED.value)
-        block = RunBlock.of(r.spec, r.scheduled_ms, r.inputs, self.priority_aging_ms, r.spec_version, r.rerun_of)
+        block = RunBlock.of(r.spec, r.scheduled_ms, r.inputs, self.priority_aging_ms, r.spec_version, r.rerun_of,
+                            r.after_run)
         state = self._create_run(job, r.job_id, run_id, r.scheduled_ms, now, block, new_job=False)
         return run_id, FireResult("created", now, state.value)
 
@@ -170,7 +180,7 @@ class MemoryStore(MemoryDispatch):
         run = self._runs[run_id] = RunEntry(job_id, state, scheduled_ms, now, len(b.tasks),
                                         finished_ms=0 if b.tasks else now,
                                         timeout_ms=max(b.timeout_ms, 0), cap=max(b.cap, 0),
-                                        spec_version=b.spec_version, rerun_of=b.rerun_of)
+                                        spec_version=b.spec_version, rerun_of=b.rerun_of, after_run=b.after_run)
         if b.max_attempts > 1:
             run.max_attempts, run.backoff_ms = b.max_attempts, b.backoff_ms
             run.backoff_mult, run.backoff_max_ms = b.backoff_mult, b.backoff_max_ms
@@ -297,11 +307,16 @@ class MemoryStore(MemoryDispatch):
             return "missing", []
         if self._active[job_id]:
             return "active", sorted(self._active[job_id])
+        if self._children.get(job_id):
+            return "children", sorted(self._children[job_id])
         self._unlink_job(job_id, self._now())
         return "ok", []
 
     def _unlink_job(self, job_id: str, now: int) -> None:
-        del self._jobs[job_id]
+        parent = self._jobs.pop(job_id).after
+        if parent:
+            self._children[parent].discard(job_id)
+        self._children.pop(job_id, None)
         self._active.pop(job_id, None)
         self._job_index.remove(job_id)
         self._schedule.remove(job_id)

@@ -226,6 +226,7 @@ class RunRecord:
     tasks: list[TaskRecord] = field(default_factory=list)
     spec_version: int = 1  # the version of the job's spec the run was made from
     rerun_of: str = ""  # the run this one ran again (sparkyard rerun)
+    after_run: str = ""  # the parent's run whose end fired this one (a child job)
 
     @classmethod
     def from_hash(cls, run_id: str, h: Mapping[str, str]) -> RunRecord:
@@ -244,4 +245,5 @@ class RunRecord:
             reason=h.get("reason", ""),
             spec_version=_int(h.get("spec_v"), 1),
             rerun_of=h.get("rerun_of", ""),
+            after_run=h.get("after_run", ""),
         )

@@ -82,10 +82,11 @@ class RedisStore(Store):
     # ---- submit and fire -------------------------------------------------------------------------
 
     def _run_block(self, spec: pb.JobSpec, scheduled_ms: int, inputs: Sequence[Sequence[Any]],
-                   spec_version: int = 1, rerun_of: str = "") -> dict[str, Any]:
+                   spec_version: int = 1, rerun_of: str = "", after_run: str = "") -> dict[str, Any]:
         """create_run's block as JSON (the task ids are built in Lua from the run id, so identical runs of a
         bulk submit share one block)."""
-        return RunBlock.of(spec, scheduled_ms, inputs, self.priority_aging_ms, spec_version, rerun_of).to_wire()
+        return RunBlock.of(spec, scheduled_ms, inputs, self.priority_aging_ms, spec_version, rerun_of,
+                           after_run).to_wire()
 
     async def submit_many(self, jobs: Sequence[NewJob], idempotency_ttl_ms: int) -> list[SubmitResult]:
         """Store jobs with one ``submit.lua`` call (a bulk submit is one script run, one round trip).
@@ -104,7 +105,8 @@ class RedisStore(Store):
                 si = spec_index[id(job.spec)] = len(specs)
                 specs.append(self._spec_text(job.spec))
             if job.fire_now is None:
-                entries.append([job.job_id, si, job.fire_mode, job.fire_value_ms, job.idempotency_key, "", 0, -1])
+                value = job.after if job.fire_mode == "after" else job.fire_value_ms
+                entries.append([job.job_id, si, job.fire_mode, value, job.idempotency_key, "", 0, -1])
             else:
                 key = (id(job.spec), job.fire_value_ms, id(job.fire_now))
                 bi = block_index.get(key)
@@ -120,7 +122,8 @@ class RedisStore(Store):
             raw = await self._replicated("submit", [self.keys.jobs, self.keys.schedule], args)
         else:
             raw = await self._lua("submit", [self.keys.jobs, self.keys.schedule], args)
-        return [SubmitResult(j, int(d) == 1, int(c), int(n), bool(int(f)), id_taken=int(d) == 2)
+        return [SubmitResult(j, int(d) == 1, int(c), int(n), bool(int(f)), id_taken=int(d) == 2,
+                             parent_missing=int(d) == 3)
                 for j, d, c, n, f in _groups(raw, 5)]
 
     async def _replicated(self, script: str, keys: list[str], args: list[Any]) -> Any:
@@ -150,9 +153,10 @@ class RedisStore(Store):
                 pipe, "fire",
                 [k.job(r.job_id), k.run(run), k.job_runs(r.job_id), k.job_active(r.job_id), k.schedule,
                  k.ready(r.spec.group), k.groups],
-                [r.job_id, run, r.scheduled_ms, "manual" if r.expected_ms is None else r.expected_ms,
+                [r.job_id, run, r.scheduled_ms,
+                 ("after" if r.after_run else "manual") if r.expected_ms is None else r.expected_ms,
                  r.next_fire_ms, r.overlap, r.skip_reason,
-                 json.dumps(self._run_block(r.spec, r.scheduled_ms, r.inputs, r.spec_version, r.rerun_of),
+                 json.dumps(self._run_block(r.spec, r.scheduled_ms, r.inputs, r.spec_version, r.rerun_of, r.after_run),
                             separators=(",", ":")),
                  r.spec.trigger.max_runs, r.spec_version],
             )
@@ -269,6 +273,12 @@ class RedisStore(Store):
         status, added, pending = await self._lua("backfill", self._backfill_keys(job_id),
                                                  ["plan", job_id, max_concurrent, *times_ms])
         return status, int(added), int(pending)
+
+    async def parents(self) -> set[str]:
+        return set(await self.redis.smembers(self.keys.parents))
+
+    async def children(self, job_id: str) -> list[str]:
+        return sorted(await self.redis.smembers(self.keys.job_children(job_id)))
 
     async def backfill_jobs(self) -> dict[str, int]:
         return {job: int(n) for job, n in (await self.redis.hgetall(self.keys.backfills)).items()}

@@ -34,6 +34,9 @@ def describe(trigger: pb.Trigger) -> str:
             text += " after the previous run ends"
     elif kind == "delay":
         text = f"Once, {format_duration(trigger.delay.ToMilliseconds() / 1000)} after submission"
+    elif kind == "after":
+        ends = {pb.AFTER_FAILED: "fails", pb.AFTER_ALWAYS: "ends"}.get(trigger.after.when, "succeeds")
+        text = f"After each run of job {trigger.after.job_id} that {ends}"
     elif kind == "at":
         text = f"Once, at {rfc3339_ms(trigger.at.ToMilliseconds())}"
     else:

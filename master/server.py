@@ -32,6 +32,7 @@ from sparkyard.master import console
 from sparkyard.master.arming import Arming
 from sparkyard.master.auth import Role, RoleAuthInterceptor, is_loopback
 from sparkyard.master.backfill import Backfiller
+from sparkyard.master.children import ChildJobs
 from sparkyard.master.connection import WorkerConnection
 from sparkyard.master.core import MasterCore
 from sparkyard.master.embedded_redis import EmbeddedRedis
@@ -136,6 +137,7 @@ class MasterServer:
         self._reaper: Reaper | None = None
         self._backfiller: Backfiller | None = None
         self._webhooks: Webhooks | None = None
+        self._children: ChildJobs | None = None
         self._timer: SystemTimer | None = None
         self._reports: ReportSink | None = None
         self._raw_redis: Redis | None = None
@@ -184,6 +186,7 @@ class MasterServer:
         self._preloader = Preloader(core, arming)
         self._backfiller = Backfiller(core, self._preloader)
         self._webhooks = Webhooks(core, cfg.on_failure, cfg.on_success)
+        self._children = ChildJobs(core, self._preloader)
         jobs = JobManager(core, arming, self._preloader, bundles)
 
         async def worker_dead(worker_id: str) -> None:
@@ -289,6 +292,7 @@ class MasterServer:
         and delete history beyond the retention bounds."""
         assert self.core is not None and self._preloader is not None and self._reaper is not None
         assert self._bundles is not None and self._backfiller is not None and self._webhooks is not None
+        assert self._children is not None
         core = self.core
         await self._preloader.start()
         for task_id, not_before_ms in await core.store.delayed_entries():
@@ -297,6 +301,7 @@ class MasterServer:
         self._reaper.start()
         self._backfiller.start()
         self._webhooks.start()
+        self._children.start()
         self._collector = asyncio.create_task(self._bundles.run_collector(), name="bundle-collector")
         self._retention = asyncio.create_task(Retention(self.cfg, core.store, self.clock).run(), name="retention")
         log.info("leading as epoch %d", epoch)
@@ -333,6 +338,8 @@ class MasterServer:
             self._backfiller.stop()
         if self._webhooks is not None:
             await self._webhooks.close()
+        if self._children is not None:
+            self._children.stop()
         if self.core is not None:
             await self.core.scheduler.stop()
             for session in self.core.registry.sessions():

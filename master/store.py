@@ -53,6 +53,7 @@ class SubmitResult:
     next_fire_ms: int
     fired: bool = False  # the job's run was created by the submit itself
     id_taken: bool = False  # another job has this id: nothing was stored
+    parent_missing: bool = False  # a child job whose parent does not exist: nothing was stored
 
 
 @dataclass(frozen=True)
@@ -61,10 +62,11 @@ class NewJob:
 
     job_id: str
     spec: pb.JobSpec
-    fire_mode: str  # 'abs' | 'delay'
+    fire_mode: str  # 'abs' | 'delay' | 'after' (a child job of ``after``: no schedule entry)
     fire_value_ms: int
     idempotency_key: str = ""
     fire_now: Sequence[Sequence[Any]] | None = None  # task inputs: fire in the submit (scheduled = fire_value_ms)
+    after: str = ""  # fire_mode 'after': the parent job's id
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ class FireRequest:
     spec_version: int = 1  # the version of ``spec`` (the job's spec_v): the firing is refused if it changed
     run_ms: int | None = None  # the time in the run's id (None: scheduled_ms); a rerun's differs from it
     rerun_of: str = ""  # the run this firing runs again (recorded in the run)
+    after_run: str = ""  # a child job's firing: the parent's run that fired it (fire.lua's 'after' mode)
 
 
 @dataclass(frozen=True)
@@ -113,10 +116,12 @@ class RunBlock:
     tasks: tuple[str, ...]  # inputs JSON of task 0, 1, …
     spec_version: int = 1  # the job's spec version the run is made from (recorded unless 1)
     rerun_of: str = ""  # the run this one runs again (recorded when set)
+    after_run: str = ""  # the parent's run that fired this one (recorded when set)
 
     @classmethod
     def of(cls, spec: pb.JobSpec, scheduled_ms: int, inputs: Sequence[Sequence[Any]],
-           aging_ms: int = DEFAULT_PRIORITY_AGING_MS, spec_version: int = 1, rerun_of: str = "") -> RunBlock:
+           aging_ms: int = DEFAULT_PRIORITY_AGING_MS, spec_version: int = 1, rerun_of: str = "",
+           after_run: str = "") -> RunBlock:
         retry = spec.retry
         return cls(
             group=spec.group, max_attempts=retry.max_attempts,
@@ -127,6 +132,7 @@ class RunBlock:
             cap=spec.split.max_concurrent, score=ready_score(spec.priority, scheduled_ms, aging_ms),
             recurring=spec.trigger.WhichOneof("kind") in ("cron", "every"),
             tasks=tuple(inputs_to_json(list(x)) for x in inputs), spec_version=spec_version, rerun_of=rerun_of,
+            after_run=after_run,
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -136,7 +142,7 @@ class RunBlock:
             "backoff_mult": self.backoff_mult, "backoff_max_ms": self.backoff_max_ms,
             "timeout_ms": self.timeout_ms, "route": self.route, "routing": self.routing, "cap": self.cap,
             "score": self.score, "recurring": self.recurring, "tasks": list(self.tasks),
-            "spec_v": self.spec_version, "rerun_of": self.rerun_of,
+            "spec_v": self.spec_version, "rerun_of": self.rerun_of, "after_run": self.after_run,
         }
 
 
@@ -387,6 +393,16 @@ class Store(Protocol):
 
     async def backfill_drop(self, job_id: str) -> None:
         """Forget a job's plan (the job was cancelled or is gone)."""
+        ...
+
+    # ---- child jobs (--after) ------------------------------------------------------------------------
+
+    async def parents(self) -> set[str]:
+        """The jobs that have child jobs."""
+        ...
+
+    async def children(self, job_id: str) -> list[str]:
+        """The child jobs of a job (those whose trigger is --after it), sorted."""
         ...
 
     # ---- delete and retention -----------------------------------------------------------------------

@@ -154,7 +154,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_submit(client: Client, args: argparse.Namespace, out: Callable[..., None]) -> int:
     spec, _ = JobOptions.from_namespace(args).to_spec(args.entrypoint)
+    after = spec.trigger.after if spec.trigger.WhichOneof("kind") == "after" else None
+    if after is not None and args.wait:
+        raise errors.InvalidArgument("wait: a child job (--after) has no run yet to wait for; wait for one of its "
+                                     "runs with `sparkyard wait RUN`")
     job = client.submit_spec(spec, args.idempotency_key).job
+    if after is not None:
+        out(job, lambda c: c.print(f"submitted job {job.id} ({job.spec.name}); it fires when a run of job "
+                                   f"{after.job_id} ends ({render.after_when(after.when)})"))
+        return 0
     if not args.wait:
         out(job, lambda c: c.print(f"submitted job {job.id} ({job.spec.name}); next run {first_run_id(job)}"))
         return 0

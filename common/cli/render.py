@@ -106,6 +106,11 @@ def _state(message: Message) -> str:
     return _enum_name(message.DESCRIPTOR.fields_by_name["state"], getattr(message, "state"))
 
 
+def after_when(when: int) -> str:
+    """``succeeded`` / ``failed`` / ``always``: a child job's condition as --after says it."""
+    return pb.AfterWhen.Name(when or pb.AFTER_SUCCEEDED).removeprefix("AFTER_").lower()
+
+
 def jobs_table(console: Console, jobs: Sequence[Any]) -> None:
     table = _table("job", "name", "state", "trigger", "group", "prio", "runs", "next fire")
     for job in jobs:
@@ -115,7 +120,8 @@ def jobs_table(console: Console, jobs: Sequence[Any]) -> None:
                   "every": lambda: f"every {format_duration(trig.every.interval.ToMilliseconds() / 1000)}"
                                    + (" fixed-delay" if trig.every.fixed_delay else ""),
                   "delay": lambda: f"delay {format_duration(trig.delay.ToMilliseconds() / 1000)}",
-                  "at": lambda: f"at {_ts(trig, 'at')}"}.get(kind, lambda: kind)()
+                  "at": lambda: f"at {_ts(trig, 'at')}",
+                  "after": lambda: f"after {trig.after.job_id}:{after_when(trig.after.when)}"}.get(kind, lambda: kind)()
         table.add_row(job.id, job.spec.name, _state(job), detail, job.spec.group, str(job.spec.priority),
                       str(job.runs), _ts(job, "next_fire_at"))
     console.print(table)
@@ -125,10 +131,11 @@ def runs_table(console: Console, runs: Sequence[Any]) -> None:
     table = _table("run", "state", "scheduled", "late", "took", "tasks ok/failed/cancelled", "reason")
     for run in runs:
         # A rerun keeps its original's scheduled time: its firing was asked for, not late.
-        late = "-" if run.rerun_of else _elapsed(run, "scheduled_at", "fired_at")
+        late = "-" if run.rerun_of or run.after_run else _elapsed(run, "scheduled_at", "fired_at")
         table.add_row(run.id, _state(run), _ts(run, "scheduled_at"), late, _elapsed(run, "started_at", "finished_at"),
                       f"{run.tasks_succeeded}/{run.tasks_failed}/{run.tasks_cancelled} of {run.task_count}",
-                      run.reason or (f"rerun of {run.rerun_of}" if run.rerun_of else ""))
+                      run.reason or (f"rerun of {run.rerun_of}" if run.rerun_of else "")
+                      or (f"after {run.after_run}" if run.after_run else ""))
     console.print(table)
 
 

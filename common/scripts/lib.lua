@@ -181,6 +181,7 @@ end
 -- Create run `run_id` of job `job_id` (scheduled at `scheduled_ms`) and its READY tasks, from `b`
 -- (decoded JSON): {group, max_attempts, backoff_ms, backoff_mult, backoff_max_ms, timeout_ms, route,
 -- routing ('' = default), cap, score, recurring, spec_v (the job's spec version; recorded unless 1),
+-- rerun_of and after_run (the run this one runs again, the parent's run that fired it; recorded when set),
 -- tasks = [inputs JSON of task 0, of task 1, ...]} (task i's
 -- id is task_id(run_id, i)). Settings shared by
 -- the tasks live in the run hash, and only when they differ from the defaults (no retries, no timeout, no
@@ -208,6 +209,7 @@ local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job
   if b.cap > 0 then push(fields, 'max_concurrent', b.cap) end
   if b.spec_v > 1 then push(fields, 'spec_v', b.spec_v) end
   if b.rerun_of ~= '' then push(fields, 'rerun_of', b.rerun_of) end
+  if b.after_run ~= '' then push(fields, 'after_run', b.after_run) end
   redis.call('HSET', K.run(run_id), unpack(fields))
   if n == 0 then return state end
   redis.call('SADD', K.job_active(job_id), run_id)
@@ -239,11 +241,19 @@ local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job
   return state
 end
 
--- A job leaves every listing and index at once (its hash, `jobs`, `schedule`, `awaiting`) and joins `purge`,
--- where retention.lua finds its runs, tasks and attempts and deletes them a bounded batch at a time. Nothing
--- can fire it afterwards: fire.lua finds no job. The caller has made sure it has no active run.
+-- A job leaves every listing and index at once (its hash, `jobs`, `schedule`, `awaiting`, its parent's
+-- children) and joins `purge`, where retention.lua finds its runs, tasks and attempts and deletes them a
+-- bounded batch at a time. Nothing can fire it afterwards: fire.lua finds no job. The caller has made sure it
+-- has no active run. A parent unlinked by retention (it ended long ago: it will not run again) takes its
+-- children index with it; its children stay, and never fire.
 local function unlink_job(job_id, now)
-  redis.call('DEL', K.job(job_id), K.job_active(job_id), K.job_backfill(job_id))
+  local parent = redis.call('HGET', K.job(job_id), 'after')
+  if parent then
+    redis.call('SREM', K.job_children(parent), job_id)
+    if redis.call('SCARD', K.job_children(parent)) == 0 then redis.call('SREM', K.parents, parent) end
+  end
+  redis.call('SREM', K.parents, job_id)
+  redis.call('DEL', K.job(job_id), K.job_active(job_id), K.job_backfill(job_id), K.job_children(job_id))
   redis.call('HDEL', K.backfills, job_id)
   redis.call('ZREM', K.jobs, job_id)
   redis.call('ZREM', K.schedule, job_id)

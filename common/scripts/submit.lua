@@ -5,16 +5,20 @@
 -- ARGV[1] JSON {specs, blocks, jobs}: specs the stored spec texts (protobuf, base64) and blocks the run
 --         blocks of create_run (lib.lua) that the jobs share, jobs a list of [id, spec index, mode, value,
 --         idem, run, scheduled, block index] (indexes from 0): mode 'abs' (value is epoch ms) | 'delay'
---         (value is ms from Redis TIME now); idem the client's idempotency key ('' for none); run a run id
+--         (value is ms from Redis TIME now) | 'after' (a child job: value is its parent's job id; it has no
+--         schedule entry, a parent's run end fires it — see master/children.py); idem the client's idempotency key ('' for none); run a run id
 --         to create at once ('' for none: the job waits in the schedule), with its scheduled ms and block
 --         — a one-shot job due now fires here, in the same step as its submission: it is COMPLETED (no
 --         more firings) with its run already queued.
 -- ARGV[2] idempotency TTL ms
 -- Returns per job a flat group of 5: job id, duplicate (0|1, or 2: the id is taken by another job —
--- nothing was written, submit again with a new id), created_ms, next_fire_ms, run created (0|1).
+-- nothing was written, submit again with a new id; 3: a child job's parent does not exist — nothing was
+-- written), created_ms, next_fire_ms, run created (0|1).
 --
--- Invariant: a job is written together with its schedule entry or its run (never without), and a key
--- maps to one job for its TTL, so a client retrying a submit after a lost reply gets the same job.
+-- Invariant: a job is written together with its schedule entry, its run, or its place among its parent's
+-- children (never without), and a key maps to one job for its TTL, so a client retrying a submit after a
+-- lost reply gets the same job. A child is written only while its parent exists (delete_job.lua refuses a
+-- parent with children), so a child never names a parent that is gone.
 --
 -- A retry that finds its key used rewrites the key as it is (same value, same TTL): a write that changes
 -- nothing, so that a WAIT sent after this call on the same connection (--redis-min-replicas) covers the
@@ -34,12 +38,20 @@ for _, j in ipairs(bulk.jobs) do
     push(out, existing, 1, tonumber(v[1]), tonumber(v[2]) or -1, 0)
   elseif redis.call('EXISTS', K.job(id)) == 1 then
     push(out, id, 2, 0, -1, 0)
+  elseif mode == 'after' and redis.call('EXISTS', K.job(fire)) == 0 then
+    push(out, id, 3, 0, -1, 0)
   else
     local job_key = K.job(id)
     if mode == 'delay' then fire = now + fire end
     redis.call('ZADD', KEYS[1], now, id)
     if idem ~= '' then redis.call('SET', K.idem(idem), id, 'PX', ttl) end
-    if run == '' then
+    if mode == 'after' then
+      redis.call('HSET', job_key, 'spec', spec, 'state', 'ACTIVE', 'created_ms', now, 'updated_ms', now,
+                 'after', fire)
+      redis.call('SADD', K.job_children(fire), id)
+      redis.call('SADD', K.parents, fire)
+      push(out, id, 0, now, -1, 0)
+    elseif run == '' then
       redis.call('HSET', job_key, 'spec', spec, 'state', 'ACTIVE', 'created_ms', now, 'updated_ms', now,
                  'next_fire_ms', fire)
       redis.call('ZADD', KEYS[2], fire, id)

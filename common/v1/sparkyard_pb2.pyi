@@ -85,6 +85,13 @@ class Routing(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ROUTING_RANDOM: _ClassVar[Routing]
     ROUTING_CONSISTENT_HASH: _ClassVar[Routing]
     ROUTING_PREVIOUS_WORKER: _ClassVar[Routing]
+
+class AfterWhen(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    AFTER_WHEN_UNSPECIFIED: _ClassVar[AfterWhen]
+    AFTER_SUCCEEDED: _ClassVar[AfterWhen]
+    AFTER_FAILED: _ClassVar[AfterWhen]
+    AFTER_ALWAYS: _ClassVar[AfterWhen]
 JOB_STATE_UNSPECIFIED: JobState
 JOB_ACTIVE: JobState
 JOB_PAUSED: JobState
@@ -133,9 +140,13 @@ ROUTING_ROUND_ROBIN: Routing
 ROUTING_RANDOM: Routing
 ROUTING_CONSISTENT_HASH: Routing
 ROUTING_PREVIOUS_WORKER: Routing
+AFTER_WHEN_UNSPECIFIED: AfterWhen
+AFTER_SUCCEEDED: AfterWhen
+AFTER_FAILED: AfterWhen
+AFTER_ALWAYS: AfterWhen
 
 class Trigger(_message.Message):
-    __slots__ = ("now", "at", "delay", "cron", "every", "start_at", "end_at", "max_runs")
+    __slots__ = ("now", "at", "delay", "cron", "every", "after", "start_at", "end_at", "max_runs")
     class Cron(_message.Message):
         __slots__ = ("expr", "tz")
         EXPR_FIELD_NUMBER: _ClassVar[int]
@@ -150,11 +161,19 @@ class Trigger(_message.Message):
         interval: _duration_pb2.Duration
         fixed_delay: bool
         def __init__(self, interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., fixed_delay: _Optional[bool] = ...) -> None: ...
+    class After(_message.Message):
+        __slots__ = ("job_id", "when")
+        JOB_ID_FIELD_NUMBER: _ClassVar[int]
+        WHEN_FIELD_NUMBER: _ClassVar[int]
+        job_id: str
+        when: AfterWhen
+        def __init__(self, job_id: _Optional[str] = ..., when: _Optional[_Union[AfterWhen, str]] = ...) -> None: ...
     NOW_FIELD_NUMBER: _ClassVar[int]
     AT_FIELD_NUMBER: _ClassVar[int]
     DELAY_FIELD_NUMBER: _ClassVar[int]
     CRON_FIELD_NUMBER: _ClassVar[int]
     EVERY_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
     START_AT_FIELD_NUMBER: _ClassVar[int]
     END_AT_FIELD_NUMBER: _ClassVar[int]
     MAX_RUNS_FIELD_NUMBER: _ClassVar[int]
@@ -163,10 +182,11 @@ class Trigger(_message.Message):
     delay: _duration_pb2.Duration
     cron: Trigger.Cron
     every: Trigger.Every
+    after: Trigger.After
     start_at: _timestamp_pb2.Timestamp
     end_at: _timestamp_pb2.Timestamp
     max_runs: int
-    def __init__(self, now: _Optional[bool] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cron: _Optional[_Union[Trigger.Cron, _Mapping]] = ..., every: _Optional[_Union[Trigger.Every, _Mapping]] = ..., start_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_runs: _Optional[int] = ...) -> None: ...
+    def __init__(self, now: _Optional[bool] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cron: _Optional[_Union[Trigger.Cron, _Mapping]] = ..., every: _Optional[_Union[Trigger.Every, _Mapping]] = ..., after: _Optional[_Union[Trigger.After, _Mapping]] = ..., start_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_runs: _Optional[int] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
     __slots__ = ("max_attempts", "initial_backoff", "multiplier", "max_backoff")
@@ -366,7 +386,7 @@ class Task(_message.Message):
     def __init__(self, id: _Optional[str] = ..., run_id: _Optional[str] = ..., index: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., inputs: _Optional[_Iterable[_Union[SplitInput, _Mapping]]] = ..., worker: _Optional[str] = ..., fencing_token: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("id", "job_id", "state", "scheduled_at", "fired_at", "started_at", "finished_at", "task_count", "tasks_succeeded", "tasks_failed", "tasks_cancelled", "tasks", "reason", "result_json", "spec_version", "rerun_of")
+    __slots__ = ("id", "job_id", "state", "scheduled_at", "fired_at", "started_at", "finished_at", "task_count", "tasks_succeeded", "tasks_failed", "tasks_cancelled", "tasks", "reason", "result_json", "spec_version", "rerun_of", "after_run")
     ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -383,6 +403,7 @@ class Run(_message.Message):
     RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     SPEC_VERSION_FIELD_NUMBER: _ClassVar[int]
     RERUN_OF_FIELD_NUMBER: _ClassVar[int]
+    AFTER_RUN_FIELD_NUMBER: _ClassVar[int]
     id: str
     job_id: str
     state: RunState
@@ -399,7 +420,8 @@ class Run(_message.Message):
     result_json: str
     spec_version: int
     rerun_of: str
-    def __init__(self, id: _Optional[str] = ..., job_id: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., task_count: _Optional[int] = ..., tasks_succeeded: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_cancelled: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., reason: _Optional[str] = ..., result_json: _Optional[str] = ..., spec_version: _Optional[int] = ..., rerun_of: _Optional[str] = ...) -> None: ...
+    after_run: str
+    def __init__(self, id: _Optional[str] = ..., job_id: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., task_count: _Optional[int] = ..., tasks_succeeded: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_cancelled: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., reason: _Optional[str] = ..., result_json: _Optional[str] = ..., spec_version: _Optional[int] = ..., rerun_of: _Optional[str] = ..., after_run: _Optional[str] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("spec", "idempotency_key")

@@ -70,7 +70,7 @@ function took(o) { return o.started_at && o.finished_at ? (ms(o.finished_at) - m
 // Trigger lateness, as `sparkyard runs` shows it: from the scheduled time to the firing.
 // A rerun keeps its original's scheduled time: its firing was asked for, not late.
 function late(run) {
-  return run.scheduled_at && run.fired_at && !run.rerun_of ? (ms(run.fired_at) - ms(run.scheduled_at)) / 1000 : null;
+  return run.scheduled_at && run.fired_at && !run.rerun_of && !run.after_run ? (ms(run.fired_at) - ms(run.scheduled_at)) / 1000 : null;
 }
 
 // ---- the API ----------------------------------------------------------------------------------------
@@ -254,8 +254,9 @@ async function jobPage(jobId) {
     h("button", { id: "pause", onclick: act(`${base}/pause`, (j) => `Job is ${j.state}`), disabled: job.state !== "ACTIVE" }, "Pause"),
     h("button", { id: "resume", onclick: act(`${base}/resume`, (j) => `Job is ${j.state}`), disabled: job.state !== "PAUSED" }, "Resume"),
     h("button", { id: "delete", class: "danger", onclick: () => deleteJob(job) }, "Delete"));
-  const editable = job.state === "ACTIVE" || job.state === "PAUSED";
   const trigger = job.spec.trigger;
+  // A child job (--after) has no schedule of its own to edit.
+  const editable = (job.state === "ACTIVE" || job.state === "PAUSED") && !trigger.after;
   const edit = h("form", { id: "edit-schedule", class: "filters", onsubmit: (e) => editSchedule(e, job) },
     h("select", { name: "kind" }, h("option", { value: "cron", selected: !trigger.every }, "cron"),
       h("option", { value: "every", selected: !!trigger.every }, "every")),
@@ -381,6 +382,7 @@ async function runPage(runId, query) {
     h("div", { class: "panel" }, facts([["job", h("a", { href: `#/job/${encodeURIComponent(run.job_id)}` }, run.job_id)],
       ["state", badge(run.state)], ["scheduled", when(run.scheduled_at)], ["fired", when(run.fired_at)],
       ["rerun of", run.rerun_of ? h("a", { href: `#/run/${encodeURIComponent(run.rerun_of)}` }, run.rerun_of) : "-"],
+      ["fired by", run.after_run ? h("a", { href: `#/run/${encodeURIComponent(run.after_run)}` }, run.after_run) : "-"],
       ["late", seconds(late(run))], ["took", seconds(took(run))], ["reason", run.reason || "-"],
       ["result", run.result !== null ? JSON.stringify(run.result) : "-"]])),
     h("h2", {}, "Tasks and attempts"),

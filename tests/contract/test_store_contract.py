@@ -992,3 +992,59 @@ async def test_queue_depths_count_each_group_s_ready_tasks_by_priority_up_to_a_l
                                                                           GROUP: (1, {0: 1})}
     capped = await store.queue_depths(limit=3)  # the first group (sorted) fits, the second does not
     assert {g: (d.length, d.by_priority) for g, d in capped.items()} == {GROUP: (1, {0: 1}), "etl": (3, None)}
+
+
+def after(parent: str, when: int = pb.AFTER_SUCCEEDED) -> pb.Trigger:
+    return pb.Trigger(after=pb.Trigger.After(job_id=parent, when=when))
+
+
+async def test_a_child_job_is_stored_without_a_schedule_entry_only_while_its_parent_exists(store: Store) -> None:
+    (orphan,) = await store.submit_many([NewJob(job_id(2), spec(trigger=after(job_id(1))), "after", -1,
+                                                after=job_id(1))], TTL_MS)
+    assert orphan.parent_missing and await store.get_job(job_id(2)) is None and await store.parents() == set()
+    await fire_now(store, 1)
+    (child,) = await store.submit_many([NewJob(job_id(2), spec(trigger=after(job_id(1))), "after", -1,
+                                               after=job_id(1))], TTL_MS)
+    assert not child.parent_missing and not child.fired and child.next_fire_ms == -1
+    job = await store.get_job(job_id(2))
+    assert job is not None and job.state is JobState.ACTIVE and job.next_fire_ms == -1
+    assert await store.due_schedule(2**53) == []
+    assert await store.parents() == {job_id(1)} and await store.children(job_id(1)) == [job_id(2)]
+
+
+async def test_a_parent_is_deleted_only_after_its_children_and_a_deleted_child_leaves_the_index(store: Store) -> None:
+    await fire_now(store, 1)
+    for n in (2, 3):
+        await store.submit_many([NewJob(job_id(n), spec(trigger=after(job_id(1))), "after", -1, after=job_id(1))],
+                                TTL_MS)
+    (run,) = await store.active_runs(job_id(1))
+    await store.cancel("stop", job_id=job_id(1), run_ids=[run], task_ids=[ids.task_id(run, 0)])
+    assert await store.delete_job(job_id(1)) == ("children", [job_id(2), job_id(3)])
+    assert await store.delete_job(job_id(2)) == ("ok", [])
+    assert await store.children(job_id(1)) == [job_id(3)] and await store.parents() == {job_id(1)}
+    assert await store.delete_job(job_id(3)) == ("ok", [])
+    assert await store.children(job_id(1)) == [] and await store.parents() == set()
+    assert await store.delete_job(job_id(1)) == ("ok", [])
+
+
+async def test_a_child_firing_is_made_once_per_parent_run_names_it_and_skips_a_paused_child(store: Store) -> None:
+    parent_run = await fire_now(store, 1, at=1_000)
+    child_spec = spec(trigger=after(job_id(1)))
+    await store.submit_many([NewJob(job_id(2), child_spec, "after", -1, after=job_id(1))], TTL_MS)
+    firing = FireRequest(job_id(2), child_spec, 1_000, None, -1, "allow", inputs("a"),
+                         run_ms=ids.parse_run_ms(parent_run), after_run=parent_run)
+    assert (await store.set_job_state(job_id(2), JobState.PAUSED))[0] == "ok"
+    ((_, paused),) = await store.fire_many([firing])
+    assert paused.status == "inactive"
+    assert (await store.set_job_state(job_id(2), JobState.ACTIVE))[:2] == ("ok", "ACTIVE")
+    assert await store.due_schedule(2**53) == []  # a resumed child is still not on the schedule
+    ((run_id, res),) = await store.fire_many([firing])
+    assert res.status == "created" and run_id == ids.run_id(job_id(2), 1_000)
+    run = await store.get_run(run_id)
+    assert run is not None and run.after_run == parent_run and run.scheduled_ms == 1_000 and run.rerun_of == ""
+    ((_, again),) = await store.fire_many([firing])
+    assert again.status == "exists"
+    manual = FireRequest(job_id(2), child_spec, 5_000, None, -1, "allow", inputs("a"))
+    await store.set_job_state(job_id(2), JobState.PAUSED)
+    ((_, by_hand),) = await store.fire_many([manual])
+    assert by_hand.status == "created"  # a user's trigger runs a paused job, as for any job

@@ -125,3 +125,32 @@ def test_shipped_code_changes_only_with_its_entrypoint_given_again() -> None:
         JobOptions.of({"py_files": ["lib.py"]}).to_update(["py_files"])
     with pytest.raises(InvalidArgument, match="fields"):
         JobOptions.of({}).to_update([])
+
+
+def test_after_names_the_parent_and_its_condition_succeeded_by_default(project: Path) -> None:
+    parent = "j19a8c2f3a1b2c3d4e5f65"
+    assert cli_spec("--after", parent).trigger.after == pb.Trigger.After(job_id=parent, when=pb.AFTER_SUCCEEDED)
+    for word, when in (("succeeded", pb.AFTER_SUCCEEDED), ("failed", pb.AFTER_FAILED), ("always", pb.AFTER_ALWAYS)):
+        assert cli_spec("--after", f"{parent}:{word}").trigger.after.when == when
+
+
+@pytest.mark.parametrize(("after", "fragment"), [
+    ("j19a8c2f3a1b2c3d4e5f65:sometimes", "'sometimes' is not one of succeeded, failed, always"),
+    (":failed", "name the parent job"),
+])
+def test_a_bad_after_is_refused_naming_the_option(after: str, fragment: str) -> None:
+    with pytest.raises(InvalidArgument, match=f"after: .*{fragment}"):
+        JobOptions(after=after)
+
+
+def test_after_is_one_trigger_among_the_others() -> None:
+    with pytest.raises(InvalidArgument, match="choose one of .*--after"):
+        JobOptions(after="j19a8c2f3a1b2c3d4e5f65", every=10)
+
+
+def test_a_child_job_s_parent_must_be_a_job_id() -> None:
+    with pytest.raises(Exception, match=r"trigger.after.job_id: 'nightly' is not a job id"):
+        normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", trigger=pb.Trigger(after=pb.Trigger.After(job_id="nightly"))))
+    with pytest.raises(Exception, match=r"start_at, end_at and max_runs apply only"):
+        normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", trigger=pb.Trigger(
+            after=pb.Trigger.After(job_id="j19a8c2f3a1b2c3d4e5f65"), max_runs=3)))
