@@ -384,8 +384,8 @@ class JobManager:
     async def update(self, job_id: str, change: pb.JobSpec, fields: list[str]) -> JobRecord:
         """Take ``fields`` of ``change`` into an ACTIVE or PAUSED job's spec, from its next firing on.
 
-        The merged spec is checked as a submitted one is. A trigger change gives the job a new first fire
-        time from now, written with the spec in one step (update.lua), so the old time never fires; runs
+        The merged spec is checked as a submitted one is. An update that changes nothing leaves the job as it
+        is (so a retried update is harmless). A trigger change gives the job a new first fire time from now, written with the spec in one step (update.lua), so the old time never fires; runs
         made before keep the spec they were made from (by version), and the old spec is kept for them.
         """
         for _ in range(UPDATE_ATTEMPTS):
@@ -400,6 +400,11 @@ class JobManager:
             if _parent(spec) != _parent(job.spec):
                 raise InvalidArgument("trigger: an update cannot make a job a child job, end one, or give it another "
                                       "parent (--after); submit a new job (its condition may change)")
+            if spec.SerializeToString(deterministic=True) == job.spec.SerializeToString(deterministic=True):
+                # Nothing changes: most often a client's retry of an update whose reply was lost. Doing it again
+                # would add a spec version and, for a trigger, restart the schedule from now (a second run).
+                log.info("job=%s update changes nothing: left as it is (spec version %d)", job_id, job.spec_version)
+                return job
             if spec.bundle.digest != job.spec.bundle.digest:
                 await self._check_digests({spec.bundle.digest} - {""})
             next_fire = -1

@@ -93,3 +93,12 @@ def test_a_client_that_updates_a_job_it_never_submitted_gets_the_same(master: Cl
     with Client(master.address) as other:
         job = master.client().submit(f"{TASKS}:count", every="1h")
         assert other.update(job.id, name="renamed").spec.name == "renamed"
+
+
+def test_an_update_repeated_after_a_lost_reply_changes_nothing_more(master: Cluster) -> None:
+    client = master.client()
+    job = client.submit(f"{TASKS}:count", every="1h", start_at=time.time() + 600)
+    first = client.update(job.id, every="2h", start_at=time.time() + 900, args=["x"])
+    again = client.update(job.id, every="2h", start_at=first.spec.trigger.start_at.ToMilliseconds() / 1000, args=["x"])
+    assert first.spec_version == again.spec_version == 2 and again.next_fire_at == first.next_fire_at
+    assert client.job(job.id).spec_version == 2
