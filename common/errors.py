@@ -68,6 +68,13 @@ class PermissionDenied(SparkyardError):
     code_name = "PERMISSION_DENIED"
 
 
+class DataLoss(SparkyardError):
+    """A stored record that cannot be read (written by hand, or by a version that stored something this one
+    does not know); the message names it."""
+
+    code_name = "DATA_LOSS"
+
+
 class ResourceExhausted(InvalidArgument):
     """Over a size limit; the message names the limit and how to change it."""
 
@@ -76,7 +83,7 @@ class ResourceExhausted(InvalidArgument):
 
 BY_CODE_NAME: dict[str, type[SparkyardError]] = {
     cls.code_name: cls for cls in (InvalidArgument, NotFound, FailedPrecondition, Unavailable, Unauthenticated,
-                                   PermissionDenied, ResourceExhausted)
+                                   PermissionDenied, ResourceExhausted, DataLoss)
 }
 
 # A standby master refuses calls with UNAVAILABLE and this trailing metadata: the leader's address

@@ -69,6 +69,7 @@ HTTP_STATUS = {
     grpc.StatusCode.NOT_FOUND: 404,
     grpc.StatusCode.FAILED_PRECONDITION: 409,
     grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DATA_LOSS: 500,
 }
 
 

@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 from google.protobuf.message import DecodeError
 
+from sparkyard.errors import DataLoss
 from sparkyard.states import AttemptState, JobState, RunState, TaskState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -49,6 +50,16 @@ def readable(record_id: str, parse: Callable[[], R]) -> R | None:
         log_once(record_id, "record %s cannot be read (%s: %s); listings leave it out", record_id,
                  type(exc).__name__, exc)
         return None
+
+
+def read_one(kind: str, record_id: str, parse: Callable[[], R]) -> R:
+    """``parse()`` of a record asked for by id: one that cannot be read is an error naming it (DATA_LOSS), not
+    an internal error, so the caller learns which key to look at."""
+    try:
+        return parse()
+    except (ValueError, KeyError, TypeError, DecodeError) as exc:
+        raise DataLoss(f"{kind} {record_id}: its stored record cannot be read ({type(exc).__name__}: {exc}); it was "
+                       "written by hand or by a Sparkyard version this one does not know") from None
 
 
 def spec_to_text(spec: pb.JobSpec) -> str:

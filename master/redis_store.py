@@ -18,6 +18,7 @@ from sparkyard.master.records import (
     JobRecord,
     RunRecord,
     TaskRecord,
+    read_one,
     readable,
     spec_from_text,
     spec_to_text,
@@ -324,7 +325,7 @@ class RedisStore(Store):
 
     async def get_job(self, job_id: str) -> JobRecord | None:
         h = await self.redis.hgetall(self.keys.job(job_id))
-        return JobRecord.from_hash(job_id, h) if h else None
+        return read_one("job", job_id, lambda: JobRecord.from_hash(job_id, h)) if h else None
 
     def cached_spec(self, job_id: str) -> pb.JobSpec | None:
         """A job's latest spec if this master has it in memory (no Redis call): only what it submitted,
@@ -432,7 +433,7 @@ class RedisStore(Store):
         h = await self.redis.hgetall(self.keys.run(run_id))
         if not h:
             return None
-        run = RunRecord.from_hash(run_id, h)
+        run = read_one("run", run_id, lambda: RunRecord.from_hash(run_id, h))
         if with_tasks:
             run.tasks = await self.get_tasks([ids.task_id(run_id, i) for i in range(run.task_count)])
         return run

@@ -207,7 +207,8 @@ def test_a_cli_verb_answers_a_huge_bad_id_with_one_short_line(master: Cluster) -
 def test_a_stored_record_that_cannot_be_shown_does_not_break_listings(
         master: Cluster, channel: grpc.Channel, redis_server: RedisServer) -> None:
     """One job written straight into Redis with a fire time past year 9999, one with a state no version
-    knows: listings still answer, show the first without its fire time and leave the second out."""
+    knows: listings still answer, show the first without its fire time and leave the second out; asked for by
+    id, the second is an error naming it (DATA_LOSS), not an internal error."""
     r = redis_server.client()
     jobs = pbg.JobServiceStub(channel)
     later = pb.JobSpec(entrypoint="m.mod:main")
@@ -226,6 +227,10 @@ def test_a_stored_record_that_cannot_be_shown_does_not_break_listings(
             assert far in listed and not listed[far].HasField("next_fire_at")
         assert master.master is not None
         assert master.master.log().count(f"record {unknown} cannot be read") == 1
+        with pytest.raises(grpc.RpcError) as read:
+            jobs.GetJob(pb.GetJobRequest(job_id=unknown))
+        assert read.value.code() == grpc.StatusCode.DATA_LOSS
+        assert f"job {unknown}: its stored record cannot be read (ValueError: 'EXPLODED'" in read.value.details()
     finally:
         r.delete(f"{NAMESPACE}:job:{far}", f"{NAMESPACE}:job:{unknown}")
         r.zrem(f"{NAMESPACE}:jobs", far, unknown)
