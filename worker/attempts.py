@@ -16,10 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Coroutine
 
+import grpc
+
 from sparkyard.clock import Cancellable, Clock
 from sparkyard.config import WorkerConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 from sparkyard.worker.bundles import BundleCache
+from sparkyard.worker.fence_desk import MASTER_TIMEOUT_S
 from sparkyard.worker.logs import LogFiles
 from sparkyard.worker.metrics import WorkerMetrics
 from sparkyard.worker.outbox import Outbox
@@ -100,9 +104,37 @@ class AttemptSlots:
     _pumping: bool
     _idle: asyncio.Event  # set while no attempt is running
     metrics: WorkerMetrics
+    lease_s: float
+    fence_address: str  # the fence desk's, given to every attempt's context
+    _channel: grpc.aio.Channel | None  # to the master, while connected
 
     def readiness(self) -> tuple[int, str, int]:
         raise NotImplementedError
+
+    def _metadata(self) -> list[tuple[str, str]]:
+        raise NotImplementedError
+
+    async def answer_fence(self, task_id: str, token: int) -> tuple[bool, str]:
+        """Whether the attempt of ``task_id`` with ``token`` still holds the task (the fence desk's
+        answer): not when this worker knows it is fenced, else as the master says."""
+        execution = self.executions.get(task_id)
+        if execution is None or execution.assignment.fencing_token != token:
+            return False, f"worker {self.worker_id} no longer runs task {task_id} with fencing token {token}"
+        if execution.kill_kind:
+            return False, f"the attempt is being stopped ({execution.kill_kind}: {execution.run.kill_reason})"
+        unrenewed = self.clock.monotonic() - execution.renewed_at
+        if unrenewed > self.lease_s - self.cfg.self_fence_margin_s:
+            return False, f"the attempt's lease was not renewed for {unrenewed:.1f}s"
+        channel = self._channel
+        if channel is None:
+            return False, f"worker {self.worker_id} is not connected to a master to confirm the fencing token"
+        try:
+            reply = await pbg.WorkerServiceStub(channel).CheckFence(
+                pb.CheckFenceRequest(task_id=task_id, fencing_token=token), metadata=self._metadata(),
+                timeout=MASTER_TIMEOUT_S)
+        except grpc.RpcError as exc:
+            return False, f"the master did not confirm the fencing token: {exc.code().name}: {exc.details()}"
+        return reply.current, reply.reason
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         raise NotImplementedError
@@ -142,7 +174,7 @@ class AttemptSlots:
             return False
         log_path = self.logs.path_for(assignment.task_id, assignment.attempt, self.clock.now())
         run = AttemptRun(assignment, self.worker_id, log_path, self._attempts_dir, self.cfg.result_max_bytes,
-                         _UNPLACED)
+                         _UNPLACED, fence=self.fence_address)
         now = self.clock.monotonic()
         execution = Execution(assignment, run, renewed_at=now, queued_at=now, unqueue=self._unqueue)
         self.executions[assignment.task_id] = execution

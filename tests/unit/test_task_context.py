@@ -13,7 +13,7 @@ def _context() -> TaskContext:
     return TaskContext(job_id="j1", run_id="r1", task_id="t1", task_index=3, task_count=8,
                        inputs=(Input("s3://b/part-1", "m1"), Input("s3://b/part-2")), args=("--day", "2026-11-24"),
                        attempt=2, fencing_token=41, scheduled_at=datetime(2026, 11, 24, 1, 2, 3, tzinfo=timezone.utc),
-                       worker_id="w1", labels={"team": "etl"})
+                       worker_id="w1", labels={"team": "etl"}, fence="\0sparkyard-fence-0123")
 
 
 def test_every_field_survives_the_json_round_trip() -> None:
@@ -21,7 +21,8 @@ def test_every_field_survives_the_json_round_trip() -> None:
     back = TaskContext.from_json(ctx.to_json())
     assert back == ctx
     sent = set(json.loads(ctx.to_json()))
-    assert sent == {f.name for f in fields(TaskContext)} - {"logger"}  # a new field must be sent too
+    # A new field must be sent too; the logger and the attempt's staged outputs belong to its process.
+    assert sent == {f.name for f in fields(TaskContext)} - {"logger", "_outputs"}
 
 
 def test_env_carries_the_whole_context() -> None:
