@@ -107,21 +107,28 @@ class TaskContext:
 
 
 _local = threading.local()
+# The running attempt's context for every thread of its process (a process runs one attempt at a time):
+# threads the task starts find the very object its main thread has, so ctx.output() in one and
+# ctx.commit() in another act on the same staged outputs.
+_process: TaskContext | None = None
 
 
 def set_current(ctx: TaskContext | None) -> None:
-    """Bind ``ctx`` to the calling thread (the session runner's task thread)."""
-    _local.ctx = ctx
+    """Bind ``ctx`` to the calling thread (the runner's task thread) and to the process."""
+    global _process
+    _local.ctx = _process = ctx
 
 
 def current_context() -> TaskContext:
     """The context of the task running in this thread (session runner) or process (submit runner)."""
-    ctx = getattr(_local, "ctx", None)
+    ctx = getattr(_local, "ctx", None) or _process
     if ctx is not None:
         return ctx
     text = os.environ.get(ENV_TASK)
     if text:
-        return TaskContext.from_json(text)
+        ctx = TaskContext.from_json(text)
+        set_current(ctx)
+        return ctx
     raise RuntimeError("no Sparkyard task is running here (current_context() works inside a task)")
 
 

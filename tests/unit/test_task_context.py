@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import fields
 from datetime import datetime, timezone
 
-from sparkyard.worker.context import Input, TaskContext
+import pytest
+
+from sparkyard.worker.context import Input, TaskContext, current_context, set_current
 
 
 def _context() -> TaskContext:
@@ -29,3 +32,17 @@ def test_env_carries_the_whole_context() -> None:
     env = _context().env()
     assert TaskContext.from_json(env["SPARKYARD_TASK"]) == _context()
     assert env["SPARKYARD_TASK_INDEX"] == "3" and env["SPARKYARD_FENCING_TOKEN"] == "41"
+
+
+def test_current_context_is_one_object_in_every_thread_so_outputs_staged_in_one_are_committed_in_another(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPARKYARD_TASK", _context().to_json())  # a plain script under the submit runner
+    try:
+        first = current_context()
+        seen: list[TaskContext] = []
+        thread = threading.Thread(target=lambda: seen.append(current_context()))
+        thread.start()
+        thread.join()
+        assert seen[0] is first and current_context() is first and first == _context()
+    finally:
+        set_current(None)
