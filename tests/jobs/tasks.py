@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sparkyard.worker.fenced_output import OutputError, StaleOutput
+
 
 def count(spark: Any, ctx: Any) -> dict[str, Any]:
     """A trivial Spark job: count a small range."""
@@ -139,3 +141,26 @@ def fail_on(spark: Any, ctx: Any) -> str:
     if ctx.args[0] in ctx.input_values and not Path(ctx.args[1]).exists():
         raise RuntimeError(f"input {ctx.args[0]} is broken")
     return f"{','.join(ctx.input_values)}@{ctx.scheduled_at.isoformat()}"
+
+
+def fenced_write(spark: Any, ctx: Any) -> str:
+    """Writes its token with Spark into ctx.output(args[1]) and commits; the first attempt waits for
+    <args[0]>/go before it commits (a test pauses it there). Each attempt records how its commit, and a
+    second commit, went in <args[0]>/outcome.a<attempt>."""
+    shared, final = Path(ctx.args[0]), ctx.args[1]
+    staging = ctx.output(final)
+    spark.createDataFrame([(ctx.fencing_token, ctx.attempt)], "token long, attempt int").coalesce(1).write.json(staging)
+    (shared / f"staged.a{ctx.attempt}").write_text(str(os.getpid()))
+    while ctx.attempt == 1 and not (shared / "go").exists():
+        time.sleep(0.05)
+    try:
+        ctx.commit()
+        outcome = "committed"
+    except StaleOutput as exc:
+        outcome = f"refused: {exc}"
+    try:
+        ctx.commit()
+    except OutputError as exc:
+        outcome += f"\nagain: {exc}"
+    (shared / f"outcome.a{ctx.attempt}").write_text(outcome)
+    return outcome
