@@ -6,13 +6,20 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import time
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import pytest
 
+from sparkyard.clock import FakeClock
+from sparkyard.config import WorkerConfig
+from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.worker.agent import Agent, Execution
 from sparkyard.worker.fence_desk import FenceDesk, ask_worker
 from sparkyard.worker.fenced_output import AttemptOutputs, FencedOutput, OutputError, StaleOutput, final_path
+from sparkyard.worker.runner.base import AttemptRun
+from sparkyard.worker.workspace import Workspace
 
 CURRENT = lambda: (True, "")  # noqa: E731 - the worker's answer for an attempt that holds its token
 
@@ -155,3 +162,22 @@ async def test_the_fence_desk_answers_one_question_per_connection(tmp_path: Path
     current, reason = await asyncio.to_thread(ask_worker, desk.address, "t1", 8, 2.0)
     assert not current and "did not confirm" in reason
     assert ask_worker("", "t1", 8) == (False, "this context names no worker to confirm its fencing token with")
+
+
+async def test_a_worker_says_not_current_for_attempts_it_knows_are_fenced_and_without_a_master(tmp_path: Path) -> None:
+    clock = FakeClock(start=time.time())
+    agent = Agent(WorkerConfig(work_dir=str(tmp_path), id="w1").validate(), clock=clock)
+    assignment = pb.TaskAssignment(task_id="t1", attempt=1, fencing_token=5)
+    execution = Execution(assignment, AttemptRun(assignment, "w1", "", str(tmp_path), 1024, Workspace("", "", (), ())),
+                          renewed_at=clock.monotonic(), queued_at=clock.monotonic(), unqueue=lambda e: None)
+    agent.executions["t1"] = execution
+    assert await agent.answer_fence("t2", 5) == (False, "worker w1 no longer runs task t2 with fencing token 5")
+    assert (await agent.answer_fence("t1", 4))[0] is False
+    assert await agent.answer_fence("t1", 5) == (
+        False, "worker w1 is not connected to a master to confirm the fencing token")
+    clock.advance(agent.lease_s)
+    assert (await agent.answer_fence("t1", 5))[1].startswith("the attempt's lease was not renewed for")
+    execution.renewed_at = clock.monotonic()
+    execution.kill_kind = "cancel"
+    execution.run.kill_reason = "cancelled by a user"
+    assert await agent.answer_fence("t1", 5) == (False, "the attempt is being stopped (cancel: cancelled by a user)")
