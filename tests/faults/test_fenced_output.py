@@ -42,7 +42,7 @@ def test_a_zombie_attempt_woken_after_its_re_run_committed_cannot_publish(make_c
         first, second = run.tasks[0].attempts
         assert first.worker == "paused" and second.worker == "rerun"
         assert (shared / "outcome.a2").read_text() == (
-            "committed\nagain: ctx.commit() was already called for this attempt")
+            f"committed; read back token {second.fencing_token}\nagain: ctx.commit() was already called for this attempt")
         assert published(final) == {"token": second.fencing_token, "attempt": 2}
 
         os.killpg(driver_group, signal.SIGCONT)  # the zombie wakes; its worker stays paused

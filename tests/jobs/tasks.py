@@ -145,8 +145,8 @@ def fail_on(spark: Any, ctx: Any) -> str:
 
 def fenced_write(spark: Any, ctx: Any) -> str:
     """Writes its token with Spark into ctx.output(args[1]) and commits; the first attempt waits for
-    <args[0]>/go before it commits (a test pauses it there). Each attempt records how its commit, and a
-    second commit, went in <args[0]>/outcome.a<attempt>."""
+    <args[0]>/go before it commits (a test pauses it there). Each attempt records how its commit (and what
+    Spark reads back from the final path), and a second commit, went in <args[0]>/outcome.a<attempt>."""
     shared, final = Path(ctx.args[0]), ctx.args[1]
     staging = ctx.output(final)
     spark.createDataFrame([(ctx.fencing_token, ctx.attempt)], "token long, attempt int").coalesce(1).write.json(staging)
@@ -155,7 +155,8 @@ def fenced_write(spark: Any, ctx: Any) -> str:
         time.sleep(0.05)
     try:
         ctx.commit()
-        outcome = "committed"
+        (row,) = spark.read.json(final).collect()  # readers read the final path: a link to the version
+        outcome = f"committed; read back token {row['token']}"
     except StaleOutput as exc:
         outcome = f"refused: {exc}"
     try:
