@@ -124,23 +124,26 @@ class FencedOutput:
             self._check_final_is_ours()
             version = f"v{token}-{secrets.token_hex(4)}"
             os.rename(staging, self.meta / version)
+            # The record first: the link never names a version newer than the record says was published.
+            self._write_record(Record(token, max(token, record.fence), task_id, attempt, version))
             link = self.meta / f"link-{secrets.token_hex(4)}"
             os.symlink(f"{self.meta.name}/{version}", link)
             os.replace(link, self.final)
-            self._write_record(Record(token, max(token, record.fence), task_id, attempt, version))
             self._sweep(keep={version, record.version}, token=token)
             return self.meta / version
 
     def record(self) -> Record:
         """The last publication and fence (readers may call it to see which attempt's output they read)."""
+        path = self.meta / "record.json"
         try:
-            data = json.loads((self.meta / "record.json").read_text())
+            data = json.loads(path.read_text())
+            return Record(int(data["token"]), int(data["fence"]), str(data["task_id"]), int(data["attempt"]),
+                          str(data["version"]))
         except FileNotFoundError:
             return Record()
-        except (OSError, ValueError) as exc:
-            raise OutputError(f"the fencing record {self.meta / 'record.json'} cannot be read: {exc}") from None
-        return Record(int(data["token"]), int(data["fence"]), str(data["task_id"]), int(data["attempt"]),
-                      str(data["version"]))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise OutputError(f"the fencing record {path} cannot be read ({type(exc).__name__}: {exc}); "
+                              "it is written only by ctx.commit()") from None
 
     def _refuse_if_newer(self, record: Record, token: int, what: str) -> None:
         if record.token > token:

@@ -145,6 +145,9 @@ def test_misuse_gets_clear_errors(tmp_path: Path) -> None:
         done.commit(3, "t1", 1, CURRENT)
     with pytest.raises(OutputError, match=r"output\(\) after ctx.commit\(\)"):
         done.output(tmp_path / "d", 3)
+    (FencedOutput(tmp_path / "c").meta / "record.json").write_text('{"token": 3}')
+    with pytest.raises(OutputError, match=r"fencing record .* cannot be read \(KeyError"):
+        AttemptOutputs().output(tmp_path / "c", 4)
 
 
 async def test_the_fence_desk_answers_one_question_per_connection(tmp_path: Path) -> None:
