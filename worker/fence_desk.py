@@ -34,6 +34,10 @@ MAX_LINE_BYTES = 4096
 Answer = Callable[[str, int], Awaitable[tuple[bool, str]]]
 
 
+class DeskStartError(RuntimeError):
+    """The fence desk's address is taken (another worker runs on this work directory); the message says so."""
+
+
 def desk_address(work_dir: str | os.PathLike[str]) -> str:
     """The abstract socket name of the worker with this work directory (one per directory: two workers
     on one host never share one)."""
@@ -53,8 +57,8 @@ class FenceDesk:
         try:
             self._server = await asyncio.start_unix_server(self._serve, path=self.address, limit=MAX_LINE_BYTES)
         except OSError as exc:
-            raise RuntimeError(f"cannot open the fence desk ({exc.strerror}): is another worker running with "
-                               "this --work-dir?") from None
+            raise DeskStartError(f"cannot open the fence desk ({exc.strerror}): is another worker running with "
+                                 "this --work-dir?") from None
 
     async def stop(self) -> None:
         if self._server is not None:

@@ -16,7 +16,7 @@ from sparkyard.clock import FakeClock
 from sparkyard.config import WorkerConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.agent import Agent, Execution
-from sparkyard.worker.fence_desk import FenceDesk, ask_worker
+from sparkyard.worker.fence_desk import DeskStartError, FenceDesk, ask_worker
 from sparkyard.worker.fenced_output import AttemptOutputs, FencedOutput, OutputError, StaleOutput, final_path
 from sparkyard.worker.runner.base import AttemptRun
 from sparkyard.worker.workspace import Workspace
@@ -157,6 +157,8 @@ async def test_the_fence_desk_answers_one_question_per_connection(tmp_path: Path
     desk = FenceDesk(f"\0sparkyard-test-{os.getpid()}-{tmp_path.name}", answer)
     await desk.start()
     try:
+        with pytest.raises(DeskStartError, match="another worker running with this --work-dir"):
+            await FenceDesk(desk.address, answer).start()
         assert await asyncio.to_thread(ask_worker, desk.address, "t1", 8) == (True, "")
         assert await asyncio.to_thread(ask_worker, desk.address, "t1", 7) == (False, "t1 is at 8")
         assert (await asyncio.to_thread(ask_worker, desk.address, "t1", -1))[1].startswith("bad question")
