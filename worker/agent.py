@@ -43,7 +43,7 @@ from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 from sparkyard.worker.attempts import AttemptSlots, Execution, Pending
 from sparkyard.worker.bundles import BundleCache, fetch_over
 from sparkyard.worker.children import Children
-from sparkyard.worker.fence_desk import FenceDesk, desk_address
+from sparkyard.worker.fence_desk import FenceDesk, confirm_with_master, desk_address
 from sparkyard.worker.logs import LogFiles, day_name, remove_older_than
 from sparkyard.worker.metrics import WorkerMetrics
 from sparkyard.worker.outbox import Outbox
@@ -307,6 +307,11 @@ class Agent(AttemptSlots):
 
     def _metadata(self) -> list[tuple[str, str]]:
         return [("authorization", f"Bearer {self.cfg.token}")] if self.cfg.token else []
+
+    async def answer_fence(self, task_id: str, token: int) -> tuple[bool, str]:
+        """The fence desk's answer: not current when this worker knows the attempt is fenced, else the master's."""
+        reason = self.fence_verdict(task_id, token)
+        return (False, reason) if reason else await confirm_with_master(self._channel, self._metadata(), task_id, token)
 
     async def _connect_loop(self) -> None:
         while not self._stopping.is_set():

@@ -16,14 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Coroutine
 
-import grpc
-
 from sparkyard.clock import Cancellable, Clock
 from sparkyard.config import WorkerConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
-from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 from sparkyard.worker.bundles import BundleCache
-from sparkyard.worker.fence_desk import MASTER_TIMEOUT_S
 from sparkyard.worker.logs import LogFiles
 from sparkyard.worker.metrics import WorkerMetrics
 from sparkyard.worker.outbox import Outbox
@@ -106,35 +102,22 @@ class AttemptSlots:
     metrics: WorkerMetrics
     lease_s: float
     fence_address: str  # the fence desk's, given to every attempt's context
-    _channel: grpc.aio.Channel | None  # to the master, while connected
 
     def readiness(self) -> tuple[int, str, int]:
         raise NotImplementedError
 
-    def _metadata(self) -> list[tuple[str, str]]:
-        raise NotImplementedError
-
-    async def answer_fence(self, task_id: str, token: int) -> tuple[bool, str]:
-        """Whether the attempt of ``task_id`` with ``token`` still holds the task (the fence desk's
-        answer): not when this worker knows it is fenced, else as the master says."""
+    def fence_verdict(self, task_id: str, token: int) -> str:
+        """Why the attempt of ``task_id`` with ``token`` is known here to be fenced ('' when nothing here
+        says so: the master then decides)."""
         execution = self.executions.get(task_id)
         if execution is None or execution.assignment.fencing_token != token:
-            return False, f"worker {self.worker_id} no longer runs task {task_id} with fencing token {token}"
+            return f"worker {self.worker_id} no longer runs task {task_id} with fencing token {token}"
         if execution.kill_kind:
-            return False, f"the attempt is being stopped ({execution.kill_kind}: {execution.run.kill_reason})"
+            return f"the attempt is being stopped ({execution.kill_kind}: {execution.run.kill_reason})"
         unrenewed = self.clock.monotonic() - execution.renewed_at
         if unrenewed > self.lease_s - self.cfg.self_fence_margin_s:
-            return False, f"the attempt's lease was not renewed for {unrenewed:.1f}s"
-        channel = self._channel
-        if channel is None:
-            return False, f"worker {self.worker_id} is not connected to a master to confirm the fencing token"
-        try:
-            reply = await pbg.WorkerServiceStub(channel).CheckFence(
-                pb.CheckFenceRequest(task_id=task_id, fencing_token=token), metadata=self._metadata(),
-                timeout=MASTER_TIMEOUT_S)
-        except grpc.RpcError as exc:
-            return False, f"the master did not confirm the fencing token: {exc.code().name}: {exc.details()}"
-        return reply.current, reply.reason
+            return f"the attempt's lease was not renewed for {unrenewed:.1f}s"
+        return ""
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         raise NotImplementedError

@@ -22,7 +22,12 @@ import json
 import logging
 import os
 import socket
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
+
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+if TYPE_CHECKING:
+    import grpc
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +89,23 @@ class FenceDesk:
         if not isinstance(task_id, str) or not task_id or not isinstance(token, int) or token <= 0:
             return False, "bad question: task_id must be a non-empty string and fencing_token a positive integer"
         return await self._answer(task_id, token)
+
+
+async def confirm_with_master(channel: grpc.aio.Channel | None, metadata: list[tuple[str, str]], task_id: str,
+                              token: int) -> tuple[bool, str]:
+    """(current, reason) as the master says (``WorkerService.CheckFence``); no master, no confirmation."""
+    import grpc  # here, not at the top: task processes import this module for ask_worker and need no gRPC
+
+    from sparkyard.v1 import sparkyard_pb2_grpc as pbg
+
+    if channel is None:
+        return False, "the worker is not connected to a master to confirm the fencing token"
+    try:
+        reply = await pbg.WorkerServiceStub(channel).CheckFence(
+            pb.CheckFenceRequest(task_id=task_id, fencing_token=token), metadata=metadata, timeout=MASTER_TIMEOUT_S)
+    except grpc.RpcError as exc:
+        return False, f"the master did not confirm the fencing token: {exc.code().name}: {exc.details()}"
+    return reply.current, reply.reason
 
 
 def ask_worker(address: str, task_id: str, token: int, timeout_s: float = ASK_TIMEOUT_S) -> tuple[bool, str]:

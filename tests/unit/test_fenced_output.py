@@ -179,7 +179,7 @@ async def test_a_worker_says_not_current_for_attempts_it_knows_are_fenced_and_wi
     assert await agent.answer_fence("t2", 5) == (False, "worker w1 no longer runs task t2 with fencing token 5")
     assert (await agent.answer_fence("t1", 4))[0] is False
     assert await agent.answer_fence("t1", 5) == (
-        False, "worker w1 is not connected to a master to confirm the fencing token")
+        False, "the worker is not connected to a master to confirm the fencing token")
     clock.advance(agent.lease_s)
     assert (await agent.answer_fence("t1", 5))[1].startswith("the attempt's lease was not renewed for")
     execution.renewed_at = clock.monotonic()
