@@ -101,7 +101,7 @@ class FencedOutput:
         self._check_final_is_ours()
         with self._locked():
             record = self.record()
-            self._refuse_if_newer(record, token, "stage")
+            self._refuse_if_newer(record, token, "staged")
             if token > record.fence:
                 self._write_record(Record(record.token, token, record.task_id, record.attempt, record.version))
         return self.meta / "staging" / f"t{token}-{secrets.token_hex(4)}"
@@ -109,15 +109,14 @@ class FencedOutput:
     def check(self, token: int) -> None:
         """StaleOutput if a newer attempt has staged or published this path (a look, without publishing)."""
         with self._locked():
-            self._refuse_if_newer(self.record(), token, "publish")
+            self._refuse_if_newer(self.record(), token, "published")
 
-    def publish(self, staging: Path, token: int, task_id: str, attempt: int) -> Path:
-        """Make ``staging`` the content of the final path if no newer attempt has staged or published it;
-        returns the published version directory. Re-publishing with the same token is allowed (the
-        attempt's newer staging replaces its older one)."""
+    def publish(self, staging: Path, token: int, task_id: str, attempt: int) -> None:
+        """Make ``staging`` the content of the final path if no newer attempt has staged or published it.
+        Re-publishing with the same token is allowed (the attempt's newer staging replaces its older one)."""
         with self._locked():
             record = self.record()
-            self._refuse_if_newer(record, token, "publish")
+            self._refuse_if_newer(record, token, "published")
             if not staging.is_dir():
                 raise OutputError(f"nothing was written to the staging directory {staging} of {self.final}: "
                                   "write into the path ctx.output() returned before ctx.commit()")
@@ -130,7 +129,6 @@ class FencedOutput:
             os.symlink(f"{self.meta.name}/{version}", link)
             os.replace(link, self.final)
             self._sweep(keep={version, record.version}, token=token)
-            return self.meta / version
 
     def record(self) -> Record:
         """The last publication and fence (readers may call it to see which attempt's output they read)."""
@@ -147,10 +145,10 @@ class FencedOutput:
 
     def _refuse_if_newer(self, record: Record, token: int, what: str) -> None:
         if record.token > token:
-            raise StaleOutput(f"{self.final}: not {what}ed: fencing token {token} is stale; attempt "
+            raise StaleOutput(f"{self.final}: not {what}: fencing token {token} is stale; attempt "
                               f"{record.attempt} of task {record.task_id} (token {record.token}) has published it")
         if record.fence > token:
-            raise StaleOutput(f"{self.final}: not {what}ed: fencing token {token} is stale; a newer attempt "
+            raise StaleOutput(f"{self.final}: not {what}: fencing token {token} is stale; a newer attempt "
                               f"(token {record.fence}) is writing it")
 
     def _check_final_is_ours(self) -> None:

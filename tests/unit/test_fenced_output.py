@@ -55,7 +55,7 @@ def test_a_stale_token_is_refused_after_a_newer_one_published(tmp_path: Path) ->
     with pytest.raises(StaleOutput, match=r"token 3 is stale; attempt 5 of task t1 \(token 5\) has published"):
         zombie.commit(3, "t1", 3, CURRENT)
     assert (final / "part-0").read_text() == "re-run"
-    with pytest.raises(StaleOutput, match="stale"):  # nor may it stage again
+    with pytest.raises(StaleOutput, match="not staged: fencing token 4 is stale"):  # nor may it stage again
         AttemptOutputs().output(final, 4)
 
 
