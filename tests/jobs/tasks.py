@@ -143,6 +143,13 @@ def fail_on(spark: Any, ctx: Any) -> str:
     return f"{','.join(ctx.input_values)}@{ctx.scheduled_at.isoformat()}"
 
 
+def _publish_marker(path: Path, text: str) -> None:
+    """Write a marker a test polls for whole (a reader never sees it half written)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def fenced_write(spark: Any, ctx: Any) -> str:
     """Writes its token with Spark into ctx.output(args[1]) and commits; the first attempt waits for
     <args[0]>/go before it commits (a test pauses it there). Each attempt records how its commit (and what
@@ -150,7 +157,7 @@ def fenced_write(spark: Any, ctx: Any) -> str:
     shared, final = Path(ctx.args[0]), ctx.args[1]
     staging = ctx.output(final)
     spark.createDataFrame([(ctx.fencing_token, ctx.attempt)], "token long, attempt int").coalesce(1).write.json(staging)
-    (shared / f"staged.a{ctx.attempt}").write_text(str(os.getpid()))
+    _publish_marker(shared / f"staged.a{ctx.attempt}", str(os.getpid()))
     while ctx.attempt == 1 and not (shared / "go").exists():
         time.sleep(0.05)
     try:
@@ -163,5 +170,5 @@ def fenced_write(spark: Any, ctx: Any) -> str:
         ctx.commit()
     except OutputError as exc:
         outcome += f"\nagain: {exc}"
-    (shared / f"outcome.a{ctx.attempt}").write_text(outcome)
+    _publish_marker(shared / f"outcome.a{ctx.attempt}", outcome)
     return outcome
