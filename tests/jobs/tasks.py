@@ -172,3 +172,19 @@ def fenced_write(spark: Any, ctx: Any) -> str:
         outcome += f"\nagain: {exc}"
     _publish_marker(shared / f"outcome.a{ctx.attempt}", outcome)
     return outcome
+
+
+def ask_fence(spark: Any, ctx: Any) -> dict[str, float]:
+    """Asks the worker's fence desk ctx.args[0] times whether this attempt's token is current (the
+    confirmation ctx.commit() waits for: task → worker → master → Redis); p50 and p99 in ms."""
+    from sparkyard.worker.fence_desk import ask_worker
+
+    times = []
+    for _ in range(int(ctx.args[0])):
+        started = time.perf_counter()
+        current, reason = ask_worker(ctx.fence, ctx.task_id, ctx.fencing_token)
+        times.append((time.perf_counter() - started) * 1000)
+        if not current:
+            raise RuntimeError(f"the worker says the token is not current: {reason}")
+    times.sort()
+    return {"p50_ms": times[len(times) // 2], "p99_ms": times[int(len(times) * 0.99) - 1]}
