@@ -56,6 +56,8 @@ ROLES: Mapping[str, frozenset[Role]] = {
     # The stream carries registration, heartbeats, results and log chunks; a standby's refusal of it is
     # also how a worker probes a silent master.
     "/sparkyard.v1.WorkerService/Connect": WORKER,
+    # Whether a task's attempt still holds its fencing token: asked before fenced output is published.
+    "/sparkyard.v1.WorkerService/CheckFence": WORKER,
     # Asked before an upload (a submit's first step).
     "/sparkyard.v1.BundleService/HasBundle": ADMIN_ONLY,
     "/sparkyard.v1.BundleService/UploadBundle": ADMIN_ONLY,

@@ -211,7 +211,7 @@ class MasterServer:
         )
         started_at = self.clock.now()
         pbg.add_JobServiceServicer_to_server(JobService(jobs, logs, self._backfiller), server)
-        pbg.add_WorkerServiceServicer_to_server(WorkerService(WorkerConnection(core, logs, self._reports)), server)
+        pbg.add_WorkerServiceServicer_to_server(WorkerService(WorkerConnection(core, logs, self._reports), core.store), server)
         pbg.add_BundleServiceServicer_to_server(BundleService(bundles), server)
         pbg.add_ClusterServiceServicer_to_server(
             ClusterService(core, self.leadership, redact(self.redis_url), started_at,

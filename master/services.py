@@ -23,7 +23,8 @@ from sparkyard.master.jobs import JobManager
 from sparkyard.master.leader import Leadership
 from sparkyard.master.logs import LogRelay
 from sparkyard.master.scripts import Fenced
-from sparkyard.states import JobState, from_proto
+from sparkyard.master.store import Store
+from sparkyard.states import JobState, TaskState, from_proto
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 
@@ -170,8 +171,24 @@ class JobService(pbg.JobServiceServicer):
 
 
 class WorkerService(pbg.WorkerServiceServicer):
-    def __init__(self, connection: WorkerConnection) -> None:
+    def __init__(self, connection: WorkerConnection, store: Store) -> None:
         self._connection = connection
+        self._store = store
+
+    @mapped
+    async def CheckFence(self, request: pb.CheckFenceRequest, context: grpc.aio.ServicerContext) -> pb.CheckFenceResponse:
+        if not request.task_id or request.fencing_token <= 0:
+            raise InvalidArgument("task_id and a positive fencing_token are required")
+        task = await self._store.get_task(request.task_id)
+        if task is None:
+            return pb.CheckFenceResponse(current=False, reason=f"task {request.task_id} does not exist (deleted?)")
+        if task.token != request.fencing_token:
+            return pb.CheckFenceResponse(current=False, reason=(
+                f"fencing token {request.fencing_token} is stale: task {request.task_id} is at token {task.token}"))
+        if task.state != TaskState.LEASED:
+            return pb.CheckFenceResponse(current=False, reason=(
+                f"task {request.task_id} is {task.state.value}, no longer leased to this attempt"))
+        return pb.CheckFenceResponse(current=True)
 
     async def Connect(self, request_iterator: AsyncIterator[pb.WorkerMessage],
                       context: grpc.aio.ServicerContext) -> AsyncIterator[pb.MasterMessage]:

@@ -43,6 +43,7 @@ from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 from sparkyard.worker.attempts import AttemptSlots, Execution, Pending
 from sparkyard.worker.bundles import BundleCache, fetch_over
 from sparkyard.worker.children import Children
+from sparkyard.worker.fence_desk import FenceDesk, confirm_with_master, desk_address
 from sparkyard.worker.logs import LogFiles, day_name, remove_older_than
 from sparkyard.worker.metrics import WorkerMetrics
 from sparkyard.worker.outbox import Outbox
@@ -136,6 +137,8 @@ class Agent(AttemptSlots):
                                      on_readiness=self._readiness_changed),
         }
         self._channel: grpc.aio.Channel | None = None
+        self.fence_address = desk_address(self.work_dir)
+        self.fence_desk = FenceDesk(self.fence_address, self.answer_fence)
         self.bundles = BundleCache(self.work_dir / "bundles", cfg.bundle_cache_bytes,
                                    fetch_over(lambda: self._channel, self._metadata))
         self._runner_error = ""  # the default runner failed to start (retried with backoff)
@@ -178,6 +181,7 @@ class Agent(AttemptSlots):
         await asyncio.to_thread(self.children.end_leftovers)
         await asyncio.to_thread(self.bundles.load)
         await self._sweep_old_logs()
+        await self.fence_desk.start()
         self.reports.start()
         if self.cfg.metrics:
             self.http = HttpEndpoint(self.cfg.metrics, [Route("GET", "/metrics", self._metrics_page, Access.READ)],
@@ -201,6 +205,7 @@ class Agent(AttemptSlots):
         for runner in self.runners.values():
             await runner.close()
         self.outbox.close()
+        await self.fence_desk.stop()
         if self.http is not None:
             await self.http.stop()
 
@@ -302,6 +307,11 @@ class Agent(AttemptSlots):
 
     def _metadata(self) -> list[tuple[str, str]]:
         return [("authorization", f"Bearer {self.cfg.token}")] if self.cfg.token else []
+
+    async def answer_fence(self, task_id: str, token: int) -> tuple[bool, str]:
+        """The fence desk's answer: not current when this worker knows the attempt is fenced, else the master's."""
+        reason = self.fence_verdict(task_id, token)
+        return (False, reason) if reason else await confirm_with_master(self._channel, self._metadata(), task_id, token)
 
     async def _connect_loop(self) -> None:
         while not self._stopping.is_set():

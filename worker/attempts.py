@@ -100,9 +100,24 @@ class AttemptSlots:
     _pumping: bool
     _idle: asyncio.Event  # set while no attempt is running
     metrics: WorkerMetrics
+    lease_s: float
+    fence_address: str  # the fence desk's, given to every attempt's context
 
     def readiness(self) -> tuple[int, str, int]:
         raise NotImplementedError
+
+    def fence_verdict(self, task_id: str, token: int) -> str:
+        """Why the attempt of ``task_id`` with ``token`` is known here to be fenced ('' when nothing here
+        says so: the master then decides)."""
+        execution = self.executions.get(task_id)
+        if execution is None or execution.assignment.fencing_token != token:
+            return f"worker {self.worker_id} no longer runs task {task_id} with fencing token {token}"
+        if execution.kill_kind:
+            return f"the attempt is being stopped ({execution.kill_kind}: {execution.run.kill_reason})"
+        unrenewed = self.clock.monotonic() - execution.renewed_at
+        if unrenewed > self.lease_s - self.cfg.self_fence_margin_s:
+            return f"the attempt's lease was not renewed for {unrenewed:.1f}s"
+        return ""
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         raise NotImplementedError
@@ -142,7 +157,7 @@ class AttemptSlots:
             return False
         log_path = self.logs.path_for(assignment.task_id, assignment.attempt, self.clock.now())
         run = AttemptRun(assignment, self.worker_id, log_path, self._attempts_dir, self.cfg.result_max_bytes,
-                         _UNPLACED)
+                         _UNPLACED, fence=self.fence_address)
         now = self.clock.monotonic()
         execution = Execution(assignment, run, renewed_at=now, queued_at=now, unqueue=self._unqueue)
         self.executions[assignment.task_id] = execution

@@ -81,12 +81,13 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
-    from sparkyard.worker.context import TaskContext
+    from sparkyard.worker.context import TaskContext, set_current
     from sparkyard.worker.entry import encode_result, invoke
 
     from sparkyard.worker.entry import LazySpark, ScriptExit
 
     ctx = TaskContext.from_json(task["context"], logging.getLogger(f"sparkyard.task.{task['context_id']}"))
+    set_current(ctx)  # current_context() of a plain script is its ctx global, with the same outputs
     sys.path[:0] = task.get("sys_path", [])
     from pyspark import SparkContext
     from pyspark.sql import SparkSession

@@ -7,6 +7,9 @@ A plain script (an entrypoint without ``:function``) gets the same context from
 :func:`current_context`; under the submit runner it is also in the environment (``SPARKYARD_TASK`` as
 JSON plus ``SPARKYARD_JOB_ID``, ``SPARKYARD_RUN_ID``, ``SPARKYARD_TASK_INDEX``, ``SPARKYARD_ATTEMPT``,
 ``SPARKYARD_FENCING_TOKEN``) and ``sys.argv[1:]`` holds the job's args.
+
+``ctx.output(path)`` and ``ctx.commit()`` are fenced output (docs/fenced-output.md): the task writes where
+``output`` says, and ``commit`` publishes that to ``path`` only while the attempt's token is current.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
+
+from sparkyard.worker.fence_desk import ask_worker
+from sparkyard.worker.fenced_output import AttemptOutputs
 
 ENV_TASK = "SPARKYARD_TASK"
 
@@ -44,11 +50,25 @@ class TaskContext:
     scheduled_at: datetime
     worker_id: str = ""
     labels: dict[str, str] = field(default_factory=dict)
+    fence: str = ""  # the address of the worker's fence desk (worker/fence_desk.py)
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("sparkyard.task"), compare=False)
+    _outputs: AttemptOutputs = field(default_factory=AttemptOutputs, compare=False, repr=False)
 
     @property
     def input_values(self) -> list[str]:
         return [i.value for i in self.inputs]
+
+    def output(self, path: str | os.PathLike[str]) -> str:
+        """Where to write what ``ctx.commit()`` will publish at ``path`` (a local or POSIX shared filesystem
+        path): a directory beside it that does not exist yet, so Spark's default save mode creates it."""
+        return self._outputs.output(path, self.fencing_token)
+
+    def commit(self) -> list[str]:
+        """Publish every ``output()`` of this attempt atomically to its path, unless a newer attempt of
+        the task has begun writing or published it, or the worker or master says this attempt's token
+        is no longer current: then :class:`StaleOutput` is raised and nothing is published."""
+        return self._outputs.commit(self.fencing_token, self.task_id, self.attempt,
+                                    lambda: ask_worker(self.fence, self.task_id, self.fencing_token))
 
     def to_json(self) -> str:
         # Written out instead of dataclasses.asdict, which deep-copies every field: this runs per attempt.
@@ -57,6 +77,7 @@ class TaskContext:
             "task_count": self.task_count, "inputs": [{"value": i.value, "mark": i.mark} for i in self.inputs],
             "args": list(self.args), "attempt": self.attempt, "fencing_token": self.fencing_token,
             "scheduled_at": self.scheduled_at.isoformat(), "worker_id": self.worker_id, "labels": self.labels,
+            "fence": self.fence,
         })
 
     @classmethod
@@ -67,7 +88,7 @@ class TaskContext:
             task_count=int(d["task_count"]), inputs=tuple(Input(**i) for i in d.get("inputs", [])),
             args=tuple(d.get("args", [])), attempt=int(d["attempt"]), fencing_token=int(d["fencing_token"]),
             scheduled_at=datetime.fromisoformat(d["scheduled_at"]), worker_id=d.get("worker_id", ""),
-            labels=dict(d.get("labels", {})),
+            labels=dict(d.get("labels", {})), fence=str(d.get("fence", "")),
             logger=logger or logging.getLogger("sparkyard.task"),
         )
 
@@ -86,21 +107,28 @@ class TaskContext:
 
 
 _local = threading.local()
+# The running attempt's context for every thread of its process (a process runs one attempt at a time):
+# threads the task starts find the very object its main thread has, so ctx.output() in one and
+# ctx.commit() in another act on the same staged outputs.
+_process: TaskContext | None = None
 
 
 def set_current(ctx: TaskContext | None) -> None:
-    """Bind ``ctx`` to the calling thread (the session runner's task thread)."""
-    _local.ctx = ctx
+    """Bind ``ctx`` to the calling thread (the runner's task thread) and to the process."""
+    global _process
+    _local.ctx = _process = ctx
 
 
 def current_context() -> TaskContext:
     """The context of the task running in this thread (session runner) or process (submit runner)."""
-    ctx = getattr(_local, "ctx", None)
+    ctx = getattr(_local, "ctx", None) or _process
     if ctx is not None:
         return ctx
     text = os.environ.get(ENV_TASK)
     if text:
-        return TaskContext.from_json(text)
+        ctx = TaskContext.from_json(text)
+        set_current(ctx)
+        return ctx
     raise RuntimeError("no Sparkyard task is running here (current_context() works inside a task)")
 
 

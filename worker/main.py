@@ -28,6 +28,7 @@ from sparkyard.profiling import profiled  # noqa: E402
 from sparkyard.spec import parse_conf  # noqa: E402
 from sparkyard.timeutil import parse_size  # noqa: E402
 from sparkyard.worker.agent import Agent  # noqa: E402
+from sparkyard.worker.fence_desk import DeskStartError  # noqa: E402
 
 log = logging.getLogger("sparkyard.worker")
 
@@ -84,7 +85,7 @@ async def _run(agent: Agent) -> int:
         loop.add_signal_handler(sig, on_signal)
     try:
         await agent.run()
-    except HttpStartError as exc:
+    except (HttpStartError, DeskStartError) as exc:
         print(f"sparkyard-worker: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -880,6 +880,22 @@ class Drain(_message.Message):
     reason: str
     def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
+class CheckFenceRequest(_message.Message):
+    __slots__ = ("task_id", "fencing_token")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    fencing_token: int
+    def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ...) -> None: ...
+
+class CheckFenceResponse(_message.Message):
+    __slots__ = ("current", "reason")
+    CURRENT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    current: bool
+    reason: str
+    def __init__(self, current: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class BundleChunk(_message.Message):
     __slots__ = ("ref", "data")
     REF_FIELD_NUMBER: _ClassVar[int]

@@ -758,12 +758,23 @@ class WorkerServiceStub:
                 request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.WorkerMessage.SerializeToString,
                 response_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.MasterMessage.FromString,
                 _registered_method=True)
+        self.CheckFence = channel.unary_unary(
+                '/sparkyard.v1.WorkerService/CheckFence',
+                request_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.CheckFenceRequest.SerializeToString,
+                response_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.CheckFenceResponse.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Connect(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CheckFence(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -776,6 +787,11 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.Connect,
                     request_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.WorkerMessage.FromString,
                     response_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.MasterMessage.SerializeToString,
+            ),
+            'CheckFence': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckFence,
+                    request_deserializer=sparkyard_dot_v1_dot_sparkyard__pb2.CheckFenceRequest.FromString,
+                    response_serializer=sparkyard_dot_v1_dot_sparkyard__pb2.CheckFenceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -805,6 +821,33 @@ class WorkerService:
             '/sparkyard.v1.WorkerService/Connect',
             sparkyard_dot_v1_dot_sparkyard__pb2.WorkerMessage.SerializeToString,
             sparkyard_dot_v1_dot_sparkyard__pb2.MasterMessage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckFence(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/sparkyard.v1.WorkerService/CheckFence',
+            sparkyard_dot_v1_dot_sparkyard__pb2.CheckFenceRequest.SerializeToString,
+            sparkyard_dot_v1_dot_sparkyard__pb2.CheckFenceResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sparkyard.worker.fenced_output import OutputError, StaleOutput
+
 
 def count(spark: Any, ctx: Any) -> dict[str, Any]:
     """A trivial Spark job: count a small range."""
@@ -139,3 +141,50 @@ def fail_on(spark: Any, ctx: Any) -> str:
     if ctx.args[0] in ctx.input_values and not Path(ctx.args[1]).exists():
         raise RuntimeError(f"input {ctx.args[0]} is broken")
     return f"{','.join(ctx.input_values)}@{ctx.scheduled_at.isoformat()}"
+
+
+def _publish_marker(path: Path, text: str) -> None:
+    """Write a marker a test polls for whole (a reader never sees it half written)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def fenced_write(spark: Any, ctx: Any) -> str:
+    """Writes its token with Spark into ctx.output(args[1]) and commits; the first attempt waits for
+    <args[0]>/go before it commits (a test pauses it there). Each attempt records how its commit (and what
+    Spark reads back from the final path), and a second commit, went in <args[0]>/outcome.a<attempt>."""
+    shared, final = Path(ctx.args[0]), ctx.args[1]
+    staging = ctx.output(final)
+    spark.createDataFrame([(ctx.fencing_token, ctx.attempt)], "token long, attempt int").coalesce(1).write.json(staging)
+    _publish_marker(shared / f"staged.a{ctx.attempt}", str(os.getpid()))
+    while ctx.attempt == 1 and not (shared / "go").exists():
+        time.sleep(0.05)
+    try:
+        ctx.commit()
+        (row,) = spark.read.json(final).collect()  # readers read the final path: a link to the version
+        outcome = f"committed; read back token {row['token']}"
+    except StaleOutput as exc:
+        outcome = f"refused: {exc}"
+    try:
+        ctx.commit()
+    except OutputError as exc:
+        outcome += f"\nagain: {exc}"
+    _publish_marker(shared / f"outcome.a{ctx.attempt}", outcome)
+    return outcome
+
+
+def ask_fence(spark: Any, ctx: Any) -> dict[str, float]:
+    """Asks the worker's fence desk ctx.args[0] times whether this attempt's token is current (the
+    confirmation ctx.commit() waits for: task → worker → master → Redis); p50 and p99 in ms."""
+    from sparkyard.worker.fence_desk import ask_worker
+
+    times = []
+    for _ in range(int(ctx.args[0])):
+        started = time.perf_counter()
+        current, reason = ask_worker(ctx.fence, ctx.task_id, ctx.fencing_token)
+        times.append((time.perf_counter() - started) * 1000)
+        if not current:
+            raise RuntimeError(f"the worker says the token is not current: {reason}")
+    times.sort()
+    return {"p50_ms": times[len(times) // 2], "p99_ms": times[int(len(times) * 0.99) - 1]}

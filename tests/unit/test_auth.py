@@ -36,9 +36,9 @@ def test_admin_may_call_everything_and_every_method_allows_someone() -> None:
     assert all(Role.ADMIN in roles for roles in ROLES.values())
 
 
-def test_worker_token_reaches_only_the_stream_and_bundle_fetches() -> None:
+def test_worker_token_reaches_only_the_stream_bundle_fetches_and_fence_checks() -> None:
     worker = {m.rpartition("/")[2] for m, roles in ROLES.items() if Role.WORKER in roles}
-    assert worker == {"Connect", "FetchBundle"}
+    assert worker == {"Connect", "FetchBundle", "CheckFence"}
 
 
 def test_viewer_token_reaches_only_reads() -> None:

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import fields
 from datetime import datetime, timezone
 
-from sparkyard.worker.context import Input, TaskContext
+import pytest
+
+from sparkyard.worker.context import Input, TaskContext, current_context, set_current
 
 
 def _context() -> TaskContext:
     return TaskContext(job_id="j1", run_id="r1", task_id="t1", task_index=3, task_count=8,
                        inputs=(Input("s3://b/part-1", "m1"), Input("s3://b/part-2")), args=("--day", "2026-11-24"),
                        attempt=2, fencing_token=41, scheduled_at=datetime(2026, 11, 24, 1, 2, 3, tzinfo=timezone.utc),
-                       worker_id="w1", labels={"team": "etl"})
+                       worker_id="w1", labels={"team": "etl"}, fence="\0sparkyard-fence-0123")
 
 
 def test_every_field_survives_the_json_round_trip() -> None:
@@ -21,10 +24,25 @@ def test_every_field_survives_the_json_round_trip() -> None:
     back = TaskContext.from_json(ctx.to_json())
     assert back == ctx
     sent = set(json.loads(ctx.to_json()))
-    assert sent == {f.name for f in fields(TaskContext)} - {"logger"}  # a new field must be sent too
+    # A new field must be sent too; the logger and the attempt's staged outputs belong to its process.
+    assert sent == {f.name for f in fields(TaskContext)} - {"logger", "_outputs"}
 
 
 def test_env_carries_the_whole_context() -> None:
     env = _context().env()
     assert TaskContext.from_json(env["SPARKYARD_TASK"]) == _context()
     assert env["SPARKYARD_TASK_INDEX"] == "3" and env["SPARKYARD_FENCING_TOKEN"] == "41"
+
+
+def test_current_context_is_one_object_in_every_thread_so_outputs_staged_in_one_are_committed_in_another(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPARKYARD_TASK", _context().to_json())  # a plain script under the submit runner
+    try:
+        first = current_context()
+        seen: list[TaskContext] = []
+        thread = threading.Thread(target=lambda: seen.append(current_context()))
+        thread.start()
+        thread.join()
+        assert seen[0] is first and current_context() is first and first == _context()
+    finally:
+        set_current(None)

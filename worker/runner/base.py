@@ -61,6 +61,7 @@ class AttemptRun:
     killed: bool = False
     kill_reason: str = ""
     on_kill: Callable[[], None] | None = None  # set by the runner: how to stop this attempt's work
+    fence: str = ""  # the worker's fence desk (worker/fence_desk.py), for fenced output
 
     def kill(self, reason: str) -> None:
         if not self.killed:
@@ -85,7 +86,7 @@ class AttemptRun:
             job_id=a.job_id, run_id=a.run_id, task_id=a.task_id, task_index=a.index, task_count=a.task_count,
             inputs=tuple(Input(i.value, i.mark) for i in a.inputs), args=tuple(a.spec.args), attempt=a.attempt,
             fencing_token=a.fencing_token, scheduled_at=utc_from_ms(a.scheduled_at.ToMilliseconds()),
-            worker_id=self.worker_id, labels=dict(a.spec.labels),
+            worker_id=self.worker_id, labels=dict(a.spec.labels), fence=self.fence,
             logger=logger or logging.getLogger("sparkyard.task"),
         )
 
