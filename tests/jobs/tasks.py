@@ -139,3 +139,20 @@ def fail_on(spark: Any, ctx: Any) -> str:
     if ctx.args[0] in ctx.input_values and not Path(ctx.args[1]).exists():
         raise RuntimeError(f"input {ctx.args[0]} is broken")
     return f"{','.join(ctx.input_values)}@{ctx.scheduled_at.isoformat()}"
+
+
+def sleep_in_udf(spark: Any, ctx: Any) -> int:
+    """Sleeps ctx.args[0] seconds inside a Python UDF, on the Spark side (DataFrame API only, so it runs
+    under every runner); the UDF writes a marker into the directory ctx.args[1] when it starts."""
+    from pyspark.sql.functions import udf
+
+    seconds = float(ctx.args[0])
+    marker = Path(ctx.args[1]) / f"{ctx.task_id}.a{ctx.attempt}.started"
+
+    def nap(x: int) -> int:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(str(os.getpid()))
+        time.sleep(seconds)
+        return x
+
+    return int(spark.range(1).select(udf(nap, "long")("id")).collect()[0][0])
