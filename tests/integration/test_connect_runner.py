@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from pathlib import Path
 from typing import Iterator
@@ -13,7 +14,7 @@ from typing import Iterator
 import psutil
 import pytest
 
-from harness import EXAMPLES, Cluster, RedisServer, cluster_with_worker, wait_for
+from harness import EXAMPLES, Cluster, RedisServer, cluster_with_worker, free_port, stop_process, wait_for
 from sparkyard.client import Client, first_run_id
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -119,6 +120,26 @@ def test_cancel_and_timeout_interrupt_the_attempts_spark_operation(connect: tupl
     # The server runs on one core (local[1]): the next task runs only if both UDFs were interrupted.
     after = _run(client, f"{TASKS}:count", args=["3"])
     assert after.state == pb.RUN_SUCCEEDED, after.tasks[0].attempts[-1].error
+
+
+def test_a_worker_with_connect_url_uses_that_server_and_offers_no_slot_while_it_does_not_answer(
+        connect: tuple[Cluster, Client]) -> None:
+    cluster, client = connect
+    url = re.findall(r"Spark Connect server ready at (\S+)", cluster.workers["c"].log())[-1]
+    cluster.start_worker("e", slots=1, runner="connect", group="external", extra=("--connect-url", url))
+    silent = f"sc://127.0.0.1:{free_port()}"
+    cluster.start_worker("s", slots=1, runner="connect", group="silent", extra=("--connect-url", silent))
+    try:
+        cluster.wait_workers("e")
+        run = _run(client, f"{TASKS}:count", args=["5"], group="external")
+        assert run.state == pb.RUN_SUCCEEDED and run.tasks[0].worker == "e", run
+        info = wait_for(lambda: next((w for w in client.workers() if w.id == "s" and w.alive
+                                      and w.readiness == pb.READINESS_DEGRADED), None), 60,
+                        "the worker whose server does not answer to say so")
+        assert f"Spark Connect server {silent} does not answer" in info.readiness_reason
+    finally:
+        for worker_id in ("e", "s"):
+            stop_process(cluster.workers.pop(worker_id).process, signal.SIGINT)
 
 
 def test_a_killed_server_is_restarted_and_tasks_run_again(connect: tuple[Cluster, Client]) -> None:
