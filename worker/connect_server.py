@@ -124,7 +124,10 @@ class ConnectServer:
     async def _supervise(self) -> None:
         failures = 0
         while True:
-            came_up, how = await self._run_once()
+            try:
+                came_up, how = await self._run_once()
+            except OSError as exc:  # cannot even be started (no pyspark home, an unusable work directory)
+                came_up, how = False, f"could not be started ({exc})"
             failures = 0 if came_up else failures + 1
             delay = min(RESTART_BACKOFF_MAX_S, RESTART_BACKOFF_S * 2 ** failures)
             log.error("Spark Connect server %s; starting it again in %.0fs (log: %s)", how, delay,
@@ -133,9 +136,12 @@ class ConnectServer:
             await asyncio.sleep(delay)
 
     def command(self, port: int) -> list[str]:
+        spark_submit = spark_submit_path()
+        if not Path(spark_submit).exists():
+            raise FileNotFoundError(f"spark-submit not found at {spark_submit}")
         conf = {**self._conf, "spark.connect.grpc.binding.address": "127.0.0.1",
                 "spark.connect.grpc.binding.port": str(port)}
-        cmd = [spark_submit_path(), "--class", SERVER_CLASS, "--name", "sparkyard Spark Connect server",
+        cmd = [spark_submit, "--class", SERVER_CLASS, "--name", "sparkyard Spark Connect server",
                "--master", self._master]
         for key, value in sorted(conf.items()):
             cmd += ["--conf", f"{key}={value}"]

@@ -103,6 +103,7 @@ class RemoteSpark:
         if self._session is None:
             connect = self._task["connect"]
             session = self._cls.builder.remote(connect["url"]).create()
+            self._session = session  # released at the end even if what follows fails
             self._make_current(session)
             session.addTag(connect["tag"])
             for key, value in self._task["conf"].items():
@@ -114,7 +115,6 @@ class RemoteSpark:
             artifacts = self._artifacts(connect)
             if artifacts:
                 session.addArtifacts(*artifacts, pyfile=True)
-            self._session = session
         return self._session
 
     @staticmethod

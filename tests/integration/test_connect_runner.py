@@ -4,10 +4,12 @@ is shared by the tests of this module (the last one kills it)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import signal
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -17,6 +19,8 @@ import pytest
 from harness import EXAMPLES, Cluster, RedisServer, cluster_with_worker, free_port, stop_process, wait_for
 from sparkyard.client import Client, first_run_id
 from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.worker.children import Children
+from sparkyard.worker.connect_server import ConnectServer
 
 TASKS = EXAMPLES / "tasks.py"
 pytestmark = pytest.mark.spark
@@ -160,3 +164,19 @@ def test_the_server_dies_with_its_worker(connect: tuple[Cluster, Client]) -> Non
     cluster.kill_worker("c")  # SIGKILL: the worker cannot stop it; its parent-death signal does
     wait_for(lambda: not server.is_running() or server.status() == psutil.STATUS_ZOMBIE, 30,
              "the Spark Connect server to die with its worker")
+
+
+async def test_a_server_that_cannot_start_is_reported_with_its_backoff(tmp_path: Path) -> None:
+    """(Starting again after the backoff is the killed-server test's part.)"""
+    reasons: list[str] = []
+    server = ConnectServer("", "no-such-master", {}, tmp_path, Children(tmp_path), lambda: reasons.append(server.reason))
+    server.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not server.failed and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert not server.ready and server.failed, reasons
+    finally:
+        await server.close()
+    assert reasons[-1] == "Spark Connect server exited with exit code 1 before accepting connections; restarting in 2s"
+    assert not list((tmp_path / "children").glob("*.json"))  # the failed start was ended and forgotten
