@@ -112,6 +112,9 @@ DEFAULT_RESULT_MAX_BYTES = 1024 * 1024
 DEFAULT_SLOTS = 2
 DEFAULT_GROUP = "default"
 DEFAULT_RUNNER = "session"
+RUNNER_NAMES = ("submit", "session", "connect")
+# The port of a Spark Connect URL that names none (Spark's own default).
+DEFAULT_CONNECT_PORT = 15002
 DEFAULT_DRAIN_TIMEOUT_S = 60.0
 # Worker: kill a task when its lease could not be renewed for (lease - margin) — before the master
 # can give the task to another worker (self-fencing).
@@ -351,6 +354,7 @@ class WorkerConfig(_TlsClient):
     group: str = DEFAULT_GROUP
     runner: str = DEFAULT_RUNNER
     spark_master: str = ""  # '' = local[1]: one local Spark per task's driver (spark-submit or warm driver)
+    connect_url: str = ""  # connect runner: sc://HOST:PORT of a Spark Connect server ('' = start and supervise one)
     work_dir: str = ""  # '' = .sparkyard/worker-<id>
     id: str = ""  # '' = <host>-<pid>
     drain_timeout_s: Seconds = DEFAULT_DRAIN_TIMEOUT_S
@@ -374,8 +378,10 @@ class WorkerConfig(_TlsClient):
             raise ConfigError("task_memory_mb must not be negative")
         if self.prefetch_max < 0:
             raise ConfigError("prefetch_max must not be negative")
-        if self.runner not in ("submit", "session"):
-            raise ConfigError(f"runner {self.runner!r}: use submit or session")
+        if self.runner not in RUNNER_NAMES:
+            raise ConfigError(f"runner {self.runner!r}: use {', '.join(RUNNER_NAMES[:-1])} or {RUNNER_NAMES[-1]}")
+        if self.connect_url:
+            connect_address(self.connect_url)
         for address in self.masters:
             _host_port(address, "master")
         if self.metrics:
@@ -435,6 +441,20 @@ def _host_port(address: str, name: str) -> None:
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ConfigError(f"{name} {address!r} is not HOST:PORT")
+
+
+def connect_address(url: str) -> tuple[str, int]:
+    """(host, port) of a Spark Connect URL, ``sc://HOST[:PORT][/;param=value…]``."""
+    problem = f"connect_url (--connect-url) {url!r} is not sc://HOST:PORT"
+    if not url.startswith("sc://"):
+        raise ConfigError(problem)
+    authority = url[len("sc://"):].split("/", 1)[0]
+    host, sep, port = authority.rpartition(":")
+    if not sep:
+        host, port = authority, str(DEFAULT_CONNECT_PORT)
+    if not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise ConfigError(problem)
+    return host.strip("[]"), int(port)
 
 
 def load(cls: type[C], section: str, *, config_file: str | None = None,

@@ -28,7 +28,7 @@ from sparkyard.spec import parse_conf, parse_entrypoint, parse_input, resolve_en
 from sparkyard.timeutil import parse_duration, parse_instant, parse_size
 from sparkyard.v1 import sparkyard_pb2 as pb
 
-RUNNERS = {"submit": pb.RUNNER_SUBMIT, "session": pb.RUNNER_SESSION}
+RUNNERS = {"submit": pb.RUNNER_SUBMIT, "session": pb.RUNNER_SESSION, "connect": pb.RUNNER_CONNECT}
 MISFIRES = {"skip": pb.MISFIRE_SKIP, "fire-once": pb.MISFIRE_FIRE_ONCE, "catch-up": pb.MISFIRE_CATCH_UP}
 OVERLAPS = {"allow": pb.OVERLAP_ALLOW, "forbid": pb.OVERLAP_FORBID, "replace": pb.OVERLAP_REPLACE}
 ROUTINGS = {"least-loaded": pb.ROUTING_LEAST_LOADED, "round-robin": pb.ROUTING_ROUND_ROBIN,
@@ -89,7 +89,7 @@ class JobOptions:
     name: str = _option("", "the job's name (default: the entrypoint's file or function name)")
     group: str = _option("", "node group of the workers that may run it (default 'default')")
     priority: int = _option(0, "-1000..1000, higher first (default 0)", "int")
-    runner: str = _option("", "submit or session (default: the worker's runner)", "choice")
+    runner: str = _option("", "submit, session or connect (default: the worker's runner)", "choice")
     conf: dict[str, str] = _option({}, "Spark conf (repeatable)", "pairs", metavar="K=V")
     env: dict[str, str] = _option({}, "environment variable (repeatable)", "pairs", metavar="K=V")
     py_files: list[str] = _option([], ".py/.zip/.egg files put on the task's sys.path, shipped with the job "

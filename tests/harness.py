@@ -14,9 +14,10 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import grpc
 import redis
@@ -204,10 +205,10 @@ class Cluster:
         self.workers[worker_id] = worker
         return worker
 
-    def start_with_worker(self, worker_id: str, slots: int) -> Client:
+    def start_with_worker(self, worker_id: str, slots: int, runner: str = "session") -> Client:
         """A master and one registered worker; returns a client of the master."""
         self.start_master()
-        self.start_worker(worker_id, slots=slots)
+        self.start_worker(worker_id, slots=slots, runner=runner)
         self.wait_workers(worker_id)
         return self.client()
 
@@ -256,6 +257,21 @@ class Cluster:
     def logs(self) -> str:
         parts = [f"==== {p.name} ====\n{p.log()[-4000:]}" for p in [*self.workers.values(), self.master] if p]
         return "\n".join(parts)
+
+
+@contextmanager
+def cluster_with_worker(redis_url: str, root: Path, worker_id: str, slots: int, *, namespace: str,
+                        runner: str = "session") -> Iterator[tuple[Cluster, Client]]:
+    """A master and one ready worker (for a module's tests): the cluster's logs are printed when starting
+    it or a test fails, and every process is stopped at the end."""
+    cluster = Cluster(redis_url, root, namespace=namespace)
+    try:
+        yield cluster, cluster.start_with_worker(worker_id, slots, runner)
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
 
 
 def fired_after(client: Client, job_id: str, moment: float) -> list[pb.Run]:

@@ -36,6 +36,7 @@ from sparkyard import __version__
 from sparkyard.channel import open_channel
 from sparkyard.clock import Clock, SystemClock
 from sparkyard.config import WorkerConfig
+from sparkyard.options import RUNNERS
 from sparkyard.errors import LEADER_METADATA
 from sparkyard.httpserve import Access, HttpEndpoint, Route, metrics_response
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -50,6 +51,7 @@ from sparkyard.worker.outbox import Outbox
 from sparkyard.worker.prefetch import Prefetch
 from sparkyard.worker.reports import ReportSender
 from sparkyard.worker.runner.base import Runner
+from sparkyard.worker.runner.connect import ConnectRunner
 from sparkyard.worker.runner.session import SessionRunner
 from sparkyard.worker.runner.submit import SubmitRunner
 
@@ -134,6 +136,9 @@ class Agent(AttemptSlots):
                                    conf=cfg.conf),
             "session": SessionRunner(cfg.spark_master, cfg.slots, self.work_dir, self.children, conf=cfg.conf,
                                      task_memory_mb=cfg.task_memory_mb, max_tasks=cfg.driver_max_tasks,
+                                     on_readiness=self._readiness_changed),
+            "connect": ConnectRunner(cfg.connect_url, cfg.spark_master, cfg.slots, self.work_dir, self.children,
+                                     conf=cfg.conf, task_memory_mb=cfg.task_memory_mb, max_tasks=cfg.driver_max_tasks,
                                      on_readiness=self._readiness_changed),
         }
         self._channel: grpc.aio.Channel | None = None
@@ -426,7 +431,7 @@ class Agent(AttemptSlots):
         return pb.Register(
             worker_id=self.worker_id, group=self.cfg.group, slots=self.cfg.slots, host=socket.gethostname(),
             pid=os.getpid(), labels=self.cfg.labels, version=__version__,
-            default_runner=pb.RUNNER_SUBMIT if self.cfg.runner == "submit" else pb.RUNNER_SESSION,
+            default_runner=RUNNERS[self.cfg.runner],
             held=self._held(), readiness=readiness, readiness_reason=reason, ready_slots=ready,
             prefetch=self._ask(),
         )

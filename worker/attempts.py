@@ -18,6 +18,7 @@ from typing import Any, Callable, Coroutine
 
 from sparkyard.clock import Cancellable, Clock
 from sparkyard.config import WorkerConfig
+from sparkyard.options import RUNNERS
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.bundles import BundleCache
 from sparkyard.worker.logs import LogFiles
@@ -36,7 +37,7 @@ HANDBACK_AFTER_S = 1.0
 
 # An attempt's workspace until the agent has placed it (bundle fetched, working directory chosen).
 _UNPLACED = Workspace("", "", (), ())
-_RUNNER_NAMES = {pb.RUNNER_SUBMIT: "submit", pb.RUNNER_SESSION: "session"}
+_RUNNER_NAMES = {number: name for name, number in RUNNERS.items()}
 # Every ended attempt is reported, killed ones too: the master frees a slot only on a worker's result.
 # A lost lease's report is refused as stale (the master already moved the task on); a self-fenced one's
 # hands the task back if the master has not requeued it yet.

@@ -12,16 +12,38 @@ that got the same pid since.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import logging
 import os
 import signal
+import sys
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 log = logging.getLogger(__name__)
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """SIGKILL this process when the worker dies (and at once if it already has). The setting survives
+    ``exec``, so it also holds for a program started through :func:`exec_tied`."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        log.warning("PR_SET_PDEATHSIG unavailable; relying on the worker to end this process")
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def tied_command(*cmd: str) -> list[str]:
+    """``cmd`` run so that it dies with this process: a program that is not Python (a JVM) cannot set the
+    parent-death signal itself, so a small Python step sets it and then execs the program in its place."""
+    return [sys.executable, "-m", "sparkyard.worker.children", str(os.getpid()), *cmd]
 
 
 def start_time(pid: int) -> int:
@@ -102,3 +124,8 @@ class Children:
             os.killpg(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+if __name__ == "__main__":  # python -m sparkyard.worker.children WORKER_PID PROGRAM [ARGS…] (tied_command)
+    die_with_parent(int(sys.argv[1]))
+    os.execvp(sys.argv[2], sys.argv[2:])

@@ -20,6 +20,7 @@ shutdown are untouched. One attempt at a time runs in a driver, on its main thre
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, Callable
 
 log = logging.getLogger(__name__)
@@ -39,17 +40,39 @@ class SharedSpark:
         self._warn: Callable[[str], None] = log.warning
         self._jvm_cwd = ""
 
+    @classmethod
+    def build(cls, master: str, conf: dict[str, str]) -> SharedSpark:
+        """The driver's root session, warmed by a first job (class loading and code generation are not a
+        task's cost)."""
+        from pyspark.sql import SparkSession
+
+        builder = SparkSession.builder.master(master).appName(f"sparkyard-driver-{os.getpid()}")
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        spark.range(1).collect()
+        return cls(spark)
+
+    @property
+    def version(self) -> str:
+        return str(self.root.version)
+
     # ---- per attempt -------------------------------------------------------------------------------------
 
-    def begin(self, cwd: str, conf: dict[str, str], warn: Callable[[str], None]) -> None:
+    def begin(self, task: dict[str, Any], warn: Callable[[str], None]) -> None:
+        """An attempt starts (``task`` is the driver's run message: its ``cwd`` and ``conf`` apply here)."""
         self.in_attempt = True
         self.stopped = False
         self.touched = False
         self._session = None
-        self._conf = conf
+        self._conf = task["conf"]
         self._warn = warn
-        if cwd != self._jvm_cwd:
-            self._set_jvm_cwd(cwd)
+        if task["cwd"] != self._jvm_cwd:
+            self._set_jvm_cwd(task["cwd"])
+
+    def cancel(self) -> None:
+        """Cancel the attempt's Spark jobs (a driver runs one attempt: all of its jobs are the attempt's)."""
+        self.sc.cancelAllJobs()
 
     def _set_jvm_cwd(self, cwd: str) -> None:
         """Relative paths given to Spark (``spark.read.csv("data/x.csv")``, ``sc.textFile``) resolve in the

@@ -2,7 +2,9 @@
 
     python -m sparkyard.worker.driver FD WORKER_PID SPARK_MASTER CONF_JSON
 
-The worker's session runner (worker/runner/pool.py) keeps a pool of these. Task code never runs inside
+The worker's session runner (worker/runner/session.py) keeps a pool of these. The connect runner keeps
+the same pool with SPARK_MASTER ``connect``: then a driver holds no Spark of its own and each attempt
+gets a Spark Connect session of its own instead (worker/remote_spark.py). Task code never runs inside
 the worker: an attempt that calls ``os._exit``, segfaults or eats all memory ends this process, and the
 worker fails that one attempt and warms a replacement.
 
@@ -35,16 +37,16 @@ import ctypes  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import queue  # noqa: E402
-import signal  # noqa: E402
 import socket  # noqa: E402
 import threading  # noqa: E402
 import traceback  # noqa: E402
 from typing import Any  # noqa: E402
 
+from sparkyard.worker.children import die_with_parent  # noqa: E402
 from sparkyard.worker.context import ENV_TASK, TaskContext, set_current  # noqa: E402
 from sparkyard.worker.entry import LazySpark, ScriptExit, encode_result, invoke  # noqa: E402
+from sparkyard.worker.remote_spark import CONNECT_MODE  # noqa: E402
 
-PR_SET_PDEATHSIG = 1
 # Spark settings of every driver unless the worker's config overrides them: no UI (a pool of drivers
 # would fight over ports 4040+).
 DRIVER_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
@@ -56,17 +58,6 @@ TASK_LOG = logging.getLogger("sparkyard.task")  # ctx.logger: the attempt's log 
 
 class TaskKilled(BaseException):
     """Raised in the main thread to stop a cancelled attempt (a BaseException: ``except Exception`` passes)."""
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """SIGKILL this process when the worker dies (and at once if it already has)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        log.warning("PR_SET_PDEATHSIG unavailable; relying on the worker to end this driver")
-    if os.getppid() != parent_pid:
-        os._exit(1)
 
 
 class Driver:
@@ -82,7 +73,7 @@ class Driver:
         self._current = ""
         self._kill_lock = threading.Lock()
         self._main_ident = threading.get_ident()
-        self.shared: Any = None
+        self.shared: Any = None  # SharedSpark or RemoteSpark: the attempt's Spark
 
     def send(self, message: dict[str, Any]) -> None:
         data = (json.dumps(message) + "\n").encode()
@@ -91,21 +82,19 @@ class Driver:
 
     def start(self) -> bool:
         try:
-            from pyspark.sql import SparkSession
+            if self._master == CONNECT_MODE:
+                from sparkyard.worker.remote_spark import RemoteSpark
 
-            from sparkyard.worker.compat import SharedSpark
+                self.shared = RemoteSpark()
+            else:
+                from sparkyard.worker.compat import SharedSpark
 
-            builder = SparkSession.builder.master(self._master).appName(f"sparkyard-driver-{os.getpid()}")
-            for key, value in self._conf.items():
-                builder = builder.config(key, value)
-            spark = builder.getOrCreate()
-            spark.range(1).collect()  # the first job pays for class loading and code generation: not a task
-            self.shared = SharedSpark(spark)
+                self.shared = SharedSpark.build(self._master, self._conf)
             self.shared.install()
         except BaseException as exc:
             self.send({"op": "start_failed", "error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
             return False
-        self.send({"op": "ready", "version": spark.version, "pid": os.getpid()})
+        self.send({"op": "ready", "version": self.shared.version, "pid": os.getpid()})
         return True
 
     def serve(self) -> None:
@@ -134,9 +123,9 @@ class Driver:
                 return
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._main_ident), ctypes.py_object(TaskKilled))
         try:
-            self.shared.sc.cancelAllJobs()
+            self.shared.cancel()
         except Exception:
-            log.debug("cancelAllJobs failed", exc_info=True)
+            log.debug("cancelling the attempt's Spark work failed", exc_info=True)
 
     def _not_killable(self) -> None:
         """The attempt's code is over: no cancel may interrupt what follows (one already raised is dropped)."""
@@ -165,7 +154,7 @@ class Driver:
             os.chdir(task["cwd"])
             ctx = TaskContext.from_json(task["env"][ENV_TASK], TASK_LOG)
             set_current(ctx)
-            self.shared.begin(task["cwd"], task["conf"], lambda text: print(f"sparkyard: warning: {text}", file=sys.stderr))
+            self.shared.begin(task, lambda text: print(f"sparkyard: warning: {text}", file=sys.stderr))
             with self._kill_lock:
                 self._current = attempt_id
             value = invoke(task["entrypoint"], LazySpark(self.shared.session), ctx)

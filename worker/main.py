@@ -1,6 +1,7 @@
 """``sparkyard-worker``: run a worker until SIGTERM/SIGINT (the first drains, a second stops at once).
 
-    sparkyard-worker --master HOST:PORT --slots N [--group G] [--runner submit|session]
+    sparkyard-worker --master HOST:PORT --slots N [--group G] [--runner submit|session|connect]
+                     [--connect-url sc://HOST:PORT]
                      [--spark-master local[1]] [--task-memory 2g] [--work-dir DIR] [--id NAME] [--token-file F]
                      [--tls-ca CA [--tls-cert CERT --tls-key KEY]]
 """
@@ -20,7 +21,7 @@ import signal  # noqa: E402
 import sys  # noqa: E402
 
 from sparkyard.channel import TLS_FLAGS, credentials  # noqa: E402
-from sparkyard.config import ConfigError, WorkerConfig, load  # noqa: E402
+from sparkyard.config import RUNNER_NAMES, ConfigError, WorkerConfig, load  # noqa: E402
 from sparkyard.httpserve import HttpStartError  # noqa: E402
 from sparkyard.logsetup import configure_logging  # noqa: E402
 from sparkyard.master.auth import is_loopback  # noqa: E402
@@ -38,7 +39,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--master", help="HOST:PORT of the master, or a comma-separated list (or SPARKYARD_MASTER)")
     p.add_argument("--slots", type=int, help="tasks run at once (default 2)")
     p.add_argument("--group", help="node group this worker serves (default 'default')")
-    p.add_argument("--runner", choices=["submit", "session"], help="default runner for jobs that do not choose one")
+    p.add_argument("--runner", choices=RUNNER_NAMES, help="default runner for jobs that do not choose one")
+    p.add_argument("--connect-url", help="connect runner: sc://HOST:PORT of a Spark Connect server to use (default: "
+                   "the worker starts and supervises its own)")
     p.add_argument("--spark-master", help="Spark master of every task's driver (default local[1])")
     p.add_argument("--task-memory", help="memory limit of one attempt's processes, e.g. 2g (default none; "
                    "a job's --task-memory wins)")

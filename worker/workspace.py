@@ -37,6 +37,7 @@ class Workspace:
     cwd: str
     sys_path: tuple[str, ...]
     py_files: tuple[str, ...]  # absolute paths (spark-submit --py-files, SparkContext.addPyFile)
+    bundle_root: str = ""  # where the job's shipped bundle is extracted ('' = none)
 
 
 def workspace(spec: pb.JobSpec, bundle_root: Path | None, scratch: Path) -> Workspace:
@@ -56,7 +57,7 @@ def workspace(spec: pb.JobSpec, bundle_root: Path | None, scratch: Path) -> Work
     for path in py_files:
         sys_path.append(path if path.endswith((".zip", ".egg")) else os.path.dirname(path))
     return Workspace(entrypoint, _cwd(spec, entry.path if entry.is_file else "", base, scratch),
-                     tuple(dict.fromkeys(sys_path)), py_files)
+                     tuple(dict.fromkeys(sys_path)), py_files, base)
 
 
 def _cwd(spec: pb.JobSpec, entry_path: str, bundle_root: str, scratch: Path) -> str:

@@ -23,7 +23,7 @@ from sparkyard import errors
 from sparkyard.cli import render
 from sparkyard.channel import TLS_FLAGS
 from sparkyard.client import Client, first_run_id
-from sparkyard.config import ConfigError, read_secret
+from sparkyard.config import RUNNER_NAMES, ConfigError, read_secret
 from sparkyard.options import JobOptions
 from sparkyard.timeutil import rfc3339_ms
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -148,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     lc.add_argument("--slots", type=int, default=2)
     lc.add_argument("--listen", default="127.0.0.1:7070")
     lc.add_argument("--data-dir", default=".sparkyard/local")
-    lc.add_argument("--runner", choices=["submit", "session"], default="session")
+    lc.add_argument("--runner", choices=RUNNER_NAMES, default="session")
     return parser
 
 

@@ -55,6 +55,7 @@ class Runner(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RUNNER_UNSPECIFIED: _ClassVar[Runner]
     RUNNER_SUBMIT: _ClassVar[Runner]
     RUNNER_SESSION: _ClassVar[Runner]
+    RUNNER_CONNECT: _ClassVar[Runner]
 
 class Readiness(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -122,6 +123,7 @@ ATTEMPT_RELEASED: AttemptState
 RUNNER_UNSPECIFIED: Runner
 RUNNER_SUBMIT: Runner
 RUNNER_SESSION: Runner
+RUNNER_CONNECT: Runner
 READINESS_UNSPECIFIED: Readiness
 READINESS_STARTING: Readiness
 READINESS_READY: Readiness

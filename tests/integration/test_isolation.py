@@ -13,7 +13,7 @@ from typing import Iterator
 
 import pytest
 
-from harness import EXAMPLES, Cluster, RedisServer, wait_for
+from harness import EXAMPLES, Cluster, RedisServer, cluster_with_worker, wait_for
 from sparkyard.client import Client, first_run_id
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -37,15 +37,9 @@ def _driver_records(cluster: Cluster, worker_id: str) -> list[dict[str, int]]:
 def pool(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Client]]:
     """A master and one session-runner worker with 2 warm drivers, shared by the tests of this module:
     each test breaks a task, none may break the worker, so each also checks the next one's ground."""
-    cluster = Cluster(redis_server.url, tmp_path_factory.mktemp("isolation"), namespace="isolation")
-    try:
-        client = cluster.start_with_worker("w", 2)
-        yield cluster, client
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        cluster.stop()
+    with cluster_with_worker(redis_server.url, tmp_path_factory.mktemp("isolation"), "w", 2,
+                             namespace="isolation") as pool:
+        yield pool
 
 
 def test_crashing_tasks_fail_alone_and_the_worker_keeps_running_others(pool: tuple[Cluster, Client],

@@ -188,3 +188,20 @@ def ask_fence(spark: Any, ctx: Any) -> dict[str, float]:
             raise RuntimeError(f"the worker says the token is not current: {reason}")
     times.sort()
     return {"p50_ms": times[len(times) // 2], "p99_ms": times[int(len(times) * 0.99) - 1]}
+
+
+def sleep_in_udf(spark: Any, ctx: Any) -> int:
+    """Sleeps ctx.args[0] seconds inside a Python UDF, on the Spark side (DataFrame API only, so it runs
+    under every runner); the UDF writes a marker into the directory ctx.args[1] when it starts."""
+    from pyspark.sql.functions import udf
+
+    seconds = float(ctx.args[0])
+    marker = Path(ctx.args[1]) / f"{ctx.task_id}.a{ctx.attempt}.started"
+
+    def nap(x: int) -> int:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(str(os.getpid()))
+        time.sleep(seconds)
+        return x
+
+    return int(spark.range(1).select(udf(nap, "long")("id")).collect()[0][0])

@@ -18,6 +18,7 @@ from sparkyard.config import (
     ConfigError,
     MasterConfig,
     WorkerConfig,
+    connect_address,
     flag_of,
     load,
 )
@@ -194,6 +195,25 @@ def test_bad_listen_address_is_refused(listen: str) -> None:
         MasterConfig(listen=listen).validate()
 
 
+@pytest.mark.parametrize("url", ["127.0.0.1:15002", "http://spark:15002", "sc://", "sc://:15002", "sc://host:port",
+                                 "sc://host:0", "sc://host:70000"])
+def test_bad_connect_url_is_refused_naming_the_flag(url: str) -> None:
+    with pytest.raises(ConfigError, match=f"connect_url \\(--connect-url\\) '{url}' is not sc://HOST:PORT"):
+        load(WorkerConfig, "worker", environ={}, overrides={"runner": "connect", "connect_url": url})
+
+
+@pytest.mark.parametrize("url, address", [("sc://spark.internal:15003", ("spark.internal", 15003)),
+                                          ("sc://10.0.0.7", ("10.0.0.7", 15002)),
+                                          ("sc://[::1]:15002/;user_id=etl", ("::1", 15002))])
+def test_connect_url_names_host_and_port(url: str, address: tuple[str, int]) -> None:
+    assert connect_address(load(WorkerConfig, "worker", environ={}, overrides={"connect_url": url}).connect_url) == address
+
+
+def test_connect_url_comes_from_the_environment_like_other_worker_settings() -> None:
+    cfg = load(WorkerConfig, "worker", environ={"SPARKYARD_RUNNER": "connect", "SPARKYARD_CONNECT_URL": "sc://h:1"})
+    assert (cfg.runner, cfg.connect_url) == ("connect", "sc://h:1")
+
+
 @pytest.mark.parametrize("listen", ["0.0.0.0:7070", "localhost:0", "[::1]:7070", "master.internal:65535"])
 def test_host_port_listen_address_is_accepted(listen: str) -> None:
     assert MasterConfig(listen=listen).validate().listen == listen
@@ -245,7 +265,7 @@ def test_negative_max_lost_is_refused() -> None:
 
 @pytest.mark.parametrize("runner", ["yarn", "", "Session"])
 def test_bad_runner_is_refused(runner: str) -> None:
-    with pytest.raises(ConfigError, match=f"runner {runner!r}: use submit or session"):
+    with pytest.raises(ConfigError, match=f"runner {runner!r}: use submit, session or connect"):
         WorkerConfig(runner=runner).validate()
 
 

@@ -155,6 +155,7 @@ class _Driver:
 
 class SessionRunner:
     name = "session"
+    drivers = "Spark drivers"  # what readiness calls the pool's processes
 
     def __init__(self, spark_master: str, slots: int, work_dir: Path, children: Children, *,
                  conf: dict[str, str] | None = None, task_memory_mb: int = 0,
@@ -232,16 +233,16 @@ class SessionRunner:
     def readiness(self) -> tuple[int, str, int]:
         """(pb.Readiness, reason, slots that can take an attempt now)."""
         if not self._started:
-            return pb.READINESS_STARTING, "session drivers not started", 0
+            return pb.READINESS_STARTING, f"{self.name} runner not started", 0
         ready = min(self.slots, sum(1 for d in self._drivers if d.state in ("ready", "busy")))
         if ready >= self.slots:
             return pb.READINESS_READY, "", self.slots
         if self._failures:
-            return (pb.READINESS_DEGRADED, f"{ready} of {self.slots} Spark drivers ready; a driver failed to "
+            return (pb.READINESS_DEGRADED, f"{ready} of {self.slots} {self.drivers} ready; one failed to "
                     f"start ({self._last_error}), retrying", ready)
         if not self._warm:
-            return pb.READINESS_STARTING, f"warming Spark drivers, {ready} of {self.slots} ready", ready
-        return pb.READINESS_DEGRADED, f"{ready} of {self.slots} Spark drivers ready (replacements warming)", ready
+            return pb.READINESS_STARTING, f"warming {self.drivers}, {ready} of {self.slots} ready", ready
+        return pb.READINESS_DEGRADED, f"{ready} of {self.slots} {self.drivers} ready (replacements warming)", ready
 
 
     # ---- attempts ------------------------------------------------------------------------------------------

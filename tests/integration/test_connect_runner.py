@@ -1,0 +1,182 @@
+"""The connect runner: a Spark Connect server the worker starts and supervises, a remote session per
+attempt in warm client processes. Real Redis, master, worker, Spark Connect server and Spark; one server
+is shared by the tests of this module (the last one kills it)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import time
+from pathlib import Path
+from typing import Iterator
+
+import psutil
+import pytest
+
+from harness import EXAMPLES, Cluster, RedisServer, cluster_with_worker, free_port, stop_process, wait_for
+from sparkyard.client import Client, first_run_id
+from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.worker.children import Children
+from sparkyard.worker.connect_server import ConnectServer
+
+TASKS = EXAMPLES / "tasks.py"
+pytestmark = pytest.mark.spark
+
+PROGRAM = """\
+import sys
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+spark = SparkSession.builder.appName("report").config("spark.sql.shuffle.partitions", "3").getOrCreate()
+same = SparkSession.getActiveSession() is spark
+rows = spark.range(10).groupBy((F.col("id") % 2).alias("odd")).count().orderBy("odd").collect()
+print("counts", [r["count"] for r in rows], spark.conf.get("spark.sql.shuffle.partitions"), same)
+spark.stop()
+"""
+BUNDLE_JOB = """\
+from pyspark.sql.functions import udf
+from mylib.maths import triple
+
+def main(spark, ctx):
+    return [r[0] for r in spark.range(4).select(udf(triple, "long")("id")).orderBy("id").collect()]
+"""
+
+
+def _server_pid(cluster: Cluster, worker_id: str) -> int:
+    records = [json.loads(p.read_text()) for p in (cluster.root / worker_id / "children").glob("*.json")]
+    return next(r["pid"] for r in records if r["what"] == "Spark Connect server")
+
+
+def _readiness(client: Client, worker_id: str) -> int:
+    return next((w.readiness for w in client.workers() if w.id == worker_id and w.alive), pb.READINESS_UNSPECIFIED)
+
+
+def _run(client: Client, entrypoint: str, **options: object) -> pb.Run:
+    run, timed_out = client.wait(first_run_id(client.submit(entrypoint, **options)), timeout=180)
+    assert not timed_out
+    return run
+
+
+@pytest.fixture(scope="module")
+def connect(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Client]]:
+    """A master and one worker whose default runner is connect: its own Spark Connect server (local[1])
+    and 2 warm clients."""
+    with cluster_with_worker(redis_server.url, tmp_path_factory.mktemp("connect"), "c", 2, namespace="connect",
+                             runner="connect") as pair:
+        yield pair
+
+
+def test_dataframe_tasks_and_a_spark_submit_program_run_on_their_own_remote_sessions(
+        connect: tuple[Cluster, Client], tmp_path: Path) -> None:
+    cluster, client = connect
+    run = _run(client, f"{TASKS}:count", args=["7"])
+    assert run.state == pb.RUN_SUCCEEDED, run
+    assert json.loads(run.tasks[0].result_json)["count"] == 7
+    program = tmp_path / "report.py"
+    program.write_text(PROGRAM)
+    run = _run(client, str(program))
+    assert run.state == pb.RUN_SUCCEEDED, run
+    log = b"".join(client.logs(run.tasks[0].id)).decode()
+    assert "counts [5, 5] 3 True" in log  # getOrCreate() gave the attempt's session, with the builder's conf
+    # The server is the worker's own child (tied to it), a JVM.
+    server = psutil.Process(_server_pid(cluster, "c"))
+    assert server.name() == "java" and server.ppid() == cluster.workers["c"].pid
+
+
+def test_shipped_bundle_code_runs_in_a_udf_on_the_server(connect: tuple[Cluster, Client], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    _, client = connect
+    project = tmp_path / "proj"
+    (project / "mylib").mkdir(parents=True)
+    (project / "mylib" / "__init__.py").write_text("")
+    (project / "mylib" / "maths.py").write_text("def triple(x):\n    return x * 3\n")
+    (project / "job.py").write_text(BUNDLE_JOB)
+    monkeypatch.chdir(project)
+    run = _run(client, "job.py:main", bundle=".")
+    assert run.state == pb.RUN_SUCCEEDED, run.tasks[0].attempts[-1].error
+    assert json.loads(run.tasks[0].result_json) == [0, 3, 6, 9]
+
+
+def test_rdd_code_fails_with_a_message_naming_the_connect_runner(connect: tuple[Cluster, Client]) -> None:
+    _, client = connect
+    run = _run(client, f"{TASKS}:sleep_in_spark", args=["0"])
+    assert run.state == pb.RUN_FAILED
+    error = run.tasks[0].attempts[-1].error
+    assert "spark.sparkContext is not available under the connect runner" in error, error
+    assert "--runner session" in error
+
+
+def test_cancel_and_timeout_interrupt_the_attempts_spark_operation(connect: tuple[Cluster, Client],
+                                                                   tmp_path: Path) -> None:
+    _, client = connect
+    markers = tmp_path / "markers"
+    job = client.submit(f"{TASKS}:sleep_in_udf", args=["600", str(markers)])
+    wait_for(lambda: list(markers.glob("*.started")), 120, "the UDF to start on the server")
+    client.cancel(first_run_id(job))
+    run, _ = client.wait(first_run_id(job), timeout=60)
+    assert run.state == pb.RUN_CANCELLED and run.tasks[0].attempts[-1].state == pb.ATTEMPT_CANCELLED
+    timed = _run(client, f"{TASKS}:sleep_in_udf", args=["600", str(markers)], timeout="5s")
+    attempt = timed.tasks[0].attempts[-1]
+    assert attempt.state == pb.ATTEMPT_TIMED_OUT, attempt
+    # The server runs on one core (local[1]): the next task runs only if both UDFs were interrupted.
+    after = _run(client, f"{TASKS}:count", args=["3"])
+    assert after.state == pb.RUN_SUCCEEDED, after.tasks[0].attempts[-1].error
+
+
+def test_a_worker_with_connect_url_uses_that_server_and_offers_no_slot_while_it_does_not_answer(
+        connect: tuple[Cluster, Client]) -> None:
+    cluster, client = connect
+    url = re.findall(r"Spark Connect server ready at (\S+)", cluster.workers["c"].log())[-1]
+    cluster.start_worker("e", slots=1, runner="connect", group="external", extra=("--connect-url", url))
+    silent = f"sc://127.0.0.1:{free_port()}"
+    cluster.start_worker("s", slots=1, runner="connect", group="silent", extra=("--connect-url", silent))
+    try:
+        cluster.wait_workers("e")
+        run = _run(client, f"{TASKS}:count", args=["5"], group="external")
+        assert run.state == pb.RUN_SUCCEEDED and run.tasks[0].worker == "e", run
+        info = wait_for(lambda: next((w for w in client.workers() if w.id == "s" and w.alive
+                                      and w.readiness == pb.READINESS_DEGRADED), None), 60,
+                        "the worker whose server does not answer to say so")
+        assert f"Spark Connect server {silent} does not answer" in info.readiness_reason
+    finally:
+        for worker_id in ("e", "s"):
+            stop_process(cluster.workers.pop(worker_id).process, signal.SIGINT)
+
+
+def test_a_killed_server_is_restarted_and_tasks_run_again(connect: tuple[Cluster, Client]) -> None:
+    cluster, client = connect
+    old = _server_pid(cluster, "c")
+    os.kill(old, signal.SIGKILL)
+    wait_for(lambda: _readiness(client, "c") == pb.READINESS_DEGRADED, 30,
+             "the worker to offer no slot while its server is down")
+    wait_for(lambda: _readiness(client, "c") == pb.READINESS_READY, 180, "the restarted server to be ready")
+    assert _server_pid(cluster, "c") != old
+    run = _run(client, f"{TASKS}:count", args=["4"])
+    assert run.state == pb.RUN_SUCCEEDED, run.tasks[0].attempts[-1].error
+
+
+def test_the_server_dies_with_its_worker(connect: tuple[Cluster, Client]) -> None:
+    cluster, _ = connect
+    server = psutil.Process(_server_pid(cluster, "c"))
+    cluster.kill_worker("c")  # SIGKILL: the worker cannot stop it; its parent-death signal does
+    wait_for(lambda: not server.is_running() or server.status() == psutil.STATUS_ZOMBIE, 30,
+             "the Spark Connect server to die with its worker")
+
+
+async def test_a_server_that_cannot_start_is_reported_with_its_backoff(tmp_path: Path) -> None:
+    """(Starting again after the backoff is the killed-server test's part.)"""
+    reasons: list[str] = []
+    server = ConnectServer("", "no-such-master", {}, tmp_path, Children(tmp_path), lambda: reasons.append(server.reason))
+    server.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not server.failed and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert not server.ready and server.failed, reasons
+    finally:
+        await server.close()
+    assert reasons[-1] == "Spark Connect server exited with exit code 1 before accepting connections; restarting in 2s"
+    assert not list((tmp_path / "children").glob("*.json"))  # the failed start was ended and forgotten

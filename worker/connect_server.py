@@ -1,0 +1,208 @@
+"""The Spark Connect server of a connect-runner worker: started, watched and restarted by the worker.
+
+With ``--connect-url sc://HOST:PORT`` the worker uses a server somebody else runs, and only probes it (a
+TCP connect every ``EXTERNAL_PROBE_S``) so that it offers no slot while the server does not answer.
+
+Otherwise the worker runs its own: ``spark-submit --class …SparkConnectServer`` of the installed pyspark
+(its jars hold the connect server), in the foreground as a child of the worker — what
+``sbin/start-connect-server.sh --wait`` runs, without the daemon script, so the worker knows its pid. It
+listens on 127.0.0.1 on a free port (the same one again after a restart, while it is free), runs its
+Spark on the worker's ``--spark-master`` (``local[SLOTS]`` by default: the attempts of all slots share
+it) with the worker's ``--conf``, and logs to ``<work_dir>/connect/server.log``. Like every child it is
+started in its own process group and recorded (worker/children.py); it is tied to the worker by
+``PR_SET_PDEATHSIG`` (set by a Python step that then execs spark-submit, which execs the JVM: one pid
+throughout), so a worker killed with -9 takes it along. It is ready once its port accepts a connection;
+when it dies it is started again after ``RESTART_BACKOFF_S``, doubling up to ``RESTART_BACKOFF_MAX_S``
+while it keeps failing to come up. Until it is ready the runner offers no slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from sparkyard.config import connect_address
+from sparkyard.worker.children import Children, tied_command
+from sparkyard.worker.runner.submit import spark_submit_path
+
+log = logging.getLogger(__name__)
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+# How long a server may take from its start to accepting connections before it is killed and started again.
+START_TIMEOUT_S = 180.0
+# How often a starting server's port is tried.
+START_POLL_S = 0.2
+# A server that died (or never came up) is started again after this pause, doubling up to the maximum
+# while starts keep failing; one that was ready is restarted after the first pause.
+RESTART_BACKOFF_S = 1.0
+RESTART_BACKOFF_MAX_S = 60.0
+# How long a stopping server may take after SIGTERM before its process group is killed.
+STOP_GRACE_S = 10.0
+# How often a server given by --connect-url is probed.
+EXTERNAL_PROBE_S = 2.0
+# Settings of a supervised server unless the worker's --conf sets them: no UI (ports 4040+ are shared).
+SERVER_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _answers(host: str, port: int) -> str:
+    """'' when something accepts connections on (host, port), else why not."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2.0)
+    except (OSError, asyncio.TimeoutError) as exc:
+        return str(exc) or type(exc).__name__
+    writer.close()
+    return ""
+
+
+class ConnectServer:
+    def __init__(self, url: str, spark_master: str, conf: dict[str, str], work_dir: Path, children: Children,
+                 on_change: Callable[[], None]) -> None:
+        self._given = url
+        self._master = spark_master
+        self._conf = {**SERVER_CONF, **conf}
+        self._dir = work_dir
+        self._children = children
+        self._on_change = on_change
+        self._port = 0
+        self.url = url
+        self.ready = False
+        self.failed = False  # it died, failed to start or does not answer (not merely starting)
+        self.reason = "Spark Connect server not started"
+        self.started_in_s = 0.0  # how long the last start took, to accepting connections
+        self.starts = 0
+        self.proc: asyncio.subprocess.Process | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def supervised(self) -> bool:
+        return not self._given
+
+    def start(self) -> None:
+        if self._task is None:
+            self.reason = "Spark Connect server starting"
+            loop = self._supervise() if self.supervised else self._probe_external()
+            self._task = asyncio.create_task(loop, name="connect-server")
+
+    def _set(self, ready: bool, reason: str) -> None:
+        if (ready, reason) != (self.ready, self.reason):
+            self.ready, self.reason, self.failed = ready, reason, not ready
+            self._on_change()
+
+    # ---- a server given by --connect-url ----------------------------------------------------------------
+
+    async def _probe_external(self) -> None:
+        host, port = connect_address(self._given)
+        while True:
+            problem = await _answers(host, port)
+            self._set(not problem, f"Spark Connect server {self._given} does not answer ({problem})" if problem else "")
+            await asyncio.sleep(EXTERNAL_PROBE_S)
+
+    # ---- a supervised server ----------------------------------------------------------------------------
+
+    async def _supervise(self) -> None:
+        failures = 0
+        while True:
+            try:
+                came_up, how = await self._run_once()
+            except OSError as exc:  # cannot even be started (no pyspark home, an unusable work directory)
+                came_up, how = False, f"could not be started ({exc})"
+            failures = 0 if came_up else failures + 1
+            delay = min(RESTART_BACKOFF_MAX_S, RESTART_BACKOFF_S * 2 ** failures)
+            log.error("Spark Connect server %s; starting it again in %.0fs (log: %s)", how, delay,
+                      self._dir / "server.log")
+            self._set(False, f"Spark Connect server {how}; restarting in {delay:.0f}s")
+            await asyncio.sleep(delay)
+
+    def command(self, port: int) -> list[str]:
+        spark_submit = spark_submit_path()
+        if not Path(spark_submit).exists():
+            raise FileNotFoundError(f"spark-submit not found at {spark_submit}")
+        conf = {**self._conf, "spark.connect.grpc.binding.address": "127.0.0.1",
+                "spark.connect.grpc.binding.port": str(port)}
+        cmd = [spark_submit, "--class", SERVER_CLASS, "--name", "sparkyard Spark Connect server",
+               "--master", self._master]
+        for key, value in sorted(conf.items()):
+            cmd += ["--conf", f"{key}={value}"]
+        return tied_command(*cmd)
+
+    async def _run_once(self) -> tuple[bool, str]:
+        """Start the server, wait for it to answer, then for its end: (whether it came up, how it ended)."""
+        if not self._port or not _port_free(self._port):
+            self._port = _free_port()
+        self._dir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_CONNECT_MODE": "0"}
+        began = time.monotonic()
+        with open(self._dir / "server.log", "ab") as logf:
+            self.proc = proc = await self._children.spawn(
+                *self.command(self._port), what="Spark Connect server", stdin=asyncio.subprocess.DEVNULL,
+                stdout=logf, stderr=asyncio.subprocess.STDOUT, env=env, cwd=self._dir)
+        self.starts += 1
+        log.info("Spark Connect server starting (pid %d, port %d, master %s)", proc.pid, self._port, self._master)
+        try:
+            came_up = await self._until_up(proc, began)
+            if came_up:
+                await proc.wait()
+            return came_up, self._ended(proc, came_up)
+        finally:
+            if proc.returncode is None:
+                await self._stop(proc)
+            Children.kill_group(proc.pid)  # Python workers it started
+            self._children.forget(proc.pid)
+            self.proc = None
+
+    async def _until_up(self, proc: asyncio.subprocess.Process, began: float) -> bool:
+        deadline = began + START_TIMEOUT_S
+        while proc.returncode is None and time.monotonic() < deadline:
+            if not await _answers("127.0.0.1", self._port):
+                self.started_in_s = time.monotonic() - began
+                self.url = f"sc://127.0.0.1:{self._port}"
+                log.info("Spark Connect server ready at %s in %.1fs (pid %d)", self.url, self.started_in_s, proc.pid)
+                self._set(True, "")
+                return True
+            await asyncio.sleep(START_POLL_S)
+        return False
+
+    @staticmethod
+    def _ended(proc: asyncio.subprocess.Process, came_up: bool) -> str:
+        code = proc.returncode
+        if code is None:
+            return f"did not accept connections within {START_TIMEOUT_S:.0f}s of its start"
+        how = f"was killed by signal {signal.Signals(-code).name}" if code < 0 else f"exited with exit code {code}"
+        return how if came_up else f"{how} before accepting connections"
+
+    @staticmethod
+    async def _stop(proc: asyncio.subprocess.Process) -> None:
+        Children.kill_group(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), STOP_GRACE_S)
+        except asyncio.TimeoutError:
+            Children.kill_group(proc.pid)
+            await proc.wait()
+
+    async def close(self) -> None:
+        """Stop probing or supervising, and stop a supervised server."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)

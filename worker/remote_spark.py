@@ -1,0 +1,221 @@
+"""The connect runner inside a client process: each attempt gets a Spark Connect session of its own.
+
+The connect runner's client processes are the session runner's driver processes (worker/driver.py), started
+without a Spark of their own: the Spark is the worker's Spark Connect server, and a client is light (no
+JVM), so an attempt costs a new session on the server, not a Spark start. Per attempt:
+
+* a new remote session (its own session id on the server: own SQL conf, temp views, UDFs and artifacts),
+  made on first use — a task that never touches Spark costs the server nothing — carrying the attempt's
+  tag (``addTag``); the job's ``--conf`` is set on it, and what the server refuses (static conf) is
+  reported in the attempt's log;
+* the job's Python code is added to it with ``addArtifacts``: the modules of its shipped bundle (zipped)
+  and each ``--py-files`` entry, so that a UDF running on the server imports what the attempt imports;
+* ``SparkSession.builder…getOrCreate()``, ``SparkSession.getActiveSession()`` and ``active()`` return that
+  session, and ``spark.stop()`` ends only the attempt's use of it, so a program written for
+  ``spark-submit`` runs unchanged if it uses DataFrames and SQL only;
+* Spark Connect has no SparkContext: ``spark.sparkContext``, ``df.rdd``, ``SparkContext(…)`` and
+  ``SparkContext.getOrCreate()`` raise :class:`ConnectRunnerError`, which names the runner and the two
+  runners that have them;
+* a cancel interrupts the attempt's operations by its tag (``interruptTag``); at the end, whatever the
+  attempt left running from other threads is interrupted (``interruptAll`` of its own session) and the
+  session is released on the server.
+
+Outside an attempt every patched call behaves as PySpark's own.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import zipfile
+from pathlib import Path
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+# The SPARK_MASTER argument that starts a driver process (worker/driver.py) as a connect runner's client.
+CONNECT_MODE = "connect"
+
+# Python dependency files ``addArtifacts(…, pyfile=True)`` takes.
+PYFILE_SUFFIXES = (".py", ".zip", ".egg", ".jar")
+# Name of the zip of a bundle's modules, in the attempt's scratch directory (an artifact keeps its name).
+BUNDLE_ZIP = "sparkyard-bundle.zip"
+
+
+class ConnectRunnerError(NotImplementedError):
+    """Something a Spark Connect session does not have was asked for (a SparkContext, an RDD)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what} is not available under the connect runner: Spark Connect offers the DataFrame "
+                         "and SQL API only (no SparkContext, no RDDs); run this job with --runner session or "
+                         "--runner submit")
+
+
+def zip_modules(root: str, target: Path) -> Path | None:
+    """The ``.py`` files under ``root`` as one zip with the same layout (None when it has none): data
+    files stay out, so the artifact sent to the server for every attempt stays small."""
+    sources = sorted(p for p in Path(root).rglob("*.py") if p.is_file())
+    if not sources:
+        return None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sources:
+            archive.write(path, path.relative_to(root).as_posix())
+    return target
+
+
+class RemoteSpark:
+    """The client process's Spark: no session between attempts, a new remote one in each."""
+
+    def __init__(self) -> None:
+        # pyspark.sql.functions, udf() and the type parser choose their Spark Connect flavour by this.
+        os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+        import pyspark
+        from pyspark.sql.connect.session import SparkSession
+
+        # Imported now so that the first attempt does not pay for them (pandas, pyarrow, grpc).
+        import pyspark.sql.connect.dataframe  # noqa: F401
+        import pyspark.sql.connect.functions  # noqa: F401
+        import pyspark.sql.connect.udf  # noqa: F401
+
+        self.version = pyspark.__version__
+        self._cls: Any = SparkSession
+        self._release = SparkSession.stop
+        self.in_attempt = False
+        self.stopped = False  # the attempt called stop()
+        self._task: dict[str, Any] = {}
+        self._session: Any = None
+        self._warn: Callable[[str], None] = log.warning
+
+    # ---- per attempt -------------------------------------------------------------------------------------
+
+    def begin(self, task: dict[str, Any], warn: Callable[[str], None]) -> None:
+        """An attempt starts; ``task["connect"]`` holds the server's URL, the attempt's tag, its bundle root,
+        ``--py-files`` and scratch directory."""
+        self.in_attempt = True
+        self.stopped = False
+        self._task = task
+        self._session = None
+        self._warn = warn
+
+    def session(self) -> Any:
+        """The attempt's session, made on first use."""
+        if self._session is None:
+            connect = self._task["connect"]
+            session = self._cls.builder.remote(connect["url"]).create()
+            self._session = session  # released at the end even if what follows fails
+            self._make_current(session)
+            session.addTag(connect["tag"])
+            for key, value in self._task["conf"].items():
+                try:
+                    session.conf.set(key, value)
+                except Exception as exc:
+                    self._warn(f"conf {key}={value} cannot be set on a Spark Connect session "
+                               f"({str(exc).splitlines()[0]}); use --runner submit for it")
+            artifacts = self._artifacts(connect)
+            if artifacts:
+                session.addArtifacts(*artifacts, pyfile=True)
+        return self._session
+
+    @staticmethod
+    def _artifacts(connect: dict[str, Any]) -> list[str]:
+        paths: list[str] = []
+        if connect["bundle_root"]:
+            bundle_zip = zip_modules(connect["bundle_root"], Path(connect["scratch"]) / BUNDLE_ZIP)
+            if bundle_zip is not None:
+                paths.append(str(bundle_zip))
+        paths += [p for p in connect["py_files"] if p.endswith(PYFILE_SUFFIXES)]
+        return paths
+
+    def _make_current(self, session: Any) -> None:
+        self._cls._default_session = session
+        self._cls._active_session.session = session
+
+    def cancel(self) -> None:
+        """Interrupt the attempt's operations (called from the driver's reader thread)."""
+        session = self._session
+        if session is not None:
+            session.interruptTag(self._task["connect"]["tag"])
+
+    def end(self) -> None:
+        """After an attempt: interrupt what it left running and release its session on the server."""
+        self.in_attempt = False
+        session, self._session = self._session, None
+        if session is not None:
+            try:
+                session.interruptAll()
+            except Exception:
+                log.debug("interruptAll after the attempt failed", exc_info=True)
+            self._release(session)
+        self._cls._default_session = None
+        self._cls._active_session.session = None
+
+    # ---- the patches ---------------------------------------------------------------------------------------
+
+    def install(self) -> None:
+        """Patch PySpark's entry points (once per process)."""
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+        from pyspark.sql.connect.dataframe import DataFrame as RemoteDataFrame
+
+        shared = self
+        remote_cls = self._cls
+        builders = (type(SparkSession.builder), type(remote_cls.builder))
+        originals = {cls: cls.getOrCreate for cls in builders}
+        original_get_active = SparkSession.getActiveSession.__func__  # type: ignore[attr-defined]
+        original_active = SparkSession.active.__func__  # type: ignore[attr-defined]
+        original_sc_init = SparkContext.__init__
+        original_sc_get_or_create = SparkContext.getOrCreate.__func__  # type: ignore[attr-defined]
+
+        def get_or_create(builder: Any) -> Any:
+            if not shared.in_attempt:
+                return originals[type(builder)](builder)
+            session = shared.session()
+            options = {k: v for k, v in builder._options.items()
+                       if k not in ("spark.master", "spark.remote", "spark.app.name")}
+            for key, value in options.items():
+                try:
+                    session.conf.set(key, value)
+                except Exception as exc:
+                    shared._warn(f"{key}={value} set by the program cannot apply to a Spark Connect session "
+                                 f"({str(exc).splitlines()[0]})")
+            return session
+
+        def get_active(cls: Any) -> Any:
+            return shared.session() if shared.in_attempt else original_get_active(cls)
+
+        def active(cls: Any) -> Any:
+            return shared.session() if shared.in_attempt else original_active(cls)
+
+        def stop(session: Any) -> None:
+            if shared.in_attempt and session is shared._session:
+                shared.stopped = True
+                return
+            shared._release(session)
+
+        def sc_init(sc: Any, *args: Any, **kwargs: Any) -> None:
+            if shared.in_attempt:
+                raise ConnectRunnerError("SparkContext")
+            original_sc_init(sc, *args, **kwargs)
+
+        def sc_get_or_create(cls: Any, conf: Any = None) -> Any:
+            if shared.in_attempt:
+                raise ConnectRunnerError("SparkContext.getOrCreate()")
+            return original_sc_get_or_create(cls, conf)
+
+        def spark_context(session: Any) -> Any:
+            raise ConnectRunnerError("spark.sparkContext")
+
+        def rdd(frame: Any) -> Any:
+            raise ConnectRunnerError("DataFrame.rdd")
+
+        patches: dict[Any, dict[str, Any]] = {
+            **{cls: {"getOrCreate": get_or_create} for cls in builders},
+            SparkSession: {"getActiveSession": classmethod(get_active), "active": classmethod(active)},
+            remote_cls: {"stop": stop, "sparkContext": property(spark_context)},
+            RemoteDataFrame: {"rdd": property(rdd)},
+            SparkContext: {"__init__": sc_init, "getOrCreate": classmethod(sc_get_or_create)},
+        }
+        for owner, methods in patches.items():
+            for name, method in methods.items():
+                setattr(owner, name, method)
