@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from rich.console import Console
 
-from sparkyard import errors
+from sparkyard import errors, resources
 from sparkyard.cli import render
 from sparkyard.channel import TLS_FLAGS
 from sparkyard.client import Client, first_run_id
@@ -155,12 +155,19 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_submit(client: Client, args: argparse.Namespace, out: Callable[..., None]) -> int:
     spec, _ = JobOptions.from_namespace(args).to_spec(args.entrypoint)
     job = client.submit_spec(spec, args.idempotency_key).job
+    _warn_unhonoured(job)
     if not args.wait:
         out(job, lambda c: c.print(f"submitted job {job.id} ({job.spec.name}); next run {first_run_id(job)}"))
         return 0
     run, timed_out = _wait(client, first_run_id(job), args.wait_timeout, args)
     out(run, lambda c: render.run_detail(c, run))
     return _wait_code(run, timed_out)
+
+
+def _warn_unhonoured(job: pb.Job) -> None:
+    notice = resources.submit_notice(job.spec)
+    if notice:
+        print(f"sparkyard: warning: {notice}", file=sys.stderr)
 
 
 def _wait(client: Client, run_id: str, timeout: str | None, args: argparse.Namespace) -> tuple[pb.Run, bool]:
@@ -264,6 +271,7 @@ def dispatch(args: argparse.Namespace) -> int:
         if verb == "update":
             change, fields, _ = JobOptions.from_namespace(args).to_update(JobOptions.given(args), args.entrypoint)
             job = client.update_spec(args.job_id, change, fields)
+            _warn_unhonoured(job)
             out(job, lambda c: c.print(f"updated job {job.id} to spec version {job.spec_version} "
                                        f"({', '.join(fields)}); from its next firing on"))
         elif verb == "jobs":

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from sparkyard import resources
 from sparkyard.config import DEFAULT_DRIVER_MAX_TASKS
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.children import Children, tree_rss
@@ -71,6 +72,17 @@ class _Job:
     key: str
     driver: _Driver | None = None
     failure: str = ""  # why the runner ended it (memory limit, kill); set before the driver is killed
+
+
+def _notices(attempt: AttemptRun) -> list[str]:
+    """What a warm driver cannot do for this attempt, to be said in its log rather than silently skipped."""
+    out = [resources.warm_driver_notice(attempt.assignment.spec)]
+    archives = [os.path.basename(p) for p in attempt.workspace.py_files if p.endswith((".zip", ".egg"))]
+    if archives:
+        out.append(f"--py-files {', '.join(archives)} reach this driver but not its executors (a warm driver "
+                   "shares its executors with other jobs, whose files may have the same names); the bundle's "
+                   "own modules do reach them. Use --runner submit, or put the code in the bundle")
+    return [notice for notice in out if notice]
 
 
 class _Driver:
@@ -277,8 +289,10 @@ class SessionRunner:
         header = (f"sparkyard: attempt {a.attempt} of task {a.task_id} (token {a.fencing_token}) on worker "
                   f"{attempt.worker_id}, warm driver {job.driver.number if job.driver else '?'} "
                   f"(pid {job.driver.proc.pid if job.driver and job.driver.proc else '?'}), cwd {ws.cwd}\n")
+        header += "".join(f"sparkyard: warning: {notice}\n" for notice in _notices(attempt))
         return {
             "op": "run", "id": job.key, "entrypoint": ws.entrypoint, "sys_path": list(ws.sys_path), "cwd": ws.cwd,
+            "archive": ws.archive, "executor_path": list(ws.executor_path),
             # The context travels once, as the SPARKYARD_TASK variable the driver sets anyway.
             "env": {**dict(a.spec.env), **ctx.env()}, "conf": dict(a.spec.conf),
             "context_id": f"{a.task_id}.a{a.attempt}", "log_path": attempt.log_path, "header": header,
