@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -84,7 +85,11 @@ class SharedSpark:
                 os.link(archive, served)
             except OSError:  # another filesystem
                 shutil.copyfile(archive, served)
+        # addPyFile puts the archive on this process's sys.path too. The attempt must import from its bundle
+        # root instead, where the driver forgets the modules it loaded when it ends.
+        path = list(sys.path)
         self.sc.addPyFile(str(served))
+        sys.path[:] = path
         self._shipped.add(name)
 
     def _set_jvm_cwd(self, cwd: str) -> None:

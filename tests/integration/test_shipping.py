@@ -60,15 +60,17 @@ import os
 
 from pyspark.sql.functions import udf
 
+import helper  # the driver's, from the bundle root (this file is in jobs/)
+
 
 def greeting(_):
-    import helper  # in Spark's Python worker, from the bundle on its sys.path
+    import helper  # in Spark's Python worker, from the bundle's archive on its sys.path
 
     return helper.GREETING
 
 
 def main(spark, ctx):
-    return [spark.range(1).select(udf(greeting)("id")).collect()[0][0], os.getpid()]
+    return [helper.GREETING, spark.range(1).select(udf(greeting)("id")).collect()[0][0], os.getpid()]
 """
 
 
@@ -78,17 +80,19 @@ def test_each_attempt_of_a_warm_driver_gives_its_udfs_its_own_bundle(
     projects = {}
     for name in ("one", "two"):
         projects[name] = _project(tmp_path / name)
-        (projects[name] / "job.py").write_text(UDF_JOB)
+        (projects[name] / "jobs").mkdir()
+        (projects[name] / "jobs" / "job.py").write_text(UDF_JOB)
         (projects[name] / "helper.py").write_text(f"GREETING = {name!r}\n")
     seen = []
     for name in ("one", "two", "one"):  # the same module names in both bundles, one after the other
         monkeypatch.chdir(projects[name])
-        job = client.submit("job.py:main", bundle=".", routing="consistent-hash", routing_key="udf")
+        job = client.submit("jobs/job.py:main", bundle=".", routing="consistent-hash", routing_key="udf")
         run, _ = client.wait(first_run_id(job), timeout=120)
         assert run.state == pb.RUN_SUCCEEDED, run
-        seen.append(tuple(json.loads(run.tasks[0].result_json)))
-    assert [greeting for greeting, _ in seen] == ["one", "two", "one"]
-    assert len({driver for _, driver in seen}) == 1  # one driver ran all three: the isolation was tested
+        seen.append(json.loads(run.tasks[0].result_json))
+    assert [(driver_side, udf_side) for driver_side, udf_side, _ in seen] == [("one", "one"), ("two", "two"),
+                                                                             ("one", "one")]
+    assert len({pid for _, _, pid in seen}) == 1  # one driver ran all three: the isolation was tested
 
 
 def test_a_bundle_over_the_limit_is_refused_with_the_limit_named(make_cluster: object, tmp_path: Path) -> None:
