@@ -43,8 +43,9 @@ def main(spark, ctx):
     return {"rows": [r[0] for r in rows], "app": spark.sparkContext.applicationId, "driver": netns()}
 
 
-def stall(spark, ctx):
-    """A Spark job that runs until it is cancelled."""
+def shout_then_stall(spark, ctx):
+    """main's result in the log, then a Spark job that runs until it is cancelled."""
+    print("SHOUTED", main(spark, ctx)["rows"], flush=True)
     wait = udf(lambda value: time.sleep(600) or value)
     spark.range(1).select(wait("id")).collect()
 '''
@@ -77,6 +78,7 @@ def _script(cluster: NetCluster, host: Host, data: Path, *args: str) -> str:
     """deploy/spark-standalone.sh on ``host``, where the client's files are hidden as on a Sparkyard worker."""
     argv = host.exec_argv(*cluster.hidden_argv(str(SCRIPT), "--data-dir", str(data), "--host", host.address, *args))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["SPARK_DAEMON_JAVA_OPTS"] = TEST_DRIVER_CONF.split("=", 1)[1]  # the quick JIT, as the test drivers have
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env)
     assert proc.returncode == 0, f"{' '.join(args)}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
@@ -85,7 +87,8 @@ def _script(cluster: NetCluster, host: Host, data: Path, *args: str) -> str:
 @pytest.fixture(scope="module")
 def standalone(net_cluster: NetCluster) -> Iterator[Standalone]:
     """Spark master (host ``sparkm``), one Spark worker with 2 cores and 1 GiB (``sparkw``) and a Sparkyard
-    worker of node group ``spark`` with one warm driver on that cluster (``sy``); all stopped afterwards."""
+    worker of node group ``spark`` with one warm driver on that cluster (``sy``); all stopped afterwards, when
+    the Spark master must list every application completed."""
     cluster = net_cluster
     data = cluster.root / "standalone"
     master, worker = cluster.network.add_host("sparkm"), cluster.network.add_host("sparkw")
@@ -103,9 +106,14 @@ def standalone(net_cluster: NetCluster) -> Iterator[Standalone]:
                                     "--conf", TEST_DRIVER_CONF.replace(".driver.", ".executor."),
                                     "--conf", "spark.executor.memory=512m"))
         cluster.wait_workers("sy")
-        yield Standalone(data, webui, cluster.client(), _project(cluster))
+        standalone = Standalone(data, webui, cluster.client(), _project(cluster))
+        yield standalone
+        # The warm drivers' applications end with their worker: the master lists every application completed.
+        cluster.stop_worker("sy")
+        wait_until(lambda: not standalone.status()["activeapps"], 60, "every application to end", interval=0.5)
+        assert {app["state"] for app in standalone.status()["completedapps"]} <= {"FINISHED", "KILLED"}
     finally:
-        if "sy" in cluster.workers:
+        if "sy" in cluster.workers and cluster.workers["sy"].alive():
             cluster.stop_worker("sy")
         for host, host_data in reversed(started):
             _script(cluster, host, host_data, "stop")
@@ -137,24 +145,17 @@ def test_split_tasks_run_a_bundled_udf_on_executors_of_the_spark_cluster(standal
     for result, value in zip(results(run), ("a", "b")):
         assert result["rows"] == [f"{value.upper()}! {executors_netns}"]
         assert result["driver"] != executors_netns
-
-    # An application of the attempt's own (submit runner), sized by the job: one executor, 1 core, 512 MiB.
-    sized = standalone.submit("spark_job.py:main", runner="submit", inputs=["c"], driver_memory="512m",
-                              executor_memory="512m", executor_cores=1, conf={"spark.cores.max": "1"})
-    run, _ = client.wait(first_run_id(sized), timeout=240)
-    assert run.state == pb.RUN_SUCCEEDED, run
-    (result,) = results(run)
-    assert result["rows"] == [f"C! {executors_netns}"]
-    app = wait_until(lambda: standalone.completed(result["app"]), 30, f"application {result['app']} to be completed",
-                     interval=0.5)
-    assert app is not None and app["state"] == "FINISHED" and app["memoryperexecutor"] == 512 and app["cores"] == 1, app
+    apps = {app["id"]: app for app in standalone.status()["activeapps"]}
+    assert all(apps[r["app"]]["name"].startswith("sparkyard-driver-") for r in results(run))  # a warm driver's
 
 
 @pytest.mark.spark
 @pytest.mark.acceptance
-def test_a_cancelled_task_leaves_no_application_running_on_the_cluster(standalone: Standalone) -> None:
+def test_a_submit_runner_task_has_an_application_sized_by_its_job_that_its_cancel_ends(
+        standalone: Standalone) -> None:
     client = standalone.client
-    job = standalone.submit("spark_job.py:stall", runner="submit", executor_memory="512m", executor_cores=1)
+    job = standalone.submit("spark_job.py:shout_then_stall", runner="submit", inputs=["c"], driver_memory="512m",
+                            executor_memory="512m", executor_cores=1, conf={"spark.cores.max": "1"})
     run_id = first_run_id(job)
 
     def running_app() -> dict[str, Any] | None:
@@ -166,7 +167,11 @@ def test_a_cancelled_task_leaves_no_application_running_on_the_cluster(standalon
                     None)
 
     app = wait_until(running_app, 180, "the task's application to run on the cluster", interval=0.5)
-    assert app is not None
+    assert app is not None and app["memoryperexecutor"] == 512 and app["cores"] == 1, app
+    (task,) = client.run(run_id).tasks
+    shouted = f"SHOUTED ['C! {_spark_worker_netns(standalone)}']"  # the bundled UDF ran on the Spark worker's host
+    wait_until(lambda: shouted in b"".join(client.logs(task.id)).decode(errors="replace"), 180,
+               "the task to log its UDF's result", interval=0.5)
     client.cancel(run_id, "test")
     run, _ = client.wait(run_id, timeout=60)
     assert run.state == pb.RUN_CANCELLED, run
