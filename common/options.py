@@ -421,8 +421,8 @@ def _path(name: str, value: Any) -> str:
 
 
 _READERS = {"str": _str, "int": _int, "count": _count, "flag": _flag, "duration": _duration,
-            "instant": _instant, "size": _size, "spark_size": _spark_size, "choice": _choice, "pairs": _pairs, "list": _list,
-            "paths": _list, "path": _path}
+            "instant": _instant, "size": _size, "spark_size": _spark_size, "choice": _choice, "pairs": _pairs,
+            "list": _list, "paths": _list, "path": _path}
 
 
 def duration_s(value: float | str | None, name: str) -> float | None:

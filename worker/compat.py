@@ -55,8 +55,9 @@ class SharedSpark:
 
     # ---- per attempt -------------------------------------------------------------------------------------
 
-    def begin(self, cwd: str, conf: dict[str, str], warn: Callable[[str], None], archive: str = "",
-              executor_path: tuple[str, ...] = ()) -> None:
+    def begin(self, cwd: str, conf: dict[str, str], warn: Callable[[str], None], archive: str,
+              executor_path: tuple[str, ...]) -> None:
+        """Enter an attempt; ``archive`` is its bundle's ('' for none), ``executor_path`` its places in it."""
         self.in_attempt = True
         self.stopped = False
         self.touched = False
