@@ -35,7 +35,8 @@ def test_the_cli_flags_and_the_client_options_make_the_same_resources(project: P
     from_client = build_spec("job.py:main", driver_memory="2g", executor_memory="512m", executor_cores=2,
                              num_executors=3)
     for spec in (from_cli, from_client):
-        assert (spec.driver_memory, spec.executor_memory, spec.executor_cores, spec.num_executors) == ("2g", "512m", 2, 3)
+        resources_of = (spec.driver_memory, spec.executor_memory, spec.executor_cores, spec.num_executors)
+        assert resources_of == ("2g", "512m", 2, 3)
     assert normalize(from_cli, require_absolute_path=False).executor_memory == "512m"
 
 
