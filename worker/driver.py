@@ -178,8 +178,7 @@ class Driver:
             os.chdir(task["cwd"])
             ctx = TaskContext.from_json(task["env"][ENV_TASK], TASK_LOG)
             set_current(ctx)
-            self.shared.begin(task["cwd"], task["conf"], lambda text: print(f"sparkyard: warning: {text}", file=sys.stderr),
-                              task["archive"], tuple(task["executor_path"]))
+            self.shared.begin(task["cwd"], task["conf"], _warn_in_log, task["archive"], tuple(task["executor_path"]))
             with self._kill_lock:
                 self._current = attempt_id
             value = invoke(task["entrypoint"], LazySpark(self.shared.session), ctx)
@@ -208,6 +207,10 @@ class Driver:
             _restore_environ(saved_env)
             _forget_modules(set(sys.modules) - modules_before, task["sys_path"])
         return reply
+
+
+def _warn_in_log(text: str) -> None:
+    print(f"sparkyard: warning: {text}", file=sys.stderr)  # fd 2 is the attempt's log while it runs
 
 
 def _environ_snapshot() -> dict[bytes, bytes]:

@@ -104,7 +104,9 @@ def standalone(net_cluster: NetCluster) -> Iterator[Standalone]:
         cluster.start_worker("sy", env={"SPARK_LOCAL_IP": sy.address, "SPARK_LOCAL_HOSTNAME": sy.address},
                              extra=("--group", GROUP, "--spark-master", url, "--conf", TEST_DRIVER_CONF,
                                     "--conf", TEST_DRIVER_CONF.replace(".driver.", ".executor."),
-                                    "--conf", "spark.executor.memory=512m"))
+                                    "--conf", "spark.executor.memory=512m",
+                                    # The warm driver's executor starts with it, not with the first task.
+                                    "--conf", "spark.dynamicAllocation.minExecutors=1"))
         cluster.wait_workers("sy")
         standalone = Standalone(data, webui, cluster.client(), _project(cluster))
         yield standalone
