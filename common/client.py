@@ -14,6 +14,7 @@ gRPC errors are raised as :mod:`sparkyard.errors` classes carrying the server's 
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from datetime import datetime
@@ -21,7 +22,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import grpc
 
-from sparkyard import errors
+from sparkyard import errors, resources
 from sparkyard.channel import credentials, open_channel
 from sparkyard.config import ClientConfig, load
 from sparkyard.bundle import Bundle, built, chunks
@@ -29,6 +30,8 @@ from sparkyard.options import JobOptions, build_spec, duration_s
 from sparkyard.timeutil import format_size, parse_instant
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Client", "JobOptions", "build_spec", "first_run_id", "translate"]
 
@@ -191,7 +194,9 @@ class Client:
     def submit(self, entrypoint: str, *, idempotency_key: str | None = None, **options: Any) -> pb.Job:
         """Submit a job (the options are the fields of :class:`JobOptions`), uploading its files first when
         the master does not have them yet; returns the stored job."""
-        return self.submit_spec(build_spec(entrypoint, **options), idempotency_key).job
+        job = self.submit_spec(build_spec(entrypoint, **options), idempotency_key).job
+        _warn_unhonoured(job)
+        return job
 
     def _upload_for(self, specs: Sequence[pb.JobSpec]) -> None:
         """Upload the bundles these specs name that this process built (each digest once)."""
@@ -232,7 +237,9 @@ class Client:
         ``py_files``, ``files``, ``bundle`` as given). Runs made before keep what they were made with."""
         given = [name for name, value in options.items() if value is not None]
         change, fields, _ = JobOptions.of(options).to_update(given, entrypoint)
-        return self.update_spec(job_id, change, fields)
+        job = self.update_spec(job_id, change, fields)
+        _warn_unhonoured(job)
+        return job
 
     def update_spec(self, job_id: str, change: pb.JobSpec, fields: Sequence[str]) -> pb.Job:
         """UpdateJob with a spec holding the change and the JobSpec fields to take from it."""
@@ -348,3 +355,10 @@ class Client:
 
     def status(self) -> pb.StatusResponse:
         return self._call("cluster", "GetStatus", pb.GetStatusRequest())
+
+
+def _warn_unhonoured(job: pb.Job) -> None:
+    """Resources the job's runner will not apply are said, not dropped (sparkyard.resources)."""
+    notice = resources.submit_notice(job.spec)
+    if notice:
+        log.warning("job %s: %s", job.id, notice)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from sparkyard import errors
+from sparkyard import errors, resources
 from sparkyard.bundle import Bundle
 from sparkyard.bundle import build as build_bundle
 from sparkyard.spec import parse_conf, parse_entrypoint, parse_input, resolve_entrypoint
@@ -58,7 +58,8 @@ def parse_after(text: str) -> tuple[str, int]:
 class Option:
     """How one option is read and shown.
 
-    ``kind``: str | int | count (an int ≥ 0) | flag (a bool) | duration | instant | size | choice
+    ``kind``: str | int | count (an int ≥ 0) | flag (a bool) | duration | instant | size | spark_size
+    (spark-submit's memory syntax, kept as a string) | choice
     | pairs (``K=V`` items or a mapping) | list (repeatable) | paths (repeatable or comma-separated)
     | path (one, a str or Path).
     """
@@ -101,6 +102,14 @@ class JobOptions:
     cwd: str = _option("", "the task's working directory on the worker, absolute (default: see docs/runners.md)")
     task_memory: int = _option(0, "memory limit of each attempt, e.g. 2g (default: the worker's)", "size",
                                spec=("task_memory_mb",))
+    driver_memory: str = _option("", "memory of the attempt's Spark driver, e.g. 2g (spark-submit's option; not "
+                                     "the session runner's)", "spark_size", metavar="MEM")
+    executor_memory: str = _option("", "memory of each Spark executor, e.g. 4g (spark-submit's option; not the "
+                                       "session runner's)", "spark_size", metavar="MEM")
+    executor_cores: int = _option(0, "cores of each Spark executor (spark-submit's option; not the session "
+                                     "runner's)", "count")
+    num_executors: int = _option(0, "Spark executors to start, on YARN and Kubernetes (spark-submit's option; "
+                                    "not the session runner's)", "count")
     ship: bool = _option(True, "do not upload the entrypoint: it must be readable at its absolute path on the "
                                "workers", "flag", flag="--no-ship", spec=("code",))
     retries: int = _option(0, "retries after a failed attempt (default 0)", "count", spec=("retry.max_attempts",))
@@ -267,6 +276,8 @@ class JobOptions:
             labels=self.labels, submit_dir=str(base), cwd=self.cwd, on_failure=self.on_failure,
             on_success=self.on_success,
             task_memory_mb=max(1, self.task_memory >> 20) if self.task_memory else 0,
+            driver_memory=self.driver_memory, executor_memory=self.executor_memory,
+            executor_cores=self.executor_cores, num_executors=self.num_executors,
         )
         packed = self._ship(spec, entry, base) if entry else None
         spec.retry.max_attempts = self.retries + 1
@@ -392,6 +403,16 @@ def _size(name: str, value: Any) -> int:
     return parse_size(value, field=name, default_unit="m")
 
 
+def _spark_size(name: str, value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"{value!r} is not a size")
+    text = str(value).strip().lower()
+    problem = resources.size_problem(text)
+    if problem:
+        raise ValueError(problem)
+    return text
+
+
 def _choice(name: str, value: Any) -> str:
     key = _str(name, value).lower()
     table = _CHOICES[name]
@@ -422,8 +443,8 @@ def _path(name: str, value: Any) -> str:
 
 
 _READERS = {"str": _str, "int": _int, "count": _count, "flag": _flag, "duration": _duration,
-            "instant": _instant, "size": _size, "choice": _choice, "pairs": _pairs, "list": _list,
-            "paths": _list, "path": _path}
+            "instant": _instant, "size": _size, "spark_size": _spark_size, "choice": _choice, "pairs": _pairs,
+            "list": _list, "paths": _list, "path": _path}
 
 
 def duration_s(value: float | str | None, name: str) -> float | None:

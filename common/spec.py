@@ -26,7 +26,7 @@ from croniter import croniter
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from sparkyard import ids, wellformed
+from sparkyard import ids, resources, wellformed
 from sparkyard.errors import quote
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -280,6 +280,9 @@ def normalize(spec: pb.JobSpec, *, require_absolute_path: bool = True) -> pb.Job
         raise SpecError("entrypoint", f"{quote(entry.path)} must be an absolute path (the client resolves relative ones)")
     if out.task_memory_mb < 0:
         raise SpecError("task_memory_mb", "must not be negative")
+    field, problem = resources.check(out)
+    if field:
+        raise SpecError(field, problem)
     if out.cwd and not out.cwd.startswith("/"):
         raise SpecError("cwd", f"{quote(out.cwd)} must be an absolute path")
     out.entrypoint = str(entry)
@@ -364,6 +367,7 @@ def backoff_seconds(retry: pb.RetryPolicy, failed_attempt: int) -> float:
 # and `code` is the shipped code (entrypoint, py_files, bundle and the submit_dir they resolve against).
 UPDATABLE = frozenset({
     "name", "args", "conf", "env", "group", "priority", "runner", "cwd", "task_memory_mb", "labels", "timeout",
+    "driver_memory", "executor_memory", "executor_cores", "num_executors",
     "retry.max_attempts", "retry.initial_backoff", "retry.max_backoff",
     "trigger.kind", "trigger.start_at", "trigger.end_at", "trigger.max_runs",
     "misfire", "misfire_catch_up_limit", "overlap", "routing", "routing_key",

@@ -4,6 +4,8 @@ kept on disk (least recently used beyond a size cap, never one that an attempt i
 ``<work_dir>/bundles/<digest>/`` is a bundle's root. It is written under a temporary name and renamed
 into place only after the archive's sha256 and size matched its digest, so a directory of that name is
 always a complete, verified bundle — which is also how the cache is rebuilt when a worker restarts.
+The verified archive itself is kept beside it, ``<digest>.zip`` (written before the directory is renamed
+into place): Spark ships it to executors as a py-file, so a UDF imports the bundle's modules on any host.
 """
 
 from __future__ import annotations
@@ -35,9 +37,15 @@ def _tree_size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
+def archive_of(root: Path) -> Path:
+    """The verified archive of the bundle whose root is ``root``."""
+    return root.with_name(f"{root.name}.zip")
+
+
 def _extract(data: bytes, target: Path) -> None:
-    """Unpack into a temporary directory beside ``target`` and rename it into place."""
+    """Unpack into a temporary directory beside ``target`` and rename it into place, its archive first."""
     temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
+    zipped = temp.with_name(f"{temp.name}.zip")
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             for name in archive.namelist():
@@ -45,16 +53,24 @@ def _extract(data: bytes, target: Path) -> None:
                 if name.startswith("/") or ".." in parts:
                     raise BundleError(f"bundle entry {name!r} points outside the bundle")
             archive.extractall(temp)
+        zipped.write_bytes(data)
+        os.rename(zipped, archive_of(target))
         os.rename(temp, target)
     except FileExistsError:  # another fetch of the same digest won: the same verified content
-        shutil.rmtree(temp, ignore_errors=True)
+        pass
     except OSError as exc:
-        shutil.rmtree(temp, ignore_errors=True)
         if not target.is_dir():
             raise BundleError(f"cannot extract the bundle: {exc}") from None
-    except BaseException:
+    finally:
         shutil.rmtree(temp, ignore_errors=True)
-        raise
+        zipped.unlink(missing_ok=True)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 class BundleCache:
@@ -71,11 +87,16 @@ class BundleCache:
         """Rebuild the cache's view from disk (a restarted worker keeps its bundles)."""
         self._root.mkdir(parents=True, exist_ok=True)
         for entry in self._root.iterdir():
-            if entry.name.startswith("."):
-                shutil.rmtree(entry, ignore_errors=True)  # an extraction that never finished
+            if entry.name.startswith("."):  # an extraction that never finished
+                _remove(entry)
+            elif entry.is_dir() and not archive_of(entry).is_file():  # cached before archives were kept
+                shutil.rmtree(entry, ignore_errors=True)
             elif entry.is_dir():
-                self._sizes[entry.name] = _tree_size(entry)
+                self._sizes[entry.name] = _tree_size(entry) + archive_of(entry).stat().st_size
                 self._used[entry.name] = time.monotonic() - (time.time() - entry.stat().st_mtime)
+        for entry in self._root.glob("*.zip"):
+            if not entry.with_suffix("").is_dir():
+                entry.unlink(missing_ok=True)
 
     async def acquire(self, ref: pb.BundleRef) -> Path:
         """The bundle's root directory, fetched if needed; pinned until :meth:`release`."""
@@ -118,7 +139,7 @@ class BundleCache:
         target = self._root / ref.digest
         self._root.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(_extract, b"".join(parts), target)
-        self._sizes[ref.digest] = await asyncio.to_thread(_tree_size, target)
+        self._sizes[ref.digest] = await asyncio.to_thread(_tree_size, target) + size
         log.info("bundle %s fetched and verified (%d bytes) in %.0f ms", ref.digest[:12], size,
                  (time.monotonic() - started) * 1000)
         await asyncio.to_thread(self._evict)
@@ -133,6 +154,7 @@ class BundleCache:
             if self._pins.get(digest):
                 continue
             shutil.rmtree(self._root / digest, ignore_errors=True)
+            archive_of(self._root / digest).unlink(missing_ok=True)
             total -= self._sizes.pop(digest)
             self._used.pop(digest, None)
             log.info("bundle %s removed from the cache (over %d bytes)", digest[:12], self._max_bytes)

@@ -11,7 +11,15 @@ program written for ``spark-submit`` must not be able to tell — or break — t
   shared context instead of failing with "Cannot run multiple SparkContexts at once"; what cannot apply
   (another master, app name or static conf) is reported in the attempt log;
 * ``spark.stop()`` / ``sc.stop()`` (and leaving a ``with`` block) end only the attempt's use of Spark: the
-  next attempt in this process is unaffected.
+  next attempt in this process is unaffected;
+* the attempt's shipped code reaches the executors: its bundle's archive is added once per driver
+  (``SparkContext.addPyFile``, content-addressed name, so two bundles never collide), and while the
+  attempt runs the context's Python includes — what every Python UDF or RDD function the attempt creates
+  puts on its executors' ``sys.path`` — are the driver's own plus only this attempt's places in the archive.
+  Another attempt's bundle, still registered with the context, is on none of its executors' paths. (Spark
+  4.3's ``SparkSession.addArtifacts`` is the same ``addPyFile`` in classic mode: context-wide, and refusing a
+  second file of the same name, so it cannot isolate attempts; session-scoped artifacts are Spark
+  Connect's.)
 
 Outside an attempt every patched call behaves exactly as PySpark's own, so the driver's start-up and
 shutdown are untouched. One attempt at a time runs in a driver, on its main thread.
@@ -21,6 +29,9 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import sys
+from pathlib import Path
 from typing import Any, Callable
 
 log = logging.getLogger(__name__)
@@ -39,18 +50,21 @@ class SharedSpark:
         self._conf: dict[str, str] = {}
         self._warn: Callable[[str], None] = log.warning
         self._jvm_cwd = ""
+        self._includes = list(self.sc._python_includes)  # the driver's own (a worker's spark.submit.pyFiles)
+        self._shipped: set[str] = set()  # archives added to the context
 
     @classmethod
-    def build(cls, master: str, conf: dict[str, str]) -> SharedSpark:
-        """The driver's root session, warmed by a first job (class loading and code generation are not a
-        task's cost)."""
+    def build(cls, master: str, conf: dict[str, str], *, warm: bool) -> SharedSpark:
+        """The driver's root session; with ``warm``, warmed by a first job (class loading and code generation
+        are not a task's cost)."""
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.master(master).appName(f"sparkyard-driver-{os.getpid()}")
         for key, value in conf.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
-        spark.range(1).collect()
+        if warm:
+            spark.range(1).collect()
         return cls(spark)
 
     @property
@@ -60,7 +74,8 @@ class SharedSpark:
     # ---- per attempt -------------------------------------------------------------------------------------
 
     def begin(self, task: dict[str, Any], warn: Callable[[str], None]) -> None:
-        """An attempt starts (``task`` is the driver's run message: its ``cwd`` and ``conf`` apply here)."""
+        """An attempt starts (``task`` is the driver's run message: its ``cwd`` and ``conf`` apply here, and
+        its bundle's ``archive`` ('' for none) is shipped to executors with ``executor_path``, its places in it)."""
         self.in_attempt = True
         self.stopped = False
         self.touched = False
@@ -69,10 +84,36 @@ class SharedSpark:
         self._warn = warn
         if task["cwd"] != self._jvm_cwd:
             self._set_jvm_cwd(task["cwd"])
+        if task["archive"]:
+            self._ship(task["archive"])
+        self.sc._python_includes[:] = [*self._includes, *task["executor_path"]]
 
     def cancel(self) -> None:
         """Cancel the attempt's Spark jobs (a driver runs one attempt: all of its jobs are the attempt's)."""
         self.sc.cancelAllJobs()
+
+    def _ship(self, archive: str) -> None:
+        """Register a bundle's archive with the context once. Executors fetch every registered file when they
+        start a task, so the context serves a hard link of its own, not the worker's cache entry, which the
+        worker may evict while this driver lives."""
+        name = os.path.basename(archive)
+        if name in self._shipped:
+            return
+        from pyspark import SparkFiles
+
+        served = Path(SparkFiles.getRootDirectory()) / "sparkyard-bundles" / name
+        served.parent.mkdir(exist_ok=True)
+        if not served.exists():
+            try:
+                os.link(archive, served)
+            except OSError:  # another filesystem
+                shutil.copyfile(archive, served)
+        # addPyFile puts the archive on this process's sys.path too. The attempt must import from its bundle
+        # root instead, where the driver forgets the modules it loaded when it ends.
+        path = list(sys.path)
+        self.sc.addPyFile(str(served))
+        sys.path[:] = path
+        self._shipped.add(name)
 
     def _set_jvm_cwd(self, cwd: str) -> None:
         """Relative paths given to Spark (``spark.read.csv("data/x.csv")``, ``sc.textFile``) resolve in the
@@ -109,6 +150,7 @@ class SharedSpark:
         from pyspark.sql import SparkSession
 
         self.in_attempt = False
+        self.sc._python_includes[:] = self._includes
         if self.touched:
             try:
                 self.sc.cancelAllJobs()  # jobs started from threads the attempt left behind

@@ -48,9 +48,18 @@ from sparkyard.worker.entry import LazySpark, ScriptExit, encode_result, invoke 
 from sparkyard.worker.remote_spark import CONNECT_MODE  # noqa: E402
 
 # Spark settings of every driver unless the worker's config overrides them: no UI (a pool of drivers
-# would fight over ports 4040+).
+# would fight over ports 4040+); a fresh Python worker per Spark task, so a module one attempt's UDF
+# imported on an executor is not what the next attempt's UDF finds there (compat.py ships each
+# attempt's own code).
 DRIVER_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-               "spark.sql.shuffle.partitions": "8"}
+               "spark.sql.shuffle.partitions": "8", "spark.python.worker.reuse": "false"}
+# On a cluster (any master but local[…]) a warm driver is a long-lived application that runs nothing
+# between attempts: it holds executors only while it has work (dynamic allocation, shuffle files tracked
+# by the driver, no external shuffle service needed), one core each, so the drivers of a worker's slots
+# share the cluster's cores instead of the first one taking them all.
+CLUSTER_CONF = {"spark.dynamicAllocation.enabled": "true", "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+                "spark.dynamicAllocation.minExecutors": "0", "spark.dynamicAllocation.executorIdleTimeout": "30s",
+                "spark.executor.cores": "1"}
 
 log = logging.getLogger("sparkyard.driver")
 TASK_LOG = logging.getLogger("sparkyard.task")  # ctx.logger: the attempt's log is its own file already
@@ -68,7 +77,8 @@ class Driver:
         self._writer = sock.makefile("wb", buffering=0)
         self._send_lock = threading.Lock()
         self._master = spark_master
-        self._conf = {**DRIVER_CONF, **conf}
+        self._local = spark_master.startswith("local")
+        self._conf = {**DRIVER_CONF, **({} if self._local else CLUSTER_CONF), **conf}
         self._work: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
         self._current = ""
         self._kill_lock = threading.Lock()
@@ -89,7 +99,8 @@ class Driver:
             else:
                 from sparkyard.worker.compat import SharedSpark
 
-                self.shared = SharedSpark.build(self._master, self._conf)
+                # On a cluster a warm-up job would hold the driver until an executor is free.
+                self.shared = SharedSpark.build(self._master, self._conf, warm=self._local)
             self.shared.install()
         except BaseException as exc:
             self.send({"op": "start_failed", "error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
@@ -154,7 +165,7 @@ class Driver:
             os.chdir(task["cwd"])
             ctx = TaskContext.from_json(task["env"][ENV_TASK], TASK_LOG)
             set_current(ctx)
-            self.shared.begin(task, lambda text: print(f"sparkyard: warning: {text}", file=sys.stderr))
+            self.shared.begin(task, _warn_in_log)
             with self._kill_lock:
                 self._current = attempt_id
             value = invoke(task["entrypoint"], LazySpark(self.shared.session), ctx)
@@ -183,6 +194,10 @@ class Driver:
             _restore_environ(saved_env)
             _forget_modules(set(sys.modules) - modules_before, task["sys_path"])
         return reply
+
+
+def _warn_in_log(text: str) -> None:
+    print(f"sparkyard: warning: {text}", file=sys.stderr)  # fd 2 is the attempt's log while it runs
 
 
 def _environ_snapshot() -> dict[bytes, bytes]:

@@ -14,6 +14,10 @@ Working directory (``cwd`` of the attempt), first that applies:
 
 ``sys.path`` of the attempt starts with the entrypoint's directory (as ``python script.py`` does), then
 the bundle root, then each ``--py-files`` entry (a .zip/.egg itself, a .py file's directory).
+
+Executors see the same code through the bundle's archive: ``executor_path`` names the directories of
+``sys.path`` that lie in the bundle as places inside the archive (``<digest>.zip``, ``<digest>.zip/lib``),
+which Python imports from directly.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sparkyard.spec import SpecError, parse_entrypoint
+from sparkyard.worker.bundles import archive_of
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 
@@ -38,6 +43,8 @@ class Workspace:
     sys_path: tuple[str, ...]
     py_files: tuple[str, ...]  # absolute paths (spark-submit --py-files, SparkContext.addPyFile)
     bundle_root: str = ""  # where the job's shipped bundle is extracted ('' = none)
+    archive: str = ""  # the bundle's verified zip ('' without a bundle): shipped to executors
+    executor_path: tuple[str, ...] = ()  # sys.path entries in the bundle, as ARCHIVE_NAME[/DIR]
 
 
 def workspace(spec: pb.JobSpec, bundle_root: Path | None, scratch: Path) -> Workspace:
@@ -56,8 +63,24 @@ def workspace(spec: pb.JobSpec, bundle_root: Path | None, scratch: Path) -> Work
         sys_path.append(base)
     for path in py_files:
         sys_path.append(path if path.endswith((".zip", ".egg")) else os.path.dirname(path))
-    return Workspace(entrypoint, _cwd(spec, entry.path if entry.is_file else "", base, scratch),
-                     tuple(dict.fromkeys(sys_path)), py_files, base)
+    paths = tuple(dict.fromkeys(sys_path))
+    archive = str(archive_of(bundle_root)) if bundle_root is not None else ""
+    return Workspace(entrypoint, _cwd(spec, entry.path if entry.is_file else "", base, scratch), paths, py_files,
+                     base, archive, _executor_path(paths, base, os.path.basename(archive)))
+
+
+def _executor_path(sys_path: tuple[str, ...], base: str, archive_name: str) -> tuple[str, ...]:
+    """The directories of ``sys_path`` inside the bundle root, as paths inside its archive."""
+    if not base:
+        return ()
+    out = []
+    for path in sys_path:
+        rel = os.path.relpath(path, base)
+        if rel == ".":
+            out.append(archive_name)
+        elif not rel.startswith("..") and not path.endswith((".zip", ".egg")):
+            out.append(f"{archive_name}/{rel}")
+    return tuple(out)
 
 
 def _cwd(spec: pb.JobSpec, entry_path: str, bundle_root: str, scratch: Path) -> str:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from rich.console import Console
 
-from sparkyard import errors
+from sparkyard import errors, resources
 from sparkyard.cli import render
 from sparkyard.channel import TLS_FLAGS
 from sparkyard.client import Client, first_run_id
@@ -159,6 +159,7 @@ def cmd_submit(client: Client, args: argparse.Namespace, out: Callable[..., None
         raise errors.InvalidArgument("wait: a child job (--after) has no run yet to wait for; wait for one of its "
                                      "runs with `sparkyard wait RUN`")
     job = client.submit_spec(spec, args.idempotency_key).job
+    _warn_unhonoured(job)
     if after is not None:
         out(job, lambda c: c.print(f"submitted job {job.id} ({job.spec.name}); it fires when a run of job "
                                    f"{after.job_id} ends ({render.after_when(after.when)})"))
@@ -169,6 +170,12 @@ def cmd_submit(client: Client, args: argparse.Namespace, out: Callable[..., None
     run, timed_out = _wait(client, first_run_id(job), args.wait_timeout, args)
     out(run, lambda c: render.run_detail(c, run))
     return _wait_code(run, timed_out)
+
+
+def _warn_unhonoured(job: pb.Job) -> None:
+    notice = resources.submit_notice(job.spec)
+    if notice:
+        print(f"sparkyard: warning: {notice}", file=sys.stderr)
 
 
 def _wait(client: Client, run_id: str, timeout: str | None, args: argparse.Namespace) -> tuple[pb.Run, bool]:
@@ -272,6 +279,7 @@ def dispatch(args: argparse.Namespace) -> int:
         if verb == "update":
             change, fields, _ = JobOptions.from_namespace(args).to_update(JobOptions.given(args), args.entrypoint)
             job = client.update_spec(args.job_id, change, fields)
+            _warn_unhonoured(job)
             out(job, lambda c: c.print(f"updated job {job.id} to spec version {job.spec_version} "
                                        f"({', '.join(fields)}); from its next firing on"))
         elif verb == "jobs":

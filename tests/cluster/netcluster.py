@@ -229,10 +229,10 @@ class NetCluster:
         return f"{self.masters[name].host.address}:{MASTER_PORT}"
 
     def start_worker(self, worker_id: str, *, slots: int = 1, runner: str = "session", extra: tuple[str, ...] = (),
-                     masters: tuple[str, ...] = ()) -> HostProcess:
+                     masters: tuple[str, ...] = (), env: dict[str, str] | None = None) -> HostProcess:
         """A worker on host ``worker_id`` (created on first use; a restart reuses it), in a mount namespace of
         its own where ``submit_dir`` is an empty tmpfs. ``masters``: names of the masters it knows (default
-        all of them, in start order)."""
+        all of them, in start order); ``env`` is added to its environment."""
         host = self._host(worker_id)
         old = self.workers.get(worker_id)
         if old is not None:
@@ -247,16 +247,10 @@ class NetCluster:
             "--slots", str(slots), "--id", worker_id, "--runner", runner, "--work-dir", str(work / "work"),
             "--spark-master", "local[1]", "--drain-timeout", "5", *extra,
         ]
-        # `unshare` and `sh` exec, so the pid is the worker's; the mount stays in the new mount namespace.
-        argv = ["unshare", "--mount", "--propagation", "private",
-                "sh", "-c", 'mount -t tmpfs -o size=1m,mode=0755 sparkyard-hidden "$0" && exec "$@"',
-                str(self.submit_dir), *worker]
-        env = self._env(
-            PYTHONPATH=str(HOST_SITE),
-            # The JVM resolves the host name; in a namespace with no DNS, bind Spark to loopback instead.
-            SPARK_LOCAL_IP="127.0.0.1", SPARK_LOCAL_HOSTNAME="localhost",
-        )
-        proc = self._spawn(worker_id, host, argv, env)
+        # The JVM resolves the host name; in a namespace with no DNS, bind Spark to loopback instead.
+        spark_env = {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost", **(env or {})}
+        proc = self._spawn(worker_id, host, self.hidden_argv(*worker),
+                           self._env(PYTHONPATH=str(HOST_SITE), **spark_env))
         self.workers[worker_id] = proc
         own_mnt = _ns_inode("self", "mnt")
 
@@ -268,6 +262,13 @@ class NetCluster:
         assert _ns_inode(proc.pid, "net") != _ns_inode("self", "net")
         assert not os.path.ismount(self.submit_dir), "the worker's tmpfs leaked into the client's mount namespace"
         return proc
+
+    def hidden_argv(self, *argv: str) -> list[str]:
+        """``argv`` run in a mount namespace of its own where ``submit_dir`` is an empty tmpfs (``unshare`` and
+        ``sh`` exec, so a process started so has the pid of ``argv`` itself)."""
+        return ["unshare", "--mount", "--propagation", "private",
+                "sh", "-c", 'mount -t tmpfs -o size=1m,mode=0755 sparkyard-hidden "$0" && exec "$@"',
+                str(self.submit_dir), *argv]
 
     def wait_workers(self, *worker_ids: str, timeout: float = 180) -> None:
         """Until the workers are registered, alive and ready (their drivers warm), as the master sees them."""

@@ -55,6 +55,46 @@ def test_a_shipped_job_runs_from_its_bundle_and_a_resubmit_uploads_nothing(
     assert job.spec.bundle.digest in _bundles(redis_server, shared_cluster.namespace)
 
 
+UDF_JOB = """\
+import os
+
+from pyspark.sql.functions import udf
+
+import helper  # the driver's, from the bundle root (this file is in jobs/)
+
+
+def greeting(_):
+    import helper  # in Spark's Python worker, from the bundle's archive on its sys.path
+
+    return helper.GREETING
+
+
+def main(spark, ctx):
+    return [helper.GREETING, spark.range(1).select(udf(greeting)("id")).collect()[0][0], os.getpid()]
+"""
+
+
+def test_each_attempt_of_a_warm_driver_gives_its_udfs_its_own_bundle(
+        shared_cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    client = shared_cluster.client()
+    projects = {}
+    for name in ("one", "two"):
+        projects[name] = _project(tmp_path / name)
+        (projects[name] / "jobs").mkdir()
+        (projects[name] / "jobs" / "job.py").write_text(UDF_JOB)
+        (projects[name] / "helper.py").write_text(f"GREETING = {name!r}\n")
+    seen = []
+    for name in ("one", "two", "one"):  # the same module names in both bundles, one after the other
+        monkeypatch.chdir(projects[name])
+        job = client.submit("jobs/job.py:main", bundle=".", routing="consistent-hash", routing_key="udf")
+        run, _ = client.wait(first_run_id(job), timeout=120)
+        assert run.state == pb.RUN_SUCCEEDED, run
+        seen.append(json.loads(run.tasks[0].result_json))
+    assert [(driver_side, udf_side) for driver_side, udf_side, _ in seen] == [("one", "one"), ("two", "two"),
+                                                                             ("one", "one")]
+    assert len({pid for _, _, pid in seen}) == 1  # one driver ran all three: the isolation was tested
+
+
 def test_a_bundle_over_the_limit_is_refused_with_the_limit_named(make_cluster: object, tmp_path: Path) -> None:
     cluster: Cluster = make_cluster()  # type: ignore[operator]
     cluster.start_master("--max-bundle", "2k")

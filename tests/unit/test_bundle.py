@@ -16,7 +16,7 @@ import pytest
 from sparkyard.bundle import build
 from sparkyard.errors import InvalidArgument
 from sparkyard.v1 import sparkyard_pb2 as pb
-from sparkyard.worker.bundles import BundleCache, BundleError
+from sparkyard.worker.bundles import BundleCache, BundleError, archive_of
 
 
 def _project(root: Path) -> Path:
@@ -100,6 +100,7 @@ async def test_concurrent_attempts_fetch_a_bundle_once_and_get_its_files(tmp_pat
     paths = await asyncio.gather(*(cache.acquire(ref) for _ in range(5)))
     assert master.fetches == 1 and len(set(paths)) == 1
     assert (paths[0] / "pkg" / "mod.py").read_text() == "X = 1"
+    assert archive_of(paths[0]).read_bytes() == data  # kept for Spark's executors
     restarted = BundleCache(tmp_path / "bundles", 10_000_000, master.fetch)
     restarted.load()
     assert await restarted.acquire(ref) == paths[0] and master.fetches == 1
@@ -134,4 +135,5 @@ async def test_least_recently_used_bundles_go_beyond_the_cap_but_never_one_in_us
     await cache.acquire(refs[2])
     cache.release(refs[2])
     assert pinned.exists() and not (tmp_path / "bundles" / refs[1].digest).exists()
+    assert not archive_of(tmp_path / "bundles" / refs[1].digest).exists()
     assert (tmp_path / "bundles" / refs[2].digest).exists()

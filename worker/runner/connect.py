@@ -22,17 +22,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from sparkyard import resources
 from sparkyard.config import DEFAULT_DRIVER_MAX_TASKS
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.children import Children
 from sparkyard.worker.connect_server import ConnectServer
 from sparkyard.worker.remote_spark import CONNECT_MODE
+from sparkyard.worker.runner.base import AttemptRun
 from sparkyard.worker.runner.session import SessionRunner, _Job
 
 
 class ConnectRunner(SessionRunner):
     name = "connect"
     drivers = "Spark Connect clients"
+    process_kind = "Spark Connect client"
 
     def __init__(self, connect_url: str, spark_master: str, slots: int, work_dir: Path, children: Children, *,
                  conf: dict[str, str] | None = None, task_memory_mb: int = 0,
@@ -63,6 +66,11 @@ class ConnectRunner(SessionRunner):
     def _dispatch(self) -> None:
         if self.server.ready:  # attempts wait for the server, not fail against it
             super()._dispatch()
+
+    def notices(self, attempt: AttemptRun) -> list[str]:
+        """The job's resources the shared server cannot take (its --py-files do reach the server)."""
+        notice = resources.shared_app_notice(attempt.assignment.spec, self.name)
+        return [notice] if notice else []
 
     def _run_message(self, job: _Job) -> dict[str, Any]:
         message = super()._run_message(job)

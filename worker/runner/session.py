@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from sparkyard import resources
 from sparkyard.config import DEFAULT_DRIVER_MAX_TASKS
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.children import Children, tree_rss
@@ -156,6 +157,7 @@ class _Driver:
 class SessionRunner:
     name = "session"
     drivers = "Spark drivers"  # what readiness calls the pool's processes
+    process_kind = "warm driver"  # what an attempt's log calls the process it runs in
 
     def __init__(self, spark_master: str, slots: int, work_dir: Path, children: Children, *,
                  conf: dict[str, str] | None = None, task_memory_mb: int = 0,
@@ -270,16 +272,28 @@ class SessionRunner:
             job.driver = driver
             driver.send(self._run_message(job))
 
+    def notices(self, attempt: AttemptRun) -> list[str]:
+        """What a warm driver cannot do for this attempt, said in its log rather than silently skipped."""
+        out = [resources.shared_app_notice(attempt.assignment.spec, self.name)]
+        archives = [os.path.basename(p) for p in attempt.workspace.py_files if p.endswith((".zip", ".egg"))]
+        if archives:
+            out.append(f"--py-files {', '.join(archives)} reach this driver but not its executors (a warm driver "
+                       "shares its executors with other jobs, whose files may have the same names); the bundle's "
+                       "own modules do reach them. Use --runner submit, or put the code in the bundle")
+        return [notice for notice in out if notice]
+
     def _run_message(self, job: _Job) -> dict[str, Any]:
         attempt = job.attempt
         a = attempt.assignment
         ws = attempt.workspace
         ctx = attempt.context()
         header = (f"sparkyard: attempt {a.attempt} of task {a.task_id} (token {a.fencing_token}) on worker "
-                  f"{attempt.worker_id}, warm driver {job.driver.number if job.driver else '?'} "
+                  f"{attempt.worker_id}, {self.process_kind} {job.driver.number if job.driver else '?'} "
                   f"(pid {job.driver.proc.pid if job.driver and job.driver.proc else '?'}), cwd {ws.cwd}\n")
+        header += "".join(f"sparkyard: warning: {notice}\n" for notice in self.notices(attempt))
         return {
             "op": "run", "id": job.key, "entrypoint": ws.entrypoint, "sys_path": list(ws.sys_path), "cwd": ws.cwd,
+            "archive": ws.archive, "executor_path": list(ws.executor_path),
             # The context travels once, as the SPARKYARD_TASK variable the driver sets anyway.
             "env": {**dict(a.spec.env), **ctx.env()}, "conf": dict(a.spec.conf),
             "context_id": f"{a.task_id}.a{a.attempt}", "log_path": attempt.log_path, "header": header,

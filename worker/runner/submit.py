@@ -7,7 +7,9 @@ default; ``spark://…``, ``yarn`` or ``k8s://…`` work the same way).
 The process is started in its own process group, recorded (worker/children.py), and killed as a group
 (SIGTERM, then SIGKILL after a grace) on cancel, timeout, lost lease or a breach of the attempt's memory
 limit (measured on the whole process tree); the driver bootstrap kills the group itself if the worker
-dies. It runs in the attempt's working directory (worker/workspace.py) with the job's ``--py-files``.
+dies. It runs in the attempt's working directory (worker/workspace.py) with the job's resources
+(``--driver-memory``, ``--executor-memory``, ``--executor-cores``, ``--num-executors``) and ``--py-files``:
+the bundle's archive first, so executors import the bundle's modules as the driver does.
 Everything the application prints — the task's output and Spark's log — goes to the attempt's log file.
 """
 
@@ -26,6 +28,7 @@ from typing import Callable
 from pyspark.find_spark_home import _find_spark_home
 
 import sparkyard.worker
+from sparkyard import resources
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.children import Children, tree_rss
 from sparkyard.worker.runner.base import AttemptRun, Outcome, log_tail
@@ -88,8 +91,12 @@ class SubmitRunner:
         conf = {**DEFAULT_CONF, "spark.local.dir": str(work_dir / "spark-local"), **self._conf, **dict(spec.conf)}
         for key, value in sorted(conf.items()):
             cmd += ["--conf", f"{key}={value}"]
-        if attempt.workspace.py_files:
-            cmd += ["--py-files", ",".join(attempt.workspace.py_files)]
+        cmd += resources.submit_args(spec)
+        ws = attempt.workspace
+        py_files = [ws.archive] if ws.archive else []
+        py_files += ws.py_files
+        if py_files:
+            cmd += ["--py-files", ",".join(py_files)]
         return [*cmd, str(BOOTSTRAP), str(task_file), str(result_file)]
 
     def begin(self, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:

@@ -1,0 +1,182 @@
+"""Acceptance test of Spark standalone as the engine: a Spark master, a Spark worker and a Sparkyard worker
+(``--spark-master spark://…``) on three hosts of the test network, started with deploy/spark-standalone.sh.
+Tasks run their Spark work on executors of the Spark worker's host, with a UDF that imports a module of the
+job's bundle — which neither the Sparkyard worker nor the Spark worker has on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from harness import TEST_DRIVER_CONF
+from netcluster import NetCluster, results, wait_until
+from netns import Host
+from sparkyard.client import Client, first_run_id
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "spark-standalone.sh"
+GROUP = "spark"
+JOB = '''\
+import os
+import time
+
+from pyspark.sql.functions import udf
+
+import helpers  # a module of the bundle: the executors import it too (the UDF refers to it)
+
+
+def netns():
+    return os.stat("/proc/self/ns/net").st_ino
+
+
+def main(spark, ctx):
+    """Each input through a UDF on the executors: what helpers made of it, and where it ran."""
+    where = udf(lambda value: f"{helpers.shout(value)} {netns()}")
+    rows = spark.createDataFrame([(v,) for v in ctx.input_values], ["v"]).select(where("v")).collect()
+    return {"rows": [r[0] for r in rows], "app": spark.sparkContext.applicationId, "driver": netns()}
+
+
+def shout_then_stall(spark, ctx):
+    """main's result in the log, then a Spark job that runs until it is cancelled."""
+    print("SHOUTED", main(spark, ctx)["rows"], flush=True)
+    wait = udf(lambda value: time.sleep(600) or value)
+    spark.range(1).select(wait("id")).collect()
+'''
+
+
+@dataclass
+class Standalone:
+    data: Path  # of the Spark hosts: DATA/master and DATA/worker, as deploy/spark-standalone.sh keeps them
+    webui: str  # the Spark master's, http://HOST:PORT
+    client: Client
+    project: Path  # the job's files on the client host (JOB as spark_job.py, and helpers.py)
+
+    def submit(self, entrypoint: str, **options: Any) -> pb.Job:
+        """A job of the project, shipped as a bundle, for the Sparkyard worker on the Spark cluster."""
+        return self.client.submit(entrypoint, base_dir=self.project, bundle=str(self.project), group=GROUP, **options)
+
+    def status(self) -> dict[str, Any]:
+        """The Spark master's JSON status (applications, workers)."""
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(f"{self.webui}/json/", timeout=5) as answer:
+            status: dict[str, Any] = json.loads(answer.read())
+            return status
+
+    def completed(self, app_id: str) -> dict[str, Any] | None:
+        """The application's entry once the master lists it as completed."""
+        return next((app for app in self.status()["completedapps"] if app["id"] == app_id), None)
+
+
+def _script(cluster: NetCluster, host: Host, data: Path, *args: str) -> str:
+    """deploy/spark-standalone.sh on ``host``, where the client's files are hidden as on a Sparkyard worker."""
+    argv = host.exec_argv(*cluster.hidden_argv(str(SCRIPT), "--data-dir", str(data), "--host", host.address, *args))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["SPARK_DAEMON_JAVA_OPTS"] = TEST_DRIVER_CONF.split("=", 1)[1]  # the quick JIT, as the test drivers have
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0, f"{' '.join(args)}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def standalone(net_cluster: NetCluster) -> Iterator[Standalone]:
+    """Spark master (host ``sparkm``), one Spark worker with 2 cores and 1 GiB (``sparkw``) and a Sparkyard
+    worker of node group ``spark`` with one warm driver on that cluster (``sy``); all stopped afterwards, when
+    the Spark master must list every application completed."""
+    cluster = net_cluster
+    data = cluster.root / "standalone"
+    master, worker = cluster.network.add_host("sparkm"), cluster.network.add_host("sparkw")
+    started: list[tuple[Host, Path]] = []
+    try:
+        started.append((master, data / "master"))
+        _script(cluster, master, data / "master", "--workers", "0", "start")
+        url = (data / "master" / "run" / "master.url").read_text().strip()
+        webui = (data / "master" / "run" / "master.webui").read_text().strip()
+        started.append((worker, data / "worker"))
+        _script(cluster, worker, data / "worker", "--master-url", url, "--cores", "2", "--memory", "1g", "start")
+        sy = cluster.network.add_host("sy")
+        cluster.start_worker("sy", env={"SPARK_LOCAL_IP": sy.address, "SPARK_LOCAL_HOSTNAME": sy.address},
+                             extra=("--group", GROUP, "--spark-master", url, "--conf", TEST_DRIVER_CONF,
+                                    "--conf", TEST_DRIVER_CONF.replace(".driver.", ".executor."),
+                                    "--conf", "spark.executor.memory=512m",
+                                    # The warm driver's executor starts with it, not with the first task.
+                                    "--conf", "spark.dynamicAllocation.minExecutors=1"))
+        cluster.wait_workers("sy")
+        standalone = Standalone(data, webui, cluster.client(), _project(cluster))
+        yield standalone
+        # The warm drivers' applications end with their worker: the master lists every application completed.
+        cluster.stop_worker("sy")
+        wait_until(lambda: not standalone.status()["activeapps"], 60, "every application to end", interval=0.5)
+        assert {app["state"] for app in standalone.status()["completedapps"]} <= {"FINISHED", "KILLED"}
+    finally:
+        if "sy" in cluster.workers and cluster.workers["sy"].alive():
+            cluster.stop_worker("sy")
+        for host, host_data in reversed(started):
+            _script(cluster, host, host_data, "stop")
+
+
+def _project(cluster: NetCluster) -> Path:
+    project = cluster.submit_dir / "standalone"
+    project.mkdir(exist_ok=True)
+    (project / "spark_job.py").write_text(JOB)
+    (project / "helpers.py").write_text('def shout(value):\n    return value.upper() + "!"\n')
+    return project
+
+
+def _spark_worker_netns(standalone: Standalone) -> int:
+    pid = (standalone.data / "worker" / "run" / "worker-1.pid").read_text().strip()
+    return os.stat(f"/proc/{pid}/ns/net").st_ino
+
+
+@pytest.mark.spark
+@pytest.mark.acceptance
+def test_split_tasks_run_a_bundled_udf_on_executors_of_the_spark_cluster(standalone: Standalone) -> None:
+    client = standalone.client
+    executors_netns = _spark_worker_netns(standalone)
+
+    # The warm drivers (session runner): their executors run on the Spark worker's host.
+    warm = standalone.submit("spark_job.py:main", inputs=["a", "b"], parallelism=2)
+    run, _ = client.wait(first_run_id(warm), timeout=240)
+    assert run.state == pb.RUN_SUCCEEDED, run
+    for result, value in zip(results(run), ("a", "b")):
+        assert result["rows"] == [f"{value.upper()}! {executors_netns}"]
+        assert result["driver"] != executors_netns
+    apps = {app["id"]: app for app in standalone.status()["activeapps"]}
+    assert all(apps[r["app"]]["name"].startswith("sparkyard-driver-") for r in results(run))  # a warm driver's
+
+
+@pytest.mark.spark
+@pytest.mark.acceptance
+def test_a_submit_runner_task_has_an_application_sized_by_its_job_that_its_cancel_ends(
+        standalone: Standalone) -> None:
+    client = standalone.client
+    job = standalone.submit("spark_job.py:shout_then_stall", runner="submit", inputs=["c"], driver_memory="512m",
+                            executor_memory="512m", executor_cores=1, conf={"spark.cores.max": "1"})
+    run_id = first_run_id(job)
+
+    def running_app() -> dict[str, Any] | None:
+        tasks = client.run(run_id).tasks
+        if not tasks:
+            return None
+        name = f"sparkyard-{tasks[0].id}-a1"
+        return next((a for a in standalone.status()["activeapps"] if a["name"] == name and a["state"] == "RUNNING"),
+                    None)
+
+    app = wait_until(running_app, 180, "the task's application to run on the cluster", interval=0.5)
+    assert app is not None and app["memoryperexecutor"] == 512 and app["cores"] == 1, app
+    (task,) = client.run(run_id).tasks
+    shouted = f"SHOUTED ['C! {_spark_worker_netns(standalone)}']"  # the bundled UDF ran on the Spark worker's host
+    wait_until(lambda: shouted in b"".join(client.logs(task.id)).decode(errors="replace"), 180,
+               "the task to log its UDF's result", interval=0.5)
+    client.cancel(run_id, "test")
+    run, _ = client.wait(run_id, timeout=60)
+    assert run.state == pb.RUN_CANCELLED, run
+    ended = wait_until(lambda: standalone.completed(app["id"]), 60, f"application {app['id']} to end", interval=0.5)
+    assert ended is not None and ended["state"] in ("FINISHED", "KILLED"), ended
+    assert not [a for a in standalone.status()["activeapps"] if a["name"].startswith(f"sparkyard-{job.id}")]
