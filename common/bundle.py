@@ -12,7 +12,7 @@ Layout — the bundle root mirrors the directory the user submits from:
   ``.venv/``) exclude;
 * the entrypoint file, each ``--py-files`` entry and each ``--files`` entry is stored at its path relative
   to R when it lies inside R, else under its base name at the root;
-* the job's spec then names the entrypoint and py-files relative to the bundle root.
+* the job's spec then names the entrypoint, py-files and files relative to the bundle root.
 
 The worker extracts the bundle once per digest (worker/bundles.py); docs/shipping.md has the whole story.
 """
@@ -45,6 +45,7 @@ class Bundle:
     data: bytes
     entrypoint: str  # relative to the bundle root, with ``:func`` if any ('' for a module entrypoint)
     py_files: tuple[str, ...]  # relative to the bundle root
+    files: tuple[str, ...] = ()  # the --files entries, relative to the bundle root
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -113,8 +114,13 @@ def _build(entry_path: Path | None, func: str, submit_dir: Path, bundle_dir: Pat
 
     entry = place(entry_path) if entry_path is not None else ""
     shipped_py = tuple(place(p) for p in py_files)
-    for path in files:
-        place(path)
+    shipped_files = tuple(place(p) for p in files)
+    by_name: dict[str, str] = {}
+    for name in shipped_files:
+        other = by_name.setdefault(Path(name).name, name)
+        if other != name:
+            raise InvalidArgument(f"files: {other} and {name} have the same name, and Spark knows a file it "
+                                  "ships (SparkFiles.get) by its name alone")
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for name in sorted(members):
@@ -127,7 +133,7 @@ def _build(entry_path: Path | None, func: str, submit_dir: Path, bundle_dir: Pat
                 raise InvalidArgument(f"bundle: cannot read {members[name]}: {exc.strerror}") from None
     data = buffer.getvalue()
     bundle = Bundle(hashlib.sha256(data).hexdigest(), data, f"{entry}:{func}" if func and entry else entry,
-                  shipped_py)
+                  shipped_py, shipped_files)
     _recent[:] = [bundle, *_recent[:_RECENT_KEPT - 1]]
     return bundle
 

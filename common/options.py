@@ -95,8 +95,9 @@ class JobOptions:
     env: dict[str, str] = _option({}, "environment variable (repeatable)", "pairs", metavar="K=V")
     py_files: list[str] = _option([], ".py/.zip/.egg files put on the task's sys.path, shipped with the job "
                                       "(repeatable or comma-separated)", "paths", spec=("code",))
-    files: list[str] = _option([], "data files shipped with the job, at their path relative to here "
-                                   "(repeatable or comma-separated)", "paths", spec=("code",))
+    files: list[str] = _option([], "data files shipped with the job, at their path relative to here, and "
+                                   "handed to Spark (SparkFiles.get(name) on executors; repeatable or "
+                                   "comma-separated)", "paths", spec=("code",))
     bundle: str = _option("", "ship this project directory (minus .sparkyardignore); it becomes the task's "
                               "working directory and is on sys.path", metavar="DIR", spec=("code",))
     cwd: str = _option("", "the task's working directory on the worker, absolute (default: see docs/runners.md)")
@@ -300,6 +301,7 @@ class JobOptions:
         spec.entrypoint = packed.entrypoint or entry
         del spec.py_files[:]
         spec.py_files.extend(packed.py_files)
+        spec.files.extend(packed.files)
         spec.bundle.digest, spec.bundle.size = packed.digest, len(packed.data)
         return packed
 

@@ -348,9 +348,10 @@ def _validate_bundle(spec: pb.JobSpec, entry: Entrypoint) -> None:
         raise SpecError("bundle.size", "must be positive")
     if entry.is_file and not _inside_bundle(entry.path):
         raise SpecError("entrypoint", f"{quote(entry.path)} must be a path inside the bundle (relative, no '..')")
-    for path in spec.py_files:
-        if not _inside_bundle(path):
-            raise SpecError("py_files", f"{quote(path)} must be a path inside the bundle (relative, no '..')")
+    for field in ("py_files", "files"):
+        for path in getattr(spec, field):
+            if not _inside_bundle(path):
+                raise SpecError(field, f"{quote(path)} must be a path inside the bundle (relative, no '..')")
 
 
 def backoff_seconds(retry: pb.RetryPolicy, failed_attempt: int) -> float:
@@ -364,7 +365,7 @@ def backoff_seconds(retry: pb.RetryPolicy, failed_attempt: int) -> float:
 # The fields an update may change: JobSpec field paths, plus two that stand for several fields at once.
 # `trigger.kind` is the trigger itself (its oneof: now, at, delay, cron with its tz, every with fixed_delay,
 # after with its condition; a child job's parent cannot be changed, see JobManager.update),
-# and `code` is the shipped code (entrypoint, py_files, bundle and the submit_dir they resolve against).
+# and `code` is the shipped code (entrypoint, py_files, files, bundle and the submit_dir they resolve against).
 UPDATABLE = frozenset({
     "name", "args", "conf", "env", "group", "priority", "runner", "cwd", "task_memory_mb", "labels", "timeout",
     "driver_memory", "executor_memory", "executor_cores", "num_executors",
@@ -378,7 +379,7 @@ UPDATABLE = frozenset({
 _COMPOSITE = {
     "trigger.kind": ("trigger.now", "trigger.at", "trigger.delay", "trigger.cron", "trigger.every",
                      "trigger.after"),
-    "code": ("entrypoint", "py_files", "bundle", "submit_dir"),
+    "code": ("entrypoint", "py_files", "files", "bundle", "submit_dir"),
 }
 
 

@@ -12,11 +12,16 @@ program written for ``spark-submit`` must not be able to tell — or break — t
   (another master, app name or static conf) is reported in the attempt log;
 * ``spark.stop()`` / ``sc.stop()`` (and leaving a ``with`` block) end only the attempt's use of Spark: the
   next attempt in this process is unaffected;
-* the attempt's shipped code reaches the executors: its bundle's archive is added once per driver
-  (``SparkContext.addPyFile``, content-addressed name, so two bundles never collide), and while the
-  attempt runs the context's Python includes — what every Python UDF or RDD function the attempt creates
-  puts on its executors' ``sys.path`` — are the driver's own plus only this attempt's places in the archive.
-  Another attempt's bundle, still registered with the context, is on none of its executors' paths. (Spark
+* the attempt's shipped code reaches the executors: its bundle's archive and each ``.zip``/``.egg``
+  ``--py-files`` entry are added once per driver (``SparkContext.addPyFile``, under content-addressed
+  names, so two bundles never collide), and while the attempt runs the context's Python includes — what
+  every Python UDF or RDD function the attempt creates puts on its executors' ``sys.path`` — are the
+  driver's own plus only this attempt's archives and places in them. Another attempt's code, still
+  registered with the context, is on none of its executors' paths;
+* the job's ``--files`` are added with ``SparkContext.addFile``, so ``SparkFiles.get(name)`` finds them on
+  the driver and the executors. Spark keys an added file by its name alone, for the context's life, so
+  the session runner hands an attempt only to a driver that serves none of its files' names from another
+  path (worker/runner/session.py). (Spark
   4.3's ``SparkSession.addArtifacts`` is the same ``addPyFile`` in classic mode: context-wide, and refusing a
   second file of the same name, so it cannot isolate attempts; session-scoped artifacts are Spark
   Connect's.)
@@ -27,6 +32,7 @@ shutdown are untouched. One attempt at a time runs in a driver, on its main thre
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -35,6 +41,34 @@ from pathlib import Path
 from typing import Any, Callable
 
 log = logging.getLogger(__name__)
+
+
+def _served_name(path: str) -> str:
+    """A name for a shipped file that no other file shares: the bundle cache holds each bundle under its
+    digest, so the path names the content (a path outside any bundle, ``--no-ship``, adds its version)."""
+    try:
+        st = os.stat(path)
+        version = f"{st.st_mtime_ns}:{st.st_size}"
+    except OSError:
+        version = ""
+    key = hashlib.sha256(f"{path}\0{version}".encode()).hexdigest()[:16]
+    return f"{key}-{os.path.basename(path)}"
+
+
+def _serve(source: str, folder: str, name: str) -> Path:
+    """The copy of ``source`` the context serves. Executors fetch every registered file when they start a
+    task, so the context serves a hard link of its own, not the worker's cache entry, which the worker may
+    evict while this driver lives."""
+    from pyspark import SparkFiles
+
+    served = Path(SparkFiles.getRootDirectory()) / folder / name
+    served.parent.mkdir(parents=True, exist_ok=True)
+    if not served.exists():
+        try:
+            os.link(source, served)
+        except OSError:  # another filesystem
+            shutil.copyfile(source, served)
+    return served
 
 
 class SharedSpark:
@@ -51,7 +85,8 @@ class SharedSpark:
         self._warn: Callable[[str], None] = log.warning
         self._jvm_cwd = ""
         self._includes = list(self.sc._python_includes)  # the driver's own (a worker's spark.submit.pyFiles)
-        self._shipped: set[str] = set()  # archives added to the context
+        self._shipped: set[str] = set()  # archives added to the context, by served name
+        self._files: dict[str, str] = {}  # files added to the context: name -> the source it was added from
 
     @classmethod
     def build(cls, master: str, conf: dict[str, str], *, warm: bool) -> SharedSpark:
@@ -75,7 +110,8 @@ class SharedSpark:
 
     def begin(self, task: dict[str, Any], warn: Callable[[str], None]) -> None:
         """An attempt starts (``task`` is the driver's run message: its ``cwd`` and ``conf`` apply here, and
-        its bundle's ``archive`` ('' for none) is shipped to executors with ``executor_path``, its places in it)."""
+        its bundle's ``archive`` ('' for none) is shipped to executors with ``executor_path``, its places in it,
+        and so are its ``py_files`` archives and its ``files``)."""
         self.in_attempt = True
         self.stopped = False
         self.touched = False
@@ -84,36 +120,45 @@ class SharedSpark:
         self._warn = warn
         if task["cwd"] != self._jvm_cwd:
             self._set_jvm_cwd(task["cwd"])
+        includes = list(task["executor_path"])
         if task["archive"]:
-            self._ship(task["archive"])
-        self.sc._python_includes[:] = [*self._includes, *task["executor_path"]]
+            self._ship(task["archive"], os.path.basename(task["archive"]))
+        for path in task["py_files"]:
+            if path.endswith((".zip", ".egg")):
+                includes.append(self._ship(path, _served_name(path)))
+        for path in task["files"]:
+            self._add_file(path)
+        self.sc._python_includes[:] = [*self._includes, *includes]
 
     def cancel(self) -> None:
         """Cancel the attempt's Spark jobs (a driver runs one attempt: all of its jobs are the attempt's)."""
         self.sc.cancelAllJobs()
 
-    def _ship(self, archive: str) -> None:
-        """Register a bundle's archive with the context once. Executors fetch every registered file when they
-        start a task, so the context serves a hard link of its own, not the worker's cache entry, which the
-        worker may evict while this driver lives."""
-        name = os.path.basename(archive)
+    def _ship(self, archive: str, name: str) -> str:
+        """Register an archive of Python code with the context once, as ``name`` (returned: the entry it
+        takes on the executors' ``sys.path``)."""
         if name in self._shipped:
-            return
-        from pyspark import SparkFiles
-
-        served = Path(SparkFiles.getRootDirectory()) / "sparkyard-bundles" / name
-        served.parent.mkdir(exist_ok=True)
-        if not served.exists():
-            try:
-                os.link(archive, served)
-            except OSError:  # another filesystem
-                shutil.copyfile(archive, served)
+            return name
+        served = _serve(archive, "sparkyard-bundles", name)
         # addPyFile puts the archive on this process's sys.path too. The attempt must import from its bundle
         # root instead, where the driver forgets the modules it loaded when it ends.
         path = list(sys.path)
         self.sc.addPyFile(str(served))
         sys.path[:] = path
         self._shipped.add(name)
+        return name
+
+    def _add_file(self, path: str) -> None:
+        """Serve a --files entry under its own name (SparkFiles.get(name)). The session runner never sends
+        an attempt whose file's name this driver serves from another path; it warms a fresh driver."""
+        name = os.path.basename(path)
+        added = self._files.get(name)
+        if added == path:
+            return
+        if added is not None:
+            raise RuntimeError(f"--files {name}: this driver already serves {added} under that name")
+        self.sc.addFile(str(_serve(path, f"sparkyard-files/{_served_name(path)}", name)))
+        self._files[name] = path
 
     def _set_jvm_cwd(self, cwd: str) -> None:
         """Relative paths given to Spark (``spark.read.csv("data/x.csv")``, ``sc.textFile``) resolve in the

@@ -10,6 +10,7 @@ JVM), so an attempt costs a new session on the server, not a Spark start. Per at
   reported in the attempt's log;
 * the job's Python code is added to it with ``addArtifacts``: the modules of its shipped bundle (zipped)
   and each ``--py-files`` entry, so that a UDF running on the server imports what the attempt imports;
+  its ``--files`` too (``file=True``), so that ``SparkFiles.get(name)`` finds them there;
 * ``SparkSession.builder…getOrCreate()``, ``SparkSession.getActiveSession()`` and ``active()`` return that
   session, and ``spark.stop()`` ends only the attempt's use of it, so a program written for
   ``spark-submit`` runs unchanged if it uses DataFrames and SQL only;
@@ -115,6 +116,8 @@ class RemoteSpark:
             artifacts = self._artifacts(connect)
             if artifacts:
                 session.addArtifacts(*artifacts, pyfile=True)
+            if self._task["files"]:
+                session.addArtifacts(*self._task["files"], file=True)
         return self._session
 
     @staticmethod

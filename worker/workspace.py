@@ -17,7 +17,8 @@ the bundle root, then each ``--py-files`` entry (a .zip/.egg itself, a .py file'
 
 Executors see the same code through the bundle's archive: ``executor_path`` names the directories of
 ``sys.path`` that lie in the bundle as places inside the archive (``<digest>.zip``, ``<digest>.zip/lib``),
-which Python imports from directly.
+which Python imports from directly; ``.zip``/``.egg`` py-files and the job's ``--files`` are handed to
+Spark one by one (every runner says how).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class Workspace:
     bundle_root: str = ""  # where the job's shipped bundle is extracted ('' = none)
     archive: str = ""  # the bundle's verified zip ('' without a bundle): shipped to executors
     executor_path: tuple[str, ...] = ()  # sys.path entries in the bundle, as ARCHIVE_NAME[/DIR]
+    files: tuple[str, ...] = ()  # absolute paths of the job's --files (spark-submit --files, SparkContext.addFile)
 
 
 def workspace(spec: pb.JobSpec, bundle_root: Path | None, scratch: Path) -> Workspace:
@@ -56,6 +58,7 @@ def workspace(spec: pb.JobSpec, bundle_root: Path | None, scratch: Path) -> Work
     entry_path = os.path.join(base, entry.path) if entry.is_file and base else entry.path
     entrypoint = (f"{entry_path}:{entry.func}" if entry.func else entry_path) if entry.is_file else str(entry)
     py_files = tuple(os.path.join(base, p) if base else p for p in spec.py_files)
+    files = tuple(os.path.join(base, p) if base else p for p in spec.files)
     sys_path: list[str] = []
     if entry.is_file:
         sys_path.append(os.path.dirname(entry_path))
@@ -66,7 +69,7 @@ def workspace(spec: pb.JobSpec, bundle_root: Path | None, scratch: Path) -> Work
     paths = tuple(dict.fromkeys(sys_path))
     archive = str(archive_of(bundle_root)) if bundle_root is not None else ""
     return Workspace(entrypoint, _cwd(spec, entry.path if entry.is_file else "", base, scratch), paths, py_files,
-                     base, archive, _executor_path(paths, base, os.path.basename(archive)))
+                     base, archive, _executor_path(paths, base, os.path.basename(archive)), files)
 
 
 def _executor_path(sys_path: tuple[str, ...], base: str, archive_name: str) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """Acceptance test of Spark standalone as the engine: a Spark master, a Spark worker and a Sparkyard worker
 (``--spark-master spark://…``) on three hosts of the test network, started with deploy/spark-standalone.sh.
 Tasks run their Spark work on executors of the Spark worker's host, with a UDF that imports a module of the
-job's bundle — which neither the Sparkyard worker nor the Spark worker has on disk."""
+job's bundle and one of its ``--py-files`` zip, and reads one of its ``--files`` — which neither the
+Sparkyard worker nor the Spark worker has on disk."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import os
 import subprocess
 import urllib.request
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -36,9 +38,19 @@ def netns():
     return os.stat("/proc/self/ns/net").st_ino
 
 
+def shipped(value):
+    """On an executor: helpers (the bundle), zipped (in deps.zip, a --py-files entry) and lookup.txt (--files)."""
+    from pyspark import SparkFiles
+
+    import zipped
+
+    with open(SparkFiles.get("lookup.txt")) as lookup:
+        return f"{helpers.shout(value)}{zipped.MARK}{lookup.read().strip()} {netns()}"
+
+
 def main(spark, ctx):
-    """Each input through a UDF on the executors: what helpers made of it, and where it ran."""
-    where = udf(lambda value: f"{helpers.shout(value)} {netns()}")
+    """Each input through a UDF on the executors: what the shipped code and file made of it, and where."""
+    where = udf(shipped)
     rows = spark.createDataFrame([(v,) for v in ctx.input_values], ["v"]).select(where("v")).collect()
     return {"rows": [r[0] for r in rows], "app": spark.sparkContext.applicationId, "driver": netns()}
 
@@ -60,7 +72,9 @@ class Standalone:
 
     def submit(self, entrypoint: str, **options: Any) -> pb.Job:
         """A job of the project, shipped as a bundle, for the Sparkyard worker on the Spark cluster."""
-        return self.client.submit(entrypoint, base_dir=self.project, bundle=str(self.project), group=GROUP, **options)
+        return self.client.submit(entrypoint, base_dir=self.project, bundle=str(self.project), group=GROUP,
+                                  py_files=[str(self.project.parent / "deps.zip")],
+                                  files=[str(self.project / "lookup.txt")], **options)
 
     def status(self) -> dict[str, Any]:
         """The Spark master's JSON status (applications, workers)."""
@@ -126,6 +140,9 @@ def _project(cluster: NetCluster) -> Path:
     project.mkdir(exist_ok=True)
     (project / "spark_job.py").write_text(JOB)
     (project / "helpers.py").write_text('def shout(value):\n    return value.upper() + "!"\n')
+    (project / "lookup.txt").write_text("looked-up\n")
+    with zipfile.ZipFile(project.parent / "deps.zip", "w") as deps:  # outside the bundle's directory
+        deps.writestr("zipped.py", 'MARK = "+"\n')
     return project
 
 
@@ -145,7 +162,7 @@ def test_split_tasks_run_a_bundled_udf_on_executors_of_the_spark_cluster(standal
     run, _ = client.wait(first_run_id(warm), timeout=240)
     assert run.state == pb.RUN_SUCCEEDED, run
     for result, value in zip(results(run), ("a", "b")):
-        assert result["rows"] == [f"{value.upper()}! {executors_netns}"]
+        assert result["rows"] == [f"{value.upper()}!+looked-up {executors_netns}"]
         assert result["driver"] != executors_netns
     apps = {app["id"]: app for app in standalone.status()["activeapps"]}
     assert all(apps[r["app"]]["name"].startswith("sparkyard-driver-") for r in results(run))  # a warm driver's
@@ -171,7 +188,7 @@ def test_a_submit_runner_task_has_an_application_sized_by_its_job_that_its_cance
     app = wait_until(running_app, 180, "the task's application to run on the cluster", interval=0.5)
     assert app is not None and app["memoryperexecutor"] == 512 and app["cores"] == 1, app
     (task,) = client.run(run_id).tasks
-    shouted = f"SHOUTED ['C! {_spark_worker_netns(standalone)}']"  # the bundled UDF ran on the Spark worker's host
+    shouted = f"SHOUTED ['C!+looked-up {_spark_worker_netns(standalone)}']"  # the UDF ran on the Spark worker's host
     wait_until(lambda: shouted in b"".join(client.logs(task.id)).decode(errors="replace"), 180,
                "the task to log its UDF's result", interval=0.5)
     client.cancel(run_id, "test")

@@ -37,11 +37,16 @@ print("counts", [r["count"] for r in rows], spark.conf.get("spark.sql.shuffle.pa
 spark.stop()
 """
 BUNDLE_JOB = """\
+from pyspark import SparkFiles
 from pyspark.sql.functions import udf
 from mylib.maths import triple
 
+def offset(x):
+    with open(SparkFiles.get("offset.txt")) as f:  # a --files entry, an artifact of the attempt's session
+        return triple(x) + int(f.read())
+
 def main(spark, ctx):
-    return [r[0] for r in spark.range(4).select(udf(triple, "long")("id")).orderBy("id").collect()]
+    return [r[0] for r in spark.range(4).select(udf(offset, "long")("id")).orderBy("id").collect()]
 """
 
 
@@ -86,18 +91,19 @@ def test_dataframe_tasks_and_a_spark_submit_program_run_on_their_own_remote_sess
     assert server.name() == "java" and server.ppid() == cluster.workers["c"].pid
 
 
-def test_shipped_bundle_code_runs_in_a_udf_on_the_server(connect: tuple[Cluster, Client], tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shipped_bundle_code_and_files_reach_a_udf_on_the_server(connect: tuple[Cluster, Client], tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     _, client = connect
     project = tmp_path / "proj"
     (project / "mylib").mkdir(parents=True)
     (project / "mylib" / "__init__.py").write_text("")
     (project / "mylib" / "maths.py").write_text("def triple(x):\n    return x * 3\n")
     (project / "job.py").write_text(BUNDLE_JOB)
+    (project / "offset.txt").write_text("100\n")
     monkeypatch.chdir(project)
-    run = _run(client, "job.py:main", bundle=".")
+    run = _run(client, "job.py:main", bundle=".", files=["offset.txt"])
     assert run.state == pb.RUN_SUCCEEDED, run.tasks[0].attempts[-1].error
-    assert json.loads(run.tasks[0].result_json) == [0, 3, 6, 9]
+    assert json.loads(run.tasks[0].result_json) == [100, 103, 106, 109]
 
 
 def test_rdd_code_fails_with_a_message_naming_the_connect_runner(connect: tuple[Cluster, Client]) -> None:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,53 @@ def test_each_attempt_of_a_warm_driver_gives_its_udfs_its_own_bundle(
     assert [(driver_side, udf_side) for driver_side, udf_side, _ in seen] == [("one", "one"), ("two", "two"),
                                                                              ("one", "one")]
     assert len({pid for _, _, pid in seen}) == 1  # one driver ran all three: the isolation was tested
+
+
+SHIPPED_JOB = """\
+import os
+
+from pyspark import SparkFiles
+from pyspark.sql.functions import udf
+
+
+def shipped(_):
+    import zipped  # from deps.zip, a --py-files archive, on the executor's sys.path
+
+    path = SparkFiles.get("lookup.txt")  # a --files entry, where Spark put it for the executor
+    return [zipped.MARK, open(path).read().strip() if os.path.exists(path) else None]
+
+
+def main(spark, ctx):
+    return [*spark.range(1).select(udf(shipped, "array<string>")("id")).collect()[0][0], os.getpid()]
+"""
+
+
+def test_a_warm_driver_ships_each_attempt_its_own_py_files_archives_and_files(
+        shared_cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    client = shared_cluster.client()
+
+    def run(name: str, *, with_file: bool) -> list[object]:
+        project = tmp_path / name
+        project.mkdir()
+        (project / "job.py").write_text(SHIPPED_JOB)
+        (project / "lookup.txt").write_text(f"{name}.txt\n")
+        with zipfile.ZipFile(project / "deps.zip", "w") as deps:  # the same name in every project
+            deps.writestr("zipped.py", f"MARK = {name!r}\n")
+        monkeypatch.chdir(project)
+        job = client.submit("job.py:main", py_files=["deps.zip"], files=["lookup.txt"] if with_file else None,
+                            routing="consistent-hash", routing_key="shipped")  # one worker, two warm drivers
+        done, _ = client.wait(first_run_id(job), timeout=120)
+        assert done.state == pb.RUN_SUCCEEDED, done
+        result: list[object] = json.loads(done.tasks[0].result_json)
+        return result
+
+    one, two, three = (run(name, with_file=True) for name in ("one", "two", "three"))
+    assert [one[:2], two[:2], three[:2]] == [["one", "one.txt"], ["two", "two.txt"], ["three", "three.txt"]]
+    # Both drivers serve another lookup.txt by then: the third ran on a fresh driver, not on the others' files.
+    assert one[2] != two[2] and three[2] not in (one[2], two[2])
+    four, five = (run(name, with_file=False) for name in ("four", "five"))
+    assert [four[0], five[0]] == ["four", "five"]
+    assert four[2] == five[2]  # one driver, two archives named deps.zip, each attempt importing its own
 
 
 def test_a_bundle_over_the_limit_is_refused_with_the_limit_named(make_cluster: object, tmp_path: Path) -> None:

@@ -70,6 +70,17 @@ def test_files_outside_the_root_ship_under_their_base_name_and_clashes_are_refus
         build(root / "missing.py", "", submit_dir=root)
 
 
+def test_files_are_named_in_the_bundle_and_two_of_one_name_are_refused(tmp_path: Path) -> None:
+    root = _project(tmp_path / "proj")
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "ref" / "input.csv").write_text("x\n")
+    packed = build(root / "jobs" / "etl.py", "", submit_dir=root, files=(root / "data" / "input.csv",))
+    assert packed.files == ("data/input.csv",)
+    with pytest.raises(InvalidArgument, match="data/input.csv and input.csv have the same name"):
+        build(root / "jobs" / "etl.py", "", submit_dir=root,
+              files=(root / "data" / "input.csv", tmp_path / "ref" / "input.csv"))
+
+
 def _archive(files: dict[str, str]) -> tuple[pb.BundleRef, bytes]:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:

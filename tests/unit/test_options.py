@@ -154,3 +154,9 @@ def test_a_child_job_s_parent_must_be_a_job_id() -> None:
     with pytest.raises(Exception, match=r"start_at, end_at and max_runs apply only"):
         normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", trigger=pb.Trigger(
             after=pb.Trigger.After(job_id="j19a8c2f3a1b2c3d4e5f65"), max_runs=3)))
+
+
+def test_files_are_shipped_and_named_in_the_spec_relative_to_the_bundle(project: Path) -> None:
+    spec = cli_spec("--files", "data/a.csv,data/b.csv", "--py-files", "job.py")
+    assert list(spec.files) == ["data/a.csv", "data/b.csv"] and list(spec.py_files) == ["job.py"]
+    assert spec.bundle.digest

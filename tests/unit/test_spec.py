@@ -576,3 +576,10 @@ def test_a_huge_bad_value_is_quoted_cut_to_a_few_hundred_characters() -> None:
     with pytest.raises(SpecError) as err:
         normalize(pb.JobSpec(entrypoint="m:f", group="x" * 100_000))
     assert len(str(err.value)) < 400 and "100,000 characters" in str(err.value)
+
+
+@pytest.mark.parametrize("field", ["py_files", "files"])
+def test_shipped_paths_must_stay_inside_the_bundle(field: str) -> None:
+    spec = _spec(entrypoint="job.py", bundle=pb.BundleRef(digest="a" * 64, size=1), **{field: ["../etc/passwd"]})
+    err = _spec_error(spec)
+    assert err.field == field and "inside the bundle" in str(err)

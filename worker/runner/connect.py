@@ -29,7 +29,7 @@ from sparkyard.worker.children import Children
 from sparkyard.worker.connect_server import ConnectServer
 from sparkyard.worker.remote_spark import CONNECT_MODE
 from sparkyard.worker.runner.base import AttemptRun
-from sparkyard.worker.runner.session import SessionRunner, _Job
+from sparkyard.worker.runner.session import SessionRunner, _Driver, _Job
 
 
 class ConnectRunner(SessionRunner):
@@ -66,6 +66,9 @@ class ConnectRunner(SessionRunner):
     def _dispatch(self) -> None:
         if self.server.ready:  # attempts wait for the server, not fail against it
             super()._dispatch()
+
+    def _clashes(self, driver: _Driver, files: tuple[str, ...]) -> bool:
+        return False  # each attempt's session has artifacts of its own
 
     def notices(self, attempt: AttemptRun) -> list[str]:
         """The job's resources the shared server cannot take (its --py-files do reach the server)."""

@@ -13,7 +13,8 @@ and ``stop()`` work against the shared context). Task code never runs in the wor
   Python code; a driver that has not answered within ``KILL_GRACE_S`` is killed with its process group.
 
 A driver is recycled after ``max_tasks`` attempts (a replacement is warmed first, so capacity does not
-dip) and after any crash. The pool's readiness — how many drivers can take an attempt now — is what the
+dip), after any crash, and when an attempt's ``--files`` use a name its SparkContext already serves from
+another path (Spark keys added files by name, so executors would see the other job's file). The pool's readiness — how many drivers can take an attempt now — is what the
 worker offers the master as slots: a worker whose drivers are still warming is offered no task.
 """
 
@@ -88,6 +89,12 @@ class _Driver:
         self.job: _Job | None = None
         self.start_error = ""
         self.log_path = runner.drivers_dir / f"driver-{number}.log"
+        # The --files its SparkContext serves, by name (Spark keys them by name alone, for the context's life).
+        self.files: dict[str, str] = {}
+
+    def clashes(self, files: tuple[str, ...]) -> bool:
+        """Whether one of ``files`` has a name this driver already serves from another path."""
+        return any(self.files.get(os.path.basename(p), p) != p for p in files)
 
     async def start(self) -> None:
         runner = self.runner
@@ -260,27 +267,39 @@ class SessionRunner:
 
     def _dispatch(self) -> None:
         while self._queue:
-            driver = next((d for d in self._drivers if d.state == "ready"), None)
-            if driver is None:
-                return
-            job = self._queue.popleft()
+            job = self._queue[0]
             if job.attempt.killed:
+                self._queue.popleft()
                 job.done(Outcome("FAILED", error=f"killed: {job.attempt.kill_reason}"))
                 continue
+            ready = [d for d in self._drivers if d.state == "ready"]
+            files = job.attempt.workspace.files
+            driver = next((d for d in ready if not self._clashes(d, files)), None)
+            if driver is None:
+                if ready and not any(d.retiring for d in self._drivers):
+                    # Every idle driver serves another file under a name this attempt's --files use: one
+                    # makes way for a fresh driver, which the attempt (first in line) then takes.
+                    log.info("session driver %d retires: task=%s ships --files whose names it already serves "
+                             "from other paths", ready[0].number, job.attempt.assignment.task_id)
+                    ready[0].retiring = True
+                    self._spawn_driver()
+                return
+            self._queue.popleft()
             driver.state = "busy"
             driver.job = job
             job.driver = driver
+            driver.files.update((os.path.basename(p), p) for p in files)
             driver.send(self._run_message(job))
+
+    def _clashes(self, driver: _Driver, files: tuple[str, ...]) -> bool:
+        """Whether ``driver`` cannot serve these --files to its executors (the connect runner's sessions keep
+        files apart, so never there)."""
+        return driver.clashes(files)
 
     def notices(self, attempt: AttemptRun) -> list[str]:
         """What a warm driver cannot do for this attempt, said in its log rather than silently skipped."""
-        out = [resources.shared_app_notice(attempt.assignment.spec, self.name)]
-        archives = [os.path.basename(p) for p in attempt.workspace.py_files if p.endswith((".zip", ".egg"))]
-        if archives:
-            out.append(f"--py-files {', '.join(archives)} reach this driver but not its executors (a warm driver "
-                       "shares its executors with other jobs, whose files may have the same names); the bundle's "
-                       "own modules do reach them. Use --runner submit, or put the code in the bundle")
-        return [notice for notice in out if notice]
+        notice = resources.shared_app_notice(attempt.assignment.spec, self.name)
+        return [notice] if notice else []
 
     def _run_message(self, job: _Job) -> dict[str, Any]:
         attempt = job.attempt
@@ -293,7 +312,8 @@ class SessionRunner:
         header += "".join(f"sparkyard: warning: {notice}\n" for notice in self.notices(attempt))
         return {
             "op": "run", "id": job.key, "entrypoint": ws.entrypoint, "sys_path": list(ws.sys_path), "cwd": ws.cwd,
-            "archive": ws.archive, "executor_path": list(ws.executor_path),
+            "archive": ws.archive, "executor_path": list(ws.executor_path), "py_files": list(ws.py_files),
+            "files": list(ws.files),
             # The context travels once, as the SPARKYARD_TASK variable the driver sets anyway.
             "env": {**dict(a.spec.env), **ctx.env()}, "conf": dict(a.spec.conf),
             "context_id": f"{a.task_id}.a{a.attempt}", "log_path": attempt.log_path, "header": header,

@@ -8,8 +8,9 @@ The process is started in its own process group, recorded (worker/children.py), 
 (SIGTERM, then SIGKILL after a grace) on cancel, timeout, lost lease or a breach of the attempt's memory
 limit (measured on the whole process tree); the driver bootstrap kills the group itself if the worker
 dies. It runs in the attempt's working directory (worker/workspace.py) with the job's resources
-(``--driver-memory``, ``--executor-memory``, ``--executor-cores``, ``--num-executors``) and ``--py-files``:
-the bundle's archive first, so executors import the bundle's modules as the driver does.
+(``--driver-memory``, ``--executor-memory``, ``--executor-cores``, ``--num-executors``), ``--py-files``
+(the bundle's archive first, so executors import the bundle's modules as the driver does) and the job's
+``--files``.
 Everything the application prints — the task's output and Spark's log — goes to the attempt's log file.
 """
 
@@ -97,6 +98,8 @@ class SubmitRunner:
         py_files += ws.py_files
         if py_files:
             cmd += ["--py-files", ",".join(py_files)]
+        if ws.files:
+            cmd += ["--files", ",".join(ws.files)]
         return [*cmd, str(BOOTSTRAP), str(task_file), str(result_file)]
 
     def begin(self, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:
