@@ -13,7 +13,7 @@ from typing import Iterator
 
 import pytest
 
-from harness import EXAMPLES, Cluster, RedisServer
+from harness import EXAMPLES, TEST_DRIVER_CONF, Cluster, RedisServer
 from sparkyard.client import Client, first_run_id
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.runner.submit import spark_submit_path
@@ -32,7 +32,7 @@ CASES = {
 def _spark_submit(program: str, out: Path) -> int:
     args, _ = CASES[program]
     done = subprocess.run([spark_submit_path(), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-                           program, str(out), *args], cwd=PROGRAMS, capture_output=True, timeout=300,
+                           "--conf", TEST_DRIVER_CONF, program, str(out), *args], cwd=PROGRAMS, capture_output=True, timeout=300,
                           env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     return done.returncode
 
