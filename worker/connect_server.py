@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from sparkyard.config import connect_address
+from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children, tied_command
 from sparkyard.worker.runner.submit import spark_submit_path
 
@@ -139,8 +140,8 @@ class ConnectServer:
         spark_submit = spark_submit_path()
         if not Path(spark_submit).exists():
             raise FileNotFoundError(f"spark-submit not found at {spark_submit}")
-        conf = {**self._conf, "spark.connect.grpc.binding.address": "127.0.0.1",
-                "spark.connect.grpc.binding.port": str(port)}
+        conf = jvm_temp.temp_conf({**self._conf, "spark.connect.grpc.binding.address": "127.0.0.1",
+                                   "spark.connect.grpc.binding.port": str(port)}, self._dir / "tmp")
         cmd = [spark_submit, "--class", SERVER_CLASS, "--name", "sparkyard Spark Connect server",
                "--master", self._master]
         for key, value in sorted(conf.items()):
@@ -152,6 +153,7 @@ class ConnectServer:
         if not self._port or not _port_free(self._port):
             self._port = _free_port()
         self._dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(jvm_temp.remove, self._dir / "tmp")  # what a killed worker's server left
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_CONNECT_MODE": "0"}
         began = time.monotonic()
         with open(self._dir / "server.log", "ab") as logf:
@@ -171,6 +173,7 @@ class ConnectServer:
             Children.kill_group(proc.pid)  # Python workers it started
             self._children.forget(proc.pid)
             self.proc = None
+            await asyncio.to_thread(jvm_temp.remove, self._dir / "tmp")
 
     async def _until_up(self, proc: asyncio.subprocess.Process, began: float) -> bool:
         deadline = began + START_TIMEOUT_S

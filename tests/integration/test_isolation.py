@@ -123,9 +123,16 @@ def test_drivers_die_with_a_killed_worker_and_a_restarted_worker_ends_leftovers(
     wait_for(lambda: _ready(client, "w"), 120, "the worker's drivers to be warm")
     drivers = [r["pid"] for r in _driver_records(cluster, "w")]
     assert len(drivers) == 2
+    # Each driver's JVM keeps its temporary files (local dir, artifacts, native libraries) in a directory of
+    # the worker's, not in /tmp.
+    temp_dirs = sorted((cluster.root / "w" / "drivers").glob("driver-*.tmp"))
+    assert len(temp_dirs) == 2 and all(any(d.iterdir()) for d in temp_dirs), temp_dirs
     cluster.kill_worker("w", signal.SIGKILL)
     wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in drivers), 30,
              "the drivers to die with their worker (PR_SET_PDEATHSIG)")
+    marks = [d / "left-by-a-killed-driver" for d in temp_dirs]
+    for mark in marks:
+        mark.write_text("")
     # A process a previous worker recorded and left behind (simulated: its own session, recorded as the
     # worker records its children) is ended by the next worker on the same work directory.
     leftover = subprocess.Popen(["sleep", "3600"], start_new_session=True)
@@ -139,6 +146,7 @@ def test_drivers_die_with_a_killed_worker_and_a_restarted_worker_ends_leftovers(
         cluster.start_worker("w", slots=2)
         wait_for(lambda: leftover.poll() is not None, 60, "the restarted worker to end the leftover")
         assert leftover.returncode == -signal.SIGKILL
+        wait_for(lambda: not any(m.exists() for m in marks), 60, "the killed drivers' temporary files to go")
     finally:
         if leftover.poll() is None:
             os.kill(leftover.pid, signal.SIGKILL)

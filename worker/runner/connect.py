@@ -67,6 +67,9 @@ class ConnectRunner(SessionRunner):
         if self.server.ready:  # attempts wait for the server, not fail against it
             super()._dispatch()
 
+    def driver_conf(self, driver: _Driver) -> dict[str, str]:
+        return self.conf  # a client process has no JVM
+
     def _clashes(self, driver: _Driver, files: tuple[str, ...]) -> bool:
         return False  # each attempt's session has artifacts of its own
 

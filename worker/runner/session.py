@@ -35,6 +35,7 @@ from typing import Any, Callable
 from sparkyard import resources
 from sparkyard.config import DEFAULT_DRIVER_MAX_TASKS
 from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children, tree_rss
 from sparkyard.worker.runner.base import AttemptRun, Outcome, log_tail
 
@@ -89,6 +90,7 @@ class _Driver:
         self.job: _Job | None = None
         self.start_error = ""
         self.log_path = runner.drivers_dir / f"driver-{number}.log"
+        self.temp_dir = runner.drivers_dir / f"driver-{number}.tmp"  # its JVM's (worker/jvm_temp.py)
         # The --files its SparkContext serves, by name (Spark keys them by name alone, for the context's life).
         self.files: dict[str, str] = {}
 
@@ -103,7 +105,7 @@ class _Driver:
         with open(self.log_path, "ab") as logf:
             self.proc = await runner.children.spawn(
                 sys.executable, "-m", "sparkyard.worker.driver", str(theirs.fileno()), str(os.getpid()),
-                runner.spark_master, json.dumps(runner.conf), what="session driver",
+                runner.spark_master, json.dumps(runner.driver_conf(self)), what="session driver",
                 pass_fds=(theirs.fileno(),), stdin=asyncio.subprocess.DEVNULL, stdout=logf,
                 stderr=asyncio.subprocess.STDOUT, env=env, cwd=runner.drivers_dir,
             )
@@ -147,6 +149,7 @@ class _Driver:
                 await proc.wait()
         Children.kill_group(proc.pid)  # its JVM and anything the attempt started
         self.runner.children.forget(proc.pid)
+        await asyncio.to_thread(jvm_temp.remove, self.temp_dir)
         return proc.returncode
 
     def send(self, message: dict[str, Any]) -> None:
@@ -195,10 +198,16 @@ class SessionRunner:
             return
         self._started = True
         self.drivers_dir.mkdir(parents=True, exist_ok=True)
+        for leftover in self.drivers_dir.glob("driver-*.tmp"):  # of drivers a killed worker could not clean up
+            await asyncio.to_thread(jvm_temp.remove, leftover)
         # Drivers warm one after another: on a small machine two JVMs starting at once each take twice
         # as long, so the first slot is ready twice as soon (driver_ready starts the next).
         self._spawn_driver()
         self._monitor = asyncio.create_task(self._watch_memory(), name="driver-memory")
+
+    def driver_conf(self, driver: _Driver) -> dict[str, str]:
+        """The Spark conf a driver process starts with: the worker's, its JVM's temporary files its own."""
+        return jvm_temp.temp_conf(self.conf, driver.temp_dir)
 
     def _spawn_driver(self, delay: float = 0.0) -> None:
         self._numbers += 1

@@ -20,7 +20,6 @@ import asyncio
 import json
 import logging
 import os
-import shutil
 import signal
 import sys
 from pathlib import Path
@@ -31,6 +30,7 @@ from pyspark.find_spark_home import _find_spark_home
 import sparkyard.worker
 from sparkyard import resources
 from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children, tree_rss
 from sparkyard.worker.runner.base import AttemptRun, Outcome, log_tail
 
@@ -89,7 +89,7 @@ class SubmitRunner:
     def command(self, attempt: AttemptRun, work_dir: Path, task_file: Path, result_file: Path) -> list[str]:
         spec = attempt.assignment.spec
         cmd = [self._spark_submit or spark_submit_path(), "--master", self._master, "--name", attempt.tag]
-        conf = {**DEFAULT_CONF, "spark.local.dir": str(work_dir / "spark-local"), **self._conf, **dict(spec.conf)}
+        conf = jvm_temp.temp_conf({**DEFAULT_CONF, **self._conf, **dict(spec.conf)}, work_dir / "spark-local")
         for key, value in sorted(conf.items()):
             cmd += ["--conf", f"{key}={value}"]
         cmd += resources.submit_args(spec)
@@ -172,7 +172,7 @@ class SubmitRunner:
                 await self._kill_group(proc, waiter, "worker stopping")
             Children.kill_group(proc.pid)  # whatever the application left running in its group
             self._children.forget(proc.pid)
-            shutil.rmtree(work_dir / "spark-local", ignore_errors=True)
+            await asyncio.to_thread(jvm_temp.remove, work_dir / "spark-local")
         return self._outcome(proc.returncode or 0, result_file, attempt.log_path)
 
     async def _kill_group(self, proc: asyncio.subprocess.Process, waiter: asyncio.Task[int], reason: str,
