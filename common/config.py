@@ -349,6 +349,7 @@ class MasterConfig(_Secrets):
 
 
 class WorkerConfig(_TlsClient):
+    _SECRETS: ClassVar[tuple[str, ...]] = ("token", "metrics_token")
     master: str = DEFAULT_MASTER  # comma-separated list; the worker tries them in turn
     slots: int = DEFAULT_SLOTS
     group: str = DEFAULT_GROUP
@@ -368,6 +369,11 @@ class WorkerConfig(_TlsClient):
     labels: Pairs = {}
     conf: Pairs = {}  # Spark conf of every driver this worker starts
     metrics: str = ""  # HOST:PORT of /metrics ('' = none)
+    # /metrics over HTTPS, and a token that may read it and nothing else (a scraper then holds no worker token)
+    metrics_tls_cert: str = ""
+    metrics_tls_key: str = ""
+    metrics_token: str = ""
+    metrics_token_file: str = ""
     log_level: str = "INFO"
 
     def validate(self) -> WorkerConfig:  # type: ignore[override]
@@ -386,8 +392,12 @@ class WorkerConfig(_TlsClient):
             _host_port(address, "master")
         if self.metrics:
             _host_port(self.metrics, "metrics")
+        _cert_and_key(self.metrics_tls_cert, self.metrics_tls_key, "metrics_tls")
         self._check_tls()
-        return self._with_secret_files()
+        cfg = self._with_secret_files()
+        if cfg.metrics_token and cfg.metrics_token == cfg.token:
+            raise ConfigError("metrics_token must differ from token: it is the one a scraper may hold")
+        return cfg
 
     @property
     def masters(self) -> list[str]:
@@ -411,9 +421,10 @@ class ClientConfig(_TlsClient):
         return self._with_secret_files()
 
 
-def _cert_and_key(cert: str, key: str) -> None:
+def _cert_and_key(cert: str, key: str, prefix: str = "tls") -> None:
     if bool(cert) != bool(key):
-        raise ConfigError("tls_cert and tls_key go together (--tls-cert, --tls-key): give both or neither")
+        raise ConfigError(f"{prefix}_cert and {prefix}_key go together ({flag_of(prefix + '_cert')}, "
+                          f"{flag_of(prefix + '_key')}): give both or neither")
 
 
 def _positive(cfg: Any, *names: str) -> None:

@@ -120,7 +120,13 @@ class HttpEndpoint:
         context = None
         if self._tls is not None:
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            context.load_cert_chain(*self._tls)
+            try:
+                context.load_cert_chain(*self._tls)
+            except (OSError, ssl.SSLError) as exc:
+                await self._runner.cleanup()
+                self._runner = None
+                raise HttpStartError(f"cannot serve https on {self.host}:{self.port} with certificate "
+                                     f"{self._tls[0]} and key {self._tls[1]}: {exc}") from None
         site = web.TCPSite(self._runner, self.host.strip("[]"), self.port, ssl_context=context)
         try:
             await site.start()

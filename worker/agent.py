@@ -189,8 +189,11 @@ class Agent(AttemptSlots):
         await self.fence_desk.start()
         self.reports.start()
         if self.cfg.metrics:
-            self.http = HttpEndpoint(self.cfg.metrics, [Route("GET", "/metrics", self._metrics_page, Access.READ)],
-                                     admin=self.cfg.token)
+            cfg = self.cfg
+            # The worker token opens it as the admin's does on the master; the metrics token only reads.
+            self.http = HttpEndpoint(cfg.metrics, [Route("GET", "/metrics", self._metrics_page, Access.READ)],
+                                     admin=cfg.token or cfg.metrics_token, viewer=cfg.metrics_token,
+                                     tls=(cfg.metrics_tls_cert, cfg.metrics_tls_key) if cfg.metrics_tls_cert else None)
             await self.http.start()
         # Only the default runner starts now; another starts when a job first asks for it.
         starter = asyncio.create_task(self._start_default_runner(), name="start-runner")

@@ -67,6 +67,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="how long attempt logs and scratch directories are kept, e.g. 7d (default 7d)")
     p.add_argument("--config", help="TOML file with a [worker] table")
     p.add_argument("--metrics", help="HOST:PORT to serve /metrics (Prometheus) on (default: none)")
+    p.add_argument("--metrics-tls-cert", help="certificate (PEM) to serve /metrics over HTTPS with")
+    p.add_argument("--metrics-tls-key", help="the key of --metrics-tls-cert")
+    p.add_argument("--metrics-token", help="a token that may read /metrics and nothing else (or "
+                   "SPARKYARD_METRICS_TOKEN); --metrics-token-file keeps it out of `ps`")
+    p.add_argument("--metrics-token-file", help="file holding --metrics-token")
     p.add_argument("--log-level", help="DEBUG, INFO (default), WARNING, ERROR")
     return p.parse_args(argv)
 
@@ -108,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
             overrides["bundle_cache_bytes"] = parse_size(args.bundle_cache, field="--bundle-cache")
         cfg = load(WorkerConfig, "worker", config_file=args.config, overrides=overrides)
         credentials(cfg)  # unreadable TLS files end the start here, not in every reconnect
-        if cfg.metrics and not cfg.token and not is_loopback(cfg.metrics.rpartition(":")[0]):
-            raise ConfigError(f"refusing to serve /metrics on {cfg.metrics} without a token: set --token, "
-                              "or use 127.0.0.1")
+        if cfg.metrics and not (cfg.token or cfg.metrics_token) and not is_loopback(cfg.metrics.rpartition(":")[0]):
+            raise ConfigError(f"refusing to serve /metrics on {cfg.metrics} without a token: set --metrics-token "
+                              "or --token, or use 127.0.0.1")
         configure_logging(cfg.log_level, f"worker[{cfg.worker_id}]")
     except (ConfigError, ValueError) as exc:
         print(f"sparkyard-worker: {exc}", file=sys.stderr)

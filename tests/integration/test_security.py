@@ -4,8 +4,11 @@ files), and the refusal to listen on a non-loopback address without TLS and a to
 from __future__ import annotations
 
 import os
+import ssl
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -186,7 +189,12 @@ def test_a_worker_with_the_worker_token_runs_tasks_over_mutual_tls_and_a_viewer_
     cluster: Cluster = make_cluster(token=files["admin"].read_text().strip(), client_settings=tls)  # type: ignore[operator]
     cluster.start_master(*secured_master_args(dev_certs, files))
     flags = ("--tls-ca", tls["tls_ca"], "--tls-cert", tls["tls_cert"], "--tls-key", tls["tls_key"])
-    cluster.start_worker("w", slots=1, extra=("--token-file", str(files["worker"]), *flags))
+    metrics = f"127.0.0.1:{free_port()}"
+    (tmp_path / "scrape").write_text("scr4pe\n")
+    cluster.start_worker("w", slots=1, extra=(
+        "--token-file", str(files["worker"]), *flags, "--metrics", metrics, "--metrics-tls-cert",
+        str(dev_certs.server_cert), "--metrics-tls-key", str(dev_certs.server_key),
+        "--metrics-token-file", str(tmp_path / "scrape")))
     viewer = cluster.start_worker("as-viewer", slots=1, runner="submit",
                                   extra=("--token-file", str(files["viewer"]), *flags))
     wait_for(lambda: "Connect needs the admin or worker role; this token has the viewer role" in viewer.log(), 60,
@@ -197,6 +205,26 @@ def test_a_worker_with_the_worker_token_runs_tasks_over_mutual_tls_and_a_viewer_
     assert {w.id for w in client.workers()} == {"w"}
     run, _ = client.wait(first_run_id(client.submit(f"{TASKS}:count")), timeout=120)  # the bundle: FetchBundle
     assert run.state == pb.RUN_SUCCEEDED, run
+    # The worker's /metrics: over HTTPS, read with the metrics token (or the worker's), refused without one.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),  # loopback only, whatever the env says
+                                         urllib.request.HTTPSHandler(
+                                             context=ssl.create_default_context(cafile=str(dev_certs.ca))))
+
+    def scrape(token: str) -> tuple[int, str]:
+        request = urllib.request.Request(f"https://{metrics}/metrics",
+                                         headers={"Authorization": f"Bearer {token}"} if token else {})
+        try:
+            with opener.open(request, timeout=10) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, ""
+
+    status, text = scrape("scr4pe")
+    assert status == 200 and "sparkyard_worker_slots" in text
+    assert scrape(files["worker"].read_text().strip())[0] == 200
+    assert scrape("")[0] == 401 and scrape("wrong")[0] == 401
+    with pytest.raises(OSError):  # plain HTTP is not served (URLError, or the connection dropped)
+        opener.open(f"http://{metrics}/metrics", timeout=10)
 
 
 # ------------------------------------------------------------------------------------------------ exposure

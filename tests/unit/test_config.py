@@ -464,3 +464,19 @@ def test_tls_settings_come_from_the_environment() -> None:
     cfg = load(ClientConfig, "client", environ={"SPARKYARD_TLS_CA": "ca.crt", "SPARKYARD_TLS_CERT": "c.crt",
                                                 "SPARKYARD_TLS_KEY": "c.key"})
     assert (cfg.tls_ca, cfg.tls_cert, cfg.tls_key) == ("ca.crt", "c.crt", "c.key")
+
+
+@pytest.mark.parametrize("env, error", [
+    ({"SPARKYARD_METRICS_TLS_CERT": "c"}, r"metrics_tls_cert and metrics_tls_key go together \(--metrics-tls-cert"),
+    ({"SPARKYARD_TOKEN": "t", "SPARKYARD_METRICS_TOKEN": "t"}, "metrics_token must differ from token"),
+])
+def test_worker_metrics_settings_must_be_complete_and_the_scrape_token_its_own(env: dict[str, str],
+                                                                               error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        load(WorkerConfig, "worker", environ=env)
+
+
+def test_the_worker_metrics_token_may_come_from_a_file(tmp_path: Path) -> None:
+    (tmp_path / "scrape").write_text("s3cret\n")
+    cfg = load(WorkerConfig, "worker", environ={"SPARKYARD_METRICS_TOKEN_FILE": str(tmp_path / "scrape")})
+    assert cfg.metrics_token == "s3cret"
