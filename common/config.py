@@ -123,6 +123,9 @@ DEFAULT_SELF_FENCE_MARGIN_S = 2.0
 # code can leak into a long-lived process). A replacement costs a JVM start (~10 CPU-seconds on a small
 # machine), so for short tasks this is ~1 ms per task amortised; the old driver serves until it is warm.
 DEFAULT_DRIVER_MAX_TASKS = 10_000
+# How long an attempt waits for a runner that cannot run it (no driver starts, no Spark Connect server)
+# before it fails with the runner's reason, so that its retry can go to another worker.
+DEFAULT_RUNNER_WAIT_MAX_S = 300.0
 # Worker: most tasks held beyond its slots, queued locally so a slot never waits a round trip for its next
 # task (the worker asks for fewer, by Little's law: worker/prefetch.py). 0 turns prefetch off.
 DEFAULT_PREFETCH_MAX = 256
@@ -364,6 +367,7 @@ class WorkerConfig(_TlsClient):
     log_retention_s: Seconds = DEFAULT_LOG_RETENTION_S
     task_memory_mb: int = 0  # memory limit of one attempt's processes; 0 = none (a job may set its own)
     driver_max_tasks: int = DEFAULT_DRIVER_MAX_TASKS
+    runner_wait_max_s: Seconds = DEFAULT_RUNNER_WAIT_MAX_S
     prefetch_max: int = DEFAULT_PREFETCH_MAX
     bundle_cache_bytes: Bytes = DEFAULT_BUNDLE_CACHE_BYTES
     labels: Pairs = {}
@@ -378,8 +382,8 @@ class WorkerConfig(_TlsClient):
 
     def validate(self) -> WorkerConfig:  # type: ignore[override]
         _positive(self, "slots", "drain_timeout_s", "result_max_bytes", "log_retention_s", "driver_max_tasks",
-                  "bundle_cache_bytes")
-        _finite(self, "drain_timeout_s", "self_fence_margin_s", "log_retention_s")
+                  "runner_wait_max_s", "bundle_cache_bytes")
+        _finite(self, "drain_timeout_s", "self_fence_margin_s", "log_retention_s", "runner_wait_max_s")
         if self.task_memory_mb < 0:
             raise ConfigError("task_memory_mb must not be negative")
         if self.prefetch_max < 0:

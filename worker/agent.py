@@ -136,10 +136,10 @@ class Agent(AttemptSlots):
                                    conf=cfg.conf),
             "session": SessionRunner(cfg.spark_master, cfg.slots, self.work_dir, self.children, conf=cfg.conf,
                                      task_memory_mb=cfg.task_memory_mb, max_tasks=cfg.driver_max_tasks,
-                                     on_readiness=self._readiness_changed),
+                                     wait_max_s=cfg.runner_wait_max_s, on_readiness=self._readiness_changed),
             "connect": ConnectRunner(cfg.connect_url, cfg.spark_master, cfg.slots, self.work_dir, self.children,
                                      conf=cfg.conf, task_memory_mb=cfg.task_memory_mb, max_tasks=cfg.driver_max_tasks,
-                                     on_readiness=self._readiness_changed),
+                                     wait_max_s=cfg.runner_wait_max_s, on_readiness=self._readiness_changed),
         }
         self._channel: grpc.aio.Channel | None = None
         self.fence_address = desk_address(self.work_dir)

@@ -50,6 +50,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--bundle-cache", help="disk kept for fetched bundles of shipped code, e.g. 2g (default 2g)")
     p.add_argument("--driver-max-tasks", dest="driver_max_tasks", type=int,
                    help="session runner: replace a warm driver after this many attempts (default 10000)")
+    p.add_argument("--runner-wait-max", dest="runner_wait_max_s",
+                   help="how long an attempt waits for a runner that cannot run it (no driver starts, no Spark "
+                        "Connect server) before it fails with the reason, to be retried (default 5m)")
     p.add_argument("--prefetch-max", dest="prefetch_max", type=int,
                    help="most tasks queued on this worker beyond its slots, so a slot never waits a round trip "
                         "for its next task (it asks for fewer: slots x refill time / task time); 0 = off "

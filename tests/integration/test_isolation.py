@@ -153,6 +153,22 @@ def test_drivers_die_with_a_killed_worker_and_a_restarted_worker_ends_leftovers(
             leftover.wait()
 
 
+def test_an_attempt_for_a_runner_that_cannot_start_fails_with_the_reason_after_the_wait_limit(
+        make_cluster: object) -> None:
+    cluster: Cluster = make_cluster()  # type: ignore[operator]
+    cluster.start_master()
+    client = cluster.client()
+    # The worker's own runner (submit) is ready; the session runner a job asks for can never start a driver.
+    cluster.start_worker("w", slots=1, runner="submit",
+                         extra=("--spark-master", "nosuch://nowhere", "--runner-wait-max", "3s"))
+    cluster.wait_workers("w")
+    run, _ = client.wait(first_run_id(client.submit(f"{TASKS}:noop", runner="session")), timeout=180)
+    assert run.state == pb.RUN_FAILED, run
+    error = run.tasks[0].attempts[0].error
+    assert error.startswith("waited 3s for the session runner, which cannot run it:") and "failed to start" in error, \
+        error
+
+
 def test_a_worker_offers_no_slot_until_its_runner_can_run_a_task(make_cluster: object) -> None:
     cluster: Cluster = make_cluster()  # type: ignore[operator]
     cluster.start_master()

@@ -27,13 +27,14 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from sparkyard import resources
-from sparkyard.config import DEFAULT_DRIVER_MAX_TASKS
+from sparkyard.config import DEFAULT_DRIVER_MAX_TASKS, DEFAULT_RUNNER_WAIT_MAX_S
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children, tree_rss
@@ -74,6 +75,7 @@ class _Job:
     key: str
     driver: _Driver | None = None
     failure: str = ""  # why the runner ended it (memory limit, kill); set before the driver is killed
+    queued_at: float = field(default_factory=time.monotonic)
 
 
 class _Driver:
@@ -171,8 +173,10 @@ class SessionRunner:
 
     def __init__(self, spark_master: str, slots: int, work_dir: Path, children: Children, *,
                  conf: dict[str, str] | None = None, task_memory_mb: int = 0,
-                 max_tasks: int = DEFAULT_DRIVER_MAX_TASKS, on_readiness: Callable[[], None] | None = None) -> None:
+                 max_tasks: int = DEFAULT_DRIVER_MAX_TASKS, wait_max_s: float = DEFAULT_RUNNER_WAIT_MAX_S,
+                 on_readiness: Callable[[], None] | None = None) -> None:
         self.spark_master = spark_master or "local[1]"
+        self._wait_max_s = wait_max_s
         self.slots = slots
         self.conf = dict(conf or {})
         self.children = children
@@ -203,7 +207,7 @@ class SessionRunner:
         # Drivers warm one after another: on a small machine two JVMs starting at once each take twice
         # as long, so the first slot is ready twice as soon (driver_ready starts the next).
         self._spawn_driver()
-        self._monitor = asyncio.create_task(self._watch_memory(), name="driver-memory")
+        self._monitor = asyncio.create_task(self._watch(), name="session-runner-watch")
 
     def driver_conf(self, driver: _Driver) -> dict[str, str]:
         """The Spark conf a driver process starts with: the worker's, its JVM's temporary files its own."""
@@ -354,9 +358,26 @@ class SessionRunner:
         mb = job.attempt.assignment.spec.task_memory_mb or self._task_memory_mb
         return mb * 1024 * 1024
 
-    async def _watch_memory(self) -> None:
+    def _expire_queue(self) -> None:
+        """Fail the attempts that waited ``wait_max_s`` for a runner that has failed to start and still cannot
+        run any (no driver, no Spark Connect server): with the reason, so that their retries can go to a
+        worker that can. A runner still starting for the first time is waited for."""
+        if not self._queue:
+            return
+        state, reason, ready = self.readiness()
+        if ready or state != pb.READINESS_DEGRADED:
+            return
+        now = time.monotonic()
+        for job in [j for j in self._queue if now - j.queued_at >= self._wait_max_s]:
+            self._queue.remove(job)
+            job.done(Outcome("FAILED", error=f"waited {self._wait_max_s:g}s for the {self.name} runner, which cannot "
+                                             f"run it: {reason or 'no ' + self.drivers + ' ready'}"))
+
+    async def _watch(self) -> None:
+        """Every MEMORY_CHECK_S: attempts waiting too long for the runner, and the memory of busy drivers."""
         while True:
             await asyncio.sleep(MEMORY_CHECK_S)
+            self._expire_queue()
             for driver in list(self._drivers):
                 job = driver.job
                 if job is None or job.failure:
