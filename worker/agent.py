@@ -45,7 +45,7 @@ from sparkyard.worker.attempts import AttemptSlots, Execution, Pending
 from sparkyard.worker.bundles import BundleCache, fetch_over
 from sparkyard.worker.children import Children
 from sparkyard.worker.fence_desk import FenceDesk, confirm_with_master, desk_address
-from sparkyard.worker.logs import LogFiles, day_name, remove_older_than
+from sparkyard.worker.logs import LogFiles, Retention
 from sparkyard.worker.metrics import WorkerMetrics
 from sparkyard.worker.outbox import Outbox
 from sparkyard.worker.prefetch import Prefetch
@@ -93,8 +93,6 @@ RUNNER_RETRY_S = 1.0
 RUNNER_RETRY_MAX_S = 60.0
 # After a drain, how long to wait for the master to acknowledge the last results.
 FLUSH_TIMEOUT_S = 10.0
-# The longest time between two sweeps of old attempt logs (a sweep runs every retention / 2 at most).
-LOG_SWEEP_MAX_S = 3600.0
 KEEPALIVE_MS = 10_000
 
 
@@ -130,6 +128,8 @@ class Agent(AttemptSlots):
         self.work_dir = cfg.work_path
         self.logs = LogFiles(self.work_dir)
         self._attempts_dir = str(self.work_dir / "attempts")
+        self.retention = Retention(self.logs, self.work_dir / "attempts", cfg.log_retention_s, self.clock,
+                                   lambda: self.executions)
         self.children = Children(self.work_dir)
         self.runners: dict[str, Runner] = runners or {
             "submit": SubmitRunner(cfg.spark_master, cfg.slots, self.children, task_memory_mb=cfg.task_memory_mb,
@@ -185,7 +185,7 @@ class Agent(AttemptSlots):
             self.pending[(result.task_id, result.fencing_token)] = Pending(result, 0.0)
         await asyncio.to_thread(self.children.end_leftovers)
         await asyncio.to_thread(self.bundles.load)
-        await self._sweep_old_logs()
+        await self.retention.sweep()
         await self.fence_desk.start()
         self.reports.start()
         if self.cfg.metrics:
@@ -199,7 +199,7 @@ class Agent(AttemptSlots):
         starter = asyncio.create_task(self._start_default_runner(), name="start-runner")
         fence = asyncio.create_task(self._fence_loop(), name="self-fence")
         connect = asyncio.create_task(self._connect_loop(), name="connect")
-        retention = asyncio.create_task(self._retention_loop(), name="log-retention")
+        retention = asyncio.create_task(self.retention.run(), name="log-retention")
         await self._stopping.wait()
         connect.cancel()
         fence.cancel()
@@ -289,27 +289,6 @@ class Agent(AttemptSlots):
                 await asyncio.wait_for(self._idle.wait(), timeout_s)
             except asyncio.TimeoutError:
                 log.warning("%d attempts still running after %.0fs", len(self.executions), timeout_s)
-
-    async def _retention_loop(self) -> None:
-        """Sweep old attempt logs and scratch directories for as long as the worker runs (a worker runs
-        for months; a sweep only at start would let its disk fill)."""
-        interval = min(LOG_SWEEP_MAX_S, self.cfg.log_retention_s / 2)
-        while True:
-            await self.clock.sleep(interval)
-            try:
-                await self._sweep_old_logs()
-            except Exception:  # a disk problem must not end the sweeps, or the worker
-                log.exception("sweeping old attempt logs failed")
-
-    async def _sweep_old_logs(self) -> None:
-        """Remove day directories of logs and per-task scratch directories older than the retention —
-        never today's log directory nor the scratch of a running task, however old."""
-        now = self.clock.now()
-        keep = {self.logs.current_day, day_name(now), *self.executions}
-        removed = await asyncio.to_thread(remove_older_than, (self.logs.root, self.work_dir / "attempts"),
-                                          now - self.cfg.log_retention_s, keep)
-        if removed:
-            log.info("removed %d log/scratch directories older than %.0fs", removed, self.cfg.log_retention_s)
 
     # ---- connection ------------------------------------------------------------------------------------
 

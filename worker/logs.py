@@ -10,19 +10,25 @@ empty log.
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import time
 from collections.abc import Container, Iterable
 from pathlib import Path
 from typing import Callable
 
+from sparkyard.clock import Clock
 from sparkyard.v1 import sparkyard_pb2 as pb
+
+log = logging.getLogger(__name__)
 
 # Bytes per LogData message.
 CHUNK_BYTES = 64 * 1024
 # In follow mode a request with nothing new is held this long (a long poll), checking this often.
 FOLLOW_HOLD_S = 1.0
 FOLLOW_CHECK_S = 0.1
+# The longest time between two sweeps of old attempt logs (a sweep runs every retention / 2 at most).
+LOG_SWEEP_MAX_S = 3600.0
 
 
 def day_name(now: float) -> str:
@@ -51,6 +57,34 @@ def remove_older_than(roots: Iterable[Path], cutoff: float, keep: Container[str]
             shutil.rmtree(entry, ignore_errors=True)
             removed += 1
     return removed
+
+
+class Retention:
+    """Attempt logs and scratch directories older than the retention go, for as long as the worker runs (a
+    worker runs for months; a sweep only at start would let its disk fill) — never today's log directory
+    nor the scratch of a running task (``running`` gives their ids), however old."""
+
+    def __init__(self, logs: LogFiles, scratch: Path, retention_s: float, clock: Clock,
+                 running: Callable[[], Iterable[str]]) -> None:
+        self._logs, self._scratch, self._retention_s = logs, scratch, retention_s
+        self._clock, self._running = clock, running
+
+    async def sweep(self) -> None:
+        now = self._clock.now()
+        keep = {self._logs.current_day, day_name(now), *self._running()}
+        removed = await asyncio.to_thread(remove_older_than, (self._logs.root, self._scratch),
+                                          now - self._retention_s, keep)
+        if removed:
+            log.info("removed %d log/scratch directories older than %.0fs", removed, self._retention_s)
+
+    async def run(self) -> None:
+        interval = min(LOG_SWEEP_MAX_S, self._retention_s / 2)
+        while True:
+            await self._clock.sleep(interval)
+            try:
+                await self.sweep()
+            except Exception:  # a disk problem must not end the sweeps, or the worker
+                log.exception("sweeping old attempt logs failed")
 
 
 class LogFiles:

@@ -50,7 +50,7 @@ async def test_a_running_worker_sweeps_periodically_and_spares_today_and_running
         assignment, AttemptRun(assignment, "w1", "", str(scratch), 1024, Workspace("", "", (), ())),
         renewed_at=clock.monotonic(), queued_at=clock.monotonic(), unqueue=lambda e: None)
 
-    loop = asyncio.create_task(agent._retention_loop())
+    loop = asyncio.create_task(agent.retention.run())
     try:
         await asyncio.sleep(0)
         assert old_day.exists()  # the first periodic sweep comes after retention / 2
