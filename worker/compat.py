@@ -86,7 +86,7 @@ class SharedSpark:
         self._jvm_cwd = ""
         self._includes = list(self.sc._python_includes)  # the driver's own (a worker's spark.submit.pyFiles)
         self._shipped: set[str] = set()  # archives added to the context, by served name
-        self._files: dict[str, str] = {}  # files added to the context: name -> the source it was added from
+        self._files: set[str] = set()  # --files added to the context, by source path
 
     @classmethod
     def build(cls, master: str, conf: dict[str, str], *, warm: bool) -> SharedSpark:
@@ -151,14 +151,10 @@ class SharedSpark:
     def _add_file(self, path: str) -> None:
         """Serve a --files entry under its own name (SparkFiles.get(name)). The session runner never sends
         an attempt whose file's name this driver serves from another path; it warms a fresh driver."""
-        name = os.path.basename(path)
-        added = self._files.get(name)
-        if added == path:
+        if path in self._files:
             return
-        if added is not None:
-            raise RuntimeError(f"--files {name}: this driver already serves {added} under that name")
-        self.sc.addFile(str(_serve(path, f"sparkyard-files/{_served_name(path)}", name)))
-        self._files[name] = path
+        self.sc.addFile(str(_serve(path, f"sparkyard-files/{_served_name(path)}", os.path.basename(path))))
+        self._files.add(path)
 
     def _set_jvm_cwd(self, cwd: str) -> None:
         """Relative paths given to Spark (``spark.read.csv("data/x.csv")``, ``sc.textFile``) resolve in the

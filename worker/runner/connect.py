@@ -36,6 +36,7 @@ class ConnectRunner(SessionRunner):
     name = "connect"
     drivers = "Spark Connect clients"
     process_kind = "Spark Connect client"
+    files_by_name = False  # each attempt's session has artifacts of its own
 
     def __init__(self, connect_url: str, spark_master: str, slots: int, work_dir: Path, children: Children, *,
                  conf: dict[str, str] | None = None, task_memory_mb: int = 0,
@@ -70,9 +71,6 @@ class ConnectRunner(SessionRunner):
 
     def driver_conf(self, driver: _Driver) -> dict[str, str]:
         return self.conf  # a client process has no JVM
-
-    def _clashes(self, driver: _Driver, files: tuple[str, ...]) -> bool:
-        return False  # each attempt's session has artifacts of its own
 
     def notices(self, attempt: AttemptRun) -> list[str]:
         """The job's resources the shared server cannot take (its --py-files do reach the server)."""

@@ -14,8 +14,9 @@ and ``stop()`` work against the shared context). Task code never runs in the wor
 
 A driver is recycled after ``max_tasks`` attempts (a replacement is warmed first, so capacity does not
 dip), after any crash, and when an attempt's ``--files`` use a name its SparkContext already serves from
-another path (Spark keys added files by name, so executors would see the other job's file). The pool's readiness — how many drivers can take an attempt now — is what the
-worker offers the master as slots: a worker whose drivers are still warming is offered no task.
+another path (Spark keys added files by name, so executors would see the other job's file). The pool's
+readiness — how many drivers can take an attempt now — is what the worker offers the master as slots: a
+worker whose drivers are still warming is offered no task.
 """
 
 from __future__ import annotations
@@ -170,6 +171,8 @@ class SessionRunner:
     name = "session"
     drivers = "Spark drivers"  # what readiness calls the pool's processes
     process_kind = "warm driver"  # what an attempt's log calls the process it runs in
+    # A driver's SparkContext serves --files by name for its whole life (the connect runner's sessions don't).
+    files_by_name = True
 
     def __init__(self, spark_master: str, slots: int, work_dir: Path, children: Children, *,
                  conf: dict[str, str] | None = None, task_memory_mb: int = 0,
@@ -287,7 +290,7 @@ class SessionRunner:
                 continue
             ready = [d for d in self._drivers if d.state == "ready"]
             files = job.attempt.workspace.files
-            driver = next((d for d in ready if not self._clashes(d, files)), None)
+            driver = next((d for d in ready if not d.clashes(files)), None)
             if driver is None:
                 if ready and not any(d.retiring for d in self._drivers):
                     # Every idle driver serves another file under a name this attempt's --files use: one
@@ -301,13 +304,9 @@ class SessionRunner:
             driver.state = "busy"
             driver.job = job
             job.driver = driver
-            driver.files.update((os.path.basename(p), p) for p in files)
+            if self.files_by_name:
+                driver.files.update((os.path.basename(p), p) for p in files)
             driver.send(self._run_message(job))
-
-    def _clashes(self, driver: _Driver, files: tuple[str, ...]) -> bool:
-        """Whether ``driver`` cannot serve these --files to its executors (the connect runner's sessions keep
-        files apart, so never there)."""
-        return driver.clashes(files)
 
     def notices(self, attempt: AttemptRun) -> list[str]:
         """What a warm driver cannot do for this attempt, said in its log rather than silently skipped."""
