@@ -25,9 +25,11 @@ from sparkyard.master.scripts import log_failure
 from sparkyard.states import JobState, RunState
 
 if TYPE_CHECKING:
-    from sparkyard.master.core import MasterCore
+    from sparkyard.master.background import Spawner
+    from sparkyard.master.events import RunEnded
     from sparkyard.master.preloader import Preloader
-    from sparkyard.master.timer import TimerTask
+    from sparkyard.master.store import Store
+    from sparkyard.master.timer import SystemTimer, TimerTask
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +55,11 @@ class BackfillPlan:
 
 
 class Backfiller:
-    def __init__(self, core: MasterCore, preloader: Preloader) -> None:
-        self._core = core
+    def __init__(self, store: Store, preloader: Preloader, timer: SystemTimer, background: Spawner) -> None:
+        self._store = store
         self._preloader = preloader
+        self._timer = timer
+        self._background = background
         self._timer_task: TimerTask | None = None
         self._jobs: set[str] = set()  # jobs with a plan, as of the last step
         self._stepping = False
@@ -70,7 +74,7 @@ class Backfiller:
             raise InvalidArgument(f"max_concurrent: {max_concurrent} is not within 1..{MAX_BACKFILL_CONCURRENT}")
         if end_ms < start_ms:
             raise InvalidArgument("end: the range ends before it starts")
-        now_ms = await self._core.store.time_ms()
+        now_ms = await self._store.time_ms()
         if end_ms > now_ms:
             raise InvalidArgument("end: a backfill is for past fire times; the schedule fires the later ones")
         try:
@@ -81,7 +85,7 @@ class Backfiller:
             raise InvalidArgument(f"start, end: {exc}") from None
         if not times:
             raise InvalidArgument(f"job {job.id} has no fire time in that range")
-        status, added, pending = await self._core.store.backfill_plan(job.id, max_concurrent, times)
+        status, added, pending = await self._store.backfill_plan(job.id, max_concurrent, times)
         if status == "missing":
             raise NotFound(f"job {job.id} not found")
         if status == "cancelled":
@@ -91,13 +95,11 @@ class Backfiller:
         self.wake()
         return BackfillPlan(len(times), added, pending, times[0], times[-1])
 
-    def start(self) -> None:
-        self._core.run_end_listeners.append(self._run_ended)
+    async def start(self) -> None:
         self._arm()
 
-    def stop(self) -> None:
-        if self._run_ended in self._core.run_end_listeners:
-            self._core.run_end_listeners.remove(self._run_ended)
+    async def stop(self) -> None:
+        self._jobs = set()
         if self._timer_task is not None:
             self._timer_task.cancel()
             self._timer_task = None
@@ -107,17 +109,17 @@ class Backfiller:
         if self._stepping:
             self._again = True
         else:
-            self._core.spawn(self._step_all(), "backfill")
+            self._background.spawn(self._step_all(), "backfill")
 
-    def _run_ended(self, run_id: str, state: RunState) -> None:
-        if run_id.split(".", 1)[0] in self._jobs:
+    def run_ended(self, event: RunEnded) -> None:
+        if event.job_id in self._jobs:
             self.wake()
 
     def _arm(self) -> None:
-        self._timer_task = self._core.timer.schedule(BACKFILL_INTERVAL_S, self._due)
+        self._timer_task = self._timer.schedule(BACKFILL_INTERVAL_S, self._due)
 
     def _due(self) -> None:
-        self._core.spawn(self._tick(), "backfill-tick")
+        self._background.spawn(self._tick(), "backfill-tick")
 
     async def _tick(self) -> None:
         try:
@@ -135,7 +137,7 @@ class Backfiller:
             self._again = True
             while self._again:
                 self._again = False
-                plans = await self._core.store.backfill_jobs()
+                plans = await self._store.backfill_jobs()
                 self._jobs = set(plans)
                 for job_id, most in plans.items():
                     await self._step(job_id, most)
@@ -145,7 +147,7 @@ class Backfiller:
             self._stepping = False
 
     async def _step(self, job_id: str, most: int) -> None:
-        store = self._core.store
+        store = self._store
         job = await store.get_job(job_id)
         if job is None or job.state is JobState.CANCELLED:
             log.info("job=%s is %s: its backfill plan is dropped", job_id, "gone" if job is None else "cancelled")

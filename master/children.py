@@ -8,7 +8,7 @@ often (fire.lua creates a run id once). A paused child skips the parent's run (f
 child submitted after a parent run ended is not fired for it. ``always`` means SUCCEEDED, FAILED or CANCELLED
 (a SKIPPED run did not run).
 
-The leader learns of run ends from :attr:`MasterCore.run_end_listeners`. It keeps the parents in memory,
+The leader learns of run ends from :class:`sparkyard.master.events.RunEnded`. It keeps the parents in memory,
 read again every :data:`REFRESH_S` (a child may be submitted through another master), so the end of a run
 of a job without children costs nothing. A run end the leader did not get to act on — it died between the
 end and the firing, or the child was new to it — is found by going over the parent's latest runs that ended
@@ -27,9 +27,11 @@ from sparkyard.states import JobState, RunState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 if TYPE_CHECKING:
-    from sparkyard.master.core import MasterCore
+    from sparkyard.master.background import Spawner
+    from sparkyard.master.events import RunEnded
     from sparkyard.master.preloader import Preloader
-    from sparkyard.master.timer import TimerTask
+    from sparkyard.master.store import Store
+    from sparkyard.master.timer import SystemTimer, TimerTask
 
 log = logging.getLogger(__name__)
 
@@ -52,39 +54,39 @@ ANY_END = WHEN[pb.AFTER_ALWAYS]
 
 
 class ChildJobs:
-    def __init__(self, core: MasterCore, preloader: Preloader) -> None:
-        self._core = core
+    def __init__(self, store: Store, preloader: Preloader, timer: SystemTimer, background: Spawner) -> None:
+        self._store = store
         self._preloader = preloader
+        self._timer = timer
+        self._background = background
         self._parents: set[str] = set()
         self._timer_task: TimerTask | None = None
         self._running = False
 
-    def start(self) -> None:
+    async def start(self) -> None:
         """Start with a leadership: every parent's recent run ends are gone over once."""
         self._running = True
         self._parents = set()
-        self._core.run_end_listeners.append(self._run_ended)
-        self._core.spawn(self._refresh(), "child-jobs")
+        self._background.spawn(self._refresh(), "child-jobs")
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
         self._running = False
-        if self._run_ended in self._core.run_end_listeners:
-            self._core.run_end_listeners.remove(self._run_ended)
+        self._parents = set()
         if self._timer_task is not None:
             self._timer_task.cancel()
             self._timer_task = None
 
-    def _run_ended(self, run_id: str, state: RunState) -> None:
-        if state in ANY_END and run_id.split(".", 1)[0] in self._parents:
-            self._core.spawn(self._fire_children(run_id), f"children-of-{run_id}")
+    def run_ended(self, event: RunEnded) -> None:
+        if event.state in ANY_END and event.job_id in self._parents:
+            self._background.spawn(self._fire_children(event.run_id), f"children-of-{event.run_id}")
 
     def _due(self) -> None:
         self._timer_task = None
-        self._core.spawn(self._refresh(), "child-jobs")
+        self._background.spawn(self._refresh(), "child-jobs")
 
     async def _refresh(self) -> None:
         try:
-            parents = await self._core.store.parents()
+            parents = await self._store.parents()
             new = parents - self._parents
             self._parents = parents
             for parent in sorted(new):
@@ -93,17 +95,17 @@ class ChildJobs:
             log_failure(log, "reading the parents of child jobs failed; next try in %.0fs", REFRESH_S)
         finally:
             if self._running and self._timer_task is None:
-                self._timer_task = self._core.timer.schedule(REFRESH_S, self._due)
+                self._timer_task = self._timer.schedule(REFRESH_S, self._due)
 
     async def _recover(self, parent: str) -> None:
-        store = self._core.store
+        store = self._store
         since = await store.time_ms() - RECOVERY_WINDOW_MS
         for run in await store.list_runs(parent, RECOVERY_RUNS):
             if run.state in ANY_END and run.finished_ms >= since:
                 await self._fire_children(run.id, run)
 
     async def _fire_children(self, run_id: str, run: RunRecord | None = None) -> None:
-        store = self._core.store
+        store = self._store
         run = run or await store.get_run(run_id, with_tasks=False)
         if run is None:
             return

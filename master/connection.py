@@ -24,11 +24,14 @@ from typing import AsyncIterator
 from redis.exceptions import RedisError
 
 from sparkyard.errors import InvalidArgument, SparkyardError, quote
-from sparkyard.master.core import MasterCore
+from sparkyard.clock import Clock
+from sparkyard.config import MasterConfig
+from sparkyard.master.outcomes import Outcomes
 from sparkyard.master.logs import LogRelay
-from sparkyard.master.registry import WorkerSession
+from sparkyard.master.registry import WorkerRegistry, WorkerSession
 from sparkyard.master.reports import ReportSink
 from sparkyard.master.scripts import Fenced, log_failure
+from sparkyard.master.store import Store
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -44,13 +47,15 @@ MAX_WORKER_ID_CHARS = 200
 MAX_WORKER_SLOTS = 1024
 
 class WorkerConnection:
-    def __init__(self, core: MasterCore, logs: LogRelay, reports: ReportSink) -> None:
-        self._core = core
+    def __init__(self, store: Store, registry: WorkerRegistry, outcomes: Outcomes, logs: LogRelay,
+                 reports: ReportSink, clock: Clock, cfg: MasterConfig) -> None:
+        self._store = store
+        self._registry = registry
+        self._outcomes = outcomes
         self._reports = reports
-        self._store = core.store
-        self._registry = core.registry
         self._logs = logs
-        self._cfg = core.cfg
+        self._clock = clock
+        self._cfg = cfg
 
     async def serve(self, requests: AsyncIterator[pb.WorkerMessage], peer: str) -> AsyncIterator[pb.MasterMessage]:
         first = await anext(requests, None)
@@ -66,7 +71,7 @@ class WorkerConnection:
         session = WorkerSession(
             worker_id=reg.worker_id, group=reg.group or "default", slots=reg.slots,
             host=reg.host or peer, pid=reg.pid, labels=dict(reg.labels), default_runner=reg.default_runner,
-            registered_at=self._core.clock.now(), last_seen=self._core.clock.monotonic(),
+            registered_at=self._clock.now(), last_seen=self._clock.monotonic(),
             outbound=asyncio.Queue(maxsize=self._cfg.outbound_queue),
         )
         session.set_readiness(reg.readiness, reg.readiness_reason, reg.ready_slots)
@@ -102,9 +107,11 @@ class WorkerConnection:
             reader.cancel()
             closed.cancel()
             await asyncio.gather(reader, closed, return_exceptions=True)
-            was_current = self._registry.get(session.worker_id) is session
+            # The one place a worker is recorded gone: its stream ended (it left, broke, or the reaper closed
+            # it for missed heartbeats), unless a newer connection of the same worker replaced it.
+            replaced = self._registry.get(session.worker_id) not in (None, session)
             self._registry.remove(session)
-            if was_current:
+            if not replaced:
                 await self._persist(session, alive=False)
             log.info("worker=%s disconnected (leases held: %d)", session.worker_id, len(session.leased))
 
@@ -119,7 +126,7 @@ class WorkerConnection:
         missing = sorted(recorded - {t for t, _ in held})
         if missing:
             log.info("worker=%s came back without %d leased tasks; requeueing them", session.worker_id, len(missing))
-            self._core.apply_reaped(await self._store.reap_worker(session.worker_id, missing, self._cfg.max_lost))
+            self._outcomes.apply_reaped(await self._store.reap_worker(session.worker_id, missing, self._cfg.max_lost))
         out = pb.Registered(worker_id=session.worker_id,
                             lost=[pb.Lease(task_id=t, fencing_token=tok) for t, tok in renewal.lost])
         out.lease.FromMilliseconds(lease_ms)
@@ -140,7 +147,7 @@ class WorkerConnection:
                 elif kind == "reports":
                     session.reports_seq = max(session.reports_seq, message.reports.seq)
                     if session.set_prefetch(message.reports):
-                        self._core.wake()
+                        self._outcomes.work_ready()
                     self._reports.accept(session.worker_id, message.reports)
                 elif kind == "log":
                     self._logs.deliver(message.log)
@@ -162,7 +169,7 @@ class WorkerConnection:
         session.draining = hb.draining
         readiness_changed = session.set_readiness(hb.readiness, hb.readiness_reason, hb.ready_slots)
         if session.set_prefetch(hb):
-            self._core.wake()
+            self._outcomes.work_ready()
         held = [(l.task_id, l.fencing_token) for l in hb.held]
         renewal = await self._store.renew(session.worker_id, held, int(self._cfg.lease_s * 1000))
         ack = pb.HeartbeatAck(
@@ -178,7 +185,7 @@ class WorkerConnection:
                      f": {session.readiness_reason}" if session.readiness_reason else "",
                      session.slots if session.ready_slots < 0 else session.ready_slots, session.slots)
         if readiness_changed or was_draining != session.draining:
-            self._core.wake()
+            self._outcomes.work_ready()
         await self._persist(session, alive=True)
 
     async def _persist(self, session: WorkerSession, alive: bool) -> None:
@@ -186,7 +193,7 @@ class WorkerConnection:
             "group": session.group, "slots": session.slots, "host": session.host, "pid": session.pid,
             "labels": session.labels, "runner": session.default_runner,
             "registered_ms": int(session.registered_at * 1000),
-            "last_seen_ms": int(self._core.clock.now() * 1000), "alive": alive, "draining": session.draining,
+            "last_seen_ms": int(self._clock.now() * 1000), "alive": alive, "draining": session.draining,
             "readiness": session.readiness, "readiness_reason": session.readiness_reason,
             "ready_slots": session.ready_slots,
         }

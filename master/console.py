@@ -26,19 +26,21 @@ from aiohttp import web
 from google.protobuf.message import Message
 
 from sparkyard import __version__
+from sparkyard.clock import Clock
 from sparkyard.cli.render import to_dict
 from sparkyard.errors import InvalidArgument
 from sparkyard.httpserve import Access, Handler, Route
 from sparkyard.master.convert import job_to_proto, run_to_proto
-from sparkyard.master.core import MasterCore
 from sparkyard.master.jobs import JobManager
 from sparkyard.master.leader import Leadership
 from sparkyard.master.leader_link import LeaderLink
 from sparkyard.master.logs import LogRelay
 from sparkyard.master.records import JobRecord
+from sparkyard.master.registry import WorkerRegistry
 from sparkyard.master.schedule_text import describe
 from sparkyard.options import JobOptions
 from sparkyard.master.services import status_of, worker_infos
+from sparkyard.master.store import Store
 from sparkyard.states import JobState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -156,10 +158,12 @@ def _authorization(request: web.Request) -> str:
 
 
 class ConsoleApi:
-    def __init__(self, jobs: JobManager, core: MasterCore, logs: LogRelay, leadership: Leadership,
-                 link: LeaderLink) -> None:
+    def __init__(self, jobs: JobManager, store: Store, registry: WorkerRegistry, clock: Clock, logs: LogRelay,
+                 leadership: Leadership, link: LeaderLink) -> None:
         self._jobs = jobs
-        self._core = core
+        self._store = store
+        self._registry = registry
+        self._clock = clock
         self._logs = logs
         self._leadership = leadership
         self._link = link
@@ -200,7 +204,7 @@ class ConsoleApi:
     # ---- reads from Redis (any master) ----------------------------------------------------------------
 
     async def _job_view(self, job: JobRecord, runs: int) -> dict[str, Any]:
-        recent = await self._core.store.list_runs(job.id, runs) if runs else []
+        recent = await self._store.list_runs(job.id, runs) if runs else []
         return {"job": to_dict(job_to_proto(job)), "schedule": describe(job.spec.trigger),
                 "runs": [to_dict(run_to_proto(r)) for r in recent]}
 
@@ -230,10 +234,10 @@ class ConsoleApi:
     async def timeline(self, request: web.Request) -> web.Response:
         """The runs that had a task on a worker in the last hour, with their tasks and attempts (the page
         draws one bar per attempt), and the names of their jobs."""
-        until_ms = int(self._core.clock.now() * 1000)
+        until_ms = int(self._clock.now() * 1000)
         since_ms = until_ms - TIMELINE_S * 1000
         jobs = await self._jobs.list_jobs(TIMELINE_JOBS, None, "")
-        per_job = await asyncio.gather(*(self._core.store.list_runs(j.id, TIMELINE_RUNS, with_tasks=True)
+        per_job = await asyncio.gather(*(self._store.list_runs(j.id, TIMELINE_RUNS, with_tasks=True)
                                          for j in jobs))
         runs = [r for runs in per_job for r in runs
                 if r.started_ms and (not r.finished_ms or r.finished_ms >= since_ms)]
@@ -321,7 +325,7 @@ class ConsoleApi:
         worker_id = request.match_info["worker_id"]
 
         async def local() -> Message:
-            self._core.registry.drain(worker_id, "asked from the console")
+            self._registry.drain(worker_id, "asked from the console")
             return pb.DrainWorkerResponse()
 
         await self._act(request, local, "cluster", "DrainWorker", pb.DrainWorkerRequest(worker_id=worker_id))
@@ -330,7 +334,7 @@ class ConsoleApi:
     async def workers(self, request: web.Request) -> web.Response:
         everyone = _flag(request, "all")
         if self._leadership.leading:
-            workers = await worker_infos(self._core, everyone)
+            workers = await worker_infos(self._store, self._registry, everyone)
         else:
             reply = await self._link.call("cluster", "ListWorkers", pb.ListWorkersRequest(include_dead=everyone),
                                           _authorization(request))

@@ -14,16 +14,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sparkyard import ids
+from sparkyard.clock import Clock
+from sparkyard.config import MasterConfig
 from sparkyard.errors import FailedPrecondition, InvalidArgument, NotFound
 from sparkyard.master import triggers
 from sparkyard.master.arming import Arming
 from sparkyard.master.bundles import BundleStore
-from sparkyard.master.core import MasterCore
 from sparkyard.master.limits import check_sizes
+from sparkyard.master.metrics import MasterMetrics
+from sparkyard.master.outcomes import Outcomes
 from sparkyard.master.preloader import Preloader
-from sparkyard.master.purgatory import DelayedOperation
+from sparkyard.master.purgatory import DelayedOperation, Purgatory
 from sparkyard.master.records import JobRecord, RunRecord, TaskRecord
-from sparkyard.master.store import NewJob, SubmitResult
+from sparkyard.master.store import NewJob, Store, SubmitResult
 from sparkyard.master.splitter import split_job
 from sparkyard.spec import SpecError, apply_update, normalize
 from sparkyard.states import RUN_TERMINAL, JobState, TaskState
@@ -82,11 +85,16 @@ def _parent(spec: pb.JobSpec) -> str:
 
 
 class JobManager:
-    def __init__(self, core: MasterCore, arming: Arming, preloader: Preloader, bundles: BundleStore) -> None:
+    def __init__(self, cfg: MasterConfig, store: Store, clock: Clock, outcomes: Outcomes, purgatory: Purgatory,
+                 arming: Arming, preloader: Preloader, bundles: BundleStore, metrics: MasterMetrics) -> None:
         self._verbose = True  # one log line per job for single submits, one per call for bulk ones
         self._validation_cache: OrderedDict[bytes, tuple[pb.JobSpec, list[tuple[Any, ...]]]] = OrderedDict()
-        self._core = core
-        self._store = core.store
+        self._cfg = cfg
+        self._store = store
+        self._clock = clock
+        self._outcomes = outcomes
+        self._purgatory = purgatory
+        self._metrics = metrics
         self._preloader = preloader
         self._arming = arming
         self._bundles = bundles
@@ -102,7 +110,7 @@ class JobManager:
             return hit
         try:
             norm = normalize(spec)
-            check_sizes(norm, self._core.cfg)
+            check_sizes(norm, self._cfg)
             tasks = split_job(norm)
         except SpecError as exc:  # SplitError is a SpecError
             raise InvalidArgument(str(exc)) from None
@@ -138,7 +146,7 @@ class JobManager:
         if len(requests) > 1:
             log.info("bulk submit of %d jobs", len(requests))
         self._verbose = len(requests) == 1
-        now_ms = int(self._core.clock.now() * 1000)
+        now_ms = int(self._clock.now() * 1000)
         prepared = []
         for i, (job_id, (spec, key)) in enumerate(zip(ids.new_job_ids(now_ms, len(requests)), requests)):
             try:
@@ -147,7 +155,7 @@ class JobManager:
                 raise type(exc)(f"jobs[{i}].{exc}" if name_index else str(exc)) from None
         await self._check_bundles(prepared)
         await self._check_parents(prepared)
-        ttl_ms = int(self._core.cfg.idempotency_ttl_s * 1000)
+        ttl_ms = int(self._cfg.idempotency_ttl_s * 1000)
         out: list[Submitted] = []
         for start in range(0, len(prepared), SUBMIT_PIPELINE):
             chunk = prepared[start:start + SUBMIT_PIPELINE]
@@ -204,8 +212,8 @@ class JobManager:
                  new.spec.trigger.WhichOneof("kind"), res.next_fire_ms, " (fired)" if res.fired else "")
         # What submit.lua stored, without reading it back.
         if res.fired:
-            self._core.metrics.fired_by_submit()
-            self._core.wake()
+            self._metrics.fired_by_submit()
+            self._outcomes.work_ready()
             job = JobRecord(id=res.job_id, spec=new.spec, state=JobState.COMPLETED, created_ms=res.created_ms,
                             updated_ms=res.created_ms, next_fire_ms=-1, runs=1,
                             last_run_id=ids.run_id(res.job_id, res.next_fire_ms))
@@ -270,7 +278,7 @@ class JobManager:
         """
         if timeout_s < 0:
             raise InvalidArgument("timeout: must not be negative")
-        timeout_s = min(timeout_s or self._core.cfg.wait_max_s, self._core.cfg.wait_max_s)
+        timeout_s = min(timeout_s or self._cfg.wait_max_s, self._cfg.wait_max_s)
         self._check_id(run_id, ids.IdKind.RUN)
         run = await self._store.get_run(run_id, with_tasks=False)
         if run is None:
@@ -279,7 +287,7 @@ class JobManager:
             return await self.get_run(run_id), False
         job_id = run_id.split(".", 1)[0]
         waiter = RunWaiter(timeout_s)
-        self._core.purgatory.try_complete_else_watch(waiter, [run_id, job_id])
+        self._purgatory.try_complete_else_watch(waiter, [run_id, job_id])
         try:
             # The run may have ended between the read above and the watch: look once more.
             again = await self._store.get_run(run_id, with_tasks=False)
@@ -317,13 +325,13 @@ class JobManager:
             run = await self.get_run(parsed.run_id)
             if run.state in RUN_TERMINAL:
                 raise FailedPrecondition(f"run {run.id} is already {run.state.value}")
-            result = await self._store.cancel(reason, run_ids=[run.id], task_ids=await self._core.task_ids([run.id]))
+            result = await self._store.cancel(reason, run_ids=[run.id], task_ids=await self._outcomes.task_ids([run.id]))
         else:
             task = await self.get_task(parsed.task_id)
             result = await self._store.cancel(reason, task_ids=[task.id])
             if not result.cancelled:
                 raise FailedPrecondition(f"task {task.id} is already {task.state.value}")
-        self._core.apply_cancel(result, reason)
+        self._outcomes.apply_cancel(result, reason)
         return result.cancelled
 
     async def _cancel_job(self, job_id: str, reason: str) -> list[str]:
@@ -332,11 +340,11 @@ class JobManager:
         self._arming.forget(job_id)
         for _ in range(CANCEL_ATTEMPTS):
             active = await self._store.active_runs(job_id)
-            tasks = await self._core.task_ids(active)
+            tasks = await self._outcomes.task_ids(active)
             result = await self._store.cancel(reason, job_id=job_id, run_ids=active, task_ids=tasks)
             if result.status == "ok":
-                self._core.apply_cancel(result, reason)
-                self._core.job_ended(job_id)
+                self._outcomes.apply_cancel(result, reason)
+                self._outcomes.job_ended(job_id)
                 return result.cancelled
         raise FailedPrecondition(f"job {job_id} kept firing while being cancelled; try again")
 
@@ -358,7 +366,7 @@ class JobManager:
             raise FailedPrecondition(f"job {job.id} has child jobs that fire after it (--after): "
                                      f"{', '.join(active)}; delete them first")
         self._arming.forget(job.id)
-        self._core.job_ended(job.id)
+        self._outcomes.job_ended(job.id)
         log.info("job=%s deleted%s", job.id, f" (cancelled {len(cancelled)})" if cancelled else "")
         return cancelled
 
@@ -409,7 +417,7 @@ class JobManager:
                 await self._check_digests({spec.bundle.digest} - {""})
             next_fire = -1
             if any(f.startswith("trigger.") for f in fields) and not _parent(spec):
-                next_fire = self._first_fire_ms(spec.trigger, int(self._core.clock.now() * 1000))
+                next_fire = self._first_fire_ms(spec.trigger, int(self._clock.now() * 1000))
             result = await self._store.update_spec(job_id, job.spec_version, spec, next_fire)
             if result.status == "conflict":
                 continue

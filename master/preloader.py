@@ -28,13 +28,17 @@ from typing import Any, Sequence
 
 from sparkyard import ids
 from sparkyard.master import triggers
+from sparkyard.clock import Clock
 from sparkyard.master.arming import Arming
-from sparkyard.master.core import MasterCore
+from sparkyard.master.background import Spawner
+from sparkyard.master.fixed_delay import FixedDelay
+from sparkyard.master.metrics import MasterMetrics
+from sparkyard.master.outcomes import Outcomes
 from sparkyard.master.scripts import log_failure
 from sparkyard.master.splitter import split_job
 from sparkyard.master.records import RunRecord
-from sparkyard.master.store import FireRequest, FireResult
-from sparkyard.master.timer import TimerTask
+from sparkyard.master.store import FireRequest, FireResult, Store
+from sparkyard.master.timer import SystemTimer, TimerTask
 from sparkyard.retry import REDIS_TRANSIENT
 from sparkyard.states import RUN_TERMINAL, JobState, RunState
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -61,14 +65,18 @@ _OVERLAP = {
 
 
 class Preloader:
-    def __init__(self, core: MasterCore, arming: Arming) -> None:
-        self._core = core
+    def __init__(self, store: Store, arming: Arming, timer: SystemTimer, clock: Clock, background: Spawner,
+                 outcomes: Outcomes, fixed_delay: FixedDelay, metrics: MasterMetrics, misfire_threshold_s: float) -> None:
         self._arming = arming
-        self._store = core.store
-        self._timer = core.timer
-        self._clock = core.clock
+        self._store = store
+        self._timer = timer
+        self._clock = clock
+        self._background = background
+        self._outcomes = outcomes
+        self._fixed_delay = fixed_delay
+        self._metrics = metrics
         self._horizon_ms = arming.horizon_ms
-        self._threshold_ms = int(core.cfg.misfire_threshold_s * 1000)
+        self._threshold_ms = int(misfire_threshold_s * 1000)
         self._queue = arming.due
         self._workers: list[asyncio.Task[None]] = []
         self._topup: TimerTask | None = None
@@ -78,7 +86,6 @@ class Preloader:
     async def start(self) -> None:
         self._workers = [asyncio.create_task(self._fire_loop(), name=f"fire-{i}") for i in range(FIRE_CONCURRENCY)]
         await self._load()
-        await self._recover_awaiting()
 
     async def stop(self) -> None:
         if self._topup is not None:
@@ -109,7 +116,7 @@ class Preloader:
 
     def _on_topup(self) -> None:
         self._topup = None
-        self._core.spawn(self._topup_load(), "preload-topup")
+        self._background.spawn(self._topup_load(), "preload-topup")
 
     async def _topup_load(self) -> None:
         try:
@@ -127,17 +134,6 @@ class Preloader:
         self._backoff = min(self._backoff * 2, RETRY_BACKOFF_MAX_S)
         self._load_again_in(delay)
         return delay
-
-    async def _recover_awaiting(self) -> None:
-        """Fixed-delay jobs whose run ended while no master was watching get their next fire time now."""
-        for job_id in await self._store.awaiting_jobs():
-            job = await self._store.get_job(job_id)
-            awaited = job and (job.awaited_run_id or job.last_run_id)  # no `awaits`: joined before it existed
-            if not awaited:
-                continue
-            run = await self._store.get_run(awaited, with_tasks=False)
-            if run is not None and run.finished_ms:
-                self._core.run_ended(run.id, run.state)
 
     async def _fire_loop(self) -> None:
         while True:
@@ -205,7 +201,7 @@ class Preloader:
                 if request.overlap == "replace" and not request.skip_reason:
                     active = await self._store.active_runs(request.job_id)
                     if active:
-                        await self._core.cancel_runs(active, f"replaced by the firing due at {request.scheduled_ms}")
+                        await self._outcomes.cancel_runs(active, f"replaced by the firing due at {request.scheduled_ms}")
             fired = await self._store.fire_many([plans[i][step] for i in going])
             created, still = False, []
             for i, (run_id, res) in zip(going, fired):
@@ -213,7 +209,7 @@ class Preloader:
                 results[i].append((run_id, res))
                 quiet = res.status == "created" and not request.skip_reason
                 manual = request.expected_ms is None  # a trigger or a backfill: not late, as asked for
-                self._core.metrics.fired(res.status, None if manual else res.fired_ms - request.scheduled_ms)
+                self._metrics.fired(res.status, None if manual else res.fired_ms - request.scheduled_ms)
                 log.log(logging.DEBUG if quiet else logging.INFO, "job=%s run=%s fire %s (late %d ms)%s",
                         request.job_id, run_id, res.status, res.fired_ms - request.scheduled_ms,
                         f": {request.skip_reason}" if request.skip_reason else "")
@@ -224,17 +220,20 @@ class Preloader:
                 if res.status not in ("created", "skipped", "exists"):
                     continue
                 if RunState(res.run_state) in RUN_TERMINAL:
-                    # Skipped, or created with no tasks: the run ended as it was fired; or a run made already
-                    # (the schedule moved past it) that has ended. Its waiters wake, and a fixed-delay job
-                    # waiting for it gets its next fire time.
-                    self._core.run_ended(run_id, RunState(res.run_state))
+                    if res.status == "exists":
+                        # A run made already (the schedule moved past it) that has ended: its end was
+                        # signalled when it ended; only a fixed-delay job may still wait for it.
+                        self._fixed_delay.consider(request.job_id, run_id)
+                    else:
+                        # Skipped, or created with no tasks: this firing ended the run.
+                        self._outcomes.run_ended(run_id, RunState(res.run_state))
                 created = created or res.status == "created"
                 if step + 1 < len(plans[i]):
                     still.append(i)
                 elif request.next_fire_ms >= 0:
                     self._arming.consider(request.job_id, request.next_fire_ms)
             if created:
-                self._core.wake()
+                self._outcomes.work_ready()
             going, step = still, step + 1
         return results
 

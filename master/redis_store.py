@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from redis.asyncio import Redis
 
@@ -68,13 +68,13 @@ class RedisStore(Store):
     """Sparkyard's state in Redis (key schema: :mod:`sparkyard.keys`)."""
 
     def __init__(self, redis: Redis, keys: Keys, priority_aging_ms: int = DEFAULT_PRIORITY_AGING_MS,
-                 min_replicas: int = 0) -> None:
+                 min_replicas: int = 0, observe: Callable[[str, float], None] | None = None) -> None:
         self.priority_aging_ms = priority_aging_ms
         self.min_replicas = min_replicas
         # Any: redis-py types every reply as bytes | str whatever decode_responses says; ours are str.
         self.redis: Any = redis
         self.keys = keys
-        self._lua = self.scripts = ScriptLibrary(redis, keys)
+        self._lua = self.scripts = ScriptLibrary(redis, keys, observe)
         # A job's latest spec this master has seen, with its version; and older versions runs still use.
         self._specs: OrderedDict[str, tuple[int, pb.JobSpec]] = OrderedDict()
         self._old_specs: OrderedDict[tuple[str, int], pb.JobSpec] = OrderedDict()

@@ -20,10 +20,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Iterable
 
 from sparkyard.clock import Clock
 from sparkyard.errors import NotFound
+from sparkyard.master.events import WORK_READY, Events
 from sparkyard.master.routing import WorkerLoad
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -100,10 +101,10 @@ class WorkerSession:
 class WorkerRegistry:
     """Connected workers by id and by node group."""
 
-    def __init__(self, clock: Clock, on_capacity: Callable[[], None]) -> None:
+    def __init__(self, clock: Clock, events: Events) -> None:
         self._clock = clock
         self._sessions: dict[str, WorkerSession] = {}
-        self._on_capacity = on_capacity
+        self._events = events
 
     def add(self, session: WorkerSession) -> WorkerSession | None:
         """Register a session; a previous session of the same worker id is closed and returned."""
@@ -111,7 +112,7 @@ class WorkerRegistry:
         if old is not None and old is not session:
             old.close("replaced by a new connection of the same worker")
         self._sessions[session.worker_id] = session
-        self._on_capacity()
+        self._events.publish(WORK_READY)
         return old
 
     def remove(self, session: WorkerSession) -> None:
@@ -160,7 +161,7 @@ class WorkerRegistry:
         if session is None or session.leased.get(task_id) != token:
             return
         del session.leased[task_id]
-        self._on_capacity()
+        self._events.publish(WORK_READY)
 
     def send(self, worker_id: str, message: pb.MasterMessage) -> bool:
         """Queue a message for a worker; False if it is not connected or its queue is full."""

@@ -20,8 +20,11 @@ import redis.exceptions
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from sparkyard.batcher import Batcher, Item, Outcome
-from sparkyard.master.core import MasterCore
-from sparkyard.master.store import Report
+from sparkyard.clock import Clock
+from sparkyard.master.metrics import MasterMetrics
+from sparkyard.master.outcomes import Outcomes
+from sparkyard.master.registry import WorkerRegistry
+from sparkyard.master.store import Claim, Report, Store
 from sparkyard.states import VerdictKind
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -52,40 +55,53 @@ def _ms(ts: Timestamp) -> int:
 class Incoming:
     worker_id: str
     report: Report
-    is_result: bool
+    is_result: bool  # the worker waits for an acknowledgement
+    applies: bool  # its verdict has consequences (a result, or a task handed back undelivered)
 
 
 class ReportSink:
-    def __init__(self, core: MasterCore) -> None:
-        self._core = core
+    def __init__(self, store: Store, registry: WorkerRegistry, outcomes: Outcomes, metrics: MasterMetrics,
+                 clock: Clock, result_max_bytes: int) -> None:
+        self._store = store
+        self._registry = registry
+        self._outcomes = outcomes
+        self._metrics = metrics
+        self._result_max_bytes = result_max_bytes
         self._batcher: Batcher[Incoming] = Batcher(
-            "reports", self._process, clock=core.clock, max_batch_size=REPORT_BATCH, max_batch_delay_s=0.0,
+            "reports", self._process, clock=clock, max_batch_size=REPORT_BATCH, max_batch_delay_s=0.0,
             max_buffer=REPORT_BUFFER,
         )
 
-    def start(self) -> None:
+    async def start(self) -> None:
         self._batcher.start()
 
     async def close(self, timeout_s: float) -> None:
         await self._batcher.close(drain=True, timeout_s=timeout_s)
 
+    def undelivered(self, claims: list[Claim]) -> None:
+        """Tasks claimed for a worker that vanished before they were sent: handed straight back (same token,
+        so the release is accepted) instead of waiting for their leases to expire."""
+        for c in claims:
+            report = Report(c.task_id, c.token, "RELEASED", error="undeliverable")
+            self._submit(("undelivered", c.task_id, c.token), Incoming(c.worker, report, False, True))
+
     def accept(self, worker_id: str, reports: pb.Reports) -> None:
         for started in reports.started:
             report = Report(started.task_id, started.fencing_token, "STARTED", started_ms=_ms(started.started_at),
                             log_path=started.log_path)
-            self._submit(("started", started.task_id, started.fencing_token), Incoming(worker_id, report, False))
+            self._submit(("started", started.task_id, started.fencing_token), Incoming(worker_id, report, False, False))
         for result in reports.results:
             # The attempt is over on the worker: its slot can take the next task while this result is
             # written to Redis (the task itself stays LEASED until then, so it cannot be handed out twice).
-            self._core.registry.release(worker_id, result.task_id, result.fencing_token)
+            self._registry.release(worker_id, result.task_id, result.fencing_token)
             report = self._result_report(result)
             if report is None:
                 ack = pb.ResultAck(task_id=result.task_id, fencing_token=result.fencing_token, accepted=False,
                                    reason=f"outcome {pb.AttemptState.Name(result.outcome)} is not a result",
                                    code="INVALID_ARGUMENT")
-                self._core.registry.send(worker_id, pb.MasterMessage(acks=pb.ResultAcks(acks=[ack])))
+                self._registry.send(worker_id, pb.MasterMessage(acks=pb.ResultAcks(acks=[ack])))
                 continue
-            self._submit(("result", result.task_id, result.fencing_token), Incoming(worker_id, report, True))
+            self._submit(("result", result.task_id, result.fencing_token), Incoming(worker_id, report, True, True))
 
     def _submit(self, key: tuple[str, str, int], incoming: Incoming) -> None:
         if not self._batcher.submit(key, incoming):
@@ -98,7 +114,7 @@ class ReportSink:
             return None
         result_json = result.result_json
         error = result.error[:MAX_ERROR_CHARS]
-        limit = self._core.cfg.result_max_bytes
+        limit = self._result_max_bytes
         if outcome == "SUCCEEDED" and len(result_json.encode()) > limit:
             outcome, result_json = "FAILED", ""
             error = f"result is {len(result.result_json.encode())} bytes, over the {limit}-byte limit"
@@ -108,20 +124,21 @@ class ReportSink:
 
     async def _process(self, batch: list[Item[Incoming]]) -> Outcome:
         try:
-            verdicts = await self._core.store.report([item.payload.report for item in batch])
+            verdicts = await self._store.report([item.payload.report for item in batch])
         except redis.exceptions.ResponseError:
             log.exception("report.lua refused a batch of %d reports; dropping it (workers resend results)", len(batch))
             return Outcome.PERMANENT_ERROR
         acks: dict[str, list[pb.ResultAck]] = defaultdict(list)
         for item, verdict in zip(batch, verdicts):
             incoming = item.payload
+            if incoming.applies:
+                self._outcomes.apply_verdicts([verdict])
             if not incoming.is_result:
                 continue
-            self._core.apply_verdicts([verdict])
             accepted = verdict.verdict is VerdictKind.ACCEPTED
             report = incoming.report
             task_state = verdict.task_state.value if verdict.task_state else "unknown"
-            metrics = self._core.metrics
+            metrics = self._metrics
             if accepted:
                 metrics.attempts.labels(report.outcome).inc()
                 if report.started_ms and report.finished_ms >= report.started_ms:
@@ -138,5 +155,5 @@ class ReportSink:
                 reason="" if accepted else f"{verdict.verdict.value}: task is {task_state}",
                 code="" if accepted else ("NOT_FOUND" if verdict.verdict is VerdictKind.UNKNOWN else "FAILED_PRECONDITION")))
         for worker_id, worker_acks in acks.items():
-            self._core.registry.send(worker_id, pb.MasterMessage(acks=pb.ResultAcks(acks=worker_acks)))
+            self._registry.send(worker_id, pb.MasterMessage(acks=pb.ResultAcks(acks=worker_acks)))
         return Outcome.SUCCESS

@@ -1,7 +1,8 @@
 """The slot scheduler (Doris FE's routine-load scheduler): ready tasks → idle worker slots.
 
 It is event driven. Anything that can make a dispatch possible — a task becoming READY (fired,
-retried, requeued), a slot freeing, a worker connecting — calls :meth:`SlotScheduler.wake`; the loop
+retried, requeued), a slot freeing, a worker connecting — is published as
+:class:`~sparkyard.master.events.WorkReady`, which calls :meth:`SlotScheduler.wake`; the loop
 then runs dispatch rounds until no group has both an idle slot and a ready task, and sleeps on its
 event again. It never polls.
 
@@ -28,7 +29,7 @@ from sparkyard.master.records import inputs_from_json
 from sparkyard.master.registry import WorkerRegistry
 from sparkyard.master.routing import Router
 from sparkyard.master.scripts import log_failure
-from sparkyard.master.store import Claim, Report, Store
+from sparkyard.master.store import Claim, Store
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -41,9 +42,13 @@ ERROR_BACKOFF_MAX_S = 5.0
 
 class SlotScheduler:
     def __init__(self, store: Store, registry: WorkerRegistry, clock: Clock, *, lease_ms: int,
-                 timeout_grace_ms: int, dispatch_batch: int, router: Router | None = None,
+                 timeout_grace_ms: int, dispatch_batch: int, undelivered: Callable[[list[Claim]], None],
+                 router: Router | None = None,
                  on_claimed: Callable[[list[Claim]], Awaitable[None]] | None = None) -> None:
+        """``undelivered`` hands back tasks claimed for a worker that vanished before they were sent
+        (:meth:`sparkyard.master.reports.ReportSink.undelivered`: the path every report takes)."""
         self._store = store
+        self._undelivered = undelivered
         self._registry = registry
         self._clock = clock
         self._lease_ms = lease_ms
@@ -58,7 +63,7 @@ class SlotScheduler:
     def wake(self) -> None:
         self._event.set()
 
-    def start(self) -> None:
+    async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="slot-scheduler")
         self.wake()
 
@@ -136,11 +141,8 @@ class SlotScheduler:
             self.dispatched += len(assignments)
             log.debug("worker=%s batch of %d tasks", worker_id, len(assignments))
         if undeliverable:
-            # The worker vanished between routing and sending: hand the tasks straight back (same
-            # token, so the report is accepted) instead of waiting for their leases to expire.
             log.info("returning %d undeliverable tasks to the ready queue", len(undeliverable))
-            await self._store.report([Report(c.task_id, c.token, "RELEASED", error="undeliverable") for c in undeliverable])
-            self.wake()
+            self._undelivered(undeliverable)
         if self._on_claimed is not None:
             await self._on_claimed(claims)
 

@@ -86,13 +86,14 @@ class ScriptLibrary:
     every fenced call.
     """
 
-    def __init__(self, redis: Redis, keys: Keys) -> None:
+    def __init__(self, redis: Redis, keys: Keys, observe: Callable[[str, float], None] | None = None) -> None:
+        """``observe`` is told how long each call took (name, perf_counter at its start): the master's
+        metrics."""
         self._scripts: dict[str, AsyncScript] = {
             name: redis.register_script(render(name, keys)) for name in SCRIPT_NAMES
         }
         self.epoch = 0
-        # Told how long each call took (name, perf_counter at its start): the master's metrics.
-        self.observe: Callable[[str, float], None] | None = None
+        self.observe = observe
 
     def _args(self, name: str, args: list[Any]) -> list[Any]:
         return args if name in UNFENCED else [*args, self.epoch]

@@ -29,29 +29,18 @@ from sparkyard.config import MasterConfig, read_file
 from sparkyard.httpserve import Access, HttpEndpoint, HttpStartError, Route, metrics_response
 from sparkyard.keys import Keys
 from sparkyard.master import console
-from sparkyard.master.arming import Arming
+from sparkyard.master.assembly import Master, build_master
 from sparkyard.master.auth import Role, RoleAuthInterceptor, is_loopback
-from sparkyard.master.backfill import Backfiller
-from sparkyard.master.children import ChildJobs
-from sparkyard.master.connection import WorkerConnection
-from sparkyard.master.core import MasterCore
 from sparkyard.master.embedded_redis import EmbeddedRedis
-from sparkyard.master.jobs import JobManager
 from sparkyard.master.leader import LeaderGate, Leadership
 from sparkyard.master.leader_link import LeaderLink, PeerTls
 from sparkyard.master.metrics import MasterMetrics
-from sparkyard.master.logs import LogRelay
-from sparkyard.master.preloader import Preloader
-from sparkyard.master.reaper import Reaper
 from sparkyard.master.request_guard import RequestGuard
-from sparkyard.master.reports import ReportSink
-from sparkyard.master.retention import Retention
 from sparkyard.master.bundles import BundleStore
 from sparkyard.master.services import BundleService, ClusterService, JobService, WorkerService, master_id
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.redis_url import RedisUrlError, connect
 from sparkyard.master.timer import SystemTimer
-from sparkyard.master.webhooks import Webhooks
 from sparkyard.retry import REDIS_REFUSED, REDIS_TRANSIENT, with_redis_retry
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
@@ -84,6 +73,17 @@ def advertised(address: str) -> str:
     if host in ("", "0.0.0.0", "::", "[::]"):
         host = socket.gethostname()
     return f"{host}:{port}"
+
+
+def concrete_port(listen: str) -> str:
+    """``listen`` with port 0 replaced by a free port, so the master knows the address it advertises (its
+    leader record, its id) before the gRPC server is built around its election."""
+    host, _, port = listen.rpartition(":")
+    if port not in ("", "0"):
+        return listen
+    with socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET) as probe:
+        probe.bind((host.strip("[]") or "0.0.0.0", 0))
+        return f"{host}:{probe.getsockname()[1]}"
 
 
 def redact(url: str) -> str:
@@ -120,6 +120,9 @@ def tls_credentials(cfg: MasterConfig) -> grpc.ServerCredentials | None:
 
 
 class MasterServer:
+    """The process around one master (:func:`sparkyard.master.assembly.build_master`): Redis, the gRPC port,
+    the election, the HTTP endpoint; started in that order and stopped in reverse."""
+
     def __init__(self, cfg: MasterConfig, clock: Clock | None = None, *, wait_for_redis: bool = False) -> None:
         """``wait_for_redis``: at start, wait for Redis however long it takes (a master that lost the
         leadership, often because Redis went away, comes back as a standby this way instead of exiting)."""
@@ -130,20 +133,10 @@ class MasterServer:
         self.redis_url = ""
         self._embedded: EmbeddedRedis | None = None
         self._redis: Redis | None = None
+        self._raw_redis: Redis | None = None
         self._server: grpc.aio.Server | None = None
         self._health: health.aio.HealthServicer | None = None
-        self.core: MasterCore | None = None
-        self._preloader: Preloader | None = None
-        self._reaper: Reaper | None = None
-        self._backfiller: Backfiller | None = None
-        self._webhooks: Webhooks | None = None
-        self._children: ChildJobs | None = None
-        self._timer: SystemTimer | None = None
-        self._reports: ReportSink | None = None
-        self._raw_redis: Redis | None = None
-        self._collector: asyncio.Task[None] | None = None
-        self._retention: asyncio.Task[None] | None = None
-        self._bundles: BundleStore | None = None
+        self.master: Master | None = None
         self.leadership: Leadership | None = None
         self._election: asyncio.Task[None] | None = None
         self.deposed = asyncio.Event()  # set when this master lost the leadership: it must stop
@@ -151,11 +144,48 @@ class MasterServer:
         self.metrics = MasterMetrics()
         self.http: HttpEndpoint | None = None
         self._link: LeaderLink | None = None
+        self._listen = cfg.listen
 
     async def start(self) -> None:
         cfg = self.cfg
         host = cfg.listen.rpartition(":")[0]
         server_credentials = tls_credentials(cfg)
+        self._listen = concrete_port(cfg.listen)
+        redis = await self._open_redis()
+        store = RedisStore(redis, Keys(cfg.namespace), priority_aging_ms=int(cfg.priority_aging_s * 1000),
+                           min_replicas=cfg.redis_min_replicas, observe=self.metrics.timed_call)
+        assert self._raw_redis is not None
+        bundles = BundleStore(self._raw_redis, Keys(cfg.namespace), store.scripts, cfg.max_bundle_bytes)
+        timer = SystemTimer(self.clock)
+        timer.start()
+        master = self.master = build_master(cfg, store, self.clock, timer, bundles, self.metrics)
+        await master.start()
+
+        self._server = server = self._grpc_server(store, master)
+        names = [d.full_name for d in pb.DESCRIPTOR.services_by_name.values()]
+        try:
+            self.port = (server.add_insecure_port(self._listen) if server_credentials is None
+                         else server.add_secure_port(self._listen, server_credentials))
+        except RuntimeError as exc:
+            raise StartupError(f"cannot listen on {cfg.listen}: {exc}") from None
+        if self.port == 0:
+            raise StartupError(f"cannot listen on {cfg.listen} (address in use?)")
+        leadership = self.leadership
+        assert leadership is not None
+        if await leadership.acquire():  # lead before the port opens when nobody else leads
+            await master.lead(leadership.epoch)
+        await server.start()
+        self._election = asyncio.create_task(leadership.run(), name="leader-election")
+        assert self._health is not None
+        for name in ["", *names]:
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        if cfg.http:
+            await self._start_http(store, master, leadership)
+        log.info("master %s listening on %s:%d as %s (redis %s)", leadership.master_id, host, self.port,
+                 leadership.role, redact(self.redis_url))
+
+    async def _open_redis(self) -> Redis:
+        cfg = self.cfg
         if cfg.redis_url:
             self.redis_url = cfg.redis_url
         else:
@@ -168,38 +198,20 @@ class MasterServer:
         except RedisUrlError as exc:
             raise StartupError(str(exc)) from None
         await self._reach_redis(self._redis)
-        store = RedisStore(self._redis, Keys(cfg.namespace), priority_aging_ms=int(cfg.priority_aging_s * 1000),
-                           min_replicas=cfg.redis_min_replicas)
-        store.scripts.observe = self.metrics.timed_call
-        bundles = self._bundles = BundleStore(self._raw_redis, Keys(cfg.namespace), store.scripts,
-                                              cfg.max_bundle_bytes)
+        return self._redis
 
-        self._timer = SystemTimer(self.clock)
-        self._timer.start()
-        # Built one way: each component gets what it uses, nothing reaches back (arming first, as the core
-        # and the job manager arm fire times and the preloader fires what expires).
-        arming = Arming(self._timer, self.clock, int(cfg.preload_horizon_s * 1000))
-        core = self.core = MasterCore(cfg, store, self.clock, self._timer, arming.consider, self.metrics)
-        logs = LogRelay(core.registry)
-        self._reports = ReportSink(core)
-        self._reports.start()
-        self._preloader = Preloader(core, arming)
-        self._backfiller = Backfiller(core, self._preloader)
-        self._webhooks = Webhooks(core, cfg.on_failure, cfg.on_success)
-        self._children = ChildJobs(core, self._preloader)
-        jobs = JobManager(core, arming, self._preloader, bundles)
-
-        async def worker_dead(worker_id: str) -> None:
-            workers = await store.get_workers()
-            if worker_id in workers:
-                await store.put_worker(worker_id, {**workers[worker_id], "alive": False})
-
-        self._reaper = Reaper(core, worker_dead)
-
-        server = self._server = grpc.aio.server(
-            # The guard is innermost: a call refused for its token or by a standby is refused unread.
+    def _grpc_server(self, store: RedisStore, master: Master) -> grpc.aio.Server:
+        """The port's services around the master, behind the interceptors (the guard innermost: a call
+        refused for its token or by a standby is refused unread)."""
+        cfg = self.cfg
+        assert self._redis is not None
+        address = advertised(cfg.advertise or self._listen)
+        self.leadership = leadership = Leadership(
+            store.scripts, self._redis, Keys(cfg.namespace), master_id(address), address, cfg.leader_lease_s,
+            self.clock, self._elected, self._lost)
+        server = grpc.aio.server(
             interceptors=[RoleAuthInterceptor({Role.ADMIN: cfg.token, Role.WORKER: cfg.worker_token,
-                                               Role.VIEWER: cfg.viewer_token}), *self._gate(),
+                                               Role.VIEWER: cfg.viewer_token}), LeaderGate(leadership),
                           RequestGuard(cfg.max_message_bytes)],
             options=[
                 ("grpc.max_receive_message_length", cfg.max_message_bytes + MESSAGE_SLACK_BYTES),
@@ -210,48 +222,32 @@ class MasterServer:
             ],
         )
         started_at = self.clock.now()
-        pbg.add_JobServiceServicer_to_server(JobService(jobs, logs, self._backfiller), server)
-        pbg.add_WorkerServiceServicer_to_server(WorkerService(WorkerConnection(core, logs, self._reports), core.store), server)
-        pbg.add_BundleServiceServicer_to_server(BundleService(bundles), server)
+        pbg.add_JobServiceServicer_to_server(JobService(master.jobs, master.logs, master.backfiller), server)
+        pbg.add_WorkerServiceServicer_to_server(WorkerService(master.connection, store), server)
+        pbg.add_BundleServiceServicer_to_server(BundleService(master.bundles), server)
         pbg.add_ClusterServiceServicer_to_server(
-            ClusterService(core, self.leadership, redact(self.redis_url), started_at,
-                           lambda: self._timer.size if self._timer else 0),
+            ClusterService(store, master.registry, leadership, redact(self.redis_url), started_at,
+                           lambda: master.timer.size),
             server,
         )
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         names = [d.full_name for d in pb.DESCRIPTOR.services_by_name.values()]
         reflection.enable_server_reflection([*names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+        return server
+
+    async def _start_http(self, store: RedisStore, master: Master, leadership: Leadership) -> None:
+        cfg = self.cfg
+        self._link = LeaderLink(leadership, PeerTls.of(cfg))
+        api = console.ConsoleApi(master.jobs, store, master.registry, self.clock, master.logs, leadership, self._link)
+        routes = [Route("GET", "/metrics", self._metrics_page, Access.READ), *api.routes()]
+        self.http = HttpEndpoint(cfg.http, routes, admin=cfg.token, viewer=cfg.viewer_token,
+                                 static={"/static": console.FILES},
+                                 tls=(cfg.tls_cert, cfg.tls_key) if cfg.tls_cert else None)
         try:
-            self.port = (server.add_insecure_port(cfg.listen) if server_credentials is None
-                         else server.add_secure_port(cfg.listen, server_credentials))
-        except RuntimeError as exc:
-            raise StartupError(f"cannot listen on {cfg.listen}: {exc}") from None
-        if self.port == 0:
-            raise StartupError(f"cannot listen on {cfg.listen} (address in use?)")
-        leadership = self.leadership
-        assert leadership is not None
-        leadership.address = advertised(cfg.advertise or f"{host}:{self.port}")
-        leadership.master_id = master_id(leadership.address)
-        if await leadership.acquire():  # lead before the port opens when nobody else leads
-            await self._lead(leadership.epoch)
-        await server.start()
-        self._election = asyncio.create_task(leadership.run(), name="leader-election")
-        for name in ["", *names]:
-            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        if cfg.http:
-            self._link = LeaderLink(leadership, PeerTls.of(cfg))
-            api = console.ConsoleApi(jobs, core, logs, leadership, self._link)
-            routes = [Route("GET", "/metrics", self._metrics_page, Access.READ), *api.routes()]
-            self.http = HttpEndpoint(cfg.http, routes, admin=cfg.token, viewer=cfg.viewer_token,
-                                     static={"/static": console.FILES},
-                                     tls=(cfg.tls_cert, cfg.tls_key) if cfg.tls_cert else None)
-            try:
-                await self.http.start()
-            except HttpStartError as exc:
-                raise StartupError(str(exc)) from None
-        log.info("master %s listening on %s:%d as %s (redis %s)", leadership.master_id, host, self.port,
-                 leadership.role, redact(self.redis_url))
+            await self.http.start()
+        except HttpStartError as exc:
+            raise StartupError(str(exc)) from None
 
     async def _reach_redis(self, client: Redis) -> None:
         waited = 0.0
@@ -268,43 +264,16 @@ class MasterServer:
             except Exception as exc:
                 raise StartupError(f"cannot reach redis at {redact(self.redis_url)}: {exc}") from None
 
-    def _gate(self) -> list[grpc.aio.ServerInterceptor]:
-        """The leader election, and the interceptor that makes a standby refuse calls naming the leader."""
-        assert self.core is not None and self._redis is not None
-        store = self.core.store
-        assert isinstance(store, RedisStore)
-        self.leadership = Leadership(store.scripts, self._redis, Keys(self.cfg.namespace), "", "",
-                                  self.cfg.leader_lease_s, self.clock, self._elected, self._lost)
-        return [LeaderGate(self.leadership)]
-
     async def _metrics_page(self, request: web.Request) -> web.Response:
-        assert self.core is not None and self.leadership is not None and self._redis is not None
-        core, leadership = self.core, self.leadership
-        body = await self.metrics.render(core.registry.sessions(), leadership.leading, leadership.epoch,
-                                         core.store.queue_depths, self._redis.ping)
+        assert self.master is not None and self.leadership is not None and self._redis is not None
+        master, leadership = self.master, self.leadership
+        body = await self.metrics.render(master.registry.sessions(), leadership.leading, leadership.epoch,
+                                         master.store.queue_depths, self._redis.ping)
         return metrics_response(body)
 
     async def _elected(self, epoch: int) -> None:
-        await self._lead(epoch)
-
-    async def _lead(self, epoch: int) -> None:
-        """Start leading: rebuild the wheel and retry timers from Redis, then dispatch, reap, collect bundles
-        and delete history beyond the retention bounds."""
-        assert self.core is not None and self._preloader is not None and self._reaper is not None
-        assert self._bundles is not None and self._backfiller is not None and self._webhooks is not None
-        assert self._children is not None
-        core = self.core
-        await self._preloader.start()
-        for task_id, not_before_ms in await core.store.delayed_entries():
-            core.arm_release(task_id, not_before_ms)
-        core.scheduler.start()
-        self._reaper.start()
-        self._backfiller.start()
-        self._webhooks.start()
-        self._children.start()
-        self._collector = asyncio.create_task(self._bundles.run_collector(), name="bundle-collector")
-        self._retention = asyncio.create_task(Retention(self.cfg, core.store, self.clock).run(), name="retention")
-        log.info("leading as epoch %d", epoch)
+        assert self.master is not None
+        await self.master.lead(epoch)
 
     async def _lost(self, why: str) -> None:
         log.warning("lost the leadership (%s): stopping; writes are fenced from now on", why)
@@ -332,31 +301,12 @@ class MasterServer:
             await self.http.stop()
         if self._link is not None:
             await self._link.close()
-        if self._reaper is not None:
-            self._reaper.stop()
-        if self._backfiller is not None:
-            self._backfiller.stop()
-        if self._webhooks is not None:
-            await self._webhooks.close()
-        if self._children is not None:
-            self._children.stop()
-        if self.core is not None:
-            await self.core.scheduler.stop()
-            for session in self.core.registry.sessions():
-                session.close("master shutting down")
+        if self.master is not None:
+            await self.master.stop_leading()
         if self._server is not None:
             await self._server.stop(self.cfg.shutdown_grace_s)
-        if self._reports is not None:
-            await self._reports.close(self.cfg.shutdown_grace_s)
-        if self._preloader is not None:
-            await self._preloader.stop()
-        if self.core is not None:
-            await self.core.stop()
-        if self._timer is not None:
-            self._timer.close()
-        for loop in (self._collector, self._retention):
-            if loop is not None:
-                loop.cancel()
+        if self.master is not None:
+            await self.master.close(self.cfg.shutdown_grace_s)
         for client in (self._raw_redis, self._redis):
             if client is not None:
                 try:  # a connection a cancelled call left in use can hold this up: the process ends anyway

@@ -18,7 +18,7 @@ from sparkyard.master.backfill import Backfiller
 from sparkyard.master.bundles import BundleStore, check_ref
 from sparkyard.master.connection import WorkerConnection
 from sparkyard.master.convert import job_to_proto, run_to_proto
-from sparkyard.master.core import MasterCore
+from sparkyard.master.registry import WorkerRegistry
 from sparkyard.master.jobs import JobManager
 from sparkyard.master.leader import Leadership
 from sparkyard.master.logs import LogRelay
@@ -200,9 +200,10 @@ class WorkerService(pbg.WorkerServiceServicer):
 
 
 class ClusterService(pbg.ClusterServiceServicer):
-    def __init__(self, core: MasterCore, leadership: Leadership, redis_url: str, started_at: float,
-                 timers_pending: Callable[[], int]) -> None:
-        self._core = core
+    def __init__(self, store: Store, registry: WorkerRegistry, leadership: Leadership, redis_url: str,
+                 started_at: float, timers_pending: Callable[[], int]) -> None:
+        self._store = store
+        self._registry = registry
         self._leadership = leadership
         self._redis_url = redis_url
         self._started_at = started_at
@@ -210,19 +211,19 @@ class ClusterService(pbg.ClusterServiceServicer):
 
     @mapped
     async def ListWorkers(self, request: pb.ListWorkersRequest, context: grpc.aio.ServicerContext) -> pb.ListWorkersResponse:
-        return pb.ListWorkersResponse(workers=await worker_infos(self._core, request.include_dead))
+        return pb.ListWorkersResponse(workers=await worker_infos(self._store, self._registry, request.include_dead))
 
     @mapped
     async def DrainWorker(self, request: pb.DrainWorkerRequest, context: grpc.aio.ServicerContext) -> pb.DrainWorkerResponse:
         if not request.worker_id:
             raise InvalidArgument("worker_id: give the id of a connected worker")
-        self._core.registry.drain(request.worker_id, "asked by a user")
+        self._registry.drain(request.worker_id, "asked by a user")
         return pb.DrainWorkerResponse()
 
     @mapped
     async def GetStatus(self, request: pb.GetStatusRequest, context: grpc.aio.ServicerContext) -> pb.StatusResponse:
-        sessions = self._core.registry.sessions()
-        counts = await self._core.store.counts()
+        sessions = self._registry.sessions()
+        counts = await self._store.counts()
         lead = self._leadership
         out = pb.StatusResponse(
             version=__version__, master_id=lead.master_id, role=lead.role, leader=lead.view.address,
@@ -230,7 +231,7 @@ class ClusterService(pbg.ClusterServiceServicer):
             workers_alive=len(sessions),
             slots_total=sum(s.slots for s in sessions),
             slots_free=sum(s.idle for s in sessions),
-            ready_by_group=await self._core.store.ready_counts(),
+            ready_by_group=await self._store.ready_counts(),
             leased=counts["leased"], timers_pending=self._timers_pending(),
             jobs_scheduled=counts["scheduled"], redis=self._redis_url,
         )
@@ -242,13 +243,13 @@ class ClusterService(pbg.ClusterServiceServicer):
         return out
 
 
-async def worker_infos(core: MasterCore, include_dead: bool) -> list[pb.WorkerInfo]:
+async def worker_infos(store: Store, registry: WorkerRegistry, include_dead: bool) -> list[pb.WorkerInfo]:
     """Every worker this master knows of: its stored record, and for a connected one its live slots,
     leases and readiness (``sparkyard workers`` and the console's Workers page)."""
-    stored = await core.store.get_workers()
+    stored = await store.get_workers()
     out = []
     for worker_id, info in sorted(stored.items()):
-        session = core.registry.get(worker_id)
+        session = registry.get(worker_id)
         alive = session is not None
         if not alive and not include_dead:
             continue

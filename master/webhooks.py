@@ -1,7 +1,7 @@
 """Webhooks: when a run ends FAILED or SUCCEEDED, POST a JSON body to the job's ``--on-failure`` /
 ``--on-success`` URL (else the master's), retried with backoff.
 
-The leader sends them, told of every run that ends (:attr:`MasterCore.run_end_listeners`), from its own
+The leader sends them, told of every run that ends (:class:`sparkyard.master.events.RunEnded`), from its own
 event loop with one aiohttp client session. Delivery is at least once while the leader lives (a receiver
 may see a retry of a body it took but whose answer was lost: ``run.id`` identifies the event) and at most
 once across a change of leader: pending retries live in the leader's memory, so a leader that dies takes
@@ -19,8 +19,12 @@ import aiohttp
 
 from sparkyard import __version__
 from sparkyard.cli.render import to_dict
+from sparkyard.clock import Clock
+from sparkyard.master.background import Spawner
 from sparkyard.master.convert import run_to_proto
-from sparkyard.master.core import MasterCore
+from sparkyard.master.events import RunEnded
+from sparkyard.master.metrics import MasterMetrics
+from sparkyard.master.store import Store
 from sparkyard.states import RunState
 
 log = logging.getLogger(__name__)
@@ -37,31 +41,36 @@ EVENTS = {RunState.FAILED: "run.failed", RunState.SUCCEEDED: "run.succeeded"}
 
 
 class Webhooks:
-    def __init__(self, core: MasterCore, on_failure: str, on_success: str) -> None:
-        self._core = core
+    def __init__(self, store: Store, background: Spawner, clock: Clock, metrics: MasterMetrics, on_failure: str,
+                 on_success: str) -> None:
+        self._store = store
+        self._background = background
+        self._clock = clock
+        self._metrics = metrics
         self._defaults = {RunState.FAILED: on_failure, RunState.SUCCEEDED: on_success}
         self._session: aiohttp.ClientSession | None = None
         self._pending = 0
+        self._running = False
 
-    def start(self) -> None:
-        self._core.run_end_listeners.append(self._run_ended)
+    async def start(self) -> None:
+        self._running = True
 
-    async def close(self) -> None:
-        if self._run_ended in self._core.run_end_listeners:
-            self._core.run_end_listeners.remove(self._run_ended)
+    async def stop(self) -> None:
+        self._running = False
         if self._session is not None:
             await self._session.close()
             self._session = None
 
-    def _run_ended(self, run_id: str, state: RunState) -> None:
-        if state not in EVENTS:
+    def run_ended(self, event: RunEnded) -> None:
+        run_id, state = event.run_id, event.state
+        if state not in EVENTS or not self._running:
             return
         if self._pending >= MAX_PENDING:
-            self._core.metrics.webhooks.labels("dropped").inc()
+            self._metrics.webhooks.labels("dropped").inc()
             log.warning("webhook for run=%s dropped: %d deliveries are pending already", run_id, self._pending)
             return
         self._pending += 1
-        self._core.spawn(self._deliver(run_id, state), f"webhook-{run_id}")
+        self._background.spawn(self._deliver(run_id, state), f"webhook-{run_id}")
 
     async def _deliver(self, run_id: str, state: RunState) -> None:
         try:
@@ -73,7 +82,7 @@ class Webhooks:
 
     async def _body(self, run_id: str, state: RunState) -> tuple[str, dict[str, Any]] | None:
         """The URL and body of the run's event; None when nobody asked for one (or the job is gone)."""
-        store = self._core.store
+        store = self._store
         run = await store.get_run(run_id, with_tasks=False)
         if run is None:
             return None
@@ -96,7 +105,7 @@ class Webhooks:
             try:
                 async with self._session.post(url, json=body, headers={"X-Sparkyard-Event": body["event"]}) as reply:
                     if reply.status < 300:
-                        self._core.metrics.webhooks.labels("delivered").inc()
+                        self._metrics.webhooks.labels("delivered").inc()
                         log.info("webhook %s for run=%s delivered to %s", body["event"], run_id, url)
                         return
                     problem = f"HTTP {reply.status}"
@@ -106,7 +115,7 @@ class Webhooks:
                 wait = min(WEBHOOK_BACKOFF_S * 2 ** (attempt - 1), WEBHOOK_BACKOFF_MAX_S)
                 log.info("webhook for run=%s to %s failed (%s); try %d in %.0fs", run_id, url, problem,
                          attempt + 1, wait)
-                await self._core.clock.sleep(wait)
-        self._core.metrics.webhooks.labels("failed").inc()
+                await self._clock.sleep(wait)
+        self._metrics.webhooks.labels("failed").inc()
         log.warning("webhook for run=%s to %s failed %d times (last: %s); given up", run_id, url, WEBHOOK_ATTEMPTS,
                     problem)

@@ -1,13 +1,20 @@
-"""A master's in-memory parts over a MemoryStore and a FakeClock, for unit tests of MasterCore and the
-Preloader: no Redis, no gRPC, no waiting."""
+"""A master's in-memory parts over a MemoryStore and a FakeClock, built by the composition root
+(:func:`sparkyard.master.assembly.build_master`) as every master is: no gRPC, no waiting.
+
+The rig's tests never submit a job that carries a bundle, so its BundleStore's Redis client is never
+asked anything (redis-py connects on the first command)."""
 
 from __future__ import annotations
 
+from redis.asyncio import Redis
+
 from sparkyard.clock import FakeClock
 from sparkyard.config import MasterConfig
-from sparkyard.master.arming import Arming
-from sparkyard.master.core import MasterCore
+from sparkyard.keys import Keys
+from sparkyard.master.assembly import build_master
+from sparkyard.master.bundles import BundleStore
 from sparkyard.master.memory_store import MemoryStore
+from sparkyard.master.scripts import ScriptLibrary
 from sparkyard.master.timer import SystemTimer
 
 HORIZON_MS = 60_000
@@ -15,12 +22,17 @@ HORIZON_MS = 60_000
 
 class MasterRig:
     def __init__(self, cfg: MasterConfig | None = None) -> None:
+        cfg = cfg or MasterConfig()
         self.clock = FakeClock()
         self.store = MemoryStore(self.clock)
         self.timer = SystemTimer(self.clock)
         self.timer.start()
-        self.arming = Arming(self.timer, self.clock, HORIZON_MS)
-        self.core = MasterCore(cfg or MasterConfig(), self.store, self.clock, self.timer, arm=self.arming.consider)
+        unused = Redis()
+        bundles = BundleStore(unused, Keys("rig"), ScriptLibrary(unused, Keys("rig")), 1 << 20)
+        self.master = build_master(cfg.model_copy(update={"preload_horizon_s": HORIZON_MS / 1000}), self.store,
+                                   self.clock, self.timer, bundles)
+        self.arming = self.master.arming
+        self.outcomes = self.master.outcomes
 
     def now_ms(self) -> int:
         return int(self.clock.now() * 1000)

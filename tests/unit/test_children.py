@@ -26,8 +26,8 @@ def child_id(n: int) -> str:
 class Rig(MasterRig):
     def __init__(self) -> None:
         super().__init__()
-        self.preloader = Preloader(self.core, self.arming)
-        self.children = ChildJobs(self.core, self.preloader)
+        self.preloader = self.master.preloader
+        self.children = self.master.children
 
     async def parent(self) -> pb.JobSpec:
         """The parent job, a daily cron job (submitted the first time)."""
@@ -49,7 +49,7 @@ class Rig(MasterRig):
         (claim,) = await self.store.claim("default", [(ids.task_id(run_id, 0), "w1")], lease_ms=60_000,
                                           timeout_grace_ms=0)
         self.clock.advance(1)
-        self.core.apply_verdicts(await self.store.report([Report(claim.task_id, claim.token, outcome)]))
+        self.outcomes.apply_verdicts(await self.store.report([Report(claim.task_id, claim.token, outcome)]))
         return run_id
 
     async def child(self, n: int, when: int = pb.AFTER_SUCCEEDED) -> str:
@@ -69,7 +69,7 @@ class Rig(MasterRig):
         """Let the background work spawned by run ends and refreshes finish."""
         for _ in range(200):
             await asyncio.sleep(0)
-            if not self.core._background:
+            if not self.master.background._tasks:
                 return
         raise AssertionError("background work did not finish")
 
@@ -81,7 +81,7 @@ async def rig() -> Rig:
 
 async def test_a_run_end_fires_the_children_whose_condition_it_meets_with_the_parent_run_s_time(rig: Rig) -> None:
     ok, failed, always = await rig.child(1), await rig.child(2, pb.AFTER_FAILED), await rig.child(3, pb.AFTER_ALWAYS)
-    rig.children.start()
+    await rig.children.start()
     await rig.settle()
     succeeded = await rig.parent_run("SUCCEEDED")
     await rig.settle()
@@ -96,37 +96,37 @@ async def test_a_run_end_fires_the_children_whose_condition_it_meets_with_the_pa
     await rig.settle()
     assert [r[0] for r in await rig.runs(failed)] == [broken]
     assert len(await rig.runs(ok)) == 1 and len(await rig.runs(always)) == 2
-    rig.children.stop()
+    await rig.children.stop()
 
 
 async def test_a_new_leader_fires_what_was_missed_once_and_not_for_runs_before_a_child_existed(rig: Rig) -> None:
     before = await rig.parent_run()
     child = await rig.child(1)
     missed = await rig.parent_run()  # no leader was listening
-    rig.children.start()
+    await rig.children.start()
     await rig.settle()
     assert [r[0] for r in await rig.runs(child)] == [missed]
-    rig.children.stop()
-    rig.children.start()  # another change of leader: nothing twice
+    await rig.children.stop()
+    await rig.children.start()  # another change of leader: nothing twice
     await rig.settle()
     assert [r[0] for r in await rig.runs(child)] == [missed]
     assert before != missed
-    rig.children.stop()
+    await rig.children.stop()
 
 
 async def test_a_paused_child_skips_and_a_new_leader_leaves_run_ends_older_than_the_window(rig: Rig) -> None:
     child = await rig.child(1)
-    rig.children.start()
+    await rig.children.start()
     await rig.settle()
     await rig.store.set_job_state(child, JobState.PAUSED)
     await rig.parent_run()
     await rig.settle()
     assert await rig.runs(child) == []
-    rig.children.stop()
+    await rig.children.stop()
     await rig.store.set_job_state(child, JobState.ACTIVE)
     await rig.parent_run()
     rig.clock.advance(RECOVERY_WINDOW_MS / 1000 + 1)
-    rig.children.start()
+    await rig.children.start()
     await rig.settle()
     assert await rig.runs(child) == []
-    rig.children.stop()
+    await rig.children.stop()

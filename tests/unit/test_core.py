@@ -1,4 +1,4 @@
-"""MasterCore on a MemoryStore and a FakeClock: what a cancel, an expired lease and a worker's result do
+"""The master's outcomes (master/outcomes.py) on a MemoryStore and a FakeClock: what a cancel, an expired lease and a worker's result do
 to a worker's slots and to the tasks — no Redis, no gRPC, no waiting."""
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ JOB = "j000000000000000000001"
 class Rig(MasterRig):
     def __init__(self) -> None:
         super().__init__(CFG)
-        self.reports = ReportSink(self.core)
+        self.reports = self.master.reports
         self.worker = WorkerSession("w1", "default", 1, "host", 1, {}, pb.RUNNER_UNSPECIFIED, self.clock.now(),
                                     self.clock.monotonic(), asyncio.Queue(maxsize=100))
-        self.core.registry.add(self.worker)
+        self.master.registry.add(self.worker)
 
     async def submit(self, **spec: object) -> str:
         """A job fired at submit with one task; returns the task id."""
@@ -38,7 +38,7 @@ class Rig(MasterRig):
         return ids.task_id(self.run_id, 0)
 
     async def dispatch(self) -> pb.TaskAssignment:
-        await self.core.scheduler.dispatch_round()
+        await self.master.scheduler.dispatch_round()
         (assignment,) = self.messages("batch")[0].batch.tasks
         return assignment
 
@@ -69,25 +69,25 @@ def rig() -> Rig:
 async def test_a_cancelled_task_keeps_its_slot_until_the_worker_reports_its_end(rig: Rig) -> None:
     task_id = await rig.submit()
     a = await rig.dispatch()
-    await rig.core.cancel_runs([rig.run_id], "user")
+    await rig.outcomes.cancel_runs([rig.run_id], "user")
     (cancel,) = rig.messages("cancel")
     assert cancel.cancel.task_id == task_id and cancel.cancel.fencing_token == a.fencing_token
     assert await rig.state(task_id) is TaskState.CANCELLED
-    assert rig.worker.leased == {task_id: a.fencing_token} and rig.core.registry.idle_slots("default") == 0
+    assert rig.worker.leased == {task_id: a.fencing_token} and rig.master.registry.idle_slots("default") == 0
     rig.result(a, pb.ATTEMPT_CANCELLED)
-    assert rig.worker.leased == {} and rig.core.registry.idle_slots("default") == 1
+    assert rig.worker.leased == {} and rig.master.registry.idle_slots("default") == 1
 
 
 async def test_an_expired_lease_is_requeued_but_its_slot_is_freed_only_by_the_worker(rig: Rig) -> None:
     task_id = await rig.submit()
     a = await rig.dispatch()
     rig.clock.advance(CFG.lease_s + 1)
-    rig.core.apply_reaped(await rig.store.reap_expired(CFG.max_lost))
+    rig.outcomes.apply_reaped(await rig.store.reap_expired(CFG.max_lost))
     assert await rig.state(task_id) is TaskState.READY
     (cancel,) = rig.messages("cancel")
     assert cancel.cancel.fencing_token == a.fencing_token  # a hung worker is told to stop that attempt
-    assert rig.core.registry.idle_slots("default") == 0
-    assert not await rig.core.scheduler.dispatch_round()  # the slot is still taken: nothing is sent
+    assert rig.master.registry.idle_slots("default") == 0
+    assert not await rig.master.scheduler.dispatch_round()  # the slot is still taken: nothing is sent
     rig.result(a, pb.ATTEMPT_RELEASED)  # the killed attempt's end (refused as stale, the slot freed)
     b = await rig.dispatch()
     assert b.task_id == task_id and b.fencing_token > a.fencing_token
@@ -97,7 +97,7 @@ async def test_a_late_result_of_an_older_attempt_leaves_the_newer_attempts_slot_
     task_id = await rig.submit()
     a = await rig.dispatch()
     rig.clock.advance(CFG.lease_s + 1)
-    rig.core.apply_reaped(await rig.store.reap_expired(CFG.max_lost))
+    rig.outcomes.apply_reaped(await rig.store.reap_expired(CFG.max_lost))
     rig.worker.leased.clear()  # the worker reconnected without the old attempt
     b = await rig.dispatch()
     rig.result(a, pb.ATTEMPT_SUCCEEDED)
@@ -108,7 +108,7 @@ async def test_a_failed_attempt_with_retries_left_is_released_after_its_backoff(
     retry = pb.RetryPolicy(max_attempts=2, initial_backoff={"seconds": 5})
     task_id = await rig.submit(retry=retry)
     a = await rig.dispatch()
-    rig.core.apply_verdicts(await rig.store.report([Report(a.task_id, a.fencing_token, "FAILED", error="boom")]))
+    rig.outcomes.apply_verdicts(await rig.store.report([Report(a.task_id, a.fencing_token, "FAILED", error="boom")]))
     assert await rig.state(task_id) is TaskState.FAILED
     rig.clock.advance(4.0)
     await asyncio.sleep(0)

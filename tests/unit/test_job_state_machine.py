@@ -1,6 +1,6 @@
 """A stateful test (hypothesis RuleBasedStateMachine): random sequences of submit, pause, resume, cancel,
 trigger, delete (with and without force), time passing, tasks leased to a worker and that worker lost (its
-leases expire and the reaper takes them back), driven through the master's own JobManager, Preloader, MasterCore and Reaper over the
+leases expire and the reaper takes them back), driven through the master's own JobManager, Preloader, Outcomes and Reaper over the
 MemoryStore (which the contract suite keeps step for step with the Lua scripts) and a FakeClock. After
 every step the store is checked against a model of what must hold.
 """
@@ -52,21 +52,15 @@ class JobLifecycle(RuleBasedStateMachine):
         super().__init__()
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)  # timer callbacks spawn their work on the current loop
-        self.rig = MasterRig(CFG)
-        # Specs here ship no code: the bundle store is never called (its Redis client never connects).
-        unused = Redis()
-        bundles = BundleStore(unused, Keys("sm"), ScriptLibrary(unused, Keys("sm")), CFG.max_bundle_bytes)
-        self.preloader = Preloader(self.rig.core, self.rig.arming)
-        self.manager = JobManager(self.rig.core, self.rig.arming, self.preloader, bundles)
-        self.reaper = Reaper(self.rig.core, self._worker_dead)
+        self.rig = MasterRig(CFG)  # specs here ship no code: the rig's bundle store is never called
+        self.preloader = self.rig.master.preloader
+        self.manager = self.rig.master.jobs
+        self.reaper = self.rig.master.reaper
         self.cancelled_runs: dict[str, set[str]] = {}  # job → its runs when it was cancelled
         self.paused: set[str] = set()
         self.terminal: dict[str, TaskState] = {}  # task → the terminal state it was seen in
         self.leased: set[str] = set()  # tasks the model's worker holds
         self.deleted: set[str] = set()
-
-    async def _worker_dead(self, worker_id: str) -> None:
-        return None
 
     def run(self, coro: Awaitable[T]) -> T:
         return self.loop.run_until_complete(coro)
@@ -79,7 +73,7 @@ class JobLifecycle(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         self.run(self.preloader.stop())
-        self.run(self.rig.core.stop())
+        self.run(self.rig.master.background.stop())
         self.rig.timer.close()
         asyncio.set_event_loop(None)
         self.loop.close()

@@ -24,7 +24,7 @@ EVERY_MS = 10_000
 class Rig(MasterRig):
     def __init__(self) -> None:
         super().__init__()
-        self.preloader = Preloader(self.core, self.arming)
+        self.preloader = self.master.preloader
 
     async def submit(self, job_id: str, first_ms: int, **spec: object) -> pb.JobSpec:
         every = pb.Trigger(every=pb.Trigger.Every(interval={"seconds": EVERY_MS // 1000}))
@@ -183,7 +183,7 @@ async def test_a_fixed_delay_firing_skipped_by_overlap_forbid_does_not_stall_the
     rig.clock.advance(3.0)
     (claim,) = await rig.store.claim("default", [(ids.task_id(manual, 0), "w1")], lease_ms=60_000,
                                      timeout_grace_ms=0)
-    rig.core.apply_verdicts(await rig.store.report([Report(claim.task_id, claim.token, "SUCCEEDED")]))
+    rig.outcomes.apply_verdicts(await rig.store.report([Report(claim.task_id, claim.token, "SUCCEEDED")]))
     for _ in range(50):  # the reschedule is one store call on this loop
         if await rig.next_fire("j1") >= 0:
             break

@@ -1,11 +1,10 @@
-"""Reaper on a MemoryStore, a FakeClock and its own timer: expired leases, poison tasks, missed retries,
-silent workers — no Redis, no gRPC, no waiting."""
+"""Reaper on a MemoryStore, a FakeClock and its own timer: expired leases, poison tasks, silent workers; and
+the retries' sweep of due backoffs — no Redis, no gRPC, no waiting."""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-from typing import Awaitable, Iterable
+from typing import Any, Awaitable, Iterable
 
 import pytest
 
@@ -13,9 +12,13 @@ from sparkyard import ids
 from sparkyard.clock import FakeClock
 from sparkyard.config import MasterConfig
 from sparkyard.master import reaper as reaper_module
+from sparkyard.master.events import Events, WorkReady
 from sparkyard.master.memory_store import MemoryStore
+from sparkyard.master.metrics import MasterMetrics
+from sparkyard.master.outcomes import Outcomes
 from sparkyard.master.reaper import Reaper
 from sparkyard.master.registry import WorkerRegistry, WorkerSession
+from sparkyard.master.retries import Retries
 from sparkyard.master.store import NewJob, Reaped, Report
 from sparkyard.master.timer import SystemTimer
 from sparkyard.spec import normalize
@@ -27,40 +30,43 @@ CFG = MasterConfig(lease_s=10, heartbeat_s=1, dead_after_heartbeats=3, reaper_in
 JOB = "j" + "0" * 20 + "1"
 
 
-@dataclass
-class Host:
-    """The parts of a master core the reaper uses; what it is told is recorded."""
+class RecordingOutcomes(Outcomes):
+    """The master's outcomes, also keeping what the reaper handed them."""
 
-    cfg: MasterConfig
-    store: MemoryStore
-    registry: WorkerRegistry
-    timer: SystemTimer
-    reaped: list[Reaped] = field(default_factory=list)
-    wakes: int = 0
-    background: list[asyncio.Future[None]] = field(default_factory=list)
-
-    def spawn(self, coro: Awaitable[None], name: str) -> None:
-        self.background.append(asyncio.ensure_future(coro))
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.reaped: list[Reaped] = []
 
     def apply_reaped(self, reaped: Iterable[Reaped]) -> None:
+        reaped = list(reaped)
         self.reaped.extend(reaped)
+        super().apply_reaped(reaped)
 
-    def wake(self) -> None:
-        self.wakes += 1
+
+class Spawned:
+    """Background work the reaper's timer starts, kept to be awaited."""
+
+    def __init__(self) -> None:
+        self.tasks: list[asyncio.Future[None]] = []
+
+    def spawn(self, coro: Awaitable[None], name: str) -> None:
+        self.tasks.append(asyncio.ensure_future(coro))
 
 
 class Rig:
     def __init__(self) -> None:
         self.clock = FakeClock()
         self.store = MemoryStore(self.clock)
-        self.registry = WorkerRegistry(self.clock, on_capacity=lambda: None)
-        self.host = Host(CFG, self.store, self.registry, SystemTimer(self.clock))
-        self.dead: list[str] = []
-
-        async def on_worker_dead(worker_id: str) -> None:
-            self.dead.append(worker_id)
-
-        self.reaper = Reaper(self.host, on_worker_dead)
+        self.events = Events()
+        self.wakes: list[WorkReady] = []
+        self.events.subscribe(WorkReady, self.wakes.append)
+        self.events.seal()
+        self.registry = WorkerRegistry(self.clock, self.events)
+        self.timer = SystemTimer(self.clock)
+        self.retries = Retries(self.store, self.timer, self.clock, self.events)
+        self.outcomes = RecordingOutcomes(self.store, self.registry, self.retries, self.events, MasterMetrics())
+        self.background = Spawned()
+        self.reaper = Reaper(self.store, self.registry, self.outcomes, self.timer, self.background, CFG)
 
     def advance_ms(self, ms: int) -> None:
         self.clock.advance(ms / 1000)
@@ -89,10 +95,10 @@ async def test_a_sweep_requeues_a_lease_that_ran_out_and_leaves_live_ones_alone(
     (task_id,) = await rig.leased()
     rig.advance_ms(LEASE_MS - 1)
     await rig.reaper.sweep()
-    assert rig.host.reaped == [] and await rig.state(task_id) is TaskState.LEASED
+    assert rig.outcomes.reaped == [] and await rig.state(task_id) is TaskState.LEASED
     rig.advance_ms(2)
     await rig.reaper.sweep()
-    assert [(r.task_id, r.what, r.task_state, r.worker) for r in rig.host.reaped] == [(task_id, "lost", "READY", "w1")]
+    assert [(r.task_id, r.what, r.task_state, r.worker) for r in rig.outcomes.reaped] == [(task_id, "lost", "READY", "w1")]
     assert await rig.state(task_id) is TaskState.READY and rig.reaper.sweeps == 2
 
 
@@ -105,13 +111,13 @@ async def test_a_task_whose_lease_keeps_running_out_is_dead_after_max_lost() -> 
         await rig.lease([task_id])
     rig.advance_ms(LEASE_MS + 1)
     await rig.reaper.sweep()
-    assert [r.task_state for r in rig.host.reaped] == ["READY"] * CFG.max_lost + ["DEAD"]
-    assert rig.host.reaped[-1].run_state == RunState.FAILED.value
+    assert [r.task_state for r in rig.outcomes.reaped] == ["READY"] * CFG.max_lost + ["DEAD"]
+    assert rig.outcomes.reaped[-1].run_state == RunState.FAILED.value
     run = await rig.store.get_run(ids.run_id(JOB, 1_000), with_tasks=False)
     assert run is not None and run.state is RunState.FAILED
 
 
-async def test_a_sweep_releases_retries_whose_backoff_ended_and_wakes_the_scheduler() -> None:
+async def test_a_retry_sweep_releases_retries_whose_backoff_ended_and_wakes_the_scheduler() -> None:
     rig = Rig()
     policy = pb.RetryPolicy(max_attempts=2, multiplier=2.0)
     policy.initial_backoff.FromSeconds(5)
@@ -120,11 +126,11 @@ async def test_a_sweep_releases_retries_whose_backoff_ended_and_wakes_the_schedu
     task = await rig.store.get_task(task_id)
     assert task is not None
     await rig.store.report([Report(task_id, task.token, "FAILED", error="boom")])
-    await rig.reaper.sweep()
-    assert rig.host.wakes == 0 and await rig.state(task_id) is TaskState.FAILED
+    await rig.retries.sweep()
+    assert rig.wakes == [] and await rig.state(task_id) is TaskState.FAILED
     rig.advance_ms(5_001)
-    await rig.reaper.sweep()
-    assert rig.host.wakes == 1 and await rig.state(task_id) is TaskState.READY
+    await rig.retries.sweep()
+    assert len(rig.wakes) == 1 and await rig.state(task_id) is TaskState.READY
 
 
 async def test_one_sweep_reaps_more_expired_leases_than_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -133,7 +139,7 @@ async def test_one_sweep_reaps_more_expired_leases_than_one_batch(monkeypatch: p
     task_ids = await rig.leased(tasks=5)
     rig.advance_ms(LEASE_MS + 1)
     await rig.reaper.sweep()
-    assert sorted(r.task_id for r in rig.host.reaped) == task_ids
+    assert sorted(r.task_id for r in rig.outcomes.reaped) == task_ids
     assert [await rig.state(t) for t in task_ids] == [TaskState.READY] * 5
 
 
@@ -144,7 +150,7 @@ def connect(rig: Rig, worker_id: str) -> WorkerSession:
     return session
 
 
-async def test_a_worker_silent_for_too_many_heartbeats_is_closed_and_reported_dead() -> None:
+async def test_a_worker_silent_for_too_many_heartbeats_is_closed_and_forgotten() -> None:
     rig = Rig()
     quiet, chatty = connect(rig, "quiet"), connect(rig, "chatty")
     silence_ms = int(CFG.heartbeat_s * CFG.dead_after_heartbeats * 1000)
@@ -152,25 +158,26 @@ async def test_a_worker_silent_for_too_many_heartbeats_is_closed_and_reported_de
     rig.registry.touch(chatty)
     rig.advance_ms(1)
     await rig.reaper.sweep()
-    assert rig.dead == ["quiet"] and quiet.closed.is_set() and rig.registry.get("quiet") is None
+    # Its connection records it dead as its stream ends (master/connection.py, the one place).
+    assert quiet.closed.is_set() and rig.registry.get("quiet") is None
     assert rig.registry.get("chatty") is chatty and not chatty.closed.is_set()
 
 
 async def test_the_reaper_sweeps_every_interval_on_its_timer_until_stopped() -> None:
     rig = Rig()
-    rig.host.timer.start()
-    rig.reaper.start()
+    rig.timer.start()
+    await rig.reaper.start()
     interval_ms = int(CFG.reaper_interval_s * 1000)
     try:
         rig.advance_ms(interval_ms - 1)
-        assert rig.host.background == []
+        assert rig.background.tasks == []
         for expected in (1, 2):
             rig.advance_ms(interval_ms)
-            await asyncio.gather(*rig.host.background)  # the sweep the timer started, and its re-arming
+            await asyncio.gather(*rig.background.tasks)  # the sweep the timer started, and its re-arming
             assert rig.reaper.sweeps == expected
-        rig.reaper.stop()
+        await rig.reaper.stop()
         rig.advance_ms(10 * interval_ms)
-        assert len(rig.host.background) == 2 and rig.reaper.sweeps == 2
+        assert len(rig.background.tasks) == 2 and rig.reaper.sweeps == 2
     finally:
-        rig.reaper.stop()
-        rig.host.timer.close()
+        await rig.reaper.stop()
+        rig.timer.close()

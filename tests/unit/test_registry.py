@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from sparkyard.clock import FakeClock
+from sparkyard.master.events import Events, WorkReady
 from sparkyard.master.registry import WorkerRegistry, WorkerSession
 
 
@@ -17,9 +18,12 @@ def _session(worker_id: str = "w1", slots: int = 2, outbound: int = 4) -> Worker
 class _Registry:
     def __init__(self) -> None:
         self.woken = 0
-        self.registry = WorkerRegistry(FakeClock(), self._wake)
+        events = Events()
+        events.subscribe(WorkReady, self._wake)
+        events.seal()
+        self.registry = WorkerRegistry(FakeClock(), events)
 
-    def _wake(self) -> None:
+    def _wake(self, _: WorkReady) -> None:
         self.woken += 1
 
 
