@@ -12,7 +12,7 @@ Two readings are offered because they answer different questions:
   process (timer deadlines, heartbeat gaps), so an NTP step cannot fire every timer at once.
 
 Lease deadlines are neither: they come from Redis ``TIME`` inside the Lua scripts, so every master
-agrees on them (DESIGN §7).
+agrees on them.
 """
 
 from __future__ import annotations

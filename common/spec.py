@@ -4,7 +4,7 @@ master (authoritative: it never trusts a client).
 Every problem raises :class:`SpecError` carrying the field path (``trigger.cron.expr``) so the server can
 answer INVALID_ARGUMENT with a message that names what is wrong.
 
-Entrypoints (DESIGN §6):
+Entrypoints:
   * ``/abs/path/job.py:func`` — a file; ``func(spark, ctx)`` is called.
   * ``/abs/path/job.py``      — a plain script, run as ``__main__`` with the context in environment variables.
   * ``package.module:func``  — an importable module on the workers.

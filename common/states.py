@@ -1,4 +1,4 @@
-"""The four state machines of DESIGN §3: Job, Run, Task, Attempt.
+"""The four state machines: Job, Run, Task, Attempt (docs/architecture.md, "State machines").
 
 Each is a ``str`` Enum, a transition table (state → the states it may move to) and a ``TERMINAL`` set.
 The tables here are the single source of truth: :func:`lua_tables` renders them into the prelude of every

@@ -1,6 +1,6 @@
 """One worker's ``Connect`` stream, from the master's side.
 
-Protocol (DESIGN §6):
+Protocol:
 
 1. the worker's first message is ``Register`` (id, group, slots, the leases it still holds after a
    reconnect); the master renews the held leases it still recognises, ends the ones the worker no longer

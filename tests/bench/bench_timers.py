@@ -5,7 +5,7 @@ Run from the repository root (it is a script, deliberately not collected by pyte
     .venv/bin/python tests/bench/bench_timers.py [--sizes 10000,100000,1000000] [--gc default|tuned|off]
     .venv/bin/python tests/bench/bench_timers.py --sweep      # wheel size and tick choices
 
-Every timer's delay is uniform over 0-2 s (like ``/work/shared/BASELINES.md``). Rates are per CPU second of
+Every timer's delay is uniform over 0-2 s (the baseline mix of short timeouts). Rates are per CPU second of
 this process (``time.process_time``), because the machine is shared and wall-clock rates swing with the
 neighbours' load; so are the per-wake-up stall figures of ``--sweep``. Each rate is one pass over N
 timers. ``expire/s`` is how fast due timers run once all are due (the loop is blocked past the last

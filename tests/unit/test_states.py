@@ -1,4 +1,4 @@
-"""The four state machines (DESIGN §3): every allowed and every forbidden edge, terminal states, the
+"""The four state machines: every allowed and every forbidden edge, terminal states, the
 mapping to the protobuf enums, and the Lua rendering of the tables that the Redis scripts enforce.
 """
 
@@ -49,7 +49,7 @@ MACHINES: dict[str, Machine] = {
     "attempt": Machine(AttemptState, ATTEMPT_TRANSITIONS, ATTEMPT_TERMINAL, pb.AttemptState),
 }
 
-# The documented machines (DESIGN §3), written out by hand so a change to the tables is a visible change here.
+# The documented machines (docs/architecture.md), written out by hand so a change to the tables is a visible change here.
 EXPECTED_EDGES: dict[str, set[tuple[str, str]]] = {
     "job": {
         ("ACTIVE", "PAUSED"), ("ACTIVE", "COMPLETED"), ("ACTIVE", "CANCELLED"),
