@@ -1,28 +1,11 @@
 """Batching with dedupe, bounded buffers and backoff — the hot path for task results and Redis writes.
 
 This is Netflix Eureka's replication batcher (``AcceptorExecutor`` + ``TaskExecutors`` + ``TrafficShaper``)
-rebuilt for asyncio, with its known weak spots fixed:
+rebuilt for asyncio, with its known weak spots fixed: no polling (one loop task waits on an event, and an
+idle batcher has no timer armed), a hot id cannot starve (a newer payload replaces the old one in place,
+keeping its queue position and age), a full batch leaves at once, and shutdown is bounded.
 
-* **No polling.** Eureka's acceptor thread sleeps 10 ms in a loop. Here one loop task waits on an
-  :class:`asyncio.Event`; a submit sets it only when the queue becomes non-empty or a batch fills up, and a
-  single :meth:`Clock.call_later` timer is armed for the next deadline (batch delay or end of backoff).
-  An idle batcher has no timer armed at all.
-* **A hot id cannot starve.** Eureka replaces the pending holder on every update, so its submit time
-  moves forward and an id updated faster than the batch delay is never "old enough". Here a newer payload
-  replaces the old one *in place*: it keeps its queue position and its first submit time.
-* **A batch leaves when it is full**, not only when its oldest item is old (Eureka waits for the delay
-  unless the whole buffer is full).
-* **Shutdown is bounded.** ``close(drain=True)`` flushes what is queued, still honouring backoff, and
-  gives up at a deadline, counting what it abandoned.
-
-Walk-through, ``max_batch_size=3, max_batch_delay_s=0.02``::
-
-    t=0.000  submit(a, 1)   queue [a]          loop arms a timer for t=0.020
-    t=0.005  submit(a, 2)   queue [a]          payload replaced; a still dates from t=0
-    t=0.010  submit(b, 1)   queue [a, b]
-    t=0.020  timer fires    batch [a=2, b=1]   processor -> TRANSIENT_ERROR
-                            retry [a, b]       backoff 0.1 s (transient base), jittered
-    t≈0.120  backoff ends   batch [a, b]       processor -> SUCCESS, backoff reset
+A walk-through of one batch's life is in ``docs/batcher.md``.
 
 Delivery contract: at least once per *latest payload* of an id, unless the item expires, overflows, is
 refused as permanent, or is abandoned at close — each of which is counted in :class:`BatcherStats`. With
@@ -37,113 +20,18 @@ import logging
 import math
 import random
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable, Mapping
-from dataclasses import dataclass, replace
-from enum import Enum
-from typing import Generic, TypeVar, Union
+from dataclasses import replace
+from collections.abc import Mapping
+from typing import Generic, TypeVar
 
+from sparkyard.batching import (DEFAULT_CLOSE_TIMEOUT_S, DEFAULT_MAX_BATCH_DELAY_S, DEFAULT_MAX_BATCH_SIZE,
+                                DEFAULT_MAX_BUFFER, DEFAULT_MAX_IN_FLIGHT, REPROCESS_BATCHES, BackoffPolicy,
+                                BatcherStats, BatchResult, Item, ItemId, Outcome, Processor)
 from sparkyard.clock import Cancellable, Clock
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-ItemId = Hashable
-
-# Items per processor call: one Redis pipeline of 500 small writes takes a few ms, so ten calls carry 5,000/s.
-DEFAULT_MAX_BATCH_SIZE = 500
-# Longest wait for company: noise next to a Spark task (seconds), yet it folds a busy worker's results together.
-DEFAULT_MAX_BATCH_DELAY_S = 0.02
-# Queued items before a submit is refused: 10 s at 5,000/s, a leader failover (3 s lease) with room to spare.
-DEFAULT_MAX_BUFFER = 50_000
-# Reprocess-queue bound in batches per in-flight slot: failed items leave first, so more only piles up in a storm.
-REPROCESS_BATCHES = 4
-# Concurrent processor calls: one keeps per-id order trivial and suffices when a call is one pipeline.
-DEFAULT_MAX_IN_FLIGHT = 1
-# How long close(drain=True) may flush: well inside a 15 s task lease, so a stopping worker's results still count.
-DEFAULT_CLOSE_TIMEOUT_S = 10.0
-# First backoff after congestion or a timeout: the other side is overloaded, give it room.
-DEFAULT_CONGESTION_BASE_S = 0.5
-# First backoff after a transient error (connection reset, failover): retrying soon usually works.
-DEFAULT_TRANSIENT_BASE_S = 0.1
-# Backoff ceiling: results still arrive within a task lease once an outage ends.
-DEFAULT_MAX_BACKOFF_S = 5.0
-# Backoff growth per consecutive failure.
-DEFAULT_BACKOFF_MULTIPLIER = 2.0
-# Relative jitter, delay x [1 - j, 1 + j]: de-synchronises workers retrying against one master, and with a
-# multiplier of 2 successive delays still strictly grow (2 x 0.8 > 1.2).
-DEFAULT_JITTER = 0.2
-_MAX_EXPONENT = 64  # caps multiplier ** n so hours of failures cannot overflow a float
-
-
-class Outcome(str, Enum):
-    """What a processor reports for a batch (or for one item of it)."""
-
-    SUCCESS = "success"
-    CONGESTION = "congestion"
-    TRANSIENT_ERROR = "transient_error"
-    PERMANENT_ERROR = "permanent_error"
-
-
-@dataclass(slots=True, eq=False)
-class Item(Generic[T]):
-    """One queued payload. ``first_submit`` and ``expires_at`` are on the clock's monotonic scale."""
-
-    id: ItemId
-    payload: T
-    first_submit: float
-    expires_at: float
-    attempts: int = 0
-
-
-BatchResult = Union[Outcome, Mapping[ItemId, Outcome]]
-"""An :class:`Outcome` for the whole batch, or per-item outcomes; ids absent from the mapping succeeded."""
-Processor = Callable[[list[Item[T]]], Awaitable[BatchResult]]
-
-
-@dataclass(frozen=True)
-class BackoffPolicy:
-    """Exponential backoff with bounded jitter; congestion and transient errors start from their own base."""
-
-    congestion_base_s: float = DEFAULT_CONGESTION_BASE_S
-    transient_base_s: float = DEFAULT_TRANSIENT_BASE_S
-    max_s: float = DEFAULT_MAX_BACKOFF_S
-    multiplier: float = DEFAULT_BACKOFF_MULTIPLIER
-    jitter: float = DEFAULT_JITTER
-
-    def __post_init__(self) -> None:
-        if self.congestion_base_s <= 0 or self.transient_base_s <= 0:
-            raise ValueError("backoff bases must be > 0")
-        if self.max_s < max(self.congestion_base_s, self.transient_base_s):
-            raise ValueError("backoff max_s must be >= both bases")
-        if self.multiplier < 1:
-            raise ValueError("backoff multiplier must be >= 1")
-        if not 0 <= self.jitter < 1:
-            raise ValueError("backoff jitter must be in [0, 1)")
-
-    def delay(self, outcome: Outcome, failures: int, rng: random.Random) -> float:
-        """Delay after the ``failures``-th consecutive failure, the last one being ``outcome``."""
-        base = self.congestion_base_s if outcome is Outcome.CONGESTION else self.transient_base_s
-        raw = min(self.max_s, base * self.multiplier ** min(max(failures - 1, 0), _MAX_EXPONENT))
-        if self.jitter:
-            raw *= 1.0 + rng.uniform(-self.jitter, self.jitter)
-        return min(self.max_s, raw)
-
-
-@dataclass(slots=True)
-class BatcherStats:
-    """Counters, in items unless noted. ``overflowed`` counts refused submits and evicted items alike."""
-
-    accepted: int = 0
-    deduped: int = 0
-    expired: int = 0
-    overflowed: int = 0
-    processed: int = 0
-    permanent_failures: int = 0
-    transient_retries: int = 0
-    congestion_retries: int = 0
-    abandoned: int = 0
-    batches: int = 0
-
 
 class Batcher(Generic[T]):
     """Collects ``(id, payload)`` submits into batches for an async ``processor``; see the module docstring."""

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import redis.exceptions
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from sparkyard.batcher import Batcher, Item, Outcome
+from sparkyard.batcher import Batcher
+from sparkyard.batching import Item, Outcome
 from sparkyard.clock import Clock
 from sparkyard.master.metrics import MasterMetrics
 from sparkyard.master.outcomes import Outcomes

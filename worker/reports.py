@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sparkyard.batcher import Batcher, Item, Outcome
+from sparkyard.batcher import Batcher
+from sparkyard.batching import Item, Outcome
 from sparkyard.clock import Clock
 from sparkyard.v1 import sparkyard_pb2 as pb
 

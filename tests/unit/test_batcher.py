@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkyard.batcher import (
+from sparkyard.batcher import Batcher
+from sparkyard.batching import (
     BackoffPolicy,
-    Batcher,
     BatchResult,
     Item,
     Outcome,
