@@ -70,7 +70,7 @@ class Option:
     metavar: str | None = None
     when: bool = False  # one of the mutually exclusive triggers (--delay, --at, --cron, --every)
     cli: bool = True  # False: a Python-only option (the CLI has its own way to say it)
-    # The JobSpec fields an update with this option changes (sparkyard.spec.UPDATABLE names); None: the
+    # The JobSpec fields an update with this option changes (sparkyard.updates.UPDATABLE names); None: the
     # field of the same name.
     spec: tuple[str, ...] | None = None
 
@@ -242,7 +242,7 @@ class JobOptions:
 
     def to_update(self, given: Iterable[str], entrypoint: str = "") -> tuple[pb.JobSpec, list[str], Bundle | None]:
         """What an update with the options named in ``given`` sends (sparkyard update, UpdateJob): a spec
-        holding them, the JobSpec fields they change (:data:`sparkyard.spec.UPDATABLE` names) and the
+        holding them, the JobSpec fields they change (:data:`sparkyard.updates.UPDATABLE` names) and the
         bundle to upload. Shipped code changes only with its entrypoint given again: its files are
         bundled anew, as a submit does."""
         names = set(given)

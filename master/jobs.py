@@ -28,7 +28,8 @@ from sparkyard.master.purgatory import DelayedOperation, Purgatory
 from sparkyard.master.records import JobRecord, RunRecord, TaskRecord
 from sparkyard.master.store import NewJob, Store, SubmitResult
 from sparkyard.master.splitter import split_job
-from sparkyard.spec import SpecError, apply_update, normalize
+from sparkyard.spec import SpecError, normalize
+from sparkyard.updates import apply_update
 from sparkyard.states import RUN_TERMINAL, JobState, TaskState
 from sparkyard.v1 import sparkyard_pb2 as pb
 

@@ -105,7 +105,7 @@ def test_defaults_make_a_job_that_runs_now_once(project: Path) -> None:
 
 
 def test_every_option_changes_spec_fields_an_update_may_change() -> None:
-    from sparkyard.spec import UPDATABLE
+    from sparkyard.updates import UPDATABLE
 
     for f in dataclasses.fields(JobOptions):
         option = f.metadata["option"]

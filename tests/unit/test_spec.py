@@ -7,8 +7,8 @@ from typing import Any, Callable
 
 import pytest
 
+from sparkyard.updates import apply_update
 from sparkyard.spec import (
-    apply_update,
     DEFAULT_BACKOFF_MULTIPLIER,
     DEFAULT_CATCH_UP_LIMIT,
     DEFAULT_GROUP,
