@@ -219,6 +219,9 @@ class MasterServer:
                 ("grpc.keepalive_time_ms", KEEPALIVE_MS),
                 ("grpc.keepalive_permit_without_calls", 1),
                 ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+                # gRPC sets SO_REUSEPORT by default: a second master on a taken port would then listen too,
+                # and the kernel would split connections between two clusters. Refuse it instead.
+                ("grpc.so_reuseport", 0),
             ],
         )
         started_at = self.clock.now()

@@ -143,3 +143,13 @@ def test_wait_shows_a_bar_of_tasks_done_on_a_terminal_and_nothing_extra_with_jso
     as_json = subprocess.run([*cli, "--json"], capture_output=True, text=True, timeout=120, env=terminal)
     assert as_json.returncode == 0 and as_json.stderr == ""
     assert json.loads(as_json.stdout)["state"] == "SUCCEEDED"
+
+
+def test_a_second_master_on_a_taken_port_refuses_to_start_naming_the_address(make_cluster: object) -> None:
+    first: Cluster = make_cluster()  # type: ignore[operator]
+    address = first.start_master()
+    second: Cluster = make_cluster()  # type: ignore[operator]
+    proc = second.spawn_master(port=int(address.rpartition(":")[2]))
+    assert proc.wait(timeout=60) != 0
+    assert f"cannot listen on 127.0.0.1:{address.rpartition(':')[2]}" in (second.root / "master.log").read_text()
+    assert first.client().status().role == "leader"  # the first master still serves alone
