@@ -55,6 +55,8 @@ _SERVICE_CONFIG = json.dumps({
 WAIT_STEP_S = 300.0
 # With a progress callback, the run is looked at this often (each look returns the run with its tasks).
 PROGRESS_STEP_S = 1.0
+# How long ``wait`` keeps trying while no master answers at all (a master restarting): a run goes on without one.
+WAIT_UNREACHABLE_S = 300.0
 # How long a call waits for a leader to be elected (standbys answer meanwhile), and how often it asks.
 LEADER_WAIT_S = 15.0
 ELECTION_POLL_S = 0.25
@@ -313,11 +315,27 @@ class Client:
         total = duration_s(timeout, "timeout")
         longest = WAIT_STEP_S if on_progress is None else PROGRESS_STEP_S
         waited = 0.0
+        unreachable_since: float | None = None
         while True:
             step = longest if total is None else max(0.001, min(longest, total - waited))
             request = pb.WaitRunRequest(run_id=run_id)
             request.timeout.FromMilliseconds(int(step * 1000))
-            reply = self._call("jobs", "WaitRun", request, timeout=step + self._timeout)
+            started = time.monotonic()
+            try:
+                reply = self._call("jobs", "WaitRun", request, timeout=step + self._timeout)
+            except errors.Unavailable:
+                # A master restarting (or failing over) does not end the run: keep waiting for it, for as long
+                # as the wait may last, up to WAIT_UNREACHABLE_S of no master at all.
+                now = time.monotonic()
+                unreachable_since = unreachable_since or now
+                waited += now - started
+                if now - unreachable_since > WAIT_UNREACHABLE_S or (total is not None and waited >= total):
+                    raise
+                time.sleep(ELECTION_POLL_S)
+                waited += ELECTION_POLL_S
+                self.master = self.masters[0]
+                continue
+            unreachable_since = None
             waited += step
             if not reply.timed_out or (total is not None and waited >= total):
                 return reply.run, reply.timed_out

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,8 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 TASKS = EXAMPLES / "tasks.py"
 # A lease long enough to outlast a master restart (the worker self-fences at lease - 2 s).
 LONG_LEASE = ("--lease", "10", "--heartbeat", "1")
+# How long the master stays down in the restart a waiting CLI must sit through (well inside LONG_LEASE).
+MASTER_DOWN_S = 4.0
 
 
 def _start_with_long_lease(cluster: Cluster, slots: int) -> Client:
@@ -23,10 +28,12 @@ def _start_with_long_lease(cluster: Cluster, slots: int) -> Client:
     return cluster.client()
 
 
-def _restart_master(cluster: Cluster) -> Client:
-    """kill -9 the master and start a new one on the same port (the worker reconnects to the address it knows)."""
+def _restart_master(cluster: Cluster, down_s: float = 0.0) -> Client:
+    """kill -9 the master and, ``down_s`` later, start a new one on the same port (the worker reconnects to the
+    address it knows)."""
     port = int(cluster.address.rsplit(":", 1)[1])
     cluster.stop_master(signal.SIGKILL)
+    time.sleep(down_s)  # the fault's length: how long no master answers
     cluster.start_master(*LONG_LEASE, port=port)
     return cluster.client()
 
@@ -57,7 +64,13 @@ def test_running_tasks_keep_their_leases_across_a_master_restart(make_cluster: o
     markers = tmp_path / "markers"
     jobs = [client.submit(f"{TASKS}:sleep_python", args=["3", str(markers)]) for _ in range(2)]
     wait_for(lambda: len(list(markers.glob("*.started"))) == 2, 90, "both tasks to start")
-    client = _restart_master(cluster)
+    # A CI script's `sparkyard wait` keeps waiting through the restart: the run goes on without a master.
+    waiting = subprocess.Popen([sys.executable, "-m", "sparkyard.cli.main", "wait", first_run_id(jobs[0]),
+                                "--master", cluster.address, "--timeout", "5m"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = _restart_master(cluster, down_s=MASTER_DOWN_S)
+    out, err = waiting.communicate(timeout=120)
+    assert waiting.returncode == 0, f"sparkyard wait exited {waiting.returncode}: {out}{err}"
     for job in jobs:
         run, _ = client.wait(first_run_id(job), timeout=60)
         assert run.state == pb.RUN_SUCCEEDED
