@@ -13,6 +13,7 @@ from typing import Any, Iterable, Sequence
 
 from redis.asyncio import Redis
 
+from sparkyard.clock import Clock
 from sparkyard.keys import Keys
 from sparkyard.master.records import (
     JobRecord,
@@ -68,13 +69,15 @@ class RedisStore(Store):
     """Sparkyard's state in Redis (key schema: :mod:`sparkyard.keys`)."""
 
     def __init__(self, redis: Redis, keys: Keys, priority_aging_ms: int = DEFAULT_PRIORITY_AGING_MS,
-                 min_replicas: int = 0) -> None:
+                 min_replicas: int = 0, *, test_clock: Clock | None = None) -> None:
+        """``test_clock``, for tests only, replaces Redis ``TIME`` as the store's clock (ScriptLibrary)."""
         self.priority_aging_ms = priority_aging_ms
         self.min_replicas = min_replicas
         # Any: redis-py types every reply as bytes | str whatever decode_responses says; ours are str.
         self.redis: Any = redis
         self.keys = keys
-        self._lua = self.scripts = ScriptLibrary(redis, keys)
+        self._lua = self.scripts = ScriptLibrary(redis, keys, test_clock=test_clock)
+        self._test_clock = test_clock
         # A job's latest spec this master has seen, with its version; and older versions runs still use.
         self._specs: OrderedDict[str, tuple[int, pb.JobSpec]] = OrderedDict()
         self._old_specs: OrderedDict[tuple[str, int], pb.JobSpec] = OrderedDict()
@@ -320,6 +323,8 @@ class RedisStore(Store):
     # ---- reads ---------------------------------------------------------------------------------------
 
     async def time_ms(self) -> int:
+        if self._test_clock is not None:
+            return round(self._test_clock.now() * 1000)
         seconds, micros = await self.redis.time()
         return int(seconds) * 1000 + int(micros) // 1000
 

@@ -1,13 +1,12 @@
 """The master's only door to shared state: the :class:`Store` protocol and the values it trades in.
 
 Method names follow the path of a job (DESIGN §4): submit → fire → peek/claim → renew → report →
-release/reap, plus cancel, pause/resume and reads. Two implementations keep the same contract
-(``tests/contract/test_store_contract.py`` runs one suite against both):
-
-* :class:`~sparkyard.master.redis_store.RedisStore` — production: every mutation is one Lua script
-  (``common/scripts/*.lua``), every read a pipeline; any number of masters may share one Redis.
-* :class:`~sparkyard.master.memory_store.MemoryStore` — the same semantics in one process's memory, with
-  time from an injected clock, so components can be unit-tested without Redis and without waiting.
+release/reap, plus cancel, pause/resume and reads. Its one implementation is
+:class:`~sparkyard.master.redis_store.RedisStore`: every mutation is one Lua script (``common/scripts/*.lua``),
+every read a pipeline; any number of masters may share one Redis. The semantics are written once, in the
+scripts: tests run them on a real redis-server, with a fake clock where they must move time
+(``RedisStore(test_clock=...)``, see docs/store.md), and ``tests/contract/test_store_contract.py`` states
+the contract.
 
 The contract, in short:
 
@@ -17,7 +16,7 @@ The contract, in short:
   only with the task's current token while it is LEASED, so a stale attempt can never overwrite a newer
   one and a terminal task never changes;
 * deadlines (leases, retry backoffs, master-side timeouts, idempotency keys) are read against the store's
-  own clock (:meth:`Store.time_ms`: Redis ``TIME``, or the injected clock), so all masters agree.
+  own clock (:meth:`Store.time_ms`: Redis ``TIME``, or a test store's clock), so all masters agree.
 """
 
 from __future__ import annotations
