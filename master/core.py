@@ -28,6 +28,7 @@ from sparkyard.master.registry import WorkerRegistry
 from sparkyard.master.scheduler import SlotScheduler
 from sparkyard.master.scripts import log_failure
 from sparkyard.master.store import CancelResult, Reaped, Store, Verdict
+from sparkyard.master.store_outcomes import RescheduleStatus
 from sparkyard.master.timer import SystemTimer
 from sparkyard.states import Loss, RunState, TaskState, VerdictKind
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -136,7 +137,7 @@ class MasterCore:
             self.registry.send(worker, pb.MasterMessage(cancel=pb.CancelTask(
                 task_id=task_id, fencing_token=token, reason=reason)))
         for run_id, state in result.ended_runs:
-            self.run_ended(run_id, RunState(state))
+            self.run_ended(run_id, state)
 
     async def task_ids(self, run_ids: list[str]) -> list[str]:
         """Every task id of these runs (a cancel names them all)."""
@@ -197,7 +198,7 @@ class MasterCore:
             return  # the job waits for another run's end (or for none: rescheduled already)
         next_ms = triggers.after_run_ms(job.spec.trigger, await self.store.time_ms(), job.runs)
         status, next_fire = await self.store.reschedule_after_run(job_id, run_id, next_ms)
-        if status == "ok" and next_fire >= 0:
+        if status is RescheduleStatus.OK and next_fire >= 0:
             self._arm(job_id, next_fire)
 
     # ---- retry backoffs -----------------------------------------------------------------------------

@@ -23,6 +23,20 @@ from sparkyard import ids
 from sparkyard.clock import FakeClock
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.store import Claim, FireRequest, NewJob, Report, Store, ready_score
+from sparkyard.master.store_outcomes import (
+    CancelStatus,
+    Deletion,
+    DeleteStatus,
+    EndedRun,
+    FireStatus,
+    JobProgress,
+    LeasedTask,
+    Rescheduled,
+    RescheduleStatus,
+    StateChange,
+    StateChangeStatus,
+    UpdateStatus,
+)
 from sparkyard.spec import normalize
 from sparkyard.states import AttemptState, JobState, RunState, TaskState
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -803,7 +817,7 @@ async def test_pause_removes_the_schedule_entry_and_resume_puts_it_back(store: S
     assert await store.set_job_state(job_id(1), JobState.ACTIVE, 9_000) == ("ok", "ACTIVE", 9_000)
     job = await store.get_job(job_id(1))
     assert job is not None and job.next_fire_ms == 9_000 and await store.due_schedule(10**13) == [(job_id(1), 9_000)]
-    assert await store.set_job_state(job_id(2), JobState.PAUSED) == ("missing", "", -1)
+    assert await store.set_job_state(job_id(2), JobState.PAUSED) == (StateChangeStatus.MISSING, None, -1)
     await fire_now(store, 3)  # a one-shot job fired at submit is COMPLETED
     assert await store.set_job_state(job_id(3), JobState.PAUSED) == ("illegal", "COMPLETED", -1)
 
@@ -1040,3 +1054,24 @@ async def test_a_child_firing_is_made_once_per_parent_run_names_it_and_skips_a_p
 async def test_a_job_state_change_other_than_pause_or_resume_is_refused(store: Store, target: JobState) -> None:
     with pytest.raises(ValueError, match=f"not {target.value}"):
         await store.set_job_state(job_id(1), target)
+
+
+async def test_replies_are_parsed_into_enums_and_named_records(store: Store) -> None:
+    """The scripts' words become enum members (an unknown word would raise), their tuples named records."""
+    s = spec(trigger=every(60))
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
+    (fired,) = await store.fire_many([FireRequest(job_id(1), s, 5_000, 5_000, 65_000, "allow", [()])])
+    assert fired.result.status is FireStatus.CREATED and fired.result.run_state is RunState.SCHEDULED
+    assert await store.job_progress([job_id(1)]) == {job_id(1): JobProgress(JobState.ACTIVE, 1, 1)}
+    (claim,) = await lease(store, [ids.task_id(fired.run_id, 0)])
+    assert await store.set_job_state(job_id(1), JobState.PAUSED) == StateChange(StateChangeStatus.OK,
+                                                                                 JobState.PAUSED, 65_000)
+    assert (await store.update_spec(job_id(1), 1, s, -1)).status is UpdateStatus.OK
+    cancelled = await store.cancel("stop", job_id=job_id(1), run_ids=[fired.run_id], task_ids=[claim.task_id])
+    assert cancelled.status is CancelStatus.OK
+    assert cancelled.leased == [LeasedTask(claim.task_id, "w1", claim.token)]
+    assert cancelled.ended_runs == [EndedRun(fired.run_id, RunState.CANCELLED)]
+    assert cancelled.ended_runs[0].state is RunState.CANCELLED
+    assert await store.reschedule_after_run(job_id(1), fired.run_id, 9_000) == Rescheduled(
+        RescheduleStatus.NOT_AWAITING, -1)
+    assert await store.delete_job(job_id(1)) == Deletion(DeleteStatus.OK, [])
