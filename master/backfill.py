@@ -22,6 +22,7 @@ from sparkyard.errors import FailedPrecondition, InvalidArgument, NotFound
 from sparkyard.master import triggers
 from sparkyard.master.records import JobRecord
 from sparkyard.master.scripts import log_failure
+from sparkyard.master.store_outcomes import RUN_EXISTS, BackfillStatus, FireStatus
 from sparkyard.states import JobState, RunState
 
 if TYPE_CHECKING:
@@ -86,9 +87,9 @@ class Backfiller:
         if not times:
             raise InvalidArgument(f"job {job.id} has no fire time in that range")
         status, added, pending = await self._store.backfill_plan(job.id, max_concurrent, times)
-        if status == "missing":
+        if status is BackfillStatus.MISSING:
             raise NotFound(f"job {job.id} not found")
-        if status == "cancelled":
+        if status is BackfillStatus.CANCELLED:
             raise FailedPrecondition(f"job {job.id} is CANCELLED: nothing of it runs any more")
         log.info("job=%s backfill of %d fire times (%d new), at most %d runs at once", job.id, len(times), added,
                  max_concurrent)
@@ -158,12 +159,13 @@ class Backfiller:
             return
         times = await store.backfill_pending(job_id, room)
         fired = await self._preloader.fire_past(job_id, job.spec, job.spec_version, times) if times else []
-        if any(status == "inactive" for _, status in fired):  # cancelled between the read and the firing
+        if any(status is FireStatus.INACTIVE for _, status in fired):  # cancelled between the read and the firing
             await store.backfill_drop(job_id)
             return
         # A time refused as 'changed' (the job was updated since it was read) stays for the next step.
-        done = [t for t, (_, status) in zip(times, fired) if status in ("created", "skipped", "exists")]
+        done = [t for t, (_, status) in zip(times, fired) if status in RUN_EXISTS]
         pending = await store.backfill_done(job_id, done)
         log.info("job=%s backfill fired %d runs (%d existed already); %d fire times still to run", job_id,
-                 sum(status == "created" for _, status in fired), sum(status == "exists" for _, status in fired),
+                 sum(status is FireStatus.CREATED for _, status in fired),
+                 sum(status is FireStatus.EXISTS for _, status in fired),
                  pending)

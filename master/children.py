@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from sparkyard.master.records import RunRecord
 from sparkyard.master.scripts import log_failure
+from sparkyard.master.store_outcomes import FireStatus
 from sparkyard.states import JobState, RunState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -116,7 +117,8 @@ class ChildJobs:
                         or run.state not in WHEN.get(job.spec.trigger.after.when, frozenset())):
                     break
                 status = await self._preloader.fire_child(job.id, job.spec, job.spec_version, run)
-                if status != "changed":  # an update came between the read and the firing: read it again
-                    if status != "exists":
-                        log.info("job=%s fired after run=%s ended %s: %s", job.id, run.id, run.state.value, status)
+                if status is not FireStatus.CHANGED:  # an update came between the read and the firing: read it again
+                    if status is not FireStatus.EXISTS:
+                        log.info("job=%s fired after run=%s ended %s: %s", job.id, run.id, run.state.value,
+                                 status.value)
                     break

@@ -19,6 +19,7 @@ from sparkyard.master.background import Spawner
 from sparkyard.master.events import RunEnded
 from sparkyard.master.scripts import log_failure
 from sparkyard.master.store import Store
+from sparkyard.master.store_outcomes import RescheduleStatus
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -96,5 +97,5 @@ class FixedDelay:
             return  # the job waits for another run's end (or for none: rescheduled already)
         next_ms = triggers.after_run_ms(job.spec.trigger, await self._store.time_ms(), job.runs)
         status, next_fire = await self._store.reschedule_after_run(job_id, run_id, next_ms)
-        if status == "ok" and next_fire >= 0:
+        if status is RescheduleStatus.OK and next_fire >= 0:
             self._arm(job_id, next_fire)

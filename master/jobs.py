@@ -27,6 +27,7 @@ from sparkyard.master.preloader import Preloader
 from sparkyard.master.purgatory import DelayedOperation, Purgatory
 from sparkyard.master.records import JobRecord, RunRecord, TaskRecord
 from sparkyard.master.store import NewJob, Store, SubmitResult
+from sparkyard.master.store_outcomes import CancelStatus, DeleteStatus, FireStatus, StateChangeStatus, UpdateStatus
 from sparkyard.master.splitter import split_job
 from sparkyard.spec import SpecError, normalize
 from sparkyard.updates import apply_update
@@ -343,7 +344,7 @@ class JobManager:
             active = await self._store.active_runs(job_id)
             tasks = await self._outcomes.task_ids(active)
             result = await self._store.cancel(reason, job_id=job_id, run_ids=active, task_ids=tasks)
-            if result.status == "ok":
+            if result.status is CancelStatus.OK:
                 self._outcomes.apply_cancel(result, reason)
                 self._outcomes.job_ended(job_id)
                 return result.cancelled
@@ -356,16 +357,17 @@ class JobManager:
         changed are returned). A job that does not exist (deleted already) is NOT_FOUND."""
         job = await self.get_job(job_id)
         cancelled = await self._cancel_job(job.id, "job deleted") if force else []
-        status, active = await self._store.delete_job(job.id, [job.spec.bundle.digest] if job.spec.bundle.digest else [])
-        if status == "missing":
+        status, blockers = await self._store.delete_job(job.id,
+                                                        [job.spec.bundle.digest] if job.spec.bundle.digest else [])
+        if status is DeleteStatus.MISSING:
             raise NotFound(f"job {job.id} not found")
-        if status == "active":
-            more = f" (and {len(active) - 1} more)" if len(active) > 1 else ""
-            raise FailedPrecondition(f"job {job.id} has an active run {active[0]}{more}: cancel it first, or delete "
+        if status is DeleteStatus.ACTIVE:
+            more = f" (and {len(blockers) - 1} more)" if len(blockers) > 1 else ""
+            raise FailedPrecondition(f"job {job.id} has an active run {blockers[0]}{more}: cancel it first, or delete "
                                      "with force (sparkyard delete --force) to cancel it and delete the job")
-        if status == "children":
+        if status is DeleteStatus.CHILDREN:
             raise FailedPrecondition(f"job {job.id} has child jobs that fire after it (--after): "
-                                     f"{', '.join(active)}; delete them first")
+                                     f"{', '.join(blockers)}; delete them first")
         self._arming.forget(job.id)
         self._outcomes.job_ended(job.id)
         log.info("job=%s deleted%s", job.id, f" (cancelled {len(cancelled)})" if cancelled else "")
@@ -374,16 +376,16 @@ class JobManager:
     async def pause(self, job_id: str) -> JobRecord:
         await self.get_job(job_id)
         status, state, _ = await self._store.set_job_state(job_id, JobState.PAUSED)
-        if status == "illegal":
-            raise FailedPrecondition(f"job {job_id} is {state} and cannot be paused")
+        if status is StateChangeStatus.ILLEGAL:
+            raise FailedPrecondition(f"job {job_id} is {state and state.value} and cannot be paused")
         self._arming.forget(job_id)
         return await self.get_job(job_id)
 
     async def resume(self, job_id: str) -> JobRecord:
         await self.get_job(job_id)
         status, state, next_fire = await self._store.set_job_state(job_id, JobState.ACTIVE)
-        if status == "illegal":
-            raise FailedPrecondition(f"job {job_id} is {state} and cannot be resumed")
+        if status is StateChangeStatus.ILLEGAL:
+            raise FailedPrecondition(f"job {job_id} is {state and state.value} and cannot be resumed")
         # A fire time missed while paused is due now: the preloader applies the misfire policy.
         self._arming.consider(job_id, next_fire)
         return await self.get_job(job_id)
@@ -420,17 +422,18 @@ class JobManager:
             if any(f.startswith("trigger.") for f in fields) and not _parent(spec):
                 next_fire = self._first_fire_ms(spec.trigger, int(self._clock.now() * 1000))
             result = await self._store.update_spec(job_id, job.spec_version, spec, next_fire)
-            if result.status == "conflict":
+            if result.status is UpdateStatus.CONFLICT:
                 continue
-            if result.status == "missing":
+            if result.status is UpdateStatus.MISSING:
                 raise NotFound(f"job {job_id} not found")
-            if result.status == "ended":
-                raise FailedPrecondition(f"job {job_id} is {result.state} and can no longer be updated")
+            if result.status is UpdateStatus.ENDED:
+                raise FailedPrecondition(f"job {job_id} is {result.state and result.state.value} and can no longer "
+                                         "be updated")
             if spec.bundle.digest and spec.bundle.digest != job.spec.bundle.digest:
                 await self._bundles.add_refs([(spec.bundle.digest, job_id)])
             log.info("job=%s updated to spec version %d (%s)%s", job_id, result.spec_version, ", ".join(fields),
                      f" next fire {result.next_fire_ms}" if next_fire >= 0 else "")
-            if result.state == JobState.ACTIVE.value:
+            if result.state is JobState.ACTIVE:
                 self._arming.consider(job_id, result.next_fire_ms)
             return await self.get_job(job_id)
         raise FailedPrecondition(f"job {job_id} kept changing while being updated; try again")
@@ -466,10 +469,10 @@ class JobManager:
                 raise FailedPrecondition(f"job {job.id} is CANCELLED")
             new_id, status = await self._preloader.rerun(job.id, job.spec, job.spec_version, original,
                                                          [t.inputs for t in tasks])
-            if status != "changed":  # an update came between the read and the firing: read it again
+            if status is not FireStatus.CHANGED:  # an update came between the read and the firing: read it again
                 break
-        if status != "created":
-            raise FailedPrecondition(f"run {run_id} could not be rerun ({status}); try again")
+        if status is not FireStatus.CREATED:
+            raise FailedPrecondition(f"run {run_id} could not be rerun ({status.value}); try again")
         log.info("run=%s reruns run=%s (%d tasks%s)", new_id, run_id, len(tasks),
                  ", failed only" if failed_only else "")
         return await self.get_run(new_id)
@@ -480,8 +483,8 @@ class JobManager:
             if job.state == JobState.CANCELLED:
                 raise FailedPrecondition(f"job {job_id} is CANCELLED")
             run_id, status = await self._preloader.trigger_now(job_id, job.spec, job.spec_version)
-            if status != "changed":  # an update came between the read and the firing: read it again
+            if status is not FireStatus.CHANGED:  # an update came between the read and the firing: read it again
                 break
-        if status not in ("created", "skipped"):
-            raise FailedPrecondition(f"job {job_id} could not be triggered ({status})")
+        if status not in (FireStatus.CREATED, FireStatus.SKIPPED):
+            raise FailedPrecondition(f"job {job_id} could not be triggered ({status.value})")
         return await self.get_run(run_id)

@@ -84,7 +84,7 @@ class Outcomes:
             self._registry.send(worker, pb.MasterMessage(cancel=pb.CancelTask(
                 task_id=task_id, fencing_token=token, reason=reason)))
         for run_id, state in result.ended_runs:
-            self.run_ended(run_id, RunState(state))
+            self.run_ended(run_id, state)
 
     def run_ended(self, run_id: str, state: RunState) -> None:
         """A script ended this run: the one signal of it."""

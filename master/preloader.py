@@ -37,10 +37,11 @@ from sparkyard.master.outcomes import Outcomes
 from sparkyard.master.scripts import log_failure
 from sparkyard.master.splitter import split_job
 from sparkyard.master.records import RunRecord
-from sparkyard.master.store import FireRequest, FireResult, Store
+from sparkyard.master.store import FireRequest, Fired, Store
+from sparkyard.master.store_outcomes import RUN_EXISTS, FireStatus
 from sparkyard.master.timer import SystemTimer, TimerTask
 from sparkyard.retry import REDIS_TRANSIENT
-from sparkyard.states import RUN_TERMINAL, JobState, RunState
+from sparkyard.states import RUN_TERMINAL, JobState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -156,10 +157,12 @@ class Preloader:
         now = self._now_ms()
         plans: list[list[FireRequest]] = []
         for job_id, due_ms in due:
-            state, runs, version = progress.get(job_id, ("", 0, 0))
-            spec = await self._store.get_spec(job_id, version) if state == JobState.ACTIVE.value else None
+            job = progress.get(job_id)
+            if job is None or job.state is not JobState.ACTIVE:
+                continue
+            spec = await self._store.get_spec(job_id, job.spec_version)
             if spec is not None:
-                plans.append(self._steps(job_id, spec, version, due_ms, now, runs))
+                plans.append(self._steps(job_id, spec, job.spec_version, due_ms, now, job.runs))
         await self._fire(plans)
 
     def _steps(self, job_id: str, spec: pb.JobSpec, version: int, due_ms: int, now_ms: int,
@@ -184,7 +187,7 @@ class Preloader:
             expected = next_ms
         return steps
 
-    async def _fire(self, plans: list[list[FireRequest]]) -> list[list[tuple[str, FireResult]]]:
+    async def _fire(self, plans: list[list[FireRequest]]) -> list[list[Fired]]:
         """The one firing path (schedule entries and manual triggers alike).
 
         Each plan is one job's steps. Round k fires the k-th step of every job still going, in one
@@ -192,7 +195,7 @@ class Preloader:
         step consumes the entry it would have written. Overlap REPLACE cancels the job's active runs
         right before each of its firings. After its last step a job's next fire time is armed.
         """
-        results: list[list[tuple[str, FireResult]]] = [[] for _ in plans]
+        results: list[list[Fired]] = [[] for _ in plans]
         going = [i for i, steps in enumerate(plans) if steps]
         step = 0
         while going:
@@ -206,28 +209,28 @@ class Preloader:
             created, still = False, []
             for i, (run_id, res) in zip(going, fired):
                 request = plans[i][step]
-                results[i].append((run_id, res))
-                quiet = res.status == "created" and not request.skip_reason
+                results[i].append(Fired(run_id, res))
+                quiet = res.status is FireStatus.CREATED and not request.skip_reason
                 manual = request.expected_ms is None  # a trigger or a backfill: not late, as asked for
-                self._metrics.fired(res.status, None if manual else res.fired_ms - request.scheduled_ms)
+                self._metrics.fired(res.status.value, None if manual else res.fired_ms - request.scheduled_ms)
                 log.log(logging.DEBUG if quiet else logging.INFO, "job=%s run=%s fire %s (late %d ms)%s",
-                        request.job_id, run_id, res.status, res.fired_ms - request.scheduled_ms,
+                        request.job_id, run_id, res.status.value, res.fired_ms - request.scheduled_ms,
                         f": {request.skip_reason}" if request.skip_reason else "")
-                if res.status == "changed" and request.expected_ms is not None:
+                if res.status is FireStatus.CHANGED and request.expected_ms is not None:
                     # The job was updated after this step was planned: plan its entry again, now, with the
                     # new spec (if the update moved the entry, the old time is refused as stale).
                     self._arming.consider(request.job_id, request.expected_ms)
-                if res.status not in ("created", "skipped", "exists"):
+                if res.status not in RUN_EXISTS or res.run_state is None:
                     continue
-                if RunState(res.run_state) in RUN_TERMINAL:
-                    if res.status == "exists":
+                if res.run_state in RUN_TERMINAL:
+                    if res.status is FireStatus.EXISTS:
                         # A run made already (the schedule moved past it) that has ended: its end was
                         # signalled when it ended; only a fixed-delay job may still wait for it.
                         self._fixed_delay.consider(request.job_id, run_id)
                     else:
                         # Skipped, or created with no tasks: this firing ended the run.
-                        self._outcomes.run_ended(run_id, RunState(res.run_state))
-                created = created or res.status == "created"
+                        self._outcomes.run_ended(run_id, res.run_state)
+                created = created or res.status is FireStatus.CREATED
                 if step + 1 < len(plans[i]):
                     still.append(i)
                 elif request.next_fire_ms >= 0:
@@ -238,7 +241,7 @@ class Preloader:
         return results
 
     async def fire_past(self, job_id: str, spec: pb.JobSpec, spec_version: int,
-                        times_ms: Sequence[int]) -> list[tuple[str, str]]:
+                        times_ms: Sequence[int]) -> list[tuple[str, FireStatus]]:
         """Backfill: a run for each past fire time, as the schedule would have made it (its scheduled time
         in its context), outside the schedule and its overlap policy (the backfill bounds how many run at
         once), with the job's spec of ``spec_version`` (``changed`` if it is no longer the job's). A time
@@ -249,7 +252,7 @@ class Preloader:
         return [(run_id, res.status) for ((run_id, res),) in await self._fire(plans)]
 
     async def rerun(self, job_id: str, spec: pb.JobSpec, spec_version: int, original: RunRecord,
-                    inputs: Sequence[Sequence[Any]]) -> tuple[str, str]:
+                    inputs: Sequence[Sequence[Any]]) -> tuple[str, FireStatus]:
         """A user's rerun of an ended run: a new run now (its id has this moment's time), with the
         original's scheduled time (so ``ctx.scheduled_at`` is the one the original saw) and the given
         inputs, outside the schedule; the job's current spec of ``spec_version``."""
@@ -259,7 +262,8 @@ class Preloader:
         ((run_id, res),) = (await self._fire([[request]]))[0]
         return run_id, res.status
 
-    async def fire_child(self, job_id: str, spec: pb.JobSpec, spec_version: int, parent_run: RunRecord) -> str:
+    async def fire_child(self, job_id: str, spec: pb.JobSpec, spec_version: int,
+                         parent_run: RunRecord) -> FireStatus:
         """A child job's firing for the end of ``parent_run``: outside any schedule, with the parent run's
         scheduled time (a chain's logical time) and, in its id, the parent run id's time, so one parent run
         makes at most one run of the child whoever fires it. A paused child is refused (``inactive``)."""
@@ -269,7 +273,7 @@ class Preloader:
         ((_, res),) = (await self._fire([[request]]))[0]
         return res.status
 
-    async def trigger_now(self, job_id: str, spec: pb.JobSpec, spec_version: int) -> tuple[str, str]:
+    async def trigger_now(self, job_id: str, spec: pb.JobSpec, spec_version: int) -> tuple[str, FireStatus]:
         """A user's manual firing: a run now, outside the schedule (which is left as it is), with the job's
         spec of ``spec_version`` (refused as ``changed`` if it is no longer the job's)."""
         request = FireRequest(job_id, spec, await self._store.time_ms(), None, triggers.NONE,

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from redis.asyncio import Redis
 
+from sparkyard.clock import Clock
 from sparkyard.keys import Keys
 from sparkyard.master.records import (
     JobRecord,
@@ -25,6 +26,7 @@ from sparkyard.master.records import (
 )
 from sparkyard.master.routing import Routable
 from sparkyard.master.scripts import ScriptLibrary
+from sparkyard.master import store_outcomes as outcomes
 from sparkyard.master.store import (
     DEFAULT_DUE_LIMIT,
     DEFAULT_PRIORITY_AGING_MS,
@@ -33,6 +35,7 @@ from sparkyard.master.store import (
     Claim,
     FireRequest,
     FireResult,
+    Fired,
     NewJob,
     PurgeResult,
     QueueDepth,
@@ -47,7 +50,7 @@ from sparkyard.master.store import (
     UpdateResult,
 )
 from sparkyard.errors import Unavailable
-from sparkyard.states import JobState
+from sparkyard.states import JobState, RunState
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard import ids
 
@@ -68,13 +71,16 @@ class RedisStore(Store):
     """Sparkyard's state in Redis (key schema: :mod:`sparkyard.keys`)."""
 
     def __init__(self, redis: Redis, keys: Keys, priority_aging_ms: int = DEFAULT_PRIORITY_AGING_MS,
-                 min_replicas: int = 0, observe: Callable[[str, float], None] | None = None) -> None:
+                 min_replicas: int = 0, *, observe: Callable[[str, float], None] | None = None,
+                 test_clock: Clock | None = None) -> None:
+        """``test_clock``, for tests only, replaces Redis ``TIME`` as the store's clock (ScriptLibrary)."""
         self.priority_aging_ms = priority_aging_ms
         self.min_replicas = min_replicas
         # Any: redis-py types every reply as bytes | str whatever decode_responses says; ours are str.
         self.redis: Any = redis
         self.keys = keys
-        self._lua = self.scripts = ScriptLibrary(redis, keys, observe)
+        self._lua = self.scripts = ScriptLibrary(redis, keys, observe=observe, test_clock=test_clock)
+        self._test_clock = test_clock
         # A job's latest spec this master has seen, with its version; and older versions runs still use.
         self._specs: OrderedDict[str, tuple[int, pb.JobSpec]] = OrderedDict()
         self._old_specs: OrderedDict[tuple[str, int], pb.JobSpec] = OrderedDict()
@@ -142,7 +148,7 @@ class RedisStore(Store):
                                    "idempotency key")
         return raw
 
-    async def fire_many(self, requests: Sequence[FireRequest]) -> list[tuple[str, FireResult]]:
+    async def fire_many(self, requests: Sequence[FireRequest]) -> list[Fired]:
         """In one pipeline (one round trip); each firing is its own atomic fire.lua call."""
         k = self.keys
         pipe = self.redis.pipeline(transaction=False)
@@ -162,18 +168,20 @@ class RedisStore(Store):
                  r.spec.trigger.max_runs, r.spec_version],
             )
         replies = await pipe.execute()
-        return [(run, FireResult(raw[0], int(raw[1]), raw[2])) for run, raw in zip(runs, replies)]
+        return [Fired(run, FireResult(outcomes.FireStatus(raw[0]), int(raw[1]), RunState(raw[2]) if raw[2] else None))
+                for run, raw in zip(runs, replies)]
 
-    async def job_progress(self, job_ids: Sequence[str]) -> dict[str, tuple[str, int, int]]:
+    async def job_progress(self, job_ids: Sequence[str]) -> dict[str, outcomes.JobProgress]:
         pipe = self.redis.pipeline(transaction=False)
         for job_id in job_ids:
             pipe.hmget(self.keys.job(job_id), "state", "runs", "spec_v")
-        return {j: (v[0], int(v[1] or 0), int(v[2] or 1)) for j, v in zip(job_ids, await pipe.execute()) if v[0]}
+        return {j: outcomes.JobProgress(JobState(v[0]), int(v[1] or 0), int(v[2] or 1))
+                for j, v in zip(job_ids, await pipe.execute()) if v[0]}
 
-    async def due_schedule(self, until_ms: int, limit: int = DEFAULT_DUE_LIMIT) -> list[tuple[str, int]]:
+    async def due_schedule(self, until_ms: int, limit: int = DEFAULT_DUE_LIMIT) -> list[outcomes.ScheduleEntry]:
         rows = await self.redis.zrangebyscore(self.keys.schedule, "-inf", until_ms, start=0, num=limit,
                                               withscores=True)
-        return [(job_id, int(score)) for job_id, score in rows]
+        return [outcomes.ScheduleEntry(job_id, int(score)) for job_id, score in rows]
 
     # ---- dispatch ----------------------------------------------------------------------------------
 
@@ -201,8 +209,8 @@ class RedisStore(Store):
             args += [task_id, token]
         renewed, lost, deadline = await self._lua("renew", [self.keys.leases], args)
         return RenewResult(
-            [(t, int(tok)) for t, tok in _groups(renewed, 2)],
-            [(t, int(tok)) for t, tok in _groups(lost, 2)],
+            [outcomes.Lease(t, int(tok)) for t, tok in _groups(renewed, 2)],
+            [outcomes.Lease(t, int(tok)) for t, tok in _groups(lost, 2)],
             int(deadline),
         )
 
@@ -216,13 +224,14 @@ class RedisStore(Store):
         raw = await self._lua("report", [k.leases, k.delayed, k.timeouts], [batch])
         return [Verdict.of(t, v, s, run, rs, int(nb)) for t, v, s, run, rs, nb in _groups(raw, 6)]
 
-    async def release_due(self, limit: int = DEFAULT_SWEEP_LIMIT, task_ids: Sequence[str] = ()) -> list[tuple[str, str]]:
+    async def release_due(self, limit: int = DEFAULT_SWEEP_LIMIT,
+                          task_ids: Sequence[str] = ()) -> list[outcomes.Released]:
         raw = await self._lua("release", [self.keys.delayed], [limit, *task_ids])
-        return [(t, g) for t, g in _groups(raw, 2)]
+        return [outcomes.Released(t, g) for t, g in _groups(raw, 2)]
 
-    async def delayed_entries(self) -> list[tuple[str, int]]:
+    async def delayed_entries(self) -> list[outcomes.Delayed]:
         rows = await self.redis.zrange(self.keys.delayed, 0, -1, withscores=True)
-        return [(t, int(s)) for t, s in rows]
+        return [outcomes.Delayed(t, int(s)) for t, s in rows]
 
     async def reap_expired(self, max_lost: int, limit: int = DEFAULT_SWEEP_LIMIT) -> list[Reaped]:
         raw = await self._lua("reap", [self.keys.leases, self.keys.timeouts], [max_lost, limit, "expired"])
@@ -247,33 +256,35 @@ class RedisStore(Store):
                               [reason, job_id, len(run_ids), *run_ids, *task_ids])
         status, cancelled, leased, ended = raw
         return CancelResult(
-            status,
+            outcomes.CancelStatus(status),
             list(cancelled),
-            [(t, w, int(tok)) for t, w, tok in _groups(leased, 3)],
-            [(r, s) for r, s in _groups(ended, 2)],
+            [outcomes.LeasedTask(t, w, int(tok)) for t, w, tok in _groups(leased, 3)],
+            [outcomes.EndedRun(r, RunState(s)) for r, s in _groups(ended, 2)],
         )
 
-    async def set_job_state(self, job_id: str, target: JobState, next_fire_ms: int = -1) -> tuple[str, str, int]:
+    async def set_job_state(self, job_id: str, target: JobState, next_fire_ms: int = -1) -> outcomes.StateChange:
         if target not in (JobState.PAUSED, JobState.ACTIVE):
             raise ValueError(f"a job can be set PAUSED or ACTIVE, not {target.value}")
         k = self.keys
         status, state, next_fire = await self._lua("job_state", [k.job(job_id), k.schedule],
                                                    [job_id, target.value, next_fire_ms])
-        return status, state, int(next_fire)
+        return outcomes.StateChange(outcomes.StateChangeStatus(status), JobState(state) if state else None,
+                                    int(next_fire))
 
-    async def reschedule_after_run(self, job_id: str, run_id: str, next_fire_ms: int) -> tuple[str, int]:
+    async def reschedule_after_run(self, job_id: str, run_id: str, next_fire_ms: int) -> outcomes.Rescheduled:
         k = self.keys
         status, next_fire = await self._lua("reschedule", [k.job(job_id), k.schedule, k.awaiting],
                                             [job_id, run_id, next_fire_ms])
-        return status, int(next_fire)
+        return outcomes.Rescheduled(outcomes.RescheduleStatus(status), int(next_fire))
 
     def _backfill_keys(self, job_id: str) -> list[str]:
         return [self.keys.job(job_id), self.keys.job_backfill(job_id), self.keys.backfills]
 
-    async def backfill_plan(self, job_id: str, max_concurrent: int, times_ms: Sequence[int]) -> tuple[str, int, int]:
+    async def backfill_plan(self, job_id: str, max_concurrent: int,
+                            times_ms: Sequence[int]) -> outcomes.BackfillPlanned:
         status, added, pending = await self._lua("backfill", self._backfill_keys(job_id),
                                                  ["plan", job_id, max_concurrent, *times_ms])
-        return status, int(added), int(pending)
+        return outcomes.BackfillPlanned(outcomes.BackfillStatus(status), int(added), int(pending))
 
     async def parents(self) -> set[str]:
         return set(await self.redis.smembers(self.keys.parents))
@@ -305,12 +316,13 @@ class RedisStore(Store):
 
     # ---- delete and retention -----------------------------------------------------------------------
 
-    async def delete_job(self, job_id: str, bundle_digests: Sequence[str] = ()) -> tuple[str, list[str]]:
+    async def delete_job(self, job_id: str, bundle_digests: Sequence[str] = ()) -> outcomes.Deletion:
         k = self.keys
-        status, active = await self._lua("delete_job", [k.jobs, k.schedule, k.purge], [job_id, *bundle_digests])
-        if status == "ok":
+        status, blockers = await self._lua("delete_job", [k.jobs, k.schedule, k.purge], [job_id, *bundle_digests])
+        deletion = outcomes.Deletion(outcomes.DeleteStatus(status), list(blockers))
+        if deletion.status is outcomes.DeleteStatus.OK:
             self._specs.pop(job_id, None)
-        return status, list(active)
+        return deletion
 
     async def purge_history(self, cursor: int, bounds: RetentionBounds) -> PurgeResult:
         raw = await self._lua("retention", [self.keys.jobs, self.keys.purge],
@@ -320,6 +332,8 @@ class RedisStore(Store):
     # ---- reads ---------------------------------------------------------------------------------------
 
     async def time_ms(self) -> int:
+        if self._test_clock is not None:
+            return round(self._test_clock.now() * 1000)
         seconds, micros = await self.redis.time()
         return int(seconds) * 1000 + int(micros) // 1000
 
@@ -400,8 +414,9 @@ class RedisStore(Store):
         k = self.keys
         raw = await self._lua("update", [k.job(job_id), k.schedule, k.awaiting],
                               [job_id, base_version, spec_to_text(spec), next_fire_ms])
-        result = UpdateResult(raw[0], raw[1], int(raw[2]), int(raw[3]))
-        if result.status == "ok":
+        result = UpdateResult(outcomes.UpdateStatus(raw[0]), JobState(raw[1]) if raw[1] else None, int(raw[2]),
+                              int(raw[3]))
+        if result.status is outcomes.UpdateStatus.OK:
             self._remember_spec(job_id, spec, result.spec_version)
         return result
 

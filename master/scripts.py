@@ -6,10 +6,12 @@ A script as sent to Redis is three parts:
    ``task_id`` (from :mod:`sparkyard.ids`) and ``EDGES`` (transition tables from :mod:`sparkyard.states`),
    so none is ever written twice;
 2. ``lib.lua``, the functions the scripts share;
-3. for every script that writes: the fence — the caller's leader epoch travels as one more, last ARGV
+3. the clock: production scripts read Redis ``TIME``; only a library built with a test clock renders scripts
+   that take the time from the caller's clock, as one more, last ARGV (see :data:`INJECTED_TIME`);
+4. for every script that writes: the fence — the caller's leader epoch travels as one more, last ARGV
    (added here, removed before the body sees ARGV), and the script refuses with ``FENCED`` unless it is
    the current epoch, so a master that lost the leadership (paused, partitioned) can change nothing;
-4. the script's own body, whose header documents KEYS, ARGV and the invariant it keeps.
+5. the script's own body, whose header documents KEYS, ARGV and the invariant it keeps.
 
 Each script is registered once and then called by SHA (``EVALSHA``); redis-py re-sends the source on
 ``NOSCRIPT`` after a Redis restart.
@@ -29,6 +31,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import ResponseError
 
 from sparkyard import ids
+from sparkyard.clock import Clock
 from sparkyard.keys import Keys
 from sparkyard.states import lua_tables
 
@@ -44,6 +47,14 @@ if redis.call('GET', K.epoch) ~= CALLER_EPOCH then
   return redis.error_reply('FENCED: leader epoch ' .. tostring(CALLER_EPOCH) .. ' is not the current one ('
     .. tostring(redis.call('GET', K.epoch)) .. ')')
 end"""
+
+
+# lib.lua's now_ms() returns INJECTED_NOW when it is set, else Redis TIME. A production library renders it
+# nil, so no argument and no key in Redis can change a production script's clock; a test library renders
+# it from the last ARGV, which it appends (after the fence's epoch) to every call.
+REDIS_TIME = "local INJECTED_NOW = nil"
+INJECTED_TIME = """-- test clock: the caller's time (ms) is the last ARGV; only a ScriptLibrary built with a test clock sends it
+local INJECTED_NOW = tonumber(table.remove(ARGV))"""
 
 
 class Fenced(RuntimeError):
@@ -66,13 +77,14 @@ def script_source(name: str) -> str:
     return resources.files("sparkyard").joinpath("scripts", f"{name}.lua").read_text()
 
 
-def render(name: str, keys: Keys) -> str:
-    """The full source of script ``name`` as Redis runs it."""
+def render(name: str, keys: Keys, *, injected_time: bool = False) -> str:
+    """The full source of script ``name`` as Redis runs it (``injected_time``: as a test library's)."""
     return "\n".join([
         f"-- sparkyard script {name} (namespace {keys.namespace})",
         keys.lua_prelude(),
         ids.lua_task_id(),
         lua_tables(),
+        INJECTED_TIME if injected_time else REDIS_TIME,
         script_source("lib"),
         "" if name in UNFENCED else FENCE,
         script_source(name),
@@ -83,20 +95,25 @@ class ScriptLibrary:
     """Every script, registered on one Redis client and callable by name.
 
     ``epoch`` is this master's leader epoch (0 until it leads: then every write is refused), sent with
-    every fenced call.
+    every fenced call. ``test_clock`` is for tests only: the scripts then measure every deadline against
+    it instead of Redis ``TIME``, so a test moves time without waiting (a master never passes one).
     """
 
-    def __init__(self, redis: Redis, keys: Keys, observe: Callable[[str, float], None] | None = None) -> None:
+    def __init__(self, redis: Redis, keys: Keys, *, observe: Callable[[str, float], None] | None = None,
+                 test_clock: Clock | None = None) -> None:
         """``observe`` is told how long each call took (name, perf_counter at its start): the master's
         metrics."""
         self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(render(name, keys)) for name in SCRIPT_NAMES
+            name: redis.register_script(render(name, keys, injected_time=test_clock is not None))
+            for name in SCRIPT_NAMES
         }
+        self._test_clock = test_clock
         self.epoch = 0
         self.observe = observe
 
     def _args(self, name: str, args: list[Any]) -> list[Any]:
-        return args if name in UNFENCED else [*args, self.epoch]
+        fenced = args if name in UNFENCED else [*args, self.epoch]
+        return fenced if self._test_clock is None else [*fenced, round(self._test_clock.now() * 1000)]
 
     async def __call__(self, name: str, keys: list[str], args: list[Any]) -> Any:
         started = time.perf_counter()

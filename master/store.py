@@ -1,13 +1,12 @@
 """The master's only door to shared state: the :class:`Store` protocol and the values it trades in.
 
 Method names follow the path of a job (DESIGN §4): submit → fire → peek/claim → renew → report →
-release/reap, plus cancel, pause/resume and reads. Two implementations keep the same contract
-(``tests/contract/test_store_contract.py`` runs one suite against both):
-
-* :class:`~sparkyard.master.redis_store.RedisStore` — production: every mutation is one Lua script
-  (``common/scripts/*.lua``), every read a pipeline; any number of masters may share one Redis.
-* :class:`~sparkyard.master.memory_store.MemoryStore` — the same semantics in one process's memory, with
-  time from an injected clock, so components can be unit-tested without Redis and without waiting.
+release/reap, plus cancel, pause/resume and reads. Its one implementation is
+:class:`~sparkyard.master.redis_store.RedisStore`: every mutation is one Lua script (``common/scripts/*.lua``),
+every read a pipeline; any number of masters may share one Redis. The semantics are written once, in the
+scripts: tests run them on a real redis-server, with a fake clock where they must move time
+(``RedisStore(test_clock=...)``, see docs/store.md), and ``tests/contract/test_store_contract.py`` states
+the contract.
 
 The contract, in short:
 
@@ -17,16 +16,32 @@ The contract, in short:
   only with the task's current token while it is LEASED, so a stale attempt can never overwrite a newer
   one and a terminal task never changes;
 * deadlines (leases, retry backoffs, master-side timeouts, idempotency keys) are read against the store's
-  own clock (:meth:`Store.time_ms`: Redis ``TIME``, or the injected clock), so all masters agree.
+  own clock (:meth:`Store.time_ms`: Redis ``TIME``, or a test store's clock), so all masters agree.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Protocol, Sequence
+from typing import Any, Iterable, NamedTuple, Protocol, Sequence
 
 from sparkyard.master.records import JobRecord, RunRecord, TaskRecord, inputs_to_json
 from sparkyard.master.routing import Routable
+from sparkyard.master.store_outcomes import (
+    BackfillPlanned,
+    CancelStatus,
+    Delayed,
+    Deletion,
+    EndedRun,
+    FireStatus,
+    JobProgress,
+    Lease,
+    LeasedTask,
+    Released,
+    Rescheduled,
+    ScheduleEntry,
+    StateChange,
+    UpdateStatus,
+)
 from sparkyard.states import JobState, Loss, RunState, TaskState, VerdictKind
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -89,9 +104,16 @@ class FireRequest:
 
 @dataclass(frozen=True)
 class FireResult:
-    status: str  # created | skipped | exists | stale | inactive | exhausted | changed
+    status: FireStatus
     fired_ms: int
-    run_state: str
+    run_state: RunState | None  # the run's state (created, skipped, exists), else None
+
+
+class Fired(NamedTuple):
+    """One firing's run id (made or not) and what the firing did."""
+
+    run_id: str
+    result: FireResult
 
 
 @dataclass(frozen=True)
@@ -169,19 +191,19 @@ class Claim:
 
 @dataclass(frozen=True)
 class UpdateResult:
-    """What update.lua did: status ok | missing | ended (the job fires no more) | conflict (another update
-    came first); the job's state, its spec version after the call, and its next fire ms (-1: none)."""
+    """What update.lua did; the job's state (None: no such job), its spec version after the call, and its
+    next fire ms (-1: none)."""
 
-    status: str
-    state: str
+    status: UpdateStatus
+    state: JobState | None
     spec_version: int
     next_fire_ms: int
 
 
 @dataclass(frozen=True)
 class RenewResult:
-    renewed: list[tuple[str, int]]
-    lost: list[tuple[str, int]]
+    renewed: list[Lease]
+    lost: list[Lease]
     deadline_ms: int
 
 
@@ -238,10 +260,10 @@ class Reaped:
 
 @dataclass(frozen=True)
 class CancelResult:
-    status: str  # ok | retry (the job has an active run the caller did not list: nothing changed)
+    status: CancelStatus
     cancelled: list[str]
-    leased: list[tuple[str, str, int]]  # task, worker, token
-    ended_runs: list[tuple[str, str]]  # run, state
+    leased: list[LeasedTask]
+    ended_runs: list[EndedRun]
 
 
 @dataclass(frozen=True)
@@ -282,27 +304,27 @@ class Store(Protocol):
         """
         ...
 
-    async def fire_many(self, requests: Sequence[FireRequest]) -> list[tuple[str, FireResult]]:
-        """Several firings, each atomic on its own: (run id, result) per request, in order."""
+    async def fire_many(self, requests: Sequence[FireRequest]) -> list[Fired]:
+        """Several firings, each atomic on its own: one per request, in order."""
         ...
 
     async def fire(self, job_id: str, spec: pb.JobSpec, scheduled_ms: int, *, expected_ms: int | None,
                    next_fire_ms: int, overlap: str, inputs: Sequence[Sequence[Any]],
-                   skip_reason: str = "") -> tuple[str, FireResult]:
+                   skip_reason: str = "") -> Fired:
         """Create run ``job_id``@``scheduled_ms`` with one task per entry of ``inputs``; return its id.
 
         ``expected_ms`` is the schedule entry this firing consumes (None: a manual trigger).
         """
-        (result,) = await self.fire_many([FireRequest(job_id, spec, scheduled_ms, expected_ms, next_fire_ms,
-                                                      overlap, inputs, skip_reason)])
-        return result
+        (fired,) = await self.fire_many([FireRequest(job_id, spec, scheduled_ms, expected_ms, next_fire_ms,
+                                                     overlap, inputs, skip_reason)])
+        return fired
 
-    async def job_progress(self, job_ids: Sequence[str]) -> dict[str, tuple[str, int, int]]:
-        """(state, runs, spec version) of each job that exists."""
+    async def job_progress(self, job_ids: Sequence[str]) -> dict[str, JobProgress]:
+        """The state, runs and spec version of each job that exists."""
         ...
 
-    async def due_schedule(self, until_ms: int, limit: int = DEFAULT_DUE_LIMIT) -> list[tuple[str, int]]:
-        """Schedule entries (job id, fire ms) due at or before ``until_ms``, earliest first."""
+    async def due_schedule(self, until_ms: int, limit: int = DEFAULT_DUE_LIMIT) -> list[ScheduleEntry]:
+        """Schedule entries due at or before ``until_ms``, earliest first."""
         ...
 
     # ---- dispatch ----------------------------------------------------------------------------------
@@ -324,15 +346,15 @@ class Store(Protocol):
         """Apply worker reports in order under the fencing rule; one verdict per report."""
         ...
 
-    async def release_due(self, limit: int = DEFAULT_SWEEP_LIMIT, task_ids: Sequence[str] = ()) -> list[tuple[str, str]]:
-        """Move FAILED tasks whose backoff is over back to READY; returns (task, group) pairs.
+    async def release_due(self, limit: int = DEFAULT_SWEEP_LIMIT, task_ids: Sequence[str] = ()) -> list[Released]:
+        """Move FAILED tasks whose backoff is over back to READY.
 
         With ``task_ids`` only those are looked at (a timer fired for them), else up to ``limit`` due ones.
         """
         ...
 
-    async def delayed_entries(self) -> list[tuple[str, int]]:
-        """Every (task, retry-after ms) in backoff, earliest first."""
+    async def delayed_entries(self) -> list[Delayed]:
+        """Every task in backoff, earliest retry first."""
         ...
 
     async def reap_expired(self, max_lost: int, limit: int = DEFAULT_SWEEP_LIMIT) -> list[Reaped]:
@@ -353,12 +375,12 @@ class Store(Protocol):
         """Cancel a job (no more firings), and the listed runs and tasks that are not terminal yet."""
         ...
 
-    async def set_job_state(self, job_id: str, target: JobState, next_fire_ms: int = -1) -> tuple[str, str, int]:
-        """Pause or resume a job: (status, state, next fire ms); status ok | unchanged | illegal | missing."""
+    async def set_job_state(self, job_id: str, target: JobState, next_fire_ms: int = -1) -> StateChange:
+        """Pause or resume a job."""
         ...
 
-    async def reschedule_after_run(self, job_id: str, run_id: str, next_fire_ms: int) -> tuple[str, int]:
-        """A fixed-delay job's next fire time once the run it waited for ended: (ok | not_awaiting, ms)."""
+    async def reschedule_after_run(self, job_id: str, run_id: str, next_fire_ms: int) -> Rescheduled:
+        """A fixed-delay job's next fire time once the run it waited for ended."""
         ...
 
     async def update_spec(self, job_id: str, base_version: int, spec: pb.JobSpec, next_fire_ms: int) -> UpdateResult:
@@ -375,8 +397,8 @@ class Store(Protocol):
 
     # ---- backfill ------------------------------------------------------------------------------------
 
-    async def backfill_plan(self, job_id: str, max_concurrent: int, times_ms: Sequence[int]) -> tuple[str, int, int]:
-        """Add past fire times to a job's backfill plan: (ok | missing | cancelled, added, pending)."""
+    async def backfill_plan(self, job_id: str, max_concurrent: int, times_ms: Sequence[int]) -> BackfillPlanned:
+        """Add past fire times to a job's backfill plan: how many were new, how many are pending."""
         ...
 
     async def backfill_jobs(self) -> dict[str, int]:
@@ -407,9 +429,9 @@ class Store(Protocol):
 
     # ---- delete and retention -----------------------------------------------------------------------
 
-    async def delete_job(self, job_id: str, bundle_digests: Sequence[str] = ()) -> tuple[str, list[str]]:
-        """Delete a job with no active run: (status, active runs); status ok | missing | active (nothing
-        changed). It leaves every listing and index at once; :meth:`purge_history` deletes its runs later."""
+    async def delete_job(self, job_id: str, bundle_digests: Sequence[str] = ()) -> Deletion:
+        """Delete a job with no active run and no child job (else nothing changes). It leaves every listing
+        and index at once; :meth:`purge_history` deletes its runs later."""
         ...
 
     async def purge_history(self, cursor: int, bounds: RetentionBounds) -> PurgeResult:

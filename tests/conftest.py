@@ -1,4 +1,4 @@
-"""Fixtures shared by the integration and fault tests (unit tests need none of them)."""
+"""Fixtures shared by the tests: one redis-server per test process, stores and clusters on it."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "cluster"))
 
+from clocked_store import ClockedStores  # noqa: E402
 from harness import Cluster, RedisServer, free_port, start_redis  # noqa: E402
 from netcluster import PROXY_VARS, NetCluster  # noqa: E402
 from netns import cleanup_stale, unavailable_reason  # noqa: E402
@@ -68,6 +69,14 @@ async def redis_store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
     await take_lead(store.scripts, "store-test")
     yield store
     await client.aclose()
+
+
+@pytest.fixture
+async def clocked_stores(redis_server: RedisServer) -> AsyncIterator[ClockedStores]:
+    """Makes RedisStores on namespaces of their own, each timed by the FakeClock it is given."""
+    stores = ClockedStores(redis_server.port)
+    yield stores
+    await stores.close()
 
 
 @pytest.fixture(scope="session")

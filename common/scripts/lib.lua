@@ -10,7 +10,11 @@
 --   * run counters (succeeded/dead/cancelled) count each task once, when it becomes terminal, and the
 --     run turns terminal exactly when their sum reaches task_count.
 
+-- The time every deadline is measured against: Redis TIME, shared by all masters. INJECTED_NOW is nil in
+-- every script a production master loads; only a RedisStore built with a test clock renders scripts that
+-- take it from their last ARGV (master/scripts.py, INJECTED_TIME), so unit tests move time without waiting.
 local function now_ms()
+  if INJECTED_NOW then return INJECTED_NOW end
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end

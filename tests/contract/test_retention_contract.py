@@ -1,12 +1,11 @@
 """The Store contract for deleting jobs and retention (delete_job.lua, retention.lua): run, like
-test_store_contract.py whose fixtures it uses, against RedisStore and MemoryStore."""
+test_store_contract.py whose fixtures it uses, on Redis time and on a fake clock."""
 
 from __future__ import annotations
 
 from test_store_contract import GROUP, TTL_MS, every, job_id, lease, spec, store, subject  # noqa: F401
 
 from sparkyard import ids
-from sparkyard.master.memory_store import MemoryStore
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.store import FireRequest, NewJob, PurgeResult, Report, RetentionBounds, Store
 
@@ -100,12 +99,9 @@ async def test_retention_drops_the_replaced_specs_no_remaining_run_was_made_from
 
 
 async def stored_versions(store: Store, job: str) -> set[int]:
-    """The spec versions the store holds for a job (the stores' caches of specs aside: these are what
-    retention must shrink)."""
-    if isinstance(store, RedisStore):
-        fields = await store.redis.hkeys(store.keys.job(job))
-        current = int(await store.redis.hget(store.keys.job(job), "spec_v") or 1)
-        return {current} | {int(f.split("@", 1)[1]) for f in fields if str(f).startswith("spec@")}
-    assert isinstance(store, MemoryStore)
-    entry = store._jobs[job]  # the memory store's own record: there is no other way to see it
-    return {entry.spec_version, *entry.old_specs}
+    """The spec versions the store holds for a job (its cache of specs aside: these are what retention
+    must shrink)."""
+    assert isinstance(store, RedisStore)
+    fields = await store.redis.hkeys(store.keys.job(job))
+    current = int(await store.redis.hget(store.keys.job(job), "spec_v") or 1)
+    return {current} | {int(f.split("@", 1)[1]) for f in fields if str(f).startswith("spec@")}

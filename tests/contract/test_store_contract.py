@@ -1,34 +1,46 @@
-"""The Store contract: one suite, run against RedisStore (a real redis-server) and MemoryStore (a fake clock).
+"""The Store contract, run against RedisStore (the Lua scripts, the only implementation) on a real
+redis-server, two ways: measuring time by Redis ``TIME``, as in production, and by a FakeClock (the scripts
+as a test store renders them, see master/scripts.py), as the unit tests use it.
 
 Each test gets a fresh store (its own Redis namespace) and ``advance(ms)``, which lets that much of the
-store's time pass: the memory store's clock moves; for Redis, whose ``TIME`` cannot be moved, every
-deadline the scripts compare with it (leases, master-side timeouts, retry backoffs, idempotency TTLs)
-moves that much into the past instead (so tests compare deadlines with what the store reports, not with
-``time_ms()`` readings taken before an advance). Long leases and backoffs keep real time from mattering.
+store's time pass. With the fake clock the clock moves. ``TIME`` cannot be moved: every deadline the scripts
+compare with it (leases, master-side timeouts, retry backoffs) moves that much into the past instead (so
+tests compare deadlines with what the store reports, not with ``time_ms()`` readings taken before an
+advance); long leases and backoffs keep real time from mattering. Either way idempotency keys, which Redis
+itself expires, age by ``ms``.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 import pytest
-from redis.asyncio import Redis
 
+from clocked_store import ClockedStores
 from sparkyard import ids
 from sparkyard.clock import FakeClock
-from sparkyard.keys import Keys
-from sparkyard.master.memory_store import MemoryStore
-from sparkyard.master.leader import take_lead
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.store import Claim, FireRequest, NewJob, Report, Store, ready_score
+from sparkyard.master.store_outcomes import (
+    CancelStatus,
+    Deletion,
+    DeleteStatus,
+    EndedRun,
+    FireStatus,
+    JobProgress,
+    LeasedTask,
+    Rescheduled,
+    RescheduleStatus,
+    StateChange,
+    StateChangeStatus,
+    UpdateStatus,
+)
 from sparkyard.spec import normalize
 from sparkyard.states import AttemptState, JobState, RunState, TaskState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
-_namespaces = itertools.count(1)
 LEASE_MS = 60_000
 TTL_MS = 60_000
 GROUP = "default"
@@ -41,52 +53,40 @@ class Subject:
     set_fence: Callable[[int], Awaitable[None]]  # the last fencing token handed out (the next claim gets more)
 
 
-async def _redis_subject(redis: Any) -> Subject:  # Any: redis-py types replies as bytes | str
-    keys = Keys(f"contract{next(_namespaces)}")
-    store = RedisStore(redis, keys)
-    await take_lead(store.scripts, "contract")
+async def _age_idempotency_keys(store: RedisStore, ms: int) -> None:
+    redis: Any = store.redis  # Any: redis-py types replies as bytes | str
+    async for key in redis.scan_iter(match=store.keys.idempotency("*")):
+        left = await redis.pttl(key)
+        if left > ms:
+            await redis.pexpire(key, left - ms)
+        else:
+            await redis.delete(key)
+
+
+async def _shift_deadlines(store: RedisStore, ms: int) -> None:
+    redis: Any = store.redis
+    for zset in (store.keys.leases, store.keys.timeouts, store.keys.delayed):
+        entries = await redis.zrange(zset, 0, -1, withscores=True)
+        if entries:
+            await redis.zadd(zset, {member: score - ms for member, score in entries})
+
+
+@pytest.fixture(params=["redis-time", "fake-clock"])
+async def subject(request: pytest.FixtureRequest, clocked_stores: ClockedStores) -> AsyncIterator[Subject]:
+    clock = FakeClock(start=time.time()) if request.param == "fake-clock" else None
+    store = await clocked_stores.make(clock)
 
     async def advance(ms: int) -> None:
-        for zset in (keys.leases, keys.timeouts, keys.delayed):
-            entries = await redis.zrange(zset, 0, -1, withscores=True)
-            if entries:
-                await redis.zadd(zset, {member: score - ms for member, score in entries})
-        async for key in redis.scan_iter(match=keys.idempotency("*")):
-            left = await redis.pttl(key)
-            if left > ms:
-                await redis.pexpire(key, left - ms)
-            else:
-                await redis.delete(key)
+        if clock is None:
+            await _shift_deadlines(store, ms)
+        else:
+            clock.advance(ms / 1000)
+        await _age_idempotency_keys(store, ms)
 
     async def set_fence(token: int) -> None:
-        await redis.set(keys.fence, token)
+        await store.redis.set(store.keys.fence, token)
 
-    return Subject(store, advance, set_fence)
-
-
-def _memory_subject() -> Subject:
-    clock = FakeClock(start=time.time())
-
-    async def advance(ms: int) -> None:
-        clock.advance(ms / 1000)
-
-    store = MemoryStore(clock)
-
-    async def set_fence(token: int) -> None:
-        store._fence = token
-
-    return Subject(store, advance, set_fence)
-
-
-@pytest.fixture(params=["redis", "memory"])
-async def subject(request: pytest.FixtureRequest) -> AsyncIterator[Subject]:
-    if request.param == "memory":
-        yield _memory_subject()
-        return
-    server = request.getfixturevalue("redis_server")
-    redis = Redis(port=server.port, decode_responses=True)
-    yield await _redis_subject(redis)
-    await redis.aclose()
+    yield Subject(store, advance, set_fence)
 
 
 @pytest.fixture
@@ -817,7 +817,7 @@ async def test_pause_removes_the_schedule_entry_and_resume_puts_it_back(store: S
     assert await store.set_job_state(job_id(1), JobState.ACTIVE, 9_000) == ("ok", "ACTIVE", 9_000)
     job = await store.get_job(job_id(1))
     assert job is not None and job.next_fire_ms == 9_000 and await store.due_schedule(10**13) == [(job_id(1), 9_000)]
-    assert await store.set_job_state(job_id(2), JobState.PAUSED) == ("missing", "", -1)
+    assert await store.set_job_state(job_id(2), JobState.PAUSED) == (StateChangeStatus.MISSING, None, -1)
     await fire_now(store, 3)  # a one-shot job fired at submit is COMPLETED
     assert await store.set_job_state(job_id(3), JobState.PAUSED) == ("illegal", "COMPLETED", -1)
 
@@ -1048,3 +1048,30 @@ async def test_a_child_firing_is_made_once_per_parent_run_names_it_and_skips_a_p
     await store.set_job_state(job_id(2), JobState.PAUSED)
     ((_, by_hand),) = await store.fire_many([manual])
     assert by_hand.status == "created"  # a user's trigger runs a paused job, as for any job
+
+
+@pytest.mark.parametrize("target", [JobState.COMPLETED, JobState.CANCELLED])
+async def test_a_job_state_change_other_than_pause_or_resume_is_refused(store: Store, target: JobState) -> None:
+    with pytest.raises(ValueError, match=f"not {target.value}"):
+        await store.set_job_state(job_id(1), target)
+
+
+async def test_replies_are_parsed_into_enums_and_named_records(store: Store) -> None:
+    """The scripts' words become enum members (an unknown word would raise), their tuples named records."""
+    s = spec(trigger=every(60))
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
+    (fired,) = await store.fire_many([FireRequest(job_id(1), s, 5_000, 5_000, 65_000, "allow", [()])])
+    assert fired.result.status is FireStatus.CREATED and fired.result.run_state is RunState.SCHEDULED
+    assert await store.job_progress([job_id(1)]) == {job_id(1): JobProgress(JobState.ACTIVE, 1, 1)}
+    (claim,) = await lease(store, [ids.task_id(fired.run_id, 0)])
+    assert await store.set_job_state(job_id(1), JobState.PAUSED) == StateChange(StateChangeStatus.OK,
+                                                                                 JobState.PAUSED, 65_000)
+    assert (await store.update_spec(job_id(1), 1, s, -1)).status is UpdateStatus.OK
+    cancelled = await store.cancel("stop", job_id=job_id(1), run_ids=[fired.run_id], task_ids=[claim.task_id])
+    assert cancelled.status is CancelStatus.OK
+    assert cancelled.leased == [LeasedTask(claim.task_id, "w1", claim.token)]
+    assert cancelled.ended_runs == [EndedRun(fired.run_id, RunState.CANCELLED)]
+    assert cancelled.ended_runs[0].state is RunState.CANCELLED
+    assert await store.reschedule_after_run(job_id(1), fired.run_id, 9_000) == Rescheduled(
+        RescheduleStatus.NOT_AWAITING, -1)
+    assert await store.delete_job(job_id(1)) == Deletion(DeleteStatus.OK, [])

@@ -1,5 +1,5 @@
-"""A master's in-memory parts over a MemoryStore and a FakeClock, built by the composition root
-(:func:`sparkyard.master.assembly.build_master`) as every master is: no gRPC, no waiting.
+"""A master built by its composition root (:func:`sparkyard.master.assembly.build_master`), as every master
+is, over a RedisStore timed by a FakeClock (tests/clocked_store.py): no gRPC, no waiting.
 
 The rig's tests never submit a job that carries a bundle, so its BundleStore's Redis client is never
 asked anything (redis-py connects on the first command)."""
@@ -13,7 +13,7 @@ from sparkyard.config import MasterConfig
 from sparkyard.keys import Keys
 from sparkyard.master.assembly import build_master
 from sparkyard.master.bundles import BundleStore
-from sparkyard.master.memory_store import MemoryStore
+from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.scripts import ScriptLibrary
 from sparkyard.master.timer import SystemTimer
 
@@ -21,10 +21,10 @@ HORIZON_MS = 60_000
 
 
 class MasterRig:
-    def __init__(self, cfg: MasterConfig | None = None) -> None:
+    def __init__(self, clock: FakeClock, store: RedisStore, cfg: MasterConfig | None = None) -> None:
         cfg = cfg or MasterConfig()
-        self.clock = FakeClock()
-        self.store = MemoryStore(self.clock)
+        self.clock = clock
+        self.store = store
         self.timer = SystemTimer(self.clock)
         self.timer.start()
         unused = Redis()
@@ -35,4 +35,4 @@ class MasterRig:
         self.outcomes = self.master.outcomes
 
     def now_ms(self) -> int:
-        return int(self.clock.now() * 1000)
+        return round(self.clock.now() * 1000)

@@ -1,5 +1,5 @@
 """Child jobs (--after): which run ends fire which children, once, and what a new leader fires that its
-predecessor did not get to — over a MemoryStore and a fake clock."""
+predecessor did not get to — over a RedisStore timed by a fake clock."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import asyncio
 
 import pytest
 
+from clocked_store import ClockedStores
 from master_rig import MasterRig
 from sparkyard import ids
-from sparkyard.master.children import RECOVERY_WINDOW_MS, ChildJobs
-from sparkyard.master.preloader import Preloader
+from sparkyard.clock import FakeClock
+from sparkyard.master.children import RECOVERY_WINDOW_MS
+from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.store import NewJob, Report
 from sparkyard.spec import normalize
 from sparkyard.states import JobState, RunState
@@ -24,8 +26,8 @@ def child_id(n: int) -> str:
 
 
 class Rig(MasterRig):
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, clock: FakeClock, store: RedisStore) -> None:
+        super().__init__(clock, store)
         self.preloader = self.master.preloader
         self.children = self.master.children
 
@@ -66,17 +68,20 @@ class Rig(MasterRig):
         return sorted((r.after_run, r.scheduled_ms, r.state.value) for r in await self.store.list_runs(job_id, 100))
 
     async def settle(self) -> None:
-        """Let the background work spawned by run ends and refreshes finish."""
-        for _ in range(200):
+        """Let the background work spawned by run ends and refreshes finish (within 10 s)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10.0
+        await asyncio.sleep(0)
+        while self.master.background._tasks:
+            if loop.time() > deadline:
+                raise AssertionError("background work did not finish")
             await asyncio.sleep(0)
-            if not self.master.background._tasks:
-                return
-        raise AssertionError("background work did not finish")
 
 
 @pytest.fixture
-async def rig() -> Rig:
-    return Rig()
+async def rig(clocked_stores: ClockedStores) -> Rig:
+    clock = FakeClock()
+    return Rig(clock, await clocked_stores.make(clock))
 
 
 async def test_a_run_end_fires_the_children_whose_condition_it_meets_with_the_parent_run_s_time(rig: Rig) -> None:

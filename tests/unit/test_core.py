@@ -1,5 +1,5 @@
-"""The master's outcomes (master/outcomes.py) on a MemoryStore and a FakeClock: what a cancel, an expired lease and a worker's result do
-to a worker's slots and to the tasks — no Redis, no gRPC, no waiting."""
+"""The master's outcomes (master/outcomes.py) on a RedisStore timed by a FakeClock: what a cancel, an expired
+lease and a worker's result do to a worker's slots and to the tasks — no gRPC, no waiting."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ import asyncio
 import pytest
 
 from sparkyard import ids
+from clocked_store import ClockedStores, settle
 from master_rig import MasterRig
+from sparkyard.clock import FakeClock
 from sparkyard.config import MasterConfig
+from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.registry import WorkerSession
-from sparkyard.master.reports import ReportSink
 from sparkyard.master.store import NewJob, Report
 from sparkyard.spec import normalize
 from sparkyard.states import TaskState
@@ -22,8 +24,8 @@ JOB = "j000000000000000000001"
 
 
 class Rig(MasterRig):
-    def __init__(self) -> None:
-        super().__init__(CFG)
+    def __init__(self, clock: FakeClock, store: RedisStore) -> None:
+        super().__init__(clock, store, CFG)
         self.reports = self.master.reports
         self.worker = WorkerSession("w1", "default", 1, "host", 1, {}, pb.RUNNER_UNSPECIFIED, self.clock.now(),
                                     self.clock.monotonic(), asyncio.Queue(maxsize=100))
@@ -62,8 +64,9 @@ class Rig(MasterRig):
 
 
 @pytest.fixture
-def rig() -> Rig:
-    return Rig()
+async def rig(clocked_stores: ClockedStores) -> Rig:
+    clock = FakeClock()
+    return Rig(clock, await clocked_stores.make(clock))
 
 
 async def test_a_cancelled_task_keeps_its_slot_until_the_worker_reports_its_end(rig: Rig) -> None:
@@ -111,11 +114,8 @@ async def test_a_failed_attempt_with_retries_left_is_released_after_its_backoff(
     rig.outcomes.apply_verdicts(await rig.store.report([Report(a.task_id, a.fencing_token, "FAILED", error="boom")]))
     assert await rig.state(task_id) is TaskState.FAILED
     rig.clock.advance(4.0)
-    await asyncio.sleep(0)
+    await settle(rig.store)
     assert await rig.state(task_id) is TaskState.FAILED
     rig.clock.advance(2.0)
-    for _ in range(20):  # the release is one store call on this loop
-        if await rig.state(task_id) is TaskState.READY:
-            break
-        await asyncio.sleep(0)
+    await settle(rig.store)  # the release is one store call on this loop
     assert await rig.state(task_id) is TaskState.READY

@@ -1,8 +1,9 @@
 """A stateful test (hypothesis RuleBasedStateMachine): random sequences of submit, pause, resume, cancel,
 trigger, delete (with and without force), time passing, tasks leased to a worker and that worker lost (its
-leases expire and the reaper takes them back), driven through the master's own JobManager, Preloader, Outcomes and Reaper over the
-MemoryStore (which the contract suite keeps step for step with the Lua scripts) and a FakeClock. After
-every step the store is checked against a model of what must hold.
+leases expire and the reaper takes them back), driven through the master's own JobManager, Preloader,
+Outcomes and Reaper (built by the composition root) over a RedisStore (the Lua scripts, the one
+implementation) timed by a FakeClock. After every step the store is checked against a model of what must
+hold.
 """
 
 from __future__ import annotations
@@ -12,18 +13,14 @@ from typing import Any, Awaitable, TypeVar
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule
-from redis.asyncio import Redis
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
+from clocked_store import ClockedStores, settle
+from harness import RedisServer
 from master_rig import MasterRig
+from sparkyard.clock import FakeClock
 from sparkyard.config import MasterConfig
 from sparkyard.errors import FailedPrecondition, NotFound
-from sparkyard.keys import Keys
-from sparkyard.master.bundles import BundleStore
-from sparkyard.master.jobs import JobManager
-from sparkyard.master.preloader import Preloader
-from sparkyard.master.reaper import Reaper
-from sparkyard.master.scripts import ScriptLibrary
 from sparkyard.states import TASK_TERMINAL, JobState, TaskState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -31,8 +28,6 @@ T = TypeVar("T")
 LEASE_S = 10.0
 CFG = MasterConfig(lease_s=LEASE_S, heartbeat_s=1, max_lost=100)
 WORKER = "w1"
-# Coroutines the firing loop runs after the clock moved get this many turns of the loop to finish.
-SETTLE_TURNS = 200
 
 
 def trigger_of(kind: str) -> pb.Trigger:
@@ -48,11 +43,14 @@ def trigger_of(kind: str) -> pb.Trigger:
 class JobLifecycle(RuleBasedStateMachine):
     jobs = Bundle("jobs")
 
-    def __init__(self) -> None:
+    def __init__(self, redis_port: int) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)  # timer callbacks spawn their work on the current loop
-        self.rig = MasterRig(CFG)  # specs here ship no code: the rig's bundle store is never called
+        self.stores = ClockedStores(redis_port)
+        clock = FakeClock()
+        # Specs here ship no code: the rig's bundle store is never called.
+        self.rig = MasterRig(clock, self.run(self.stores.make(clock)), CFG)
         self.preloader = self.rig.master.preloader
         self.manager = self.rig.master.jobs
         self.reaper = self.rig.master.reaper
@@ -68,13 +66,13 @@ class JobLifecycle(RuleBasedStateMachine):
     async def settle(self, seconds: float = 0.0) -> None:
         """Move the clock (inside the loop: expiring timers spawn tasks), then let what it started run."""
         self.rig.clock.advance(seconds)
-        for _ in range(SETTLE_TURNS):
-            await asyncio.sleep(0)
+        await settle(self.rig.store)
 
     def teardown(self) -> None:
         self.run(self.preloader.stop())
         self.run(self.rig.master.background.stop())
         self.rig.timer.close()
+        self.run(self.stores.close())
         asyncio.set_event_loop(None)
         self.loop.close()
 
@@ -252,5 +250,6 @@ class JobLifecycle(RuleBasedStateMachine):
                 self.terminal[task.id] = task.state
 
 
-JobLifecycle.TestCase.settings = settings(max_examples=100, stateful_step_count=30, deadline=None)
-TestJobLifecycle = JobLifecycle.TestCase
+def test_job_lifecycle(redis_server: RedisServer) -> None:
+    run_state_machine_as_test(lambda: JobLifecycle(redis_server.port),
+                              settings=settings(max_examples=100, stateful_step_count=30, deadline=None))

@@ -1,5 +1,5 @@
-"""The preloader's one firing path on a MemoryStore and a FakeClock: schedule entries, misfire policies,
-overlap REPLACE, manual triggers and a second master's duplicate firing — no Redis, no waiting."""
+"""The preloader's one firing path on a RedisStore timed by a FakeClock: schedule entries, misfire policies,
+overlap REPLACE, manual triggers and a second master's duplicate firing — no waiting."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ from typing import Awaitable, Callable
 import pytest
 import redis.exceptions
 
+from clocked_store import ClockedStores, settle
 from master_rig import HORIZON_MS, MasterRig
 from sparkyard import ids
-from sparkyard.master.preloader import RETRY_BACKOFF_S, Preloader
+from sparkyard.clock import FakeClock
+from sparkyard.master.preloader import RETRY_BACKOFF_S
+from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.store import NewJob, Report
 from sparkyard.spec import normalize
 from sparkyard.states import RunState
@@ -22,8 +25,8 @@ EVERY_MS = 10_000
 
 
 class Rig(MasterRig):
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, clock: FakeClock, store: RedisStore) -> None:
+        super().__init__(clock, store)
         self.preloader = self.master.preloader
 
     async def submit(self, job_id: str, first_ms: int, **spec: object) -> pb.JobSpec:
@@ -56,8 +59,9 @@ class Rig(MasterRig):
 
 
 @pytest.fixture
-def rig() -> Rig:
-    return Rig()
+async def rig(clocked_stores: ClockedStores) -> Rig:
+    clock = FakeClock()
+    return Rig(clock, await clocked_stores.make(clock))
 
 
 async def test_a_due_entry_fires_one_run_and_arms_the_next(rig: Rig) -> None:
@@ -157,10 +161,7 @@ async def test_the_firing_loop_fires_entries_as_their_timers_expire(rig: Rig) ->
     await rig.preloader.start()
     try:
         rig.clock.advance(5.0)
-        for _ in range(100):  # the firing coroutines run on this loop: let them take the entry
-            if await rig.runs("j1"):
-                break
-            await asyncio.sleep(0)
+        await settle(rig.store)  # the firing coroutines run on this loop: let them take the entry
         assert await rig.runs("j1") == [(due, RunState.SCHEDULED)]
     finally:
         await rig.preloader.stop()
@@ -177,17 +178,13 @@ async def test_a_fixed_delay_firing_skipped_by_overlap_forbid_does_not_stall_the
     manual, _ = await rig.preloader.trigger_now("j1", spec, 1)  # a manual run is active when the firing comes
     await rig.preloader.fire_batch([("j1", first)])
     assert [state for _, state in await rig.runs("j1")].count(RunState.SKIPPED) == 1
-    for _ in range(50):  # the master's look at the skipped run's end is one store call on this loop
-        await asyncio.sleep(0)
+    await settle(rig.store)  # the master's look at the skipped run's end is one store call on this loop
     assert await rig.next_fire("j1") == -1 and await rig.store.awaiting_jobs() == ["j1"]
     rig.clock.advance(3.0)
     (claim,) = await rig.store.claim("default", [(ids.task_id(manual, 0), "w1")], lease_ms=60_000,
                                      timeout_grace_ms=0)
     rig.outcomes.apply_verdicts(await rig.store.report([Report(claim.task_id, claim.token, "SUCCEEDED")]))
-    for _ in range(50):  # the reschedule is one store call on this loop
-        if await rig.next_fire("j1") >= 0:
-            break
-        await asyncio.sleep(0)
+    await settle(rig.store)  # the reschedule is one store call on this loop
     assert await rig.next_fire("j1") == rig.now_ms() + EVERY_MS and await rig.store.awaiting_jobs() == []
 
 
@@ -202,10 +199,7 @@ async def test_a_firing_with_no_tasks_ends_its_run_and_a_fixed_delay_job_moves_o
     await rig.store.submit_many([NewJob("j1", spec, "abs", first)], 60_000)
     await rig.preloader.fire_batch([("j1", first)])
     assert await rig.runs("j1") == [(first, RunState.SUCCEEDED)] and await rig.store.active_runs("j1") == []
-    for _ in range(50):  # the reschedule is one store call on this loop
-        if await rig.next_fire("j1") >= 0:
-            break
-        await asyncio.sleep(0)
+    await settle(rig.store)  # the reschedule is one store call on this loop
     assert await rig.next_fire("j1") == rig.now_ms() + EVERY_MS and await rig.store.awaiting_jobs() == []
 
 
@@ -226,9 +220,11 @@ class RedisBlip:
         monkeypatch.setattr(store, method, flaky)
 
 
-async def turns(done: Callable[[], bool | Awaitable[bool]]) -> bool:
-    """Let the coroutines on this loop run (at most 100 turns) until ``done``."""
-    for _ in range(100):
+async def turns(done: Callable[[], bool | Awaitable[bool]], timeout: float = 10.0) -> bool:
+    """Let the coroutines on this loop run until ``done`` (False if it is not within ``timeout`` seconds)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
         result = done()
         if await result if inspect.isawaitable(result) else result:
             return True

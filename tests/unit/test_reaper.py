@@ -1,5 +1,5 @@
-"""Reaper on a MemoryStore, a FakeClock and its own timer: expired leases, poison tasks, silent workers; and
-the retries' sweep of due backoffs — no Redis, no gRPC, no waiting."""
+"""Reaper on a RedisStore timed by a FakeClock, and its own timer: expired leases, poison tasks, silent
+workers; and the retries' sweep of due backoffs — no gRPC, no waiting."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ from typing import Any, Awaitable, Iterable
 
 import pytest
 
+from clocked_store import ClockedStores
 from sparkyard import ids
 from sparkyard.clock import FakeClock
 from sparkyard.config import MasterConfig
 from sparkyard.master import reaper as reaper_module
 from sparkyard.master.events import Events, WorkReady
-from sparkyard.master.memory_store import MemoryStore
 from sparkyard.master.metrics import MasterMetrics
 from sparkyard.master.outcomes import Outcomes
 from sparkyard.master.reaper import Reaper
+from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.registry import WorkerRegistry, WorkerSession
 from sparkyard.master.retries import Retries
 from sparkyard.master.store import NewJob, Reaped, Report
@@ -54,9 +55,9 @@ class Spawned:
 
 
 class Rig:
-    def __init__(self) -> None:
-        self.clock = FakeClock()
-        self.store = MemoryStore(self.clock)
+    def __init__(self, clock: FakeClock, store: RedisStore) -> None:
+        self.clock = clock
+        self.store = store
         self.events = Events()
         self.wakes: list[WorkReady] = []
         self.events.subscribe(WorkReady, self.wakes.append)
@@ -67,6 +68,11 @@ class Rig:
         self.outcomes = RecordingOutcomes(self.store, self.registry, self.retries, self.events, MasterMetrics())
         self.background = Spawned()
         self.reaper = Reaper(self.store, self.registry, self.outcomes, self.timer, self.background, CFG)
+
+    @classmethod
+    async def make(cls, stores: ClockedStores) -> Rig:
+        clock = FakeClock()
+        return cls(clock, await stores.make(clock))
 
     def advance_ms(self, ms: int) -> None:
         self.clock.advance(ms / 1000)
@@ -90,8 +96,8 @@ class Rig:
         return task.state
 
 
-async def test_a_sweep_requeues_a_lease_that_ran_out_and_leaves_live_ones_alone() -> None:
-    rig = Rig()
+async def test_a_sweep_requeues_a_lease_that_ran_out_and_leaves_live_ones_alone(clocked_stores: ClockedStores) -> None:
+    rig = await Rig.make(clocked_stores)
     (task_id,) = await rig.leased()
     rig.advance_ms(LEASE_MS - 1)
     await rig.reaper.sweep()
@@ -102,8 +108,8 @@ async def test_a_sweep_requeues_a_lease_that_ran_out_and_leaves_live_ones_alone(
     assert await rig.state(task_id) is TaskState.READY and rig.reaper.sweeps == 2
 
 
-async def test_a_task_whose_lease_keeps_running_out_is_dead_after_max_lost() -> None:
-    rig = Rig()
+async def test_a_task_whose_lease_keeps_running_out_is_dead_after_max_lost(clocked_stores: ClockedStores) -> None:
+    rig = await Rig.make(clocked_stores)
     (task_id,) = await rig.leased()
     for _ in range(CFG.max_lost):
         rig.advance_ms(LEASE_MS + 1)
@@ -117,8 +123,9 @@ async def test_a_task_whose_lease_keeps_running_out_is_dead_after_max_lost() -> 
     assert run is not None and run.state is RunState.FAILED
 
 
-async def test_a_retry_sweep_releases_retries_whose_backoff_ended_and_wakes_the_scheduler() -> None:
-    rig = Rig()
+async def test_a_retry_sweep_releases_retries_whose_backoff_ended_and_wakes_the_scheduler(
+        clocked_stores: ClockedStores) -> None:
+    rig = await Rig.make(clocked_stores)
     policy = pb.RetryPolicy(max_attempts=2, multiplier=2.0)
     policy.initial_backoff.FromSeconds(5)
     policy.max_backoff.FromSeconds(60)
@@ -133,9 +140,10 @@ async def test_a_retry_sweep_releases_retries_whose_backoff_ended_and_wakes_the_
     assert len(rig.wakes) == 1 and await rig.state(task_id) is TaskState.READY
 
 
-async def test_one_sweep_reaps_more_expired_leases_than_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_one_sweep_reaps_more_expired_leases_than_one_batch(monkeypatch: pytest.MonkeyPatch,
+                                                                  clocked_stores: ClockedStores) -> None:
     monkeypatch.setattr(reaper_module, "REAP_BATCH", 2)
-    rig = Rig()
+    rig = await Rig.make(clocked_stores)
     task_ids = await rig.leased(tasks=5)
     rig.advance_ms(LEASE_MS + 1)
     await rig.reaper.sweep()
@@ -150,8 +158,9 @@ def connect(rig: Rig, worker_id: str) -> WorkerSession:
     return session
 
 
-async def test_a_worker_silent_for_too_many_heartbeats_is_closed_and_forgotten() -> None:
-    rig = Rig()
+async def test_a_worker_silent_for_too_many_heartbeats_is_closed_and_forgotten(
+        clocked_stores: ClockedStores) -> None:
+    rig = await Rig.make(clocked_stores)
     quiet, chatty = connect(rig, "quiet"), connect(rig, "chatty")
     silence_ms = int(CFG.heartbeat_s * CFG.dead_after_heartbeats * 1000)
     rig.advance_ms(silence_ms)
@@ -163,8 +172,8 @@ async def test_a_worker_silent_for_too_many_heartbeats_is_closed_and_forgotten()
     assert rig.registry.get("chatty") is chatty and not chatty.closed.is_set()
 
 
-async def test_the_reaper_sweeps_every_interval_on_its_timer_until_stopped() -> None:
-    rig = Rig()
+async def test_the_reaper_sweeps_every_interval_on_its_timer_until_stopped(clocked_stores: ClockedStores) -> None:
+    rig = await Rig.make(clocked_stores)
     rig.timer.start()
     await rig.reaper.start()
     interval_ms = int(CFG.reaper_interval_s * 1000)

@@ -1,4 +1,4 @@
-"""SlotScheduler on a MemoryStore and a FakeClock: no Redis, no gRPC, no waiting."""
+"""SlotScheduler on a RedisStore timed by a FakeClock: no gRPC, no waiting."""
 
 from __future__ import annotations
 
@@ -7,14 +7,20 @@ from typing import Awaitable, Callable, Sequence
 
 import pytest
 
+from clocked_store import ClockedStores
 from sparkyard import ids
 from sparkyard.clock import FakeClock
-from sparkyard.master.memory_store import MemoryStore
 from sparkyard.master.events import Events
+from sparkyard.master.metrics import MasterMetrics
+from sparkyard.master.outcomes import Outcomes
+from sparkyard.master.redis_store import RedisStore
+from sparkyard.master.reports import ReportSink
+from sparkyard.master.retries import Retries
 from sparkyard.master.registry import WorkerRegistry, WorkerSession
 from sparkyard.master.routing import Routable
 from sparkyard.master.scheduler import ERROR_BACKOFF_S, SlotScheduler
 from sparkyard.master.store import Claim, NewJob
+from sparkyard.master.timer import SystemTimer
 from sparkyard.spec import normalize
 from sparkyard.states import AttemptState, TaskState
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -27,7 +33,7 @@ def job_id(n: int) -> str:
     return f"j{n:021x}"
 
 
-async def submit(store: MemoryStore, n: int, tasks: int = 1, priority: int = 0, at: int = 1_000) -> list[str]:
+async def submit(store: RedisStore, n: int, tasks: int = 1, priority: int = 0, at: int = 1_000) -> list[str]:
     """Job ``n`` fired at submit with ``tasks`` tasks (inputs p0, p1, …); returns the task ids."""
     spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", priority=priority))
     inputs = [[pb.SplitInput(value=f"p{i}")] for i in range(tasks)]
@@ -51,24 +57,34 @@ def sent(session: WorkerSession) -> list[pb.TaskAssignment]:
 
 
 class Rig:
-    """A scheduler over a memory store, a registry and a fake clock; ``store_class`` may wrap the store."""
+    """A scheduler over a store, a registry and a fake clock (:meth:`make`: ``store_class`` may wrap the store)."""
 
-    def __init__(self, *, batch: int = 64, store_class: type[MemoryStore] = MemoryStore,
+    def __init__(self, clock: FakeClock, store: RedisStore, *, batch: int = 64,
                  on_claimed: Callable[[list[Claim]], Awaitable[None]] | None = None) -> None:
-        self.clock = FakeClock()
-        self.store = store_class(self.clock)
-        self.registry = WorkerRegistry(self.clock, Events())
-        self.undelivered: list[Claim] = []  # what the scheduler handed to the report sink as undeliverable
+        self.clock = clock
+        self.store = store
+        events = Events()
+        self.registry = WorkerRegistry(self.clock, events)
+        outcomes = Outcomes(store, self.registry, Retries(store, SystemTimer(clock), clock, events), events,
+                            MasterMetrics())
+        # Undeliverable tasks go back through the report sink, the path every report takes.
+        self.reports = ReportSink(store, self.registry, outcomes, MasterMetrics(), clock, 1 << 20)
         self.scheduler = SlotScheduler(self.store, self.registry, self.clock, lease_ms=LEASE_MS, timeout_grace_ms=0,
-                                       dispatch_batch=batch, undelivered=self.undelivered.extend,
+                                       dispatch_batch=batch, undelivered=self.reports.undelivered,
                                        on_claimed=on_claimed)
+
+    @classmethod
+    async def make(cls, stores: ClockedStores, *, store_class: type[RedisStore] = RedisStore, batch: int = 64,
+                   on_claimed: Callable[[list[Claim]], Awaitable[None]] | None = None) -> Rig:
+        clock = FakeClock()
+        return cls(clock, await stores.make(clock, store_class), batch=batch, on_claimed=on_claimed)
 
     async def states(self, task_ids: Sequence[str]) -> list[TaskState]:
         return [t.state for t in await self.store.get_tasks(task_ids)]
 
 
-async def test_a_round_fills_exactly_the_idle_slots_and_leaves_the_rest_ready() -> None:
-    rig = Rig()
+async def test_a_round_fills_exactly_the_idle_slots_and_leaves_the_rest_ready(clocked_stores: ClockedStores) -> None:
+    rig = await Rig.make(clocked_stores)
     tasks = await submit(rig.store, 1, tasks=5)
     w1, w2 = connect(rig.registry, rig.clock, "w1", 2), connect(rig.registry, rig.clock, "w2", 1)
     await rig.scheduler.dispatch_round()
@@ -79,8 +95,8 @@ async def test_a_round_fills_exactly_the_idle_slots_and_leaves_the_rest_ready() 
     assert not await rig.scheduler.dispatch_round() and sent(w1) == [] and rig.scheduler.dispatched == 3
 
 
-async def test_the_highest_priority_task_takes_the_only_idle_slot() -> None:
-    rig = Rig()
+async def test_the_highest_priority_task_takes_the_only_idle_slot(clocked_stores: ClockedStores) -> None:
+    rig = await Rig.make(clocked_stores)
     (low,) = await submit(rig.store, 1, priority=0, at=1_000)
     (high,) = await submit(rig.store, 2, priority=10, at=2_000)
     w1 = connect(rig.registry, rig.clock, "w1", 1)
@@ -89,8 +105,8 @@ async def test_the_highest_priority_task_takes_the_only_idle_slot() -> None:
     assert await rig.states([low, high]) == [TaskState.READY, TaskState.LEASED]
 
 
-async def test_an_assignment_carries_the_claims_token_attempt_spec_and_inputs() -> None:
-    rig = Rig()
+async def test_an_assignment_carries_the_claims_token_attempt_spec_and_inputs(clocked_stores: ClockedStores) -> None:
+    rig = await Rig.make(clocked_stores)
     (task_id,) = await submit(rig.store, 1, at=5_000)
     w1 = connect(rig.registry, rig.clock, "w1", 1)
     await rig.scheduler.dispatch_round()
@@ -103,8 +119,8 @@ async def test_an_assignment_carries_the_claims_token_attempt_spec_and_inputs() 
     assert w1.leased == {task_id: task.token}
 
 
-async def test_a_round_says_more_may_be_placed_when_it_filled_a_whole_batch() -> None:
-    rig = Rig(batch=2)
+async def test_a_round_says_more_may_be_placed_when_it_filled_a_whole_batch(clocked_stores: ClockedStores) -> None:
+    rig = await Rig.make(clocked_stores, batch=2)
     tasks = await submit(rig.store, 1, tasks=5)
     w1 = connect(rig.registry, rig.clock, "w1", 4)
     assert await rig.scheduler.dispatch_round()  # 2 of 4 idle slots filled: go again
@@ -113,10 +129,11 @@ async def test_a_round_says_more_may_be_placed_when_it_filled_a_whole_batch() ->
     assert len(sent(w1)) == 4 and await rig.states(tasks[4:]) == [TaskState.READY]
 
 
-async def test_claims_the_worker_cannot_receive_go_straight_back_to_the_ready_queue() -> None:
+async def test_claims_the_worker_cannot_receive_go_straight_back_to_the_ready_queue(
+        clocked_stores: ClockedStores) -> None:
     registries: list[WorkerRegistry] = []
 
-    class VanishingWorker(MemoryStore):
+    class VanishingWorker(RedisStore):
         """The worker's stream closes while the claim is on its way (between routing and sending)."""
 
         async def claim(self, group: str, pairs: Sequence[tuple[str, str]], *, lease_ms: int,
@@ -128,23 +145,28 @@ async def test_claims_the_worker_cannot_receive_go_straight_back_to_the_ready_qu
                 session.close("gone")
             return claims
 
-    rig = Rig(store_class=VanishingWorker)
+    rig = await Rig.make(clocked_stores, store_class=VanishingWorker)
     registries.append(rig.registry)
     tasks = await submit(rig.store, 1, tasks=2)
     w1 = connect(rig.registry, rig.clock, "w1", 2)
+    await rig.reports.start()
     await rig.scheduler.dispatch_round()
     assert sent(w1) == [] and w1.leased == {} and rig.scheduler.dispatched == 0
-    # Handed to the report sink, the path every report takes (tests/unit/test_core.py follows it to READY).
-    assert [(c.task_id, c.worker) for c in rig.undelivered] == [(t, "w1") for t in tasks]
+    await rig.reports.close(10.0)  # what it was handed is written
+    assert await rig.states(tasks) == [TaskState.READY, TaskState.READY]
+    for task in await rig.store.get_tasks(tasks):
+        assert [(a.state, a.error) for a in task.attempts] == [(AttemptState.RELEASED, "undeliverable")]
+        assert task.failures == 0
+    assert [r.task_id for r in await rig.store.peek_ready(GROUP, 10)] == tasks
 
 
-async def test_every_claim_is_handed_to_on_claimed() -> None:
+async def test_every_claim_is_handed_to_on_claimed(clocked_stores: ClockedStores) -> None:
     seen: list[list[str]] = []
 
     async def on_claimed(claims: list[Claim]) -> None:
         seen.append([c.task_id for c in claims])
 
-    rig = Rig(on_claimed=on_claimed)
+    rig = await Rig.make(clocked_stores, on_claimed=on_claimed)
     tasks = await submit(rig.store, 1, tasks=2)
     connect(rig.registry, rig.clock, "w1", 2)
     await rig.scheduler.dispatch_round()
@@ -160,16 +182,17 @@ async def until(condition: Callable[[], bool], what: str, timeout: float = 5.0) 
         await asyncio.sleep(0)
 
 
-async def test_the_loop_dispatches_on_wake_and_retries_after_a_store_error_on_its_clock() -> None:
+async def test_the_loop_dispatches_on_wake_and_retries_after_a_store_error_on_its_clock(
+        clocked_stores: ClockedStores) -> None:
     failures = [RuntimeError("store down")]
 
-    class FlakyStore(MemoryStore):
+    class FlakyStore(RedisStore):
         async def peek_ready(self, group: str, n: int) -> list[Routable]:
             if failures:
                 raise failures.pop()
             return await super().peek_ready(group, n)
 
-    rig = Rig(store_class=FlakyStore)
+    rig = await Rig.make(clocked_stores, store_class=FlakyStore)
     clock = rig.clock
     (task_id,) = await submit(rig.store, 1)
     w1 = connect(rig.registry, clock, "w1", 1)
@@ -185,8 +208,8 @@ async def test_the_loop_dispatches_on_wake_and_retries_after_a_store_error_on_it
 
 
 @pytest.mark.parametrize("draining", [True, False])
-async def test_a_draining_worker_gets_nothing(draining: bool) -> None:
-    rig = Rig()
+async def test_a_draining_worker_gets_nothing(draining: bool, clocked_stores: ClockedStores) -> None:
+    rig = await Rig.make(clocked_stores)
     await submit(rig.store, 1)
     w1 = connect(rig.registry, rig.clock, "w1", 1)
     w1.draining = draining
