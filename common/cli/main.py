@@ -10,6 +10,7 @@ otherwise, 124 when the wait timed out.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import signal
 import sys
@@ -49,9 +50,13 @@ def _common(p: argparse.ArgumentParser, default: Any = argparse.SUPPRESS) -> Non
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sparkyard", description="Submit and watch PySpark jobs on Sparkyard.")
+    # No abbreviations: the top parser would read a verb's `--to` as an ambiguous `--token`/`--token-file`,
+    # and a flag added later must not change what an abbreviation in someone's script means.
+    parser = argparse.ArgumentParser(prog="sparkyard", description="Submit and watch PySpark jobs on Sparkyard.",
+                                     allow_abbrev=False)
     _common(parser, default=None)
-    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB",
+                                parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False))
 
     s = sub.add_parser("submit", help="submit a job")
     _common(s)

@@ -160,3 +160,11 @@ def test_files_are_shipped_and_named_in_the_spec_relative_to_the_bundle(project:
     spec = cli_spec("--files", "data/a.csv,data/b.csv", "--py-files", "job.py")
     assert list(spec.files) == ["data/a.csv", "data/b.csv"] and list(spec.py_files) == ["job.py"]
     assert spec.bundle.digest
+
+
+def test_a_verb_s_flag_is_never_read_as_an_abbreviation_of_another() -> None:
+    """`--to` is backfill's own flag, not an ambiguous `--token`/`--token-file` (the README's backfill line)."""
+    args = build_parser().parse_args(["backfill", "j1", "--from", "2026-11-01T00:00:00Z", "--to", "2026-11-02T00:00:00Z"])
+    assert (args.start, args.end) == ("2026-11-01T00:00:00Z", "2026-11-02T00:00:00Z")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["jobs", "--tok", "x"])  # no abbreviations at all
