@@ -10,7 +10,6 @@ otherwise, 124 when the wait timed out.
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import signal
 import sys
@@ -49,14 +48,18 @@ def _common(p: argparse.ArgumentParser, default: Any = argparse.SUPPRESS) -> Non
                    help="print JSON")
 
 
+class _Parser(argparse.ArgumentParser):
+    """No abbreviations: the top parser would read a verb's ``--to`` as an ambiguous ``--token``/``--token-file``,
+    and a flag added later must not change what an abbreviation in someone's script means."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, allow_abbrev=False, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    # No abbreviations: the top parser would read a verb's `--to` as an ambiguous `--token`/`--token-file`,
-    # and a flag added later must not change what an abbreviation in someone's script means.
-    parser = argparse.ArgumentParser(prog="sparkyard", description="Submit and watch PySpark jobs on Sparkyard.",
-                                     allow_abbrev=False)
+    parser = _Parser(prog="sparkyard", description="Submit and watch PySpark jobs on Sparkyard.")
     _common(parser, default=None)
-    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB",
-                                parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False))
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")  # its verbs are _Parsers too
 
     s = sub.add_parser("submit", help="submit a job")
     _common(s)
