@@ -52,8 +52,9 @@ class _Parser(argparse.ArgumentParser):
     """No abbreviations: the top parser would read a verb's ``--to`` as an ambiguous ``--token``/``--token-file``,
     and a flag added later must not change what an abbreviation in someone's script means."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, allow_abbrev=False, **kwargs)
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(**kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:
