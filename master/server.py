@@ -30,7 +30,8 @@ from sparkyard.httpserve import Access, HttpEndpoint, HttpStartError, Route, met
 from sparkyard.keys import Keys
 from sparkyard.master import console
 from sparkyard.master.arming import Arming
-from sparkyard.master.auth import Role, RoleAuthInterceptor, is_loopback
+from sparkyard.addresses import is_loopback
+from sparkyard.master.auth import Role, RoleAuthInterceptor
 from sparkyard.master.backfill import Backfiller
 from sparkyard.master.children import ChildJobs
 from sparkyard.master.connection import WorkerConnection

@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 
 from sparkyard import __version__
-from sparkyard.cli.render import to_dict
+from sparkyard.protojson import to_dict
 from sparkyard.master.convert import run_to_proto
 from sparkyard.master.core import MasterCore
 from sparkyard.states import RunState

@@ -24,7 +24,7 @@ from sparkyard.channel import TLS_FLAGS, credentials  # noqa: E402
 from sparkyard.config import RUNNER_NAMES, ConfigError, WorkerConfig, load  # noqa: E402
 from sparkyard.httpserve import HttpStartError  # noqa: E402
 from sparkyard.logsetup import configure_logging  # noqa: E402
-from sparkyard.master.auth import is_loopback  # noqa: E402
+from sparkyard.addresses import is_loopback  # noqa: E402
 from sparkyard.profiling import profiled  # noqa: E402
 from sparkyard.spec import parse_conf  # noqa: E402
 from sparkyard.timeutil import parse_size  # noqa: E402

@@ -25,6 +25,7 @@ from sparkyard.channel import TLS_FLAGS
 from sparkyard.client import Client, first_run_id
 from sparkyard.config import RUNNER_NAMES, ConfigError, read_secret
 from sparkyard.options import JobOptions
+from sparkyard.protojson import to_dict
 from sparkyard.timeutil import rfc3339_ms
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -261,9 +262,9 @@ def dispatch(args: argparse.Namespace) -> int:
     def out(message: Any, human: Callable[[Console], None]) -> None:
         if args.json:
             if isinstance(message, list):
-                render.print_json([render.to_dict(m) for m in message])
+                render.print_json([to_dict(m) for m in message])
             else:
-                render.print_json(render.to_dict(message))
+                render.print_json(to_dict(message))
         else:
             human(console)
 
@@ -336,7 +337,7 @@ def dispatch(args: argparse.Namespace) -> int:
                 console.print(f"worker {args.worker_id} is draining")
         elif verb == "status":
             status = client.status()
-            out(status, lambda c: c.print(render.to_dict(status)))
+            out(status, lambda c: c.print(to_dict(status)))
         elif verb == "logs":
             return cmd_logs(client, args)
     return 0
