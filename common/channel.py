@@ -15,17 +15,13 @@ from typing import Literal, Protocol, Sequence, overload
 
 import grpc
 
-from sparkyard.config import read_file
+from sparkyard.config import ClientConfig, read_file
+from sparkyard.flags import flag_help, flag_of
 
 Options = Sequence[tuple[str, object]]
-# The command-line flags of these settings (the CLI's and the worker's), with their help.
-TLS_FLAGS = (
-    ("--tls-ca", "CA certificate the master's certificate is signed by: TLS (or SPARKYARD_TLS_CA)"),
-    ("--tls-cert", "a certificate of this process's own, for a master that requires one (mutual TLS; "
-                   "or SPARKYARD_TLS_CERT)"),
-    ("--tls-key", "the key of --tls-cert (or SPARKYARD_TLS_KEY)"),
-    ("--token-file", "file holding the token, kept out of `ps` (or SPARKYARD_TOKEN_FILE)"),
-)
+# The command-line flags of these settings (the CLI's; the worker's come from its config), with their help.
+TLS_FLAGS = tuple((flag_of(name), flag_help(ClientConfig, name)) for name in ("tls_ca", "tls_cert", "tls_key",
+                                                                              "token_file"))
 
 
 class TlsSettings(Protocol):

@@ -13,14 +13,13 @@ Every bad value is one :class:`ConfigError` line naming where it came from.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import tomllib
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Mapping, TypeVar
 
-from pydantic import BeforeValidator, ValidationError
+from pydantic import BeforeValidator, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -30,8 +29,10 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from sparkyard.flags import env_of, flag_of
 from sparkyard.keys import DEFAULT_NAMESPACE
-from sparkyard.spec import webhook_problem
+from sparkyard.runners import DEFAULT_RUNNER, RUNNER_NAMES
+from sparkyard.spec import DEFAULT_GROUP, parse_conf, webhook_problem
 from sparkyard.timeutil import parse_duration, parse_size
 
 # The master's gRPC address when none is given; loopback so a fresh install exposes nothing.
@@ -39,8 +40,8 @@ DEFAULT_LISTEN = "127.0.0.1:7070"
 DEFAULT_MASTER = "127.0.0.1:7070"
 # Where an embedded Redis and the master's files live (relative to the working directory).
 DEFAULT_DATA_DIR = ".sparkyard"
-# Task lease and worker heartbeat (DESIGN §5): a lease must survive several missed heartbeats and a
-# master failover (leader lease 5 s), so 15 s with a 3 s heartbeat.
+# Task lease and worker heartbeat: a lease must survive several missed heartbeats and a master failover
+# (a standby takes over after DEFAULT_LEADER_LEASE_S), so 15 s with a 3 s heartbeat.
 DEFAULT_LEASE_S = 15.0
 DEFAULT_HEARTBEAT_S = 3.0
 # A worker that misses this many heartbeats is marked dead (its leases then expire on their own).
@@ -108,11 +109,9 @@ DEFAULT_MAX_INPUTS = 100_000
 DEFAULT_BUNDLE_CACHE_BYTES = 2 * 1024 * 1024 * 1024
 # Largest task result kept (JSON bytes); larger results fail the attempt with a clear error.
 DEFAULT_RESULT_MAX_BYTES = 1024 * 1024
-# Worker: slots, node group, runner; how long a draining worker lets running tasks finish.
+# Worker: slots (its node group and runner: DEFAULT_GROUP, DEFAULT_RUNNER); how long a draining worker lets
+# running tasks finish.
 DEFAULT_SLOTS = 2
-DEFAULT_GROUP = "default"
-DEFAULT_RUNNER = "session"
-RUNNER_NAMES = ("submit", "session", "connect")
 # The port of a Spark Connect URL that names none (Spark's own default).
 DEFAULT_CONNECT_PORT = 15002
 DEFAULT_DRAIN_TIMEOUT_S = 60.0
@@ -161,9 +160,25 @@ def _pairs(value: Any) -> Any:
     return value
 
 
+def _megabytes(value: Any) -> Any:
+    return parse_size(value, default_unit="m") >> 20 if isinstance(value, str) else value
+
+
+def _labels(value: Any) -> Any:
+    """Labels; from repeated flags a list, each item itself ``k=v`` or ``k=v,k2=v2``."""
+    return _pairs(",".join(value) if isinstance(value, list) else value)
+
+
+def _conf(value: Any) -> Any:
+    """Spark conf; from repeated flags a list, each item one ``k=v`` (a value may hold commas)."""
+    return parse_conf([str(item) for item in value], field="pairs") if isinstance(value, list) else _pairs(value)
+
+
 Seconds = Annotated[float, BeforeValidator(_seconds)]
 Bytes = Annotated[int, BeforeValidator(_bytes)]
-Pairs = Annotated[dict[str, str], NoDecode, BeforeValidator(_pairs)]
+Megabytes = Annotated[int, BeforeValidator(_megabytes)]
+Labels = Annotated[dict[str, str], NoDecode, BeforeValidator(_labels)]
+SparkConf = Annotated[dict[str, str], NoDecode, BeforeValidator(_conf)]
 
 
 class _Given:
@@ -250,11 +265,12 @@ class _TlsClient(_Secrets):
     requires one (mutual TLS); the admin token, or its file."""
 
     _SECRETS: ClassVar[tuple[str, ...]] = ("token",)
-    token: str = ""
-    token_file: str = ""
-    tls_ca: str = ""
-    tls_cert: str = ""
-    tls_key: str = ""
+    token: str = Field("", description="the master's token; --token-file keeps it out of `ps`")
+    token_file: str = Field("", description="file holding the token, kept out of `ps`")
+    tls_ca: str = Field("", description="CA certificate the master's certificate is signed by: TLS")
+    tls_cert: str = Field("", description="a certificate of this process's own, for a master that requires one "
+                          "(mutual TLS)")
+    tls_key: str = Field("", description="the key of --tls-cert")
 
     def _check_tls(self) -> None:
         _cert_and_key(self.tls_cert, self.tls_key)
@@ -263,54 +279,72 @@ class _TlsClient(_Secrets):
 
 
 class MasterConfig(_Secrets):
+    """A master's settings; those with a description are also flags of ``sparkyard-master`` (common/flags.py)."""
+
     _SECRETS: ClassVar[tuple[str, ...]] = ("token", "worker_token", "viewer_token")
-    listen: str = DEFAULT_LISTEN
-    redis_url: str = ""
-    data_dir: str = DEFAULT_DATA_DIR
-    namespace: str = DEFAULT_NAMESPACE
-    token: str = ""  # admin: every call
-    token_file: str = ""
-    worker_token: str = ""  # workers: their stream and bundle fetches, nothing else
-    worker_token_file: str = ""
-    viewer_token: str = ""  # read-only calls
-    viewer_token_file: str = ""
-    tls_cert: str = ""  # the master's certificate and key: TLS on its port
-    tls_key: str = ""
-    tls_client_ca: str = ""  # given: callers must show a certificate signed by this CA (mutual TLS)
-    tls_ca: str = ""  # CA of the other masters' certificates ('' = tls_client_ca): a standby's console calls the leader
-    insecure: bool = False  # allow a non-loopback address without TLS or a token
-    lease_s: Seconds = DEFAULT_LEASE_S
-    heartbeat_s: Seconds = DEFAULT_HEARTBEAT_S
+    listen: str = Field(DEFAULT_LISTEN, description="HOST:PORT to serve gRPC on (port 0 = any free)")
+    redis_url: str = Field("", description="redis://…, unix://… or redis+sentinel://h1:26379,h2:26379/SERVICE "
+                           "(none: an embedded Redis in the data dir)")
+    data_dir: str = Field(DEFAULT_DATA_DIR, description="directory of the embedded Redis and master files")
+    namespace: str = Field(DEFAULT_NAMESPACE, description="Redis key prefix, to share one Redis between clusters")
+    token: str = Field("", description="admin token: every call; --token-file keeps it out of `ps`")
+    token_file: str = Field("", description="file holding the admin token")
+    worker_token: str = Field("", description="workers' token: their stream and bundle fetches only (none: "
+                              "workers use the admin token); --worker-token-file keeps it out of `ps`")
+    worker_token_file: str = Field("", description="file holding the worker token")
+    viewer_token: str = Field("", description="read-only token; --viewer-token-file keeps it out of `ps`")
+    viewer_token_file: str = Field("", description="file holding the viewer token")
+    tls_cert: str = Field("", description="this master's certificate (PEM): TLS on its port")
+    tls_key: str = Field("", description="the key of --tls-cert")
+    tls_client_ca: str = Field("", description="CA certificate callers' certificates must be signed by: mutual TLS")
+    tls_ca: str = Field("", description="CA certificate of the other masters' certificates, for a standby's web "
+                        "console to reach the leader (none: --tls-client-ca)")
+    insecure: bool = Field(False, description="allow listening on a non-loopback address without TLS or a token")
+    lease_s: Seconds = Field(DEFAULT_LEASE_S, description="task lease, e.g. 15s or 1m")
+    heartbeat_s: Seconds = Field(DEFAULT_HEARTBEAT_S, description="worker heartbeat, at most half the lease")
     dead_after_heartbeats: int = DEFAULT_DEAD_AFTER_HEARTBEATS
-    reaper_interval_s: Seconds = DEFAULT_REAPER_INTERVAL_S
+    reaper_interval_s: Seconds = Field(DEFAULT_REAPER_INTERVAL_S, description="time between lease sweeps")
     max_lost: int = DEFAULT_MAX_LOST
     timeout_grace_s: Seconds = DEFAULT_TIMEOUT_GRACE_S
     idempotency_ttl_s: Seconds = DEFAULT_IDEMPOTENCY_TTL_S
     dispatch_batch: int = DEFAULT_DISPATCH_BATCH
-    preload_horizon_s: Seconds = DEFAULT_PRELOAD_HORIZON_S
+    preload_horizon_s: Seconds = Field(DEFAULT_PRELOAD_HORIZON_S, description="how far ahead the schedule is loaded "
+                                       "into the timing wheel (re-read every half of it)")
     wait_max_s: Seconds = DEFAULT_WAIT_MAX_S
-    misfire_threshold_s: Seconds = DEFAULT_MISFIRE_THRESHOLD_S
+    misfire_threshold_s: Seconds = Field(DEFAULT_MISFIRE_THRESHOLD_S, description="how late a firing may be before "
+                                         "it counts as missed")
     priority_aging_s: Seconds = DEFAULT_PRIORITY_AGING_S
     outbound_queue: int = DEFAULT_OUTBOUND_QUEUE
     shutdown_grace_s: Seconds = DEFAULT_SHUTDOWN_GRACE_S
     result_max_bytes: Bytes = DEFAULT_RESULT_MAX_BYTES
-    max_bundle_bytes: Bytes = DEFAULT_MAX_BUNDLE_BYTES
-    keep_runs: int = DEFAULT_KEEP_RUNS
-    history_max_age_s: Seconds = DEFAULT_HISTORY_MAX_AGE_S
+    max_bundle_bytes: Bytes = Field(DEFAULT_MAX_BUNDLE_BYTES, description="largest bundle of shipped code a job "
+                                    "may upload, e.g. 64m")
+    keep_runs: int = Field(DEFAULT_KEEP_RUNS, description="ended runs each job keeps, newest first; older ones "
+                           "are deleted")
+    history_max_age_s: Seconds = Field(DEFAULT_HISTORY_MAX_AGE_S, description="ended runs and ended jobs older "
+                                       "than this are deleted, e.g. 7d or 12h")
     retention_interval_s: Seconds = DEFAULT_RETENTION_INTERVAL_S
-    max_message_bytes: Bytes = DEFAULT_MAX_MESSAGE_BYTES
-    max_args_bytes: Bytes = DEFAULT_MAX_ARGS_BYTES
-    max_env_bytes: Bytes = DEFAULT_MAX_ENV_BYTES
-    max_conf_bytes: Bytes = DEFAULT_MAX_CONF_BYTES
-    max_inputs: int = DEFAULT_MAX_INPUTS
-    leader_lease_s: Seconds = DEFAULT_LEADER_LEASE_S
-    redis_connect_wait_s: Seconds = DEFAULT_REDIS_CONNECT_WAIT_S
-    redis_min_replicas: int = 0  # a submit is acknowledged once this many replicas have it (Redis WAIT)
-    advertise: str = ""  # HOST:PORT clients and workers reach this master at ('' = the listen address)
-    http: str = ""  # HOST:PORT of /metrics ('' = no http)
-    on_failure: str = ""  # webhook URL of jobs that name none: POSTed when a run fails ('' = none)
-    on_success: str = ""  # ... when a run succeeds
-    log_level: str = "INFO"
+    max_message_bytes: Bytes = Field(DEFAULT_MAX_MESSAGE_BYTES, description="largest gRPC request the master "
+                                     "accepts, e.g. 64m (docs/limits.md)")
+    max_args_bytes: Bytes = Field(DEFAULT_MAX_ARGS_BYTES, description="largest total of a job's arguments")
+    max_env_bytes: Bytes = Field(DEFAULT_MAX_ENV_BYTES, description="largest total of a job's environment")
+    max_conf_bytes: Bytes = Field(DEFAULT_MAX_CONF_BYTES, description="largest total of a job's Spark conf")
+    max_inputs: int = Field(DEFAULT_MAX_INPUTS, description="most inputs of one run")
+    leader_lease_s: Seconds = Field(DEFAULT_LEADER_LEASE_S, description="the leader's lease; a standby takes over "
+                                    "about this long after it dies")
+    redis_connect_wait_s: Seconds = Field(DEFAULT_REDIS_CONNECT_WAIT_S, description="how long a start waits for "
+                                          "Redis to answer (a master restarted after losing the leadership waits "
+                                          "as long as it takes)")
+    redis_min_replicas: int = Field(0, description="acknowledge a submit only once this many Redis replicas have "
+                                    "it (WAIT)")
+    advertise: str = Field("", description="HOST:PORT clients and workers reach this master at (none: --listen)")
+    http: str = Field("", description="HOST:PORT to serve /metrics (Prometheus) and the web console on (none: no "
+                      "HTTP; port 0 = any free)")
+    on_failure: str = Field("", description="POST a JSON body here when a run of a job that names no --on-failure "
+                            "fails", json_schema_extra={"metavar": "URL"})
+    on_success: str = Field("", description="POST a JSON body here when a run of a job that names no --on-success "
+                            "succeeds", json_schema_extra={"metavar": "URL"})
+    log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
 
     def validate(self) -> MasterConfig:  # type: ignore[override]
         _positive(self, "lease_s", "heartbeat_s", "reaper_interval_s", "dispatch_batch", "outbound_queue",
@@ -352,33 +386,52 @@ class MasterConfig(_Secrets):
 
 
 class WorkerConfig(_TlsClient):
+    """A worker's settings; those with a description are also flags of ``sparkyard-worker`` (common/flags.py)."""
+
     _SECRETS: ClassVar[tuple[str, ...]] = ("token", "metrics_token")
-    master: str = DEFAULT_MASTER  # comma-separated list; the worker tries them in turn
-    slots: int = DEFAULT_SLOTS
-    group: str = DEFAULT_GROUP
-    runner: str = DEFAULT_RUNNER
-    spark_master: str = ""  # '' = local[1]: one local Spark per task's driver (spark-submit or warm driver)
-    connect_url: str = ""  # connect runner: sc://HOST:PORT of a Spark Connect server ('' = start and supervise one)
-    work_dir: str = ""  # '' = .sparkyard/worker-<id>
-    id: str = ""  # '' = <host>-<pid>
-    drain_timeout_s: Seconds = DEFAULT_DRAIN_TIMEOUT_S
+    master: str = Field(DEFAULT_MASTER, description="HOST:PORT of the master, or a comma-separated list (tried in "
+                        "turn)")
+    slots: int = Field(DEFAULT_SLOTS, description="tasks run at once")
+    group: str = Field(DEFAULT_GROUP, description="node group this worker serves")
+    runner: str = Field(DEFAULT_RUNNER, description="runner of jobs that do not choose one",
+                        json_schema_extra={"choices": RUNNER_NAMES})
+    spark_master: str = Field("", description="Spark master of every task's driver (none: local[1], one local "
+                              "Spark per driver)")
+    connect_url: str = Field("", description="connect runner: sc://HOST:PORT of a Spark Connect server to use "
+                             "(none: the worker starts and supervises its own)")
+    work_dir: str = Field("", description="directory for attempt logs and scratch (none: .sparkyard/worker-ID)")
+    id: str = Field("", description="worker id, stable across restarts (none: HOST-PID)")
+    token: str = Field("", description="the master's worker token, or its admin token; --token-file keeps it out "
+                       "of `ps`")
+    drain_timeout_s: Seconds = Field(DEFAULT_DRAIN_TIMEOUT_S, description="how long running tasks may take to "
+                                     "finish on SIGTERM before they are handed back")
     self_fence_margin_s: Seconds = DEFAULT_SELF_FENCE_MARGIN_S
     result_max_bytes: Bytes = DEFAULT_RESULT_MAX_BYTES
-    log_retention_s: Seconds = DEFAULT_LOG_RETENTION_S
-    task_memory_mb: int = 0  # memory limit of one attempt's processes; 0 = none (a job may set its own)
-    driver_max_tasks: int = DEFAULT_DRIVER_MAX_TASKS
-    runner_wait_max_s: Seconds = DEFAULT_RUNNER_WAIT_MAX_S
-    prefetch_max: int = DEFAULT_PREFETCH_MAX
-    bundle_cache_bytes: Bytes = DEFAULT_BUNDLE_CACHE_BYTES
-    labels: Pairs = {}
-    conf: Pairs = {}  # Spark conf of every driver this worker starts
-    metrics: str = ""  # HOST:PORT of /metrics ('' = none)
-    # /metrics over HTTPS, and a token that may read it and nothing else (a scraper then holds no worker token)
-    metrics_tls_cert: str = ""
-    metrics_tls_key: str = ""
-    metrics_token: str = ""
-    metrics_token_file: str = ""
-    log_level: str = "INFO"
+    log_retention_s: Seconds = Field(DEFAULT_LOG_RETENTION_S, description="how long attempt logs and scratch "
+                                     "directories are kept, e.g. 7d")
+    task_memory_mb: Megabytes = Field(0, description="memory limit of one attempt's processes, e.g. 2g; 0 = none "
+                                      "(a job's --task-memory wins)")
+    driver_max_tasks: int = Field(DEFAULT_DRIVER_MAX_TASKS, description="session runner: replace a warm driver "
+                                  "after this many attempts")
+    runner_wait_max_s: Seconds = Field(DEFAULT_RUNNER_WAIT_MAX_S, description="how long an attempt waits for a "
+                                       "runner that cannot run it (no driver starts, no Spark Connect server) "
+                                       "before it fails with the reason, to be retried")
+    prefetch_max: int = Field(DEFAULT_PREFETCH_MAX, description="most tasks queued on this worker beyond its "
+                              "slots, so a slot never waits a round trip for its next task (it asks for fewer: "
+                              "slots x refill time / task time); 0 = off")
+    bundle_cache_bytes: Bytes = Field(DEFAULT_BUNDLE_CACHE_BYTES, description="disk kept for fetched bundles of "
+                                      "shipped code, e.g. 2g")
+    labels: Labels = Field({}, description="a label (repeatable)", json_schema_extra={"metavar": "K=V",
+                                                                                     "repeat": True})
+    conf: SparkConf = Field({}, description="Spark conf of every driver and spark-submit this worker starts "
+                            "(repeatable; a job's wins)", json_schema_extra={"metavar": "K=V", "repeat": True})
+    metrics: str = Field("", description="HOST:PORT to serve /metrics (Prometheus) on")
+    metrics_tls_cert: str = Field("", description="certificate (PEM) to serve /metrics over HTTPS with")
+    metrics_tls_key: str = Field("", description="the key of --metrics-tls-cert")
+    metrics_token: str = Field("", description="a token that may read /metrics and nothing else (a scraper then "
+                               "holds no worker token); --metrics-token-file keeps it out of `ps`")
+    metrics_token_file: str = Field("", description="file holding --metrics-token")
+    log_level: str = Field("INFO", description="DEBUG, INFO, WARNING or ERROR")
 
     def validate(self) -> WorkerConfig:  # type: ignore[override]
         _positive(self, "slots", "drain_timeout_s", "result_max_bytes", "log_retention_s", "driver_max_tasks",
@@ -417,7 +470,7 @@ class WorkerConfig(_TlsClient):
 
 
 class ClientConfig(_TlsClient):
-    master: str = DEFAULT_MASTER
+    master: str = Field(DEFAULT_MASTER, description="HOST:PORT of the master, or a comma-separated list")
     call_timeout_s: Seconds = DEFAULT_CALL_TIMEOUT_S
 
     def validate(self) -> ClientConfig:  # type: ignore[override]
@@ -444,12 +497,6 @@ def _finite(cfg: Any, *names: str) -> None:
         value = getattr(cfg, name)
         if not 0 <= value < float("inf"):
             raise ConfigError(f"{flag_of(name)} ({name}): {value} must be a finite, non-negative duration")
-
-
-def flag_of(name: str) -> str:
-    """The command-line flag of a setting: the CLIs leave the unit off (--lease, --max-bundle, --task-memory)."""
-    stem = re.sub(r"_(s|bytes|mb)$", "", name)
-    return "--" + ("label" if stem == "labels" else stem).replace("_", "-")
 
 
 def _host_port(address: str, name: str) -> None:
@@ -507,7 +554,7 @@ def _explain(exc: ValidationError, cls: type[C], section: str, path: str | None,
     """The first error as one line naming its source: the flag, the variable or the file's key."""
     error = exc.errors()[0]
     name = str(error["loc"][0]) if error["loc"] else ""
-    var = f"SPARKYARD_{name.upper()}"
+    var = env_of(name)
     if error["type"] == "extra_forbidden":
         return f"config file {path}: [{section}] has no setting {name!r}"
     if name in flags:
@@ -518,6 +565,8 @@ def _explain(exc: ValidationError, cls: type[C], section: str, path: str | None,
         where, value = f"{path} [{section}] {name}", error.get("input")
     if error["type"] == "value_error":
         reason = str(error.get("ctx", {}).get("error", error["msg"]))
-        return f"{where}: {reason.removeprefix('duration: ').removeprefix('size: ')}"
+        for prefix in ("duration: ", "size: ", "pairs: "):  # the source names the setting already
+            reason = reason.removeprefix(prefix)
+        return f"{where}: {reason}"
     kind = str(error["type"]).split("_", 1)[0]
     return f"{where}: {value!r} is not a valid {_KINDS.get(kind, kind)}"

@@ -24,11 +24,11 @@ from typing import Any, Iterable, Mapping, Sequence
 from sparkyard import errors, resources
 from sparkyard.bundle import Bundle
 from sparkyard.bundle import build as build_bundle
-from sparkyard.spec import parse_conf, parse_entrypoint, parse_input, resolve_entrypoint
+from sparkyard.runners import RUNNERS
+from sparkyard.spec import DEFAULT_GROUP, parse_conf, parse_entrypoint, parse_input, resolve_entrypoint
 from sparkyard.timeutil import parse_duration, parse_instant, parse_size
 from sparkyard.v1 import sparkyard_pb2 as pb
 
-RUNNERS = {"submit": pb.RUNNER_SUBMIT, "session": pb.RUNNER_SESSION, "connect": pb.RUNNER_CONNECT}
 MISFIRES = {"skip": pb.MISFIRE_SKIP, "fire-once": pb.MISFIRE_FIRE_ONCE, "catch-up": pb.MISFIRE_CATCH_UP}
 OVERLAPS = {"allow": pb.OVERLAP_ALLOW, "forbid": pb.OVERLAP_FORBID, "replace": pb.OVERLAP_REPLACE}
 ROUTINGS = {"least-loaded": pb.ROUTING_LEAST_LOADED, "round-robin": pb.ROUTING_ROUND_ROBIN,
@@ -88,7 +88,7 @@ class JobOptions:
 
     args: list[str] = _option([], "argument for the job (repeatable)", "list", flag="--arg")
     name: str = _option("", "the job's name (default: the entrypoint's file or function name)")
-    group: str = _option("", "node group of the workers that may run it (default 'default')")
+    group: str = _option("", f"node group of the workers that may run it (default {DEFAULT_GROUP!r})")
     priority: int = _option(0, "-1000..1000, higher first (default 0)", "int")
     runner: str = _option("", "submit, session or connect (default: the worker's runner)", "choice")
     conf: dict[str, str] = _option({}, "Spark conf (repeatable)", "pairs", metavar="K=V")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from sparkyard.errors import quote
+from sparkyard.runners import runner_name
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 # spark-submit's memory syntax (JavaUtils.byteStringAs): a whole number and an optional unit; no unit is MiB.
@@ -34,7 +35,6 @@ _SHARED_APP = {
     "connect": ("its attempts share the Spark Connect server's application", "the server's JVM is already running",
                 "the server's application asked for its executors when it started"),
 }
-_RUNNER_NAMES = {pb.RUNNER_SESSION: "session", pb.RUNNER_CONNECT: "connect"}
 
 
 def size_problem(value: str) -> str:
@@ -72,8 +72,8 @@ def submit_args(spec: pb.JobSpec) -> list[str]:
 def submit_notice(spec: pb.JobSpec) -> str:
     """What a user is told when a stored job names a runner with a shared application and sets resources
     ('' if nothing)."""
-    runner = _RUNNER_NAMES.get(spec.runner)
-    return shared_app_notice(spec, runner) if runner else ""
+    runner = runner_name(spec.runner)
+    return shared_app_notice(spec, runner) if runner in _SHARED_APP else ""
 
 
 def shared_app_notice(spec: pb.JobSpec, runner: str) -> str:

@@ -139,7 +139,3 @@ class RoleAuthInterceptor(grpc.aio.ServerInterceptor):
             return aborting_handler(handler, f"{short} needs the {_names(allowed)} role; this token has the "
                                     f"{role.value} role", grpc.StatusCode.PERMISSION_DENIED)
         return handler
-
-
-def is_loopback(host: str) -> bool:
-    return host in ("127.0.0.1", "localhost", "::1", "[::1]") or host.startswith("127.")

@@ -32,6 +32,7 @@ from sparkyard.master.registry import WorkerRegistry, WorkerSession
 from sparkyard.master.reports import ReportSink
 from sparkyard.master.scripts import Fenced, log_failure
 from sparkyard.master.store import Store
+from sparkyard.spec import DEFAULT_GROUP
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,7 @@ class WorkerConnection:
         if not 0 < reg.slots <= MAX_WORKER_SLOTS:
             raise InvalidArgument(f"register.slots: {reg.slots} is outside 1..{MAX_WORKER_SLOTS}")
         session = WorkerSession(
-            worker_id=reg.worker_id, group=reg.group or "default", slots=reg.slots,
+            worker_id=reg.worker_id, group=reg.group or DEFAULT_GROUP, slots=reg.slots,
             host=reg.host or peer, pid=reg.pid, labels=dict(reg.labels), default_runner=reg.default_runner,
             registered_at=self._clock.now(), last_seen=self._clock.monotonic(),
             outbound=asyncio.Queue(maxsize=self._cfg.outbound_queue),

@@ -1,7 +1,7 @@
 """The web console's JSON API (``/api/…``) and its page, served on the master's ``--http`` endpoint.
 
 The API calls the master's own objects (:class:`JobManager`, the worker registry, :class:`LogRelay`) and
-answers with the CLI's JSON (:func:`sparkyard.cli.render.to_dict` of the same protobuf messages the gRPC
+answers with the CLI's JSON (:func:`sparkyard.protojson.to_dict` of the same protobuf messages the gRPC
 API returns), so ``sparkyard run X --json`` and ``GET /api/runs/X`` agree field for field. Errors are the
 domain errors the gRPC API maps (:func:`sparkyard.master.services.status_of`), as HTTP statuses with a
 JSON body ``{"error": "…"}`` naming the field or id.
@@ -27,7 +27,7 @@ from google.protobuf.message import Message
 
 from sparkyard import __version__
 from sparkyard.clock import Clock
-from sparkyard.cli.render import to_dict
+from sparkyard.protojson import to_dict
 from sparkyard.errors import InvalidArgument
 from sparkyard.httpserve import Access, Handler, Route
 from sparkyard.master.convert import job_to_proto, run_to_proto

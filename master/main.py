@@ -22,6 +22,7 @@ import signal
 import sys
 
 from sparkyard.config import ConfigError, MasterConfig, load
+from sparkyard.flags import add_flags
 from sparkyard.logsetup import configure_logging
 from sparkyard.profiling import profiled
 from sparkyard.master.embedded_redis import EmbeddedRedisError
@@ -37,67 +38,10 @@ GC_THRESHOLDS = (100_000, 50, 100)
 LEFTOVER_WAIT_S = 2.0
 
 
-# The token of each role (docs/security.md): flag prefix and what it allows.
-TOKEN_ROLES = (
-    ("", "admin token: every call"),
-    ("worker-", "workers' token: their stream and bundle fetches only (default: workers use the admin token)"),
-    ("viewer-", "read-only token"),
-)
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="sparkyard-master", description="Run a Sparkyard master.")
-    p.add_argument("--listen", help="HOST:PORT to serve gRPC on (default 127.0.0.1:7070; port 0 = any free)")
-    p.add_argument("--redis-url", help="redis://…, unix://… or redis+sentinel://h1:26379,h2:26379/SERVICE "
-                   "(default: an embedded Redis in the data dir)")
-    p.add_argument("--redis-connect-wait", dest="redis_connect_wait_s",
-                   help="how long a start waits for Redis to answer, e.g. 30s (default 30s; a master restarted after "
-                   "losing the leadership waits as long as it takes)")
-    p.add_argument("--redis-min-replicas", dest="redis_min_replicas", type=int,
-                   help="acknowledge a submit only once this many Redis replicas have it (WAIT; default 0)")
-    p.add_argument("--data-dir", help="directory of the embedded Redis and master files (default .sparkyard)")
-    p.add_argument("--config", help="TOML file with a [master] table")
-    for role, text in TOKEN_ROLES:
-        var = f"SPARKYARD_{role.upper().replace('-', '_')}TOKEN"
-        p.add_argument(f"--{role}token", help=f"{text} (or {var}); --{role}token-file keeps it out of `ps`")
-        p.add_argument(f"--{role}token-file", help=f"file holding the {role.replace('-', ' ')}token (or {var}_FILE)")
-    p.add_argument("--tls-cert", help="this master's certificate (PEM): TLS on its port (or SPARKYARD_TLS_CERT)")
-    p.add_argument("--tls-key", help="the key of --tls-cert (or SPARKYARD_TLS_KEY)")
-    p.add_argument("--tls-client-ca", help="CA certificate callers' certificates must be signed by: mutual TLS "
-                   "(or SPARKYARD_TLS_CLIENT_CA)")
-    p.add_argument("--tls-ca", help="CA certificate of the other masters' certificates, for a standby's web console "
-                   "to reach the leader (default: --tls-client-ca)")
-    p.add_argument("--insecure", action="store_true", default=None,
-                   help="allow listening on a non-loopback address without TLS or a token")
-    p.add_argument("--namespace", help="Redis key prefix (default sy), to share one Redis between clusters")
-    p.add_argument("--lease", dest="lease_s", help="task lease, e.g. 15s or 1m (default 15s)")
-    p.add_argument("--heartbeat", dest="heartbeat_s", help="worker heartbeat, e.g. 3s (default 3s)")
-    p.add_argument("--reaper-interval", dest="reaper_interval_s", help="time between lease sweeps (default 1s)")
-    p.add_argument("--misfire-threshold", dest="misfire_threshold_s",
-                   help="how late a firing may be before it counts as missed (default 5s)")
-    p.add_argument("--preload-horizon", dest="preload_horizon_s",
-                   help="how far ahead the schedule is loaded into the timing wheel (default 1m; re-read every half)")
-    p.add_argument("--leader-lease", dest="leader_lease_s",
-                   help="the leader's lease; a standby takes over about this long after it dies (default 3s)")
-    p.add_argument("--http", help="HOST:PORT to serve /metrics (Prometheus) on (default: none; port 0 = any free)")
-    p.add_argument("--advertise", help="HOST:PORT clients and workers reach this master at (default: --listen)")
-    p.add_argument("--max-bundle", dest="max_bundle_bytes",
-                   help="largest bundle of shipped code a job may upload, e.g. 64m (default 64m)")
-    p.add_argument("--max-message", dest="max_message_bytes",
-                   help="largest gRPC request the master accepts, e.g. 64m (default 64m; docs/limits.md)")
-    p.add_argument("--max-args", dest="max_args_bytes", help="largest total of a job's arguments (default 1m)")
-    p.add_argument("--max-env", dest="max_env_bytes", help="largest total of a job's environment (default 64k)")
-    p.add_argument("--max-conf", dest="max_conf_bytes", help="largest total of a job's Spark conf (default 256k)")
-    p.add_argument("--max-inputs", dest="max_inputs", type=int, help="most inputs of one run (default 100000)")
-    p.add_argument("--on-failure", dest="on_failure", metavar="URL",
-                   help="POST a JSON body here when a run of a job that names no --on-failure fails")
-    p.add_argument("--on-success", dest="on_success", metavar="URL",
-                   help="POST a JSON body here when a run of a job that names no --on-success succeeds")
-    p.add_argument("--keep-runs", dest="keep_runs", type=int,
-                   help="ended runs each job keeps, newest first; older ones are deleted (default 100)")
-    p.add_argument("--history-max-age", dest="history_max_age_s",
-                   help="ended runs and ended jobs older than this are deleted, e.g. 7d or 12h (default 7d)")
-    p.add_argument("--log-level", help="DEBUG, INFO (default), WARNING, ERROR")
+    add_flags(p, MasterConfig)
+    p.add_argument("--config", help="TOML file with a [master] table (or SPARKYARD_CONFIG)")
     # Set on the fresh process of a master that lost the leadership: it waits for Redis however long it takes.
     p.add_argument("--restarted", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)

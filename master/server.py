@@ -29,8 +29,9 @@ from sparkyard.config import MasterConfig, read_file
 from sparkyard.httpserve import Access, HttpEndpoint, HttpStartError, Route, metrics_response
 from sparkyard.keys import Keys
 from sparkyard.master import console
+from sparkyard.addresses import is_loopback
 from sparkyard.master.assembly import Master, build_master
-from sparkyard.master.auth import Role, RoleAuthInterceptor, is_loopback
+from sparkyard.master.auth import Role, RoleAuthInterceptor
 from sparkyard.master.embedded_redis import EmbeddedRedis
 from sparkyard.master.leader import LeaderGate, Leadership
 from sparkyard.master.leader_link import LeaderLink, PeerTls

@@ -18,9 +18,9 @@ from typing import Any
 import aiohttp
 
 from sparkyard import __version__
-from sparkyard.cli.render import to_dict
 from sparkyard.clock import Clock
 from sparkyard.master.background import Spawner
+from sparkyard.protojson import to_dict
 from sparkyard.master.convert import run_to_proto
 from sparkyard.master.events import RunEnded
 from sparkyard.master.metrics import MasterMetrics

@@ -35,7 +35,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 from sparkyard import __version__
 from sparkyard.channel import open_channel
 from sparkyard.clock import Clock, SystemClock
-from sparkyard.config import WorkerConfig
+from sparkyard.config import DEFAULT_HEARTBEAT_S, DEFAULT_LEASE_S, WorkerConfig
 from sparkyard.options import RUNNERS
 from sparkyard.errors import LEADER_METADATA
 from sparkyard.httpserve import Access, HttpEndpoint, Route, metrics_response
@@ -64,9 +64,6 @@ RECONNECT_MAX_S = 5.0
 # silent while another is there to ask, how long one probe of it may take (a live master answers in ms).
 REGISTER_TIMEOUT_S = 10.0
 PROBE_TIMEOUT_S = 1.0
-# Lease and heartbeat assumed until the master says otherwise.
-DEFAULT_LEASE_S = 15.0
-DEFAULT_HEARTBEAT_S = 3.0
 # An attempt still running after this long reports that it started (shorter ones report it with their
 # result): halves the messages of a stream of short tasks, keeps `logs -f` working for long ones. The
 # check runs every FENCE_CHECK_S, so the report leaves 0.1–0.35 s after the start.
@@ -158,7 +155,7 @@ class Agent(AttemptSlots):
         self.pending: dict[tuple[str, int], Pending] = {}
         self.outbox = Outbox(self.work_dir)
         self.draining = False
-        self.lease_s = DEFAULT_LEASE_S
+        self.lease_s = DEFAULT_LEASE_S  # the master's defaults until it says otherwise
         self.heartbeat_s = DEFAULT_HEARTBEAT_S
         self.liveness_s = 0.0  # the master's liveness interval (0: it names none; heartbeats count)
         self.registered = asyncio.Event()

@@ -18,7 +18,7 @@ from typing import Any, Callable, Coroutine
 
 from sparkyard.clock import Cancellable, Clock
 from sparkyard.config import WorkerConfig
-from sparkyard.options import RUNNERS
+from sparkyard.runners import runner_name
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.bundles import BundleCache
 from sparkyard.worker.logs import LogFiles
@@ -37,7 +37,6 @@ HANDBACK_AFTER_S = 1.0
 
 # An attempt's workspace until the agent has placed it (bundle fetched, working directory chosen).
 _UNPLACED = Workspace("", "", (), ())
-_RUNNER_NAMES = {number: name for name, number in RUNNERS.items()}
 # Every ended attempt is reported, killed ones too: the master frees a slot only on a worker's result.
 # A lost lease's report is refused as stale (the master already moved the task on); a self-fenced one's
 # hands the task back if the master has not requeued it yet.
@@ -145,7 +144,7 @@ class AttemptSlots:
         self.reports.started(started)
 
     def _runner_for(self, spec: pb.JobSpec) -> Runner:
-        return self.runners[_RUNNER_NAMES.get(spec.runner, self.cfg.runner)]
+        return self.runners[runner_name(spec.runner) or self.cfg.runner]
 
     def _accept(self, assignment: pb.TaskAssignment, have_room: bool) -> bool:
         """Queue an attempt for a slot (True), or hand it straight back when it is a duplicate or the

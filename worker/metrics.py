@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from sparkyard.master.metrics import DURATION_BUCKETS
+from sparkyard.metric_buckets import DURATION_BUCKETS
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 

@@ -20,7 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sparkyard.config import DEFAULT_LISTEN
 from sparkyard.errors import SparkyardError, Unavailable
+from sparkyard.runners import DEFAULT_RUNNER
 
 # How long the cluster may take to come up (a worker's session runner needs Spark, ~5–10 s).
 START_TIMEOUT_S = 120.0
@@ -39,9 +41,9 @@ PLAINTEXT_DROPS = ("SPARKYARD_TLS_",)
 class LocalCluster:
     workers: int = 2
     slots: int = 2
-    listen: str = "127.0.0.1:7070"
+    listen: str = DEFAULT_LISTEN
     data_dir: Path = Path(".sparkyard/local")
-    runner: str = "session"
+    runner: str = DEFAULT_RUNNER
     token: str = ""
     extra_master_args: list[str] = field(default_factory=list)
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)

@@ -23,8 +23,11 @@ from sparkyard import errors, resources
 from sparkyard.cli import render
 from sparkyard.channel import TLS_FLAGS
 from sparkyard.client import Client, first_run_id
-from sparkyard.config import RUNNER_NAMES, ConfigError, read_secret
+from sparkyard.config import DEFAULT_LISTEN, ClientConfig, ConfigError, read_secret
+from sparkyard.flags import flag_help
 from sparkyard.options import JobOptions
+from sparkyard.protojson import to_dict
+from sparkyard.runners import DEFAULT_RUNNER, RUNNER_NAMES
 from sparkyard.timeutil import rfc3339_ms
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -33,8 +36,8 @@ EXIT_TIMEOUT = 124
 
 # The connection options every verb takes: (flag, help).
 _CONNECTION = (
-    ("--master", "HOST:PORT of the master (or SPARKYARD_MASTER; default 127.0.0.1:7070)"),
-    ("--token", "the master's token (or SPARKYARD_TOKEN); --token-file keeps it out of `ps`"),
+    ("--master", flag_help(ClientConfig, "master")),
+    ("--token", flag_help(ClientConfig, "token")),
     *TLS_FLAGS,
     ("--config", "TOML file whose [client] table sets these (or SPARKYARD_CONFIG)"),
 )
@@ -155,9 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(lc)
     lc.add_argument("--workers", type=int, default=2)
     lc.add_argument("--slots", type=int, default=2)
-    lc.add_argument("--listen", default="127.0.0.1:7070")
+    lc.add_argument("--listen", default=DEFAULT_LISTEN)
     lc.add_argument("--data-dir", default=".sparkyard/local")
-    lc.add_argument("--runner", choices=RUNNER_NAMES, default="session")
+    lc.add_argument("--runner", choices=RUNNER_NAMES, default=DEFAULT_RUNNER)
     return parser
 
 
@@ -270,9 +273,9 @@ def dispatch(args: argparse.Namespace) -> int:
     def out(message: Any, human: Callable[[Console], None]) -> None:
         if args.json:
             if isinstance(message, list):
-                render.print_json([render.to_dict(m) for m in message])
+                render.print_json([to_dict(m) for m in message])
             else:
-                render.print_json(render.to_dict(message))
+                render.print_json(to_dict(message))
         else:
             human(console)
 
@@ -345,7 +348,7 @@ def dispatch(args: argparse.Namespace) -> int:
                 console.print(f"worker {args.worker_id} is draining")
         elif verb == "status":
             status = client.status()
-            out(status, lambda c: c.print(render.to_dict(status)))
+            out(status, lambda c: c.print(to_dict(status)))
         elif verb == "logs":
             return cmd_logs(client, args)
     return 0

@@ -1,8 +1,6 @@
 """How the CLI prints: JSON for machines (``--json``), rich tables for people.
 
-JSON follows the API's field names with three conventions: times are RFC 3339 UTC with milliseconds,
-enum values drop their type prefix (``"state": "SUCCEEDED"``), and ``result_json`` is parsed into
-``result``. Every field is present, zeros included (``free_slots: 0`` matters).
+The JSON is :func:`sparkyard.protojson.to_dict`'s, the same the master's console and webhooks give.
 """
 
 from __future__ import annotations
@@ -11,65 +9,14 @@ import json
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
-from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from sparkyard.protojson import enum_name
 from sparkyard.timeutil import format_duration, rfc3339_ms
 from sparkyard.v1 import sparkyard_pb2 as pb
-
-_ENUM_PREFIXES = ("JOB_STATE_", "RUN_STATE_", "TASK_STATE_", "ATTEMPT_STATE_", "JOB_", "RUN_", "TASK_", "ATTEMPT_",
-                  "RUNNER_", "ROUTING_", "MISFIRE_", "OVERLAP_")
-
-
-def _enum_name(field: FieldDescriptor, number: int) -> str:
-    value = field.enum_type.values_by_number.get(number)
-    name = value.name if value else str(number)
-    for prefix in _ENUM_PREFIXES:
-        if name.startswith(prefix):
-            return name[len(prefix):]
-    return name
-
-
-def _value(field: FieldDescriptor, value: Any) -> Any:
-    if field.type == FieldDescriptor.TYPE_MESSAGE:
-        full = field.message_type.full_name
-        if full == "google.protobuf.Timestamp":
-            return rfc3339_ms(value.ToMilliseconds()) if (value.seconds or value.nanos) else None
-        if full == "google.protobuf.Duration":
-            return value.ToMilliseconds() / 1000
-        return to_dict(value)
-    if field.type == FieldDescriptor.TYPE_ENUM:
-        return _enum_name(field, value)
-    if field.type == FieldDescriptor.TYPE_BYTES:
-        return value.decode(errors="replace")
-    return value
-
-
-def to_dict(message: Message) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for field in message.DESCRIPTOR.fields:
-        value = getattr(message, field.name)
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            value_field = field.message_type.fields_by_name["value"]
-            out[field.name] = {k: _value(value_field, v) for k, v in value.items()}
-        elif field.is_repeated:
-            out[field.name] = [_value(field, v) for v in value]
-        elif field.type == FieldDescriptor.TYPE_MESSAGE and not message.HasField(field.name):
-            out[field.name] = None
-        elif field.containing_oneof is not None and message.WhichOneof(field.containing_oneof.name) != field.name:
-            continue
-        else:
-            out[field.name] = _value(field, value)
-    if "result_json" in out:
-        text = out.pop("result_json")
-        try:
-            out["result"] = json.loads(text) if text else None
-        except ValueError:
-            out["result"] = text
-    return out
 
 
 def console() -> Console:
@@ -103,7 +50,7 @@ def _elapsed(message: Message, start: str, end: str) -> str:
 
 
 def _state(message: Message) -> str:
-    return _enum_name(message.DESCRIPTOR.fields_by_name["state"], getattr(message, "state"))
+    return enum_name(message.DESCRIPTOR.fields_by_name["state"], getattr(message, "state"))
 
 
 def after_when(when: int) -> str:
@@ -183,7 +130,7 @@ def task_progress(console: Console, run_id: str) -> Iterator[Callable[[pb.Run], 
 
         def show(run: pb.Run) -> None:
             ended = run.tasks_succeeded + run.tasks_failed + run.tasks_cancelled
-            state = _enum_name(pb.Run.DESCRIPTOR.fields_by_name["state"], run.state) if run.state else "waiting"
+            state = enum_name(pb.Run.DESCRIPTOR.fields_by_name["state"], run.state) if run.state else "waiting"
             progress.update(bar, description=f"{run_id} {state}", total=run.task_count or None, completed=ended)
 
         yield show

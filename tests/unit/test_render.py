@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sparkyard.cli.render import to_dict
+from sparkyard.protojson import to_dict
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 MS = 1732262400123  # 2024-11-22T08:00:00.123Z
