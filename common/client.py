@@ -26,7 +26,8 @@ from sparkyard import errors, resources
 from sparkyard.channel import credentials, open_channel
 from sparkyard.config import ClientConfig, load
 from sparkyard.bundle import Bundle, built, chunks
-from sparkyard.options import JobOptions, build_spec, duration_s
+from sparkyard.option_values import duration_s
+from sparkyard.options import JobOptions, build_spec
 from sparkyard.timeutil import format_size, parse_instant
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg

@@ -21,20 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from sparkyard import errors, resources
+from sparkyard import errors
 from sparkyard.bundle import Bundle
 from sparkyard.bundle import build as build_bundle
+from sparkyard.option_values import CHOICES, MISFIRES, OVERLAPS, ROUTINGS
 from sparkyard.runners import RUNNERS
-from sparkyard.spec import DEFAULT_GROUP, parse_conf, parse_entrypoint, parse_input, resolve_entrypoint
-from sparkyard.timeutil import parse_duration, parse_instant, parse_size
+from sparkyard.option_values import read as read_value
+from sparkyard.spec import DEFAULT_GROUP, parse_entrypoint, parse_input, resolve_entrypoint
 from sparkyard.v1 import sparkyard_pb2 as pb
 
-MISFIRES = {"skip": pb.MISFIRE_SKIP, "fire-once": pb.MISFIRE_FIRE_ONCE, "catch-up": pb.MISFIRE_CATCH_UP}
-OVERLAPS = {"allow": pb.OVERLAP_ALLOW, "forbid": pb.OVERLAP_FORBID, "replace": pb.OVERLAP_REPLACE}
-ROUTINGS = {"least-loaded": pb.ROUTING_LEAST_LOADED, "round-robin": pb.ROUTING_ROUND_ROBIN,
-            "random": pb.ROUTING_RANDOM, "consistent-hash": pb.ROUTING_CONSISTENT_HASH,
-            "previous-worker": pb.ROUTING_PREVIOUS_WORKER}
-_CHOICES = {"runner": RUNNERS, "misfire": MISFIRES, "overlap": OVERLAPS, "routing": ROUTINGS}
 _METAVARS = {"int": "N", "count": "N", "duration": "DURATION", "instant": "TIME", "size": "SIZE", "paths": "PATH",
              "list": "ARG"}
 
@@ -80,6 +75,19 @@ def _option(default: Any, help: str, kind: str = "str", **more: Any) -> Any:
     if isinstance(default, (list, dict)):
         return field(default_factory=type(default), metadata=meta)
     return field(default=default, metadata=meta)
+
+
+
+class _Once(argparse.Action):
+    """A one-value option given twice is a mistake, not "the last one wins": ``--after P1 --after P2`` would
+    otherwise keep P2 alone, and the child would run although P1 never did."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        before = getattr(namespace, self.dest, None)
+        if before is not None:
+            parser.error(f"{option_string} given twice ({before!r} and {values!r}): it takes one value")
+        setattr(namespace, self.dest, values)
 
 
 @dataclass(frozen=True)
@@ -170,7 +178,7 @@ class JobOptions:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            read = _read(f.metadata["option"], f.name, value)
+            read = read_value(f.metadata["option"].kind, f.name, value)
             if read is not value:
                 object.__setattr__(self, f.name, read)
         when = [f.name for f in dataclasses.fields(self)
@@ -216,8 +224,8 @@ class JobOptions:
             else:
                 metavar = opt.metavar or _METAVARS.get(opt.kind) or f.name.upper()
                 if opt.kind == "choice":
-                    metavar = "|".join(_CHOICES[f.name])
-                action = "append" if opt.kind in ("list", "paths", "pairs") else "store"
+                    metavar = "|".join(CHOICES[f.name])
+                action = "append" if opt.kind in ("list", "paths", "pairs") else _Once
                 target.add_argument(flag, action=action, metavar=metavar, **common)
 
     @classmethod
@@ -338,121 +346,6 @@ class JobOptions:
         split.max_bytes_per_sec, split.max_records_per_sec = self.max_bytes_per_sec, self.max_records_per_sec
         split.task_bytes_per_sec, split.task_records_per_sec = self.task_bytes_per_sec, self.task_records_per_sec
         split.max_concurrent = self.max_concurrent
-
-
-def _read(opt: Option, name: str, value: Any) -> Any:
-    """``value`` in the option's one form; InvalidArgument naming the option when it does not read."""
-    try:
-        return _READERS[opt.kind](name, value)
-    except errors.InvalidArgument:
-        raise
-    except (TypeError, ValueError) as exc:
-        message = str(exc)
-        raise errors.InvalidArgument(message if message.startswith(f"{name}:") else f"{name}: {message}") from None
-
-
-def _str(name: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{value!r} is not a string")
-    return value
-
-
-def _int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise TypeError(f"{value!r} is not a whole number")
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"{value!r} is not a whole number") from None
-
-
-def _count(name: str, value: Any) -> int:
-    number = _int(name, value)
-    if number < 0:
-        raise ValueError("must not be negative")
-    return number
-
-
-def _flag(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{value!r} is not True or False")
-    return value
-
-
-def _duration(name: str, value: Any) -> float | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value < 0:
-            raise ValueError("must not be negative")
-        return float(value)
-    return parse_duration(_str(name, value), field=name)
-
-
-def _instant(name: str, value: Any) -> float | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return parse_instant(_str(name, value), field=name)
-
-
-def _size(name: str, value: Any) -> int:
-    if value in (None, "", 0):
-        return 0
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise TypeError(f"{value!r} is not a size")
-    return parse_size(value, field=name, default_unit="m")
-
-
-def _spark_size(name: str, value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise TypeError(f"{value!r} is not a size")
-    text = str(value).strip().lower()
-    problem = resources.size_problem(text)
-    if problem:
-        raise ValueError(problem)
-    return text
-
-
-def _choice(name: str, value: Any) -> str:
-    key = _str(name, value).lower()
-    table = _CHOICES[name]
-    if key and key not in table:
-        raise ValueError(f"{value!r} is not one of {', '.join(table)}")
-    return key
-
-
-def _pairs(name: str, value: Any) -> dict[str, str]:
-    if isinstance(value, Mapping):
-        return {str(k): str(v) for k, v in value.items()}
-    if isinstance(value, str):
-        value = [value]
-    return parse_conf([_str(name, item) for item in value], field=name)
-
-
-def _list(name: str, value: Any) -> list[Any]:
-    if isinstance(value, str):
-        raise TypeError(f"{value!r}: give a list")
-    items = list(value)
-    if name == "inputs":  # a value, or (value, resource mark)
-        return [(str(i[0]), str(i[1])) if isinstance(i, tuple) else _str(name, i) for i in items]
-    return [_str(name, item) for item in items]
-
-
-def _path(name: str, value: Any) -> str:
-    return str(value) if isinstance(value, Path) else _str(name, value)
-
-
-_READERS = {"str": _str, "int": _int, "count": _count, "flag": _flag, "duration": _duration,
-            "instant": _instant, "size": _size, "spark_size": _spark_size, "choice": _choice, "pairs": _pairs,
-            "list": _list, "paths": _list, "path": _path}
-
-
-def duration_s(value: float | str | None, name: str) -> float | None:
-    """Seconds in a duration a user gave (``"10m"``, ``600``); None when not given."""
-    seconds: float | None = _read(Option("", "duration"), name, value)
-    return seconds
 
 
 def _paths(items: Sequence[str], base: Path) -> tuple[Path, ...]:

@@ -23,7 +23,7 @@ from sparkyard.master import triggers
 from sparkyard.master.records import JobRecord
 from sparkyard.master.scripts import log_failure
 from sparkyard.master.store_outcomes import RUN_EXISTS, BackfillStatus, FireStatus
-from sparkyard.states import JobState, RunState
+from sparkyard.states import JobState
 
 if TYPE_CHECKING:
     from sparkyard.master.background import Spawner

@@ -13,7 +13,7 @@ import grpc
 import redis.exceptions
 
 from sparkyard import __version__
-from sparkyard.errors import InvalidArgument, NotFound, SparkyardError, clip
+from sparkyard.errors import InvalidArgument, SparkyardError, clip
 from sparkyard.master.backfill import Backfiller
 from sparkyard.master.bundles import BundleStore, check_ref
 from sparkyard.master.connection import WorkerConnection

@@ -168,3 +168,12 @@ def test_a_verb_s_flag_is_never_read_as_an_abbreviation_of_another() -> None:
     assert (args.start, args.end) == ("2026-11-01T00:00:00Z", "2026-11-02T00:00:00Z")
     with pytest.raises(SystemExit):
         build_parser().parse_args(["jobs", "--tok", "x"])  # no abbreviations at all
+
+
+@pytest.mark.parametrize("flag,first,second", [("--after", "p1", "p2"), ("--name", "a", "b"), ("--every", "1s", "2s")])
+def test_a_one_value_flag_given_twice_is_refused_naming_both(flag: str, first: str, second: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["submit", "x.py", flag, first, flag, second])
+    assert exit_.value.code == 2
+    assert f"{flag} given twice ('{first}' and '{second}')" in capsys.readouterr().err
