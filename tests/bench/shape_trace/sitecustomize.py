@@ -78,7 +78,7 @@ if os.environ.get("SHAPE_TRACE_DIR"):
     _scripts: dict[str, str] = {}
 
     def _record_scripts(cls: type) -> None:
-        init = cls.__init__
+        init = cls.__init__  # type: ignore[misc]
 
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
             init(self, *args, **kwargs)
@@ -156,7 +156,7 @@ if os.environ.get("SHAPE_TRACE_DIR"):
                 pass
         return done
 
-    ctypes.pythonapi.PyThreadState_SetAsyncExc = _set_async_exc_clearing
+    ctypes.pythonapi.PyThreadState_SetAsyncExc = _set_async_exc_clearing  # type: ignore[attr-defined]
     sys.meta_path.insert(0, _ScriptsFinder())
     sys.setprofile(_profile)
     threading.setprofile(_profile)
