@@ -575,7 +575,7 @@ class Agent(AttemptSlots):
             now = self.clock.monotonic()
             announce_before_ms = int(self.clock.now() * 1000) - STARTED_REPORT_AFTER_S * 1000
             for execution in list(self.executions.values()):
-                if not execution.kill_kind and now - execution.renewed_at > limit:
+                if execution.run.killed is None and now - execution.renewed_at > limit:
                     log.warning("task=%s lease not renewed for %.1fs; killing it (self-fencing)",
                                 execution.assignment.task_id, now - execution.renewed_at)
                     execution.kill("fence", "lease could not be renewed (self-fencing)")

@@ -26,7 +26,7 @@ from sparkyard.worker.metrics import WorkerMetrics
 from sparkyard.worker.outbox import Outbox
 from sparkyard.worker.prefetch import Prefetch
 from sparkyard.worker.reports import ReportSender
-from sparkyard.worker.runner.base import AttemptRun, Outcome, Runner
+from sparkyard.worker.runner.base import AttemptRun, Kill, Outcome, Runner
 from sparkyard.worker.workspace import Workspace, WorkspaceError, workspace
 
 log = logging.getLogger("sparkyard.worker.agent")
@@ -51,6 +51,7 @@ class Execution:
 
     assignment: pb.TaskAssignment
     run: AttemptRun
+    runner: Runner  # the one that runs it (chosen on arrival, from its job's spec)
     renewed_at: float  # monotonic time of the last lease renewal (or of receipt)
     queued_at: float  # monotonic time it arrived
     unqueue: Callable[[Execution], None]  # how a kill ends it while it is still queued
@@ -60,15 +61,15 @@ class Execution:
     bundle_root: Path | None = None
     ended: bool = False
     announced: bool = False  # its start was reported on its own (see Agent._fence_loop)
-    kill_kind: str = ""  # timeout | cancel | release | lost | fence
     timer: Cancellable | None = None  # the attempt's timeout, if it has one
     bundle: pb.BundleRef | None = None  # the bundle it holds in the cache while it runs
 
     def kill(self, kind: str, reason: str) -> None:
-        if not self.kill_kind:
-            self.kill_kind = kind
-            self.run.kill(reason)
-            if not self.begun_at:
+        if self.run.killed is None:
+            self.run.killed = Kill(kind, reason)
+            if self.begun_at:
+                self.runner.kill(self.run)
+            else:
                 self.unqueue(self)
 
 
@@ -113,8 +114,8 @@ class AttemptSlots:
         execution = self.executions.get(task_id)
         if execution is None or execution.assignment.fencing_token != token:
             return f"worker {self.worker_id} no longer runs task {task_id} with fencing token {token}"
-        if execution.kill_kind:
-            return f"the attempt is being stopped ({execution.kill_kind}: {execution.run.kill_reason})"
+        if execution.run.killed is not None:
+            return f"the attempt is being stopped ({execution.run.killed.kind}: {execution.run.killed.reason})"
         unrenewed = self.clock.monotonic() - execution.renewed_at
         if unrenewed > self.lease_s - self.cfg.self_fence_margin_s:
             return f"the attempt's lease was not renewed for {unrenewed:.1f}s"
@@ -135,7 +136,7 @@ class AttemptSlots:
         result the master has not acknowledged — so a task that finished while no master was reachable
         is not requeued on reconnect, and its result (resent then) counts."""
         running = [pb.Lease(task_id=e.assignment.task_id, fencing_token=e.assignment.fencing_token)
-                   for e in self.executions.values() if not e.kill_kind]
+                   for e in self.executions.values() if e.run.killed is None]
         return running + [pb.Lease(task_id=task_id, fencing_token=token) for task_id, token in self.pending]
 
     def _announce_start(self, execution: Execution) -> None:
@@ -160,7 +161,8 @@ class AttemptSlots:
         run = AttemptRun(assignment, self.worker_id, log_path, self._attempts_dir, self.cfg.result_max_bytes,
                          _UNPLACED, fence=self.fence_address)
         now = self.clock.monotonic()
-        execution = Execution(assignment, run, renewed_at=now, queued_at=now, unqueue=self._unqueue)
+        execution = Execution(assignment, run, self._runner_for(assignment.spec), renewed_at=now, queued_at=now,
+                              unqueue=self._unqueue)
         self.executions[assignment.task_id] = execution
         self._idle.clear()
         self.queue.append(execution)
@@ -224,7 +226,7 @@ class AttemptSlots:
 
     def _begin(self, execution: Execution) -> None:
         assignment = execution.assignment
-        runner = self._runner_for(assignment.spec)
+        runner = execution.runner
         execution.begun_at = self.clock.monotonic()
         execution.started_ms = int(self.clock.now() * 1000)
         self._busy += 1
@@ -253,7 +255,7 @@ class AttemptSlots:
         a = execution.assignment
         if execution.begun_at:
             self._busy -= 1
-            if not execution.kill_kind:
+            if execution.run.killed is None:
                 self.prefetch.ended(self.clock.monotonic() - execution.begun_at)
         if execution.timer is not None:
             execution.timer.cancel()
@@ -266,9 +268,10 @@ class AttemptSlots:
         if idle:
             self._idle.set()
         finished_ms = int(self.clock.now() * 1000)
-        kind = execution.kill_kind
-        if kind:
-            outcome.error = execution.run.kill_reason
+        killed = execution.run.killed
+        kind = killed.kind if killed is not None else ""
+        if killed is not None:
+            outcome.error = killed.reason
             state = _KILL_OUTCOMES[kind]
         else:
             state = pb.ATTEMPT_SUCCEEDED if outcome.state == "SUCCEEDED" else pb.ATTEMPT_FAILED

@@ -48,7 +48,7 @@ async def test_a_running_worker_sweeps_periodically_and_spares_today_and_running
     assignment = pb.TaskAssignment(task_id="t-running", attempt=1)
     agent.executions["t-running"] = Execution(
         assignment, AttemptRun(assignment, "w1", "", str(scratch), 1024, Workspace("", "", (), ())),
-        renewed_at=clock.monotonic(), queued_at=clock.monotonic(), unqueue=lambda e: None)
+        agent.runners["submit"], renewed_at=clock.monotonic(), queued_at=clock.monotonic(), unqueue=lambda e: None)
 
     loop = asyncio.create_task(agent.retention.run())
     try:
