@@ -36,7 +36,7 @@ def log_tail(path: str, lines: int) -> str:
 class Outcome:
     """How an attempt ended, as the runner saw it."""
 
-    state: str  # SUCCEEDED | FAILED (the agent turns kills into TIMED_OUT / CANCELLED / RELEASED)
+    state: str  # SUCCEEDED | FAILED (the slots turn kills into TIMED_OUT / CANCELLED / RELEASED)
     result_json: str = ""
     error: str = ""
     traceback: str = ""
