@@ -165,7 +165,7 @@ class BundleCache:
 
 
 def fetch_over(channel: Callable[[], object | None], metadata: Callable[[], list[tuple[str, str]]]) -> Fetch:
-    """A Fetch that calls BundleService.FetchBundle on the agent's current channel to the master."""
+    """A Fetch that calls BundleService.FetchBundle on the worker's current channel to the master."""
     from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 
     async def fetch(ref: pb.BundleRef) -> AsyncIterator[bytes]:

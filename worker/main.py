@@ -27,7 +27,7 @@ from sparkyard.httpserve import HttpStartError  # noqa: E402
 from sparkyard.logsetup import configure_logging  # noqa: E402
 from sparkyard.addresses import is_loopback  # noqa: E402
 from sparkyard.profiling import profiled  # noqa: E402
-from sparkyard.worker.agent import Agent  # noqa: E402
+from sparkyard.worker.assembly import Worker, build_worker  # noqa: E402
 from sparkyard.worker.fence_desk import DeskStartError  # noqa: E402
 
 log = logging.getLogger("sparkyard.worker")
@@ -40,7 +40,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-async def _run(agent: Agent) -> int:
+async def _run(worker: Worker) -> int:
     loop = asyncio.get_running_loop()
     signals = 0
 
@@ -49,14 +49,14 @@ async def _run(agent: Agent) -> int:
         signals += 1
         if signals == 1:
             log.info("signal received: draining (send again to stop at once)")
-            asyncio.ensure_future(agent.drain())
+            asyncio.ensure_future(worker.drain())
         else:
-            agent.stop()
+            worker.stop()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
     try:
-        await agent.run()
+        await worker.run()
     except (HttpStartError, DeskStartError) as exc:
         print(f"sparkyard-worker: {exc}", file=sys.stderr)
         return 2
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sparkyard-worker: {exc}", file=sys.stderr)
         return 2
     with profiled():
-        return asyncio.run(_run(Agent(cfg)))
+        return asyncio.run(_run(build_worker(cfg)))
 
 
 if __name__ == "__main__":

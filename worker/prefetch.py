@@ -16,8 +16,8 @@ names the last results message the master had seen: ``TaskBatch.reports_seq``). 
 tasks (a 1 ms task against a 5 ms refill) get tens of tasks queued; tasks longer than about two refill
 times get none — for them a round trip per task costs little, and a queued task would only wait behind
 them. A slot whose attempt has run far longer than the usual task is not counted (a queued task would wait
-behind it); what is already queued behind such a slot is handed back by the agent (see
-worker/agent.py, HANDBACK_AFTER_S).
+behind it); what is already queued behind such a slot is handed back by the slots (see
+worker/slots.py, HANDBACK_AFTER_S).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ ALPHA = 0.2
 # Refill time assumed until one is measured (a master on the same network, Redis a millisecond away).
 DEFAULT_REFILL_S = 0.005
 # A refill sample longer than this is not a round trip but the master having had nothing to send (and
-# queues sized from it cover at most HEADROOM × this of work, well under the agent's hand-back delay).
+# queues sized from it cover at most HEADROOM × this of work, well under the slots' hand-back delay).
 MAX_REFILL_SAMPLE_S = 0.1
 # Results messages remembered while no batch answers them.
 MAX_AWAITING = 64

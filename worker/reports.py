@@ -3,7 +3,7 @@
 A :class:`Batcher` folds what finishes within a couple of milliseconds into one message (a busy worker
 sends hundreds of results per message; a worker whose last running attempt just ended sends at once, as
 nothing more is coming to share the message). While the worker is
-disconnected the batcher backs off and retries; results also stay in the agent's ``pending`` map until
+disconnected the batcher backs off and retries; results also stay pending in the result ledger (worker/ledger.py) until
 the master acknowledges them, and are re-submitted after a reconnect — the batcher's dedupe by
 (task, token) keeps one copy.
 """

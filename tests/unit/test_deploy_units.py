@@ -19,7 +19,8 @@ import pytest
 
 from sparkyard.config import MasterConfig, WorkerConfig, load
 from sparkyard.master.main import parse_args as master_args
-from sparkyard.worker.agent import FLUSH_TIMEOUT_S, STOP_TIMEOUT_S
+from sparkyard.worker.assembly import FLUSH_TIMEOUT_S
+from sparkyard.worker.slots import STOP_TIMEOUT_S
 from sparkyard.worker.main import parse_args as worker_args
 
 SYSTEMD = Path(__file__).resolve().parents[2] / "deploy" / "systemd"

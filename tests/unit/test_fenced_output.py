@@ -15,10 +15,11 @@ import pytest
 from sparkyard.clock import FakeClock
 from sparkyard.config import WorkerConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
-from sparkyard.worker.agent import Agent, Execution
+from sparkyard.worker.assembly import build_worker
 from sparkyard.worker.fence_desk import DeskStartError, FenceDesk, ask_worker
 from sparkyard.worker.fenced_output import AttemptOutputs, FencedOutput, OutputError, StaleOutput, final_path
-from sparkyard.worker.runner.base import AttemptRun
+from sparkyard.worker.runner.base import AttemptRun, Kill
+from sparkyard.worker.slots import Execution
 from sparkyard.worker.workspace import Workspace
 
 CURRENT = lambda: (True, "")  # noqa: E731 - the worker's answer for an attempt that holds its token
@@ -171,18 +172,17 @@ async def test_the_fence_desk_answers_one_question_per_connection(tmp_path: Path
 
 async def test_a_worker_says_not_current_for_attempts_it_knows_are_fenced_and_without_a_master(tmp_path: Path) -> None:
     clock = FakeClock(start=time.time())
-    agent = Agent(WorkerConfig(work_dir=str(tmp_path), id="w1").validate(), clock=clock)
+    worker = build_worker(WorkerConfig(work_dir=str(tmp_path), id="w1").validate(), clock=clock)
     assignment = pb.TaskAssignment(task_id="t1", attempt=1, fencing_token=5)
     execution = Execution(assignment, AttemptRun(assignment, "w1", "", str(tmp_path), 1024, Workspace("", "", (), ())),
-                          renewed_at=clock.monotonic(), queued_at=clock.monotonic(), unqueue=lambda e: None)
-    agent.executions["t1"] = execution
-    assert await agent.answer_fence("t2", 5) == (False, "worker w1 no longer runs task t2 with fencing token 5")
-    assert (await agent.answer_fence("t1", 4))[0] is False
-    assert await agent.answer_fence("t1", 5) == (
+                          worker.runners["submit"], renewed_at=clock.monotonic(), queued_at=clock.monotonic())
+    worker.slots.executions["t1"] = execution
+    assert await worker.link.answer_fence("t2", 5) == (False, "worker w1 no longer runs task t2 with fencing token 5")
+    assert (await worker.link.answer_fence("t1", 4))[0] is False
+    assert await worker.link.answer_fence("t1", 5) == (
         False, "the worker is not connected to a master to confirm the fencing token")
-    clock.advance(agent.lease_s)
-    assert (await agent.answer_fence("t1", 5))[1].startswith("the attempt's lease was not renewed for")
+    clock.advance(worker.link.connection.terms.lease_s)
+    assert (await worker.link.answer_fence("t1", 5))[1].startswith("the attempt's lease was not renewed for")
     execution.renewed_at = clock.monotonic()
-    execution.kill_kind = "cancel"
-    execution.run.kill_reason = "cancelled by a user"
-    assert await agent.answer_fence("t1", 5) == (False, "the attempt is being stopped (cancel: cancelled by a user)")
+    execution.run.killed = Kill("cancel", "cancelled by a user")
+    assert await worker.link.answer_fence("t1", 5) == (False, "the attempt is being stopped (cancel: cancelled by a user)")

@@ -11,9 +11,10 @@ from pathlib import Path
 from sparkyard.clock import FakeClock
 from sparkyard.config import WorkerConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
-from sparkyard.worker.agent import Agent, Execution
+from sparkyard.worker.assembly import build_worker
 from sparkyard.worker.logs import day_name, remove_older_than
 from sparkyard.worker.runner.base import AttemptRun
+from sparkyard.worker.slots import Execution
 from sparkyard.worker.workspace import Workspace
 
 
@@ -38,19 +39,19 @@ def test_only_entries_older_than_the_cutoff_and_not_kept_are_removed(tmp_path: P
 async def test_a_running_worker_sweeps_periodically_and_spares_today_and_running_tasks(tmp_path: Path) -> None:
     clock = FakeClock(start=time.time())
     cfg = WorkerConfig(work_dir=str(tmp_path), id="w1", log_retention_s=100).validate()
-    agent = Agent(cfg, clock=clock)
+    worker = build_worker(cfg, clock=clock)
     now = clock.now()
-    logs, scratch = agent.logs.root, tmp_path / "attempts"
+    logs, scratch = worker.logs.root, tmp_path / "attempts"
     old_day = _entry(logs, "20200101", 1_000, now)
     today = _entry(logs, day_name(now), 1_000, now)  # e.g. written to long ago today, then quiet
     done_task = _entry(scratch, "t-done", 1_000, now)
     running_task = _entry(scratch, "t-running", 1_000, now)
     assignment = pb.TaskAssignment(task_id="t-running", attempt=1)
-    agent.executions["t-running"] = Execution(
+    worker.slots.executions["t-running"] = Execution(
         assignment, AttemptRun(assignment, "w1", "", str(scratch), 1024, Workspace("", "", (), ())),
-        renewed_at=clock.monotonic(), queued_at=clock.monotonic(), unqueue=lambda e: None)
+        worker.runners["submit"], renewed_at=clock.monotonic(), queued_at=clock.monotonic())
 
-    loop = asyncio.create_task(agent.retention.run())
+    loop = asyncio.create_task(worker.retention.run())
     try:
         await asyncio.sleep(0)
         assert old_day.exists()  # the first periodic sweep comes after retention / 2

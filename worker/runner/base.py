@@ -1,8 +1,8 @@
 """What a runner is: something that executes one attempt of a task as Spark work and can kill it.
 
-The agent owns the attempt's life (lease, timeout, cancel, self-fencing) and places it (its bundle, working
-directory and paths: :class:`Workspace`); a runner only executes and, when :meth:`AttemptRun.kill` is
-called, stops the work as fast as its medium allows — a process group for ``submit``, a cancel to the
+The worker owns the attempt's life (lease, timeout, cancel, self-fencing) and places it (its bundle, working
+directory and paths: :class:`Workspace`); a runner only executes and, when :meth:`Runner.kill` is called
+(the :class:`Kill` already recorded on the attempt), stops the work as fast as its medium allows — a process group for ``submit``, a cancel to the
 warm driver and then its process group for ``session``. Neither runs task code in the worker's process.
 """
 
@@ -36,7 +36,7 @@ def log_tail(path: str, lines: int) -> str:
 class Outcome:
     """How an attempt ended, as the runner saw it."""
 
-    state: str  # SUCCEEDED | FAILED (the agent turns kills into TIMED_OUT / CANCELLED / RELEASED)
+    state: str  # SUCCEEDED | FAILED (the slots turn kills into TIMED_OUT / CANCELLED / RELEASED)
     result_json: str = ""
     error: str = ""
     traceback: str = ""
@@ -48,7 +48,16 @@ class Outcome:
                    traceback="".join(traceback.format_exception(exc)))
 
 
-@dataclass
+@dataclass(frozen=True)
+class Kill:
+    """Why an attempt is being stopped: recorded once, on its :class:`AttemptRun`, where the worker's slots
+    (which report it) and the runner (which stops the work) both read it."""
+
+    kind: str  # timeout | cancel | release | lost | fence
+    reason: str
+
+
+@dataclass(eq=False)
 class AttemptRun:
     """One attempt as a runner sees it."""
 
@@ -58,17 +67,12 @@ class AttemptRun:
     attempts_dir: str  # parent of every attempt's scratch directory (see work_dir)
     result_max_bytes: int
     workspace: Workspace
-    killed: bool = False
-    kill_reason: str = ""
-    on_kill: Callable[[], None] | None = None  # set by the runner: how to stop this attempt's work
     fence: str = ""  # the worker's fence desk (worker/fence_desk.py), for fenced output
+    killed: Kill | None = None  # set once, by the slots, before they ask the runner to stop the work
 
-    def kill(self, reason: str) -> None:
-        if not self.killed:
-            self.killed = True
-            self.kill_reason = reason
-            if self.on_kill is not None:
-                self.on_kill()
+    @property
+    def kill_reason(self) -> str:
+        return self.killed.reason if self.killed is not None else ""
 
     @property
     def work_dir(self) -> Path:
@@ -103,10 +107,13 @@ class Runner(Protocol):
         ...
 
     def begin(self, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:
-        """Begin the attempt; ``done`` is called once, on the event loop, with its outcome. Once
-        ``attempt.kill`` is called, the runner stops the work and reports FAILED."""
+        """Begin the attempt; ``done`` is called once, on the event loop, with its outcome."""
         ...
 
+    def kill(self, attempt: AttemptRun) -> None:
+        """Stop the work of an attempt begun here (``attempt.killed`` says why) and report it FAILED through
+        its ``done``; an attempt that already ended is left alone."""
+        ...
 
     async def close(self) -> None:
         ...

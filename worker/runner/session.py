@@ -189,6 +189,7 @@ class SessionRunner:
         self._on_readiness = on_readiness or (lambda: None)
         self._drivers: list[_Driver] = []
         self._queue: deque[_Job] = deque()
+        self._jobs: dict[str, _Job] = {}  # by attempt tag: every attempt begun here and not yet done
         self._numbers = 0
         self._failures = 0  # drivers in a row that failed to start
         self._last_error = ""
@@ -274,8 +275,12 @@ class SessionRunner:
 
     def begin(self, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:
         a = attempt.assignment
-        job = _Job(attempt, done, f"{a.task_id}.a{a.attempt}.t{a.fencing_token}")
-        attempt.on_kill = lambda: self._kill(job)
+
+        def finished(outcome: Outcome) -> None:
+            self._jobs.pop(attempt.tag, None)
+            done(outcome)
+
+        job = self._jobs[attempt.tag] = _Job(attempt, finished, f"{a.task_id}.a{a.attempt}.t{a.fencing_token}")
         self._queue.append(job)
         self._dispatch()
         if not self._started:
@@ -284,7 +289,7 @@ class SessionRunner:
     def _dispatch(self) -> None:
         while self._queue:
             job = self._queue[0]
-            if job.attempt.killed:
+            if job.attempt.killed is not None:
                 self._queue.popleft()
                 job.done(Outcome("FAILED", error=f"killed: {job.attempt.kill_reason}"))
                 continue
@@ -332,8 +337,11 @@ class SessionRunner:
             "result_max_bytes": attempt.result_max_bytes,
         }
 
-    def _kill(self, job: _Job) -> None:
+    def kill(self, attempt: AttemptRun) -> None:
         """A cancel, timeout or lost lease: ask the driver, then kill it if it does not stop in time."""
+        job = self._jobs.get(attempt.tag)
+        if job is None:  # already done
+            return
         driver = job.driver
         if driver is None:  # still queued: _dispatch ends it
             if job in self._queue:

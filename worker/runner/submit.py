@@ -68,6 +68,7 @@ class SubmitRunner:
         self._spark_submit = ""
         self._error = ""
         self._running: set[asyncio.Task[None]] = set()
+        self._kills: dict[str, asyncio.Event] = {}  # by attempt tag: set when that attempt is to be killed
 
     async def start(self) -> None:
         self._spark_submit = spark_submit_path()
@@ -103,22 +104,30 @@ class SubmitRunner:
         return [*cmd, str(BOOTSTRAP), str(task_file), str(result_file)]
 
     def begin(self, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:
-        task = asyncio.ensure_future(self._run_then(attempt, done))
+        killed = self._kills[attempt.tag] = asyncio.Event()
+        task = asyncio.ensure_future(self._run_then(attempt, killed, done))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
 
-    async def _run_then(self, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:
+    def kill(self, attempt: AttemptRun) -> None:
+        killed = self._kills.get(attempt.tag)
+        if killed is not None:
+            killed.set()
+
+    async def _run_then(self, attempt: AttemptRun, killed: asyncio.Event, done: Callable[[Outcome], None]) -> None:
         try:
-            outcome = await self.run(attempt)
+            outcome = await self.run(attempt, killed)
         except asyncio.CancelledError:
             done(Outcome("FAILED", error="worker stopping"))
             raise
         except Exception as exc:
             log.exception("task=%s submit runner failed", attempt.assignment.task_id)
             outcome = Outcome.failure(exc, "submit runner error: ")
+        finally:
+            self._kills.pop(attempt.tag, None)
         done(outcome)
 
-    async def run(self, attempt: AttemptRun) -> Outcome:
+    async def run(self, attempt: AttemptRun, killed: asyncio.Event) -> Outcome:
         if not self._spark_submit:  # not the worker's default runner: started on first use
             await self.start()
         a = attempt.assignment
@@ -145,10 +154,6 @@ class SubmitRunner:
             )
         log.info("task=%s attempt=%d spark-submit pid=%d", a.task_id, a.attempt, proc.pid)
         waiter = asyncio.create_task(proc.wait())
-        killed = asyncio.Event()
-        attempt.on_kill = killed.set
-        if attempt.killed:
-            killed.set()
         killer = asyncio.create_task(killed.wait())
         limit = (a.spec.task_memory_mb or self._task_memory_mb) * 1024 * 1024
         try:

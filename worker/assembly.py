@@ -1,0 +1,206 @@
+"""The worker's composition root: :func:`build_worker` makes a whole worker from its configuration, and
+:class:`Worker` runs it — ``sparkyard-worker`` (worker/main.py) and the tests build it the same way.
+
+Its parts, each owning its own state and given at construction what it uses: the connection to a master
+(worker/connection.py), the result ledger (worker/ledger.py: pending results, the outbox, report
+sending), the runners (worker/runners.py), the attempt slots (worker/slots.py), the master link
+(worker/master_link.py: connect, register, heartbeats, messages), the fence desk, log retention and the
+``/metrics`` endpoint. They start in the order of one lifecycle list and stop in the reverse order, so
+each stops while what it uses still runs: the link first (no new work), then the slots (every attempt
+handed back), the runners, and last the ledger (the outbox closed).
+
+**Drain**: on SIGTERM, or when the master asks, the worker stops taking tasks, lets running ones finish
+for ``drain_timeout``, hands the rest back (RELEASED, no attempt used up), waits for the acknowledgements
+and stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Awaitable, Callable, Coroutine, Protocol
+
+from aiohttp import web
+
+from sparkyard.clock import Clock, SystemClock
+from sparkyard.config import WorkerConfig
+from sparkyard.httpserve import Access, HttpEndpoint, Route, metrics_response
+from sparkyard.worker.bundles import BundleCache, fetch_over
+from sparkyard.worker.children import Children
+from sparkyard.worker.connection import Connection
+from sparkyard.worker.fence_desk import FenceDesk, desk_address
+from sparkyard.worker.ledger import ResultLedger
+from sparkyard.worker.logs import LogFiles, Retention
+from sparkyard.worker.master_link import MasterLink
+from sparkyard.worker.metrics import WorkerMetrics
+from sparkyard.worker.prefetch import Prefetch
+from sparkyard.worker.runner.base import Runner
+from sparkyard.worker.runner.connect import ConnectRunner
+from sparkyard.worker.runner.session import SessionRunner
+from sparkyard.worker.runner.submit import SubmitRunner
+from sparkyard.worker.runners import Runners
+from sparkyard.worker.slots import STOP_TIMEOUT_S, AttemptSlots
+
+log = logging.getLogger(__name__)
+
+# After a drain, how long to wait for the master to acknowledge the last results.
+FLUSH_TIMEOUT_S = 10.0
+# How often the end of a drain looks whether the last results were acknowledged.
+FLUSH_CHECK_S = 0.05
+
+
+class Service(Protocol):
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class Step:
+    """A part of the worker's start or of its stop that is not a service of its own."""
+
+    def __init__(self, *, start: Callable[[], Awaitable[None]] | None = None,
+                 stop: Callable[[], Awaitable[None]] | None = None) -> None:
+        self._start, self._stop = start, stop
+
+    async def start(self) -> None:
+        if self._start is not None:
+            await self._start()
+
+    async def stop(self) -> None:
+        if self._stop is not None:
+            await self._stop()
+
+
+class Background:
+    """A loop that runs from the worker's start to its stop."""
+
+    def __init__(self, name: str, loop: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        self._name, self._loop = name, loop
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name=self._name)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+def build_runners(cfg: WorkerConfig, children: Children) -> Runners:
+    """Every runner a job may ask for; each tells of its readiness changing through one event."""
+    changed = asyncio.Event()
+    runners: dict[str, Runner] = {
+        "submit": SubmitRunner(cfg.spark_master, cfg.slots, children, task_memory_mb=cfg.task_memory_mb,
+                               conf=cfg.conf),
+        "session": SessionRunner(cfg.spark_master, cfg.slots, cfg.work_path, children, conf=cfg.conf,
+                                 task_memory_mb=cfg.task_memory_mb, max_tasks=cfg.driver_max_tasks,
+                                 wait_max_s=cfg.runner_wait_max_s, on_readiness=changed.set),
+        "connect": ConnectRunner(cfg.connect_url, cfg.spark_master, cfg.slots, cfg.work_path, children,
+                                 conf=cfg.conf, task_memory_mb=cfg.task_memory_mb, max_tasks=cfg.driver_max_tasks,
+                                 wait_max_s=cfg.runner_wait_max_s, on_readiness=changed.set),
+    }
+    return Runners(cfg, runners, changed)
+
+
+def build_worker(cfg: WorkerConfig, *, clock: Clock | None = None) -> Worker:
+    clock = clock or SystemClock()
+    work_dir = cfg.work_path
+    connection = Connection(cfg.token)
+    ledger = ResultLedger(work_dir, clock, connection.send)
+    children = Children(work_dir)
+    runners = build_runners(cfg, children)
+    logs = LogFiles(work_dir)
+    bundles = BundleCache(work_dir / "bundles", cfg.bundle_cache_bytes,
+                          fetch_over(lambda: connection.channel, connection.metadata))
+    fence_address = desk_address(work_dir)
+    metrics = WorkerMetrics()
+    slots = AttemptSlots(cfg, clock, logs, bundles, runners, ledger, Prefetch(cfg.prefetch_max), metrics,
+                         connection.terms, fence_address)
+    drain_requested = asyncio.Event()
+    link = MasterLink(cfg, clock, connection, slots, ledger, runners, logs, drain_requested)
+    retention = Retention(logs, work_dir / "attempts", cfg.log_retention_s, clock, slots.task_ids)
+    return Worker(cfg, logs=logs, ledger=ledger, runners=runners, slots=slots, link=link, retention=retention,
+                  children=children, bundles=bundles, fence_desk=FenceDesk(fence_address, link.answer_fence),
+                  metrics=metrics, drain_requested=drain_requested)
+
+
+class Worker:
+    def __init__(self, cfg: WorkerConfig, *, logs: LogFiles, ledger: ResultLedger, runners: Runners,
+                 slots: AttemptSlots, link: MasterLink, retention: Retention, children: Children,
+                 bundles: BundleCache, fence_desk: FenceDesk, metrics: WorkerMetrics,
+                 drain_requested: asyncio.Event) -> None:
+        self.cfg = cfg
+        self.logs, self.ledger, self.runners, self.slots, self.link = logs, ledger, runners, slots, link
+        self.retention, self.fence_desk, self._metrics = retention, fence_desk, metrics
+        self._drain_requested = drain_requested
+        self._stopping = asyncio.Event()
+        self.http: HttpEndpoint | None = None
+        if cfg.metrics:
+            # The worker token opens it as the admin's does on the master; the metrics token only reads.
+            self.http = HttpEndpoint(cfg.metrics, [Route("GET", "/metrics", self._metrics_page, Access.READ)],
+                                     admin=cfg.token or cfg.metrics_token, viewer=cfg.metrics_token,
+                                     tls=(cfg.metrics_tls_cert, cfg.metrics_tls_key) if cfg.metrics_tls_cert else None)
+        # Started in this order, stopped in the reverse one.
+        self.services: list[Service] = [
+            ledger,
+            Step(start=lambda: asyncio.to_thread(children.end_leftovers)),
+            Step(start=lambda: asyncio.to_thread(bundles.load)),
+            Step(start=retention.sweep),
+            Background("log-retention", retention.run),
+            fence_desk,
+            *([self.http] if self.http is not None else []),
+            Step(stop=runners.close),
+            # Only the default runner starts now; another starts when a job first asks for it.
+            Background("start-runner", runners.start_default),
+            Step(stop=slots.stop),
+            Background("self-fence", slots.watch),
+            link,
+            Background("drain-on-request", self._drain_on_request),
+        ]
+
+    async def run(self) -> None:
+        """Run until :meth:`stop` (after a drain or at once)."""
+        self.cfg.work_path.mkdir(parents=True, exist_ok=True)
+        started: list[Service] = []
+        try:
+            for service in self.services:
+                await service.start()
+                started.append(service)
+            await self._stopping.wait()
+        finally:
+            for service in reversed(started):
+                await service.stop()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def drain(self) -> None:
+        """Stop taking tasks, finish or hand back running ones, flush results, then stop."""
+        slots = self.slots
+        if slots.draining:
+            return
+        slots.start_draining()
+        self.link.send_heartbeat()
+        await slots.until_idle(self.cfg.drain_timeout_s)
+        slots.kill_all("worker draining: handed back")
+        await slots.until_idle(STOP_TIMEOUT_S)
+        deadline = time.monotonic() + FLUSH_TIMEOUT_S
+        while self.ledger.pending and time.monotonic() < deadline and self.link.registered.is_set():
+            await asyncio.sleep(FLUSH_CHECK_S)
+        if self.ledger.pending:
+            log.warning("%d results not acknowledged at exit: kept in %s, sent when this worker (same --id and "
+                        "--work-dir) starts again", len(self.ledger.pending), self.ledger.outbox.path)
+        self.stop()
+
+    async def _drain_on_request(self) -> None:
+        await self._drain_requested.wait()
+        await self.drain()
+
+    async def _metrics_page(self, request: web.Request) -> web.Response:
+        slots = self.slots
+        return metrics_response(self._metrics.render(
+            slots=self.cfg.slots, ready_slots=self.runners.readiness()[2], busy=slots.busy, queued=len(slots.queue),
+            unacknowledged=len(self.ledger.pending), connected=self.link.connection.up and self.link.registered.is_set(),
+            connections=self.link.connections, draining=slots.draining))
