@@ -3,7 +3,8 @@ no job needs them.
 
 An upload is written under a temporary key and published with one ``RENAME`` only after its size and
 sha256 were checked, so a worker never reads half a bundle and a broken upload leaves nothing behind.
-A job that names a bundle holds a reference (``P:bundle:{digest}:jobs``); the collector
+A job that names a bundle holds a reference (``P:bundle:{digest}:jobs``, written by ``submit.lua`` and
+``update.lua`` in the step that stores the job, only while the bundle exists); the collector
 (``bundle_gc.lua``) deletes a bundle once every job naming it has ended, or when none named it within a
 grace period after its upload. Every master may run the collector: each step is one script.
 """
@@ -117,13 +118,6 @@ class BundleStore:
             if data is None:
                 raise NotFound(f"bundle {ref.digest} was deleted while being fetched")
             yield pb.BundleChunk(data=data if isinstance(data, bytes) else data.encode("latin-1"))
-
-    async def add_refs(self, refs: Iterable[tuple[str, str]]) -> None:
-        """(digest, job id) references of newly stored jobs."""
-        pipe = self._redis.pipeline(transaction=False)
-        for digest, job_id in refs:
-            pipe.sadd(self._keys.bundle_jobs(digest), job_id)
-        await pipe.execute()
 
     async def collect(self) -> list[str]:
         deleted = await self._scripts("bundle_gc", [self._keys.bundles],

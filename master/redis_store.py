@@ -107,7 +107,8 @@ class RedisStore(Store):
                 specs.append(self._spec_text(job.spec))
             if job.fire_now is None:
                 value = job.after if job.fire_mode == "after" else job.fire_value_ms
-                entries.append([job.job_id, si, job.fire_mode, value, job.idempotency_key, "", 0, -1])
+                entries.append([job.job_id, si, job.fire_mode, value, job.idempotency_key, "", 0, -1,
+                                job.spec.bundle.digest])
             else:
                 key = (id(job.spec), job.fire_value_ms, id(job.fire_now))
                 bi = block_index.get(key)
@@ -115,7 +116,8 @@ class RedisStore(Store):
                     bi = block_index[key] = len(blocks)
                     blocks.append(self._run_block(job.spec, job.fire_value_ms, job.fire_now))
                 entries.append([job.job_id, si, job.fire_mode, job.fire_value_ms, job.idempotency_key,
-                                ids.run_id(job.job_id, job.fire_value_ms), job.fire_value_ms, bi])
+                                ids.run_id(job.job_id, job.fire_value_ms), job.fire_value_ms, bi,
+                                job.spec.bundle.digest])
             self._remember_spec(job.job_id, job.spec)
         payload = json.dumps({"specs": specs, "blocks": blocks, "jobs": entries}, separators=(",", ":"))
         args = [payload, idempotency_ttl_ms]
@@ -124,7 +126,7 @@ class RedisStore(Store):
         else:
             raw = await self._lua("submit", [self.keys.jobs, self.keys.schedule], args)
         return [SubmitResult(j, int(d) == 1, int(c), int(n), bool(int(f)), id_taken=int(d) == 2,
-                             parent_missing=int(d) == 3)
+                             parent_missing=int(d) == 3, bundle_missing=int(d) == 4)
                 for j, d, c, n, f in _groups(raw, 5)]
 
     async def _replicated(self, script: str, keys: list[str], args: list[Any]) -> Any:
@@ -399,7 +401,7 @@ class RedisStore(Store):
     async def update_spec(self, job_id: str, base_version: int, spec: pb.JobSpec, next_fire_ms: int) -> UpdateResult:
         k = self.keys
         raw = await self._lua("update", [k.job(job_id), k.schedule, k.awaiting],
-                              [job_id, base_version, spec_to_text(spec), next_fire_ms])
+                              [job_id, base_version, spec_to_text(spec), next_fire_ms, spec.bundle.digest])
         result = UpdateResult(raw[0], raw[1], int(raw[2]), int(raw[3]))
         if result.status == "ok":
             self._remember_spec(job_id, spec, result.spec_version)

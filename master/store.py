@@ -54,6 +54,7 @@ class SubmitResult:
     fired: bool = False  # the job's run was created by the submit itself
     id_taken: bool = False  # another job has this id: nothing was stored
     parent_missing: bool = False  # a child job whose parent does not exist: nothing was stored
+    bundle_missing: bool = False  # the job's bundle is not stored (collected since it was checked): nothing stored
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,8 @@ class Claim:
 @dataclass(frozen=True)
 class UpdateResult:
     """What update.lua did: status ok | missing | ended (the job fires no more) | conflict (another update
-    came first); the job's state, its spec version after the call, and its next fire ms (-1: none)."""
+    came first) | bundle_missing (the new spec's bundle is not stored); the job's state, its spec version
+    after the call, and its next fire ms (-1: none)."""
 
     status: str
     state: str
