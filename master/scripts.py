@@ -34,7 +34,8 @@ from sparkyard.states import lua_tables
 
 SCRIPT_NAMES = (
     "submit", "fire", "peek", "claim", "renew", "report", "release", "reap", "cancel", "job_state",
-    "reschedule", "update", "bundle_gc", "leader", "worker", "delete_job", "retention", "backfill", "queue_depth",
+    "reschedule", "update", "bundle_gc", "bundle_upload", "leader", "worker", "delete_job", "retention", "backfill",
+    "queue_depth",
 )
 # Scripts that only read, or that decide the leadership itself, are not fenced.
 UNFENCED = frozenset({"peek", "leader", "queue_depth"})

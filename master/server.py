@@ -47,6 +47,7 @@ from sparkyard.master.request_guard import RequestGuard
 from sparkyard.master.reports import ReportSink
 from sparkyard.master.retention import Retention
 from sparkyard.master.bundles import BundleStore
+from sparkyard.master.redis_bundles import RedisBundles
 from sparkyard.master.services import BundleService, ClusterService, JobService, WorkerService, master_id
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.redis_url import RedisUrlError, connect
@@ -171,7 +172,7 @@ class MasterServer:
         store = RedisStore(self._redis, Keys(cfg.namespace), priority_aging_ms=int(cfg.priority_aging_s * 1000),
                            min_replicas=cfg.redis_min_replicas)
         store.scripts.observe = self.metrics.timed_call
-        bundles = self._bundles = BundleStore(self._raw_redis, Keys(cfg.namespace), store.scripts,
+        bundles = self._bundles = BundleStore(RedisBundles(self._raw_redis, store.keys, store.scripts),
                                               cfg.max_bundle_bytes)
 
         self._timer = SystemTimer(self.clock)

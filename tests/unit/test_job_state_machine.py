@@ -20,6 +20,7 @@ from sparkyard.config import MasterConfig
 from sparkyard.errors import FailedPrecondition, NotFound
 from sparkyard.keys import Keys
 from sparkyard.master.bundles import BundleStore
+from sparkyard.master.redis_bundles import RedisBundles
 from sparkyard.master.jobs import JobManager
 from sparkyard.master.preloader import Preloader
 from sparkyard.master.reaper import Reaper
@@ -55,7 +56,7 @@ class JobLifecycle(RuleBasedStateMachine):
         self.rig = MasterRig(CFG)
         # Specs here ship no code: the bundle store is never called (its Redis client never connects).
         unused = Redis()
-        bundles = BundleStore(unused, Keys("sm"), ScriptLibrary(unused, Keys("sm")), CFG.max_bundle_bytes)
+        bundles = BundleStore(RedisBundles(unused, Keys("sm"), ScriptLibrary(unused, Keys("sm"))), CFG.max_bundle_bytes)
         self.preloader = Preloader(self.rig.core, self.rig.arming)
         self.manager = JobManager(self.rig.core, self.rig.arming, self.preloader, bundles)
         self.reaper = Reaper(self.rig.core, self._worker_dead)
