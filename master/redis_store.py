@@ -489,6 +489,9 @@ class RedisStore(Store):
             i += 4 + 2 * pairs
         return out
 
+    async def ping(self) -> None:
+        await self.redis.ping()
+
     async def counts(self) -> dict[str, int]:
         pipe = self.redis.pipeline(transaction=False)
         pipe.zcard(self.keys.leases)
@@ -509,3 +512,12 @@ class RedisStore(Store):
     async def worker_leases(self, worker_id: str) -> set[str]:
         return set(await self.redis.smembers(self.keys.worker_leases(worker_id)))
 
+    # ---- masters -------------------------------------------------------------------------------------
+
+    async def put_master(self, master_id: str, record: dict[str, Any]) -> None:
+        """Record what a master says about itself (``master.lua``: unfenced, a standby records itself too)."""
+        await self._lua("master", [], [master_id, json.dumps(record, separators=(",", ":"))])
+
+    async def get_masters(self) -> dict[str, dict[str, Any]]:
+        raw = await self.redis.hgetall(self.keys.masters)
+        return {m: json.loads(v) for m, v in raw.items()}

@@ -274,15 +274,14 @@ class MasterServer:
         assert self.core is not None and self._redis is not None
         store = self.core.store
         assert isinstance(store, RedisStore)
-        self.leadership = Leadership(store.scripts, self._redis, Keys(self.cfg.namespace), "", "",
-                                  self.cfg.leader_lease_s, self.clock, self._elected, self._lost)
+        self.leadership = Leadership(store, "", "", self.cfg.leader_lease_s, self.clock, self._elected, self._lost)
         return [LeaderGate(self.leadership)]
 
     async def _metrics_page(self, request: web.Request) -> web.Response:
-        assert self.core is not None and self.leadership is not None and self._redis is not None
+        assert self.core is not None and self.leadership is not None
         core, leadership = self.core, self.leadership
         body = await self.metrics.render(core.registry.sessions(), leadership.leading, leadership.epoch,
-                                         core.store.queue_depths, self._redis.ping)
+                                         core.store.queue_depths, core.store.ping)
         return metrics_response(body)
 
     async def _elected(self, epoch: int) -> None:

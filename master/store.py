@@ -480,6 +480,10 @@ class Store(Protocol):
         """How many tasks are leased and delayed, and how many jobs are scheduled."""
         ...
 
+    async def ping(self) -> None:
+        """One round trip to the store and nothing else (the metrics page times it)."""
+        await self.time_ms()
+
     # ---- workers -------------------------------------------------------------------------------------
 
     async def put_worker(self, worker_id: str, info: dict[str, Any]) -> None:
