@@ -3,9 +3,11 @@ no job needs them.
 
 An upload is written under a temporary key and published with one ``RENAME`` only after its size and
 sha256 were checked, so a worker never reads half a bundle and a broken upload leaves nothing behind.
-A job that names a bundle holds a reference (``P:bundle:{digest}:jobs``); the collector
+A job that names a bundle holds a reference (``P:bundle:{digest}:jobs``, written by ``submit.lua`` and
+``update.lua`` in the step that stores the job, only while the bundle exists); the collector
 (``bundle_gc.lua``) deletes a bundle once every job naming it has ended, or when none named it within a
-grace period after its upload. Every master may run the collector: each step is one script.
+grace period after its upload. Every write is a fenced script of the store (upload chunks and their
+publication included), so a master that no longer leads stores and deletes nothing.
 """
 
 from __future__ import annotations
@@ -16,12 +18,10 @@ import logging
 import uuid
 from typing import AsyncIterator, Iterable
 
-from redis.asyncio import Redis
-
 from sparkyard.bundle import CHUNK_BYTES
 from sparkyard.errors import InvalidArgument, NotFound, ResourceExhausted, quote
-from sparkyard.keys import Keys
-from sparkyard.master.scripts import ScriptLibrary, log_failure
+from sparkyard.master.redis_bundles import RedisBundles, UploadExpired
+from sparkyard.master.scripts import log_failure
 from sparkyard.timeutil import format_size
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -44,18 +44,15 @@ def check_ref(ref: pb.BundleRef) -> None:
 
 
 class BundleStore:
-    def __init__(self, redis: Redis, keys: Keys, scripts: ScriptLibrary, max_bytes: int) -> None:
-        self._redis = redis
-        self._keys = keys
-        self._scripts = scripts
+    """Uploads checked against what they announced, fetches chunk by chunk, and the collector's loop; the
+    bundles themselves are the store's (:class:`~sparkyard.master.redis_bundles.RedisBundles`)."""
+
+    def __init__(self, bundles: RedisBundles, max_bytes: int) -> None:
+        self._bundles = bundles
         self.max_bytes = max_bytes
 
     async def present(self, digests: Iterable[str]) -> set[str]:
-        pipe = self._redis.pipeline(transaction=False)
-        wanted = list(dict.fromkeys(digests))
-        for digest in wanted:
-            pipe.exists(self._keys.bundle(digest))
-        return {d for d, n in zip(wanted, await pipe.execute()) if n}
+        return await self._bundles.present(digests)
 
     def _check_size(self, size: int) -> None:
         if size > self.max_bytes:
@@ -74,7 +71,7 @@ class BundleStore:
             async for _ in chunks:  # drain: the bundle is already here
                 pass
             return ref
-        temp = self._keys.bundle_upload(ref.digest, uuid.uuid4().hex)
+        upload_id = uuid.uuid4().hex
         digest, received, index = hashlib.sha256(), 0, 0
         try:
             chunk: pb.BundleChunk | None = first
@@ -85,50 +82,34 @@ class BundleStore:
                 self._check_size(received)
                 if chunk.data:
                     digest.update(chunk.data)
-                    await self._redis.hset(temp, f"c{index}", chunk.data)
-                    await self._redis.expire(temp, UPLOAD_TTL_S)
+                    await self._bundles.put_chunk(ref.digest, upload_id, index, chunk.data, UPLOAD_TTL_S * 1000)
                     index += 1
                 chunk = await anext(chunks, None)
             if received != ref.size or digest.hexdigest() != ref.digest:
                 raise InvalidArgument(f"upload: received {received} bytes with sha256 {digest.hexdigest()[:12]}…, "
                                       f"not the {ref.size} bytes of {ref.digest[:12]}… announced")
-            await self._redis.hset(temp, mapping={"size": received, "chunks": index,
-                                                  "created_ms": await self._now_ms()})
-            await self._redis.persist(temp)
-            await self._redis.rename(temp, self._keys.bundle(ref.digest))
-            await self._redis.zadd(self._keys.bundles, {ref.digest: await self._now_ms()})
-        finally:
-            await self._redis.delete(temp)
+            await self._bundles.publish(ref.digest, upload_id, received, index)
+        except UploadExpired as exc:
+            raise InvalidArgument(f"upload: {exc} (over {UPLOAD_TTL_S} s); upload it again") from None
+        except BaseException:
+            await self._bundles.discard(ref.digest, upload_id)
+            raise
         log.info("bundle %s stored (%s)", ref.digest[:12], format_size(received))
         return ref
 
-    async def _now_ms(self) -> int:
-        seconds, micros = await self._redis.time()
-        return int(seconds) * 1000 + int(micros) // 1000
-
     async def fetch(self, ref: pb.BundleRef) -> AsyncIterator[pb.BundleChunk]:
         check_ref(pb.BundleRef(digest=ref.digest, size=ref.size or 1))
-        key = self._keys.bundle(ref.digest)
-        count = await self._redis.hget(key, "chunks")
+        count = await self._bundles.chunk_count(ref.digest)
         if count is None:
             raise NotFound(f"bundle {ref.digest} not found (deleted, or never uploaded)")
-        for index in range(int(count)):
-            data = await self._redis.hget(key, f"c{index}")
+        for index in range(count):
+            data = await self._bundles.chunk(ref.digest, index)
             if data is None:
                 raise NotFound(f"bundle {ref.digest} was deleted while being fetched")
-            yield pb.BundleChunk(data=data if isinstance(data, bytes) else data.encode("latin-1"))
-
-    async def add_refs(self, refs: Iterable[tuple[str, str]]) -> None:
-        """(digest, job id) references of newly stored jobs."""
-        pipe = self._redis.pipeline(transaction=False)
-        for digest, job_id in refs:
-            pipe.sadd(self._keys.bundle_jobs(digest), job_id)
-        await pipe.execute()
+            yield pb.BundleChunk(data=data)
 
     async def collect(self) -> list[str]:
-        deleted = await self._scripts("bundle_gc", [self._keys.bundles],
-                                      [int(UNREFERENCED_GRACE_S * 1000), GC_BATCH])
-        return [d.decode() if isinstance(d, bytes) else d for d in deleted]
+        return await self._bundles.collect(int(UNREFERENCED_GRACE_S * 1000), GC_BATCH)
 
     async def run_collector(self) -> None:
         """The collector loop: one bounded script call per interval, never the end of the master."""

@@ -86,6 +86,12 @@ def _parent(spec: pb.JobSpec) -> str:
     return spec.trigger.after.job_id if spec.trigger.WhichOneof("kind") == "after" else ""
 
 
+def _bundle_missing(digest: str) -> InvalidArgument:
+    """A job names a bundle the master does not have: never uploaded, or collected since it was checked."""
+    return InvalidArgument(f"bundle {digest} is not on the master: upload it first (sparkyard submit and "
+                           "Client.submit do)")
+
+
 class JobManager:
     def __init__(self, cfg: MasterConfig, store: Store, clock: Clock, outcomes: Outcomes, purgatory: Purgatory,
                  arming: Arming, preloader: Preloader, bundles: BundleStore, metrics: MasterMetrics) -> None:
@@ -172,10 +178,6 @@ class JobManager:
                     chunk[i], results[i] = fresh[taken.index(i)], res
             else:
                 raise FailedPrecondition("could not draw unused job ids; try again")
-            refs = [(new.spec.bundle.digest, res.job_id) for new, res in zip(chunk, results)
-                    if new.spec.bundle.digest and not res.duplicate]
-            if refs:
-                await self._bundles.add_refs(refs)
             for new, res in zip(chunk, results):
                 out.append(await self._submitted(new, res))
         return out
@@ -198,12 +200,13 @@ class JobManager:
             return
         missing = digests - await self._bundles.present(digests)
         if missing:
-            raise InvalidArgument(f"bundle {sorted(missing)[0]} is not on the master: upload it first "
-                                  "(sparkyard submit and Client.submit do)")
+            raise _bundle_missing(sorted(missing)[0])
 
     async def _submitted(self, new: NewJob, res: SubmitResult) -> Submitted:
         if res.parent_missing:
             raise NotFound(f"trigger.after.job_id: job {new.after} was deleted while the job was submitted")
+        if res.bundle_missing:
+            raise _bundle_missing(new.spec.bundle.digest)
         if res.duplicate:
             job = await self._store.get_job(res.job_id)
             if job is None:
@@ -429,8 +432,8 @@ class JobManager:
             if result.status is UpdateStatus.ENDED:
                 raise FailedPrecondition(f"job {job_id} is {result.state and result.state.value} and can no longer "
                                          "be updated")
-            if spec.bundle.digest and spec.bundle.digest != job.spec.bundle.digest:
-                await self._bundles.add_refs([(spec.bundle.digest, job_id)])
+            if result.status is UpdateStatus.BUNDLE_MISSING:
+                raise _bundle_missing(spec.bundle.digest)
             log.info("job=%s updated to spec version %d (%s)%s", job_id, result.spec_version, ", ".join(fields),
                      f" next fire {result.next_fire_ms}" if next_fire >= 0 else "")
             if result.state is JobState.ACTIVE:

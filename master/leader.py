@@ -18,19 +18,17 @@ expired takes the lease back at once under a new epoch instead of waiting it out
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 import grpc
 import redis.exceptions
-from redis.asyncio import Redis
 
 from sparkyard.clock import Clock
 from sparkyard.errors import LEADER_METADATA
-from sparkyard.keys import Keys
 from sparkyard.master.auth import aborting_handler
+from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.scripts import ScriptLibrary
 
 log = logging.getLogger(__name__)
@@ -70,12 +68,13 @@ async def take_lead(scripts: ScriptLibrary, master_id: str, lease_ms: int = 600_
 
 
 class Leadership:
-    def __init__(self, scripts: ScriptLibrary, redis: Redis, keys: Keys, master_id: str, address: str,
-                 lease_s: float, clock: Clock, on_elected: Callable[[int], Awaitable[None]],
-                 on_deposed: Callable[[str], Awaitable[None]]) -> None:
-        self._scripts = scripts
-        self._redis = redis
-        self._keys = keys
+    """The election as this master takes part in it, through the store: the election script, the epoch its
+    fenced scripts carry, and its entry in the list of masters."""
+
+    def __init__(self, store: RedisStore, master_id: str, address: str, lease_s: float, clock: Clock,
+                 on_elected: Callable[[int], Awaitable[None]], on_deposed: Callable[[str], Awaitable[None]]) -> None:
+        self._store = store
+        self._scripts = store.scripts
         self.master_id = master_id
         self.address = address
         self.lease_ms = int(lease_s * 1000)
@@ -163,15 +162,14 @@ class Leadership:
         await self._on_deposed(why)
 
     async def _advertise(self) -> None:
-        """Let ``status`` list this master (a plain write: it only informs)."""
+        """Let ``status`` list this master (unfenced: a standby records itself too; it only informs)."""
         record = {"address": self.address, "role": self.role, "seen_ms": int(self._clock.now() * 1000)}
-        await self._redis.hset(self._keys.masters, self.master_id, json.dumps(record))
+        await self._store.put_master(self.master_id, record)
 
     async def masters(self) -> list[tuple[str, dict[str, object]]]:
         """Masters seen within the last few leases: (id, {address, role, seen_ms})."""
-        raw = await self._redis.hgetall(self._keys.masters)
         oldest = self._clock.now() * 1000 - MASTER_SEEN_LEASES * self.lease_ms
-        seen: list[tuple[str, dict[str, object]]] = [(str(mid), json.loads(text)) for mid, text in raw.items()]
+        seen = (await self._store.get_masters()).items()
         return sorted(((mid, r) for mid, r in seen if int(str(r.get("seen_ms", 0))) >= oldest), key=lambda m: m[0])
 
 

@@ -113,7 +113,8 @@ class RedisStore(Store):
                 specs.append(self._spec_text(job.spec))
             if job.fire_now is None:
                 value = job.after if job.fire_mode == "after" else job.fire_value_ms
-                entries.append([job.job_id, si, job.fire_mode, value, job.idempotency_key, "", 0, -1])
+                entries.append([job.job_id, si, job.fire_mode, value, job.idempotency_key, "", 0, -1,
+                                job.spec.bundle.digest])
             else:
                 key = (id(job.spec), job.fire_value_ms, id(job.fire_now))
                 bi = block_index.get(key)
@@ -121,7 +122,8 @@ class RedisStore(Store):
                     bi = block_index[key] = len(blocks)
                     blocks.append(self._run_block(job.spec, job.fire_value_ms, job.fire_now))
                 entries.append([job.job_id, si, job.fire_mode, job.fire_value_ms, job.idempotency_key,
-                                ids.run_id(job.job_id, job.fire_value_ms), job.fire_value_ms, bi])
+                                ids.run_id(job.job_id, job.fire_value_ms), job.fire_value_ms, bi,
+                                job.spec.bundle.digest])
             self._remember_spec(job.job_id, job.spec)
         payload = json.dumps({"specs": specs, "blocks": blocks, "jobs": entries}, separators=(",", ":"))
         args = [payload, idempotency_ttl_ms]
@@ -130,7 +132,7 @@ class RedisStore(Store):
         else:
             raw = await self._lua("submit", [self.keys.jobs, self.keys.schedule], args)
         return [SubmitResult(j, int(d) == 1, int(c), int(n), bool(int(f)), id_taken=int(d) == 2,
-                             parent_missing=int(d) == 3)
+                             parent_missing=int(d) == 3, bundle_missing=int(d) == 4)
                 for j, d, c, n, f in _groups(raw, 5)]
 
     async def _replicated(self, script: str, keys: list[str], args: list[Any]) -> Any:
@@ -413,7 +415,7 @@ class RedisStore(Store):
     async def update_spec(self, job_id: str, base_version: int, spec: pb.JobSpec, next_fire_ms: int) -> UpdateResult:
         k = self.keys
         raw = await self._lua("update", [k.job(job_id), k.schedule, k.awaiting],
-                              [job_id, base_version, spec_to_text(spec), next_fire_ms])
+                              [job_id, base_version, spec_to_text(spec), next_fire_ms, spec.bundle.digest])
         result = UpdateResult(outcomes.UpdateStatus(raw[0]), JobState(raw[1]) if raw[1] else None, int(raw[2]),
                               int(raw[3]))
         if result.status is outcomes.UpdateStatus.OK:
@@ -502,6 +504,9 @@ class RedisStore(Store):
             i += 4 + 2 * pairs
         return out
 
+    async def ping(self) -> None:
+        await self.redis.ping()
+
     async def counts(self) -> dict[str, int]:
         pipe = self.redis.pipeline(transaction=False)
         pipe.zcard(self.keys.leases)
@@ -522,3 +527,12 @@ class RedisStore(Store):
     async def worker_leases(self, worker_id: str) -> set[str]:
         return set(await self.redis.smembers(self.keys.worker_leases(worker_id)))
 
+    # ---- masters -------------------------------------------------------------------------------------
+
+    async def put_master(self, master_id: str, record: dict[str, Any]) -> None:
+        """Record what a master says about itself (``master.lua``: unfenced, a standby records itself too)."""
+        await self._lua("master", [], [master_id, json.dumps(record, separators=(",", ":"))])
+
+    async def get_masters(self) -> dict[str, dict[str, Any]]:
+        raw = await self.redis.hgetall(self.keys.masters)
+        return {m: json.loads(v) for m, v in raw.items()}

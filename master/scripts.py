@@ -10,7 +10,8 @@ A script as sent to Redis is three parts:
    that take the time from the caller's clock, as one more, last ARGV (see :data:`INJECTED_TIME`);
 4. for every script that writes: the fence — the caller's leader epoch travels as one more, last ARGV
    (added here, removed before the body sees ARGV), and the script refuses with ``FENCED`` unless it is
-   the current epoch, so a master that lost the leadership (paused, partitioned) can change nothing;
+   the current epoch, so a master that lost the leadership (paused, partitioned) can change nothing. The
+   only writes without it are listed, with their reasons, in ``UNFENCED_WRITES``;
 5. the script's own body, whose header documents KEYS, ARGV and the invariant it keeps.
 
 Each script is registered once and then called by SHA (``EVALSHA``); redis-py re-sends the source on
@@ -37,10 +38,18 @@ from sparkyard.states import lua_tables
 
 SCRIPT_NAMES = (
     "submit", "fire", "peek", "claim", "renew", "report", "release", "reap", "cancel", "job_state",
-    "reschedule", "update", "bundle_gc", "leader", "worker", "delete_job", "retention", "backfill", "queue_depth",
+    "reschedule", "update", "bundle_gc", "bundle_upload", "leader", "master", "worker", "delete_job", "retention",
+    "backfill", "queue_depth",
 )
-# Scripts that only read, or that decide the leadership itself, are not fenced.
-UNFENCED = frozenset({"peek", "leader", "queue_depth"})
+# Scripts that only read: not fenced (tests/contract/test_one_door.py checks they write nothing).
+READ_ONLY = frozenset({"peek", "queue_depth"})
+# The only writes not fenced, and why: the allow-list tests/contract/test_one_door.py holds every write to.
+UNFENCED_WRITES: dict[str, str] = {
+    "leader": "the election itself: it is what makes an epoch, so nothing can fence it",
+    "master": "a master's own entry in the list of masters: a standby must record itself too, and the "
+              "entry only informs (status), no decision reads it",
+}
+UNFENCED = READ_ONLY | frozenset(UNFENCED_WRITES)
 FENCE = """-- fence: the caller's leader epoch is the last ARGV; nothing is written unless it is the current one
 local CALLER_EPOCH = table.remove(ARGV)
 if redis.call('GET', K.epoch) ~= CALLER_EPOCH then

@@ -38,6 +38,7 @@ from sparkyard.master.leader_link import LeaderLink, PeerTls
 from sparkyard.master.metrics import MasterMetrics
 from sparkyard.master.request_guard import RequestGuard
 from sparkyard.master.bundles import BundleStore
+from sparkyard.master.redis_bundles import RedisBundles
 from sparkyard.master.services import BundleService, ClusterService, JobService, WorkerService, master_id
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.redis_url import RedisUrlError, connect
@@ -156,7 +157,7 @@ class MasterServer:
         store = RedisStore(redis, Keys(cfg.namespace), priority_aging_ms=int(cfg.priority_aging_s * 1000),
                            min_replicas=cfg.redis_min_replicas, observe=self.metrics.timed_call)
         assert self._raw_redis is not None
-        bundles = BundleStore(self._raw_redis, Keys(cfg.namespace), store.scripts, cfg.max_bundle_bytes)
+        bundles = BundleStore(RedisBundles(self._raw_redis, store.keys, store.scripts), cfg.max_bundle_bytes)
         timer = SystemTimer(self.clock)
         timer.start()
         master = self.master = build_master(cfg, store, self.clock, timer, bundles, self.metrics)
@@ -207,9 +208,8 @@ class MasterServer:
         cfg = self.cfg
         assert self._redis is not None
         address = advertised(cfg.advertise or self._listen)
-        self.leadership = leadership = Leadership(
-            store.scripts, self._redis, Keys(cfg.namespace), master_id(address), address, cfg.leader_lease_s,
-            self.clock, self._elected, self._lost)
+        self.leadership = leadership = Leadership(store, master_id(address), address, cfg.leader_lease_s,
+                                                  self.clock, self._elected, self._lost)
         server = grpc.aio.server(
             interceptors=[RoleAuthInterceptor({Role.ADMIN: cfg.token, Role.WORKER: cfg.worker_token,
                                                Role.VIEWER: cfg.viewer_token}), LeaderGate(leadership),
@@ -269,10 +269,10 @@ class MasterServer:
                 raise StartupError(f"cannot reach redis at {redact(self.redis_url)}: {exc}") from None
 
     async def _metrics_page(self, request: web.Request) -> web.Response:
-        assert self.master is not None and self.leadership is not None and self._redis is not None
+        assert self.master is not None and self.leadership is not None
         master, leadership = self.master, self.leadership
         body = await self.metrics.render(master.registry.sessions(), leadership.leading, leadership.epoch,
-                                         master.store.queue_depths, self._redis.ping)
+                                         master.store.queue_depths, master.store.ping)
         return metrics_response(body)
 
     async def _elected(self, epoch: int) -> None:

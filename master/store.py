@@ -69,6 +69,7 @@ class SubmitResult:
     fired: bool = False  # the job's run was created by the submit itself
     id_taken: bool = False  # another job has this id: nothing was stored
     parent_missing: bool = False  # a child job whose parent does not exist: nothing was stored
+    bundle_missing: bool = False  # the job's bundle is not stored (collected since it was checked): nothing stored
 
 
 @dataclass(frozen=True)
@@ -191,8 +192,8 @@ class Claim:
 
 @dataclass(frozen=True)
 class UpdateResult:
-    """What update.lua did; the job's state (None: no such job), its spec version after the call, and its
-    next fire ms (-1: none)."""
+    """What update.lua did (bundle_missing: the new spec's bundle is not stored); the job's state (None: no
+    such job), its spec version after the call, and its next fire ms (-1: none)."""
 
     status: UpdateStatus
     state: JobState | None
@@ -499,6 +500,10 @@ class Store(Protocol):
     async def counts(self) -> dict[str, int]:
         """How many tasks are leased and delayed, and how many jobs are scheduled."""
         ...
+
+    async def ping(self) -> None:
+        """One round trip to the store and nothing else (the metrics page times it)."""
+        await self.time_ms()
 
     # ---- workers -------------------------------------------------------------------------------------
 

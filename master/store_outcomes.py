@@ -55,6 +55,7 @@ class UpdateStatus(str, Enum):
     MISSING = "missing"
     ENDED = "ended"  # the job fires no more
     CONFLICT = "conflict"  # another update came first
+    BUNDLE_MISSING = "bundle_missing"  # the new spec's bundle is not stored
 
 
 class BackfillStatus(str, Enum):

@@ -6,13 +6,15 @@
 -- Returns the digests deleted.
 --
 -- Invariant: a bundle is deleted only when every job that names it is COMPLETED or CANCELLED with no
--- active run, or deleted (its reference is dropped here: retention.lua cannot read a job's bundle) (nothing can fire or run it again), or when none ever named it past the grace; the check
--- and the delete are one step, so a job submitted meanwhile (its SADD of a reference) cannot be missed.
+-- active run (nothing can fire or run it again) or deleted (its reference is dropped here: retention.lua
+-- cannot read a job's bundle), or when none ever named it past the grace. The check and the delete are
+-- one step, and submit.lua / update.lua write a job's reference in the step that stores the job, only
+-- while the bundle exists: a job stored meanwhile cannot be missed, and none is stored without its bundle.
 local now = now_ms()
 local grace = tonumber(ARGV[1])
 local deleted = {}
 for _, digest in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)) do
-  local refs = K.bundle(digest) .. ':jobs'
+  local refs = K.bundle_jobs(digest)
   local jobs = redis.call('SMEMBERS', refs)
   local needed = false
   if #jobs == 0 then

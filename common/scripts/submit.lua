@@ -4,7 +4,7 @@
 -- KEYS[1] jobs   KEYS[2] schedule
 -- ARGV[1] JSON {specs, blocks, jobs}: specs the stored spec texts (protobuf, base64) and blocks the run
 --         blocks of create_run (lib.lua) that the jobs share, jobs a list of [id, spec index, mode, value,
---         idem, run, scheduled, block index] (indexes from 0): mode 'abs' (value is epoch ms) | 'delay'
+--         idem, run, scheduled, block index, bundle digest ('' for none)] (indexes from 0): mode 'abs' (value is epoch ms) | 'delay'
 --         (value is ms from Redis TIME now) | 'after' (a child job: value is its parent's job id; it has no
 --         schedule entry, a parent's run end fires it — see master/children.py); idem the client's idempotency key ('' for none); run a run id
 --         to create at once ('' for none: the job waits in the schedule), with its scheduled ms and block
@@ -13,10 +13,13 @@
 -- ARGV[2] idempotency TTL ms
 -- Returns per job a flat group of 5: job id, duplicate (0|1, or 2: the id is taken by another job —
 -- nothing was written, submit again with a new id; 3: a child job's parent does not exist — nothing was
--- written), created_ms, next_fire_ms, run created (0|1).
+-- written; 4: the job's bundle is not stored, the collector deleted it since the master checked — nothing
+-- was written, upload it again), created_ms, next_fire_ms, run created (0|1).
 --
 -- Invariant: a job is written together with its schedule entry, its run, or its place among its parent's
--- children (never without), and a key maps to one job for its TTL, so a client retrying a submit after a
+-- children (never without), and with its reference to its bundle (P:bundle:{digest}:jobs) while the
+-- bundle exists: bundle_gc.lua runs either before this step (the submit is refused) or after it (it sees
+-- the reference), never between. A key maps to one job for its TTL, so a client retrying a submit after a
 -- lost reply gets the same job. A child is written only while its parent exists (delete_job.lua refuses a
 -- parent with children), so a child never names a parent that is gone.
 --
@@ -31,6 +34,7 @@ local out = {}
 local bulk = cjson.decode(ARGV[1])
 for _, j in ipairs(bulk.jobs) do
   local id, spec, mode, fire, idem, run, scheduled = j[1], bulk.specs[j[2] + 1], j[3], j[4], j[5], j[6], j[7]
+  local bundle = j[9]
   local existing = idem ~= '' and redis.call('GET', K.idem(idem))
   if existing and redis.call('EXISTS', K.job(existing)) == 1 then
     redis.call('SET', K.idem(idem), existing, 'KEEPTTL')
@@ -40,11 +44,14 @@ for _, j in ipairs(bulk.jobs) do
     push(out, id, 2, 0, -1, 0)
   elseif mode == 'after' and redis.call('EXISTS', K.job(fire)) == 0 then
     push(out, id, 3, 0, -1, 0)
+  elseif bundle ~= '' and redis.call('EXISTS', K.bundle(bundle)) == 0 then
+    push(out, id, 4, 0, -1, 0)
   else
     local job_key = K.job(id)
     if mode == 'delay' then fire = now + fire end
     redis.call('ZADD', KEYS[1], now, id)
     if idem ~= '' then redis.call('SET', K.idem(idem), id, 'PX', ttl) end
+    if bundle ~= '' then redis.call('SADD', K.bundle_jobs(bundle), id) end
     if mode == 'after' then
       redis.call('HSET', job_key, 'spec', spec, 'state', 'ACTIVE', 'created_ms', now, 'updated_ms', now,
                  'after', fire)

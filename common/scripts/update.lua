@@ -3,21 +3,29 @@
 -- KEYS[1] job:{job}   KEYS[2] schedule   KEYS[3] awaiting
 -- ARGV[1] job id   ARGV[2] the spec version the new spec was made from (the caller read it, then merged
 --         the change into it)   ARGV[3] the new spec text   ARGV[4] next fire ms for a new schedule (-1:
---         the schedule is unchanged)
+--         the schedule is unchanged)   ARGV[5] the digest of the new spec's bundle ('' for none)
 -- Returns {status, state, spec version, next_fire_ms}: status 'ok' | 'missing' | 'ended' (the job is
--- COMPLETED or CANCELLED: it fires no more) | 'conflict' (another update came first: read it again).
+-- COMPLETED or CANCELLED: it fires no more) | 'conflict' (another update came first: read it again) |
+-- 'bundle_missing' (the new spec's bundle is not stored: upload it again; nothing was written).
 --
 -- Invariant: a job's spec changes only here, one version at a time, and the version it replaces is kept
 -- as field spec@{version} (runs made before keep theirs: a run records its version as spec_v when it is
 -- not 1). A new schedule replaces the old entry in the same step, so the old fire time can never fire
 -- after the update: fire.lua fires only an entry that still says what it planned from, and only with the
--- spec version it planned with. A paused job keeps no entry (job_state.lua): only its next_fire_ms moves.
+-- spec version it planned with. The job's reference to its bundle is written in the same step, and only
+-- while the bundle exists, so bundle_gc.lua can never delete a bundle between an update and its
+-- reference. A paused job keeps no entry (job_state.lua): only its next_fire_ms moves.
 local v = redis.call('HMGET', KEYS[1], 'state', 'spec_v', 'spec', 'next_fire_ms')
 if not v[1] then return {'missing', '', 0, -1} end
 local version = tonumber(v[2] or '1')
 local next_fire = tonumber(v[4]) or -1
 if v[1] ~= 'ACTIVE' and v[1] ~= 'PAUSED' then return {'ended', v[1], version, next_fire} end
 if version ~= tonumber(ARGV[2]) then return {'conflict', v[1], version, next_fire} end
+local bundle = ARGV[5]
+if bundle ~= '' and redis.call('EXISTS', K.bundle(bundle)) == 0 then
+  return {'bundle_missing', v[1], version, next_fire}
+end
+if bundle ~= '' then redis.call('SADD', K.bundle_jobs(bundle), ARGV[1]) end
 local now = now_ms()
 local fields = {'spec@' .. version, v[3], 'spec', ARGV[3], 'spec_v', version + 1, 'spec_ms', now, 'updated_ms', now}
 if tonumber(ARGV[4]) >= 0 then

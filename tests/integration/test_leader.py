@@ -35,8 +35,7 @@ class Master:
         async def deposed(why: str) -> None:
             self.events.append("deposed")
 
-        self.leadership = Leadership(self.store.scripts, redis, keys, name, f"{name}:7070", LEASE_S, SystemClock(),
-                                     elected, deposed)
+        self.leadership = Leadership(self.store, name, f"{name}:7070", LEASE_S, SystemClock(), elected, deposed)
 
 
 @pytest.fixture
@@ -68,6 +67,16 @@ async def test_a_standby_takes_over_a_lapsed_lease_and_fences_the_old_leader(red
         await a.store.reschedule_after_run("j1", "r1", 0)
     await b.store.reschedule_after_run("j1", "r1", 0)  # the new leader writes
     assert not await a.leadership.renew()  # and the old one learns it lost
+
+
+async def test_leader_and_standby_both_record_themselves_among_the_masters(redis: Redis, keys: Keys) -> None:
+    """master.lua is unfenced on purpose: a standby, with no epoch, still shows in ``status``."""
+    a, b = Master(redis, keys, "a"), Master(redis, keys, "b")
+    assert await a.leadership.acquire() and not await b.leadership.acquire()
+    await a.leadership._advertise()
+    await b.leadership._advertise()
+    seen = {mid: (r["address"], r["role"]) for mid, r in await b.leadership.masters()}
+    assert seen == {"a": ("a:7070", "leader"), "b": ("b:7070", "standby")}
 
 
 async def test_a_restarted_master_takes_its_own_lease_back_at_once(redis: Redis, keys: Keys) -> None:

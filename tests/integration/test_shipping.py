@@ -4,21 +4,26 @@ collected when no job needs it any more."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import AsyncIterator
 
 import pytest
 from redis.asyncio import Redis
 
 from harness import Cluster, RedisServer, wait_for
+from sparkyard.bundle import CHUNK_BYTES
 from sparkyard.client import first_run_id
 from sparkyard.keys import Keys
 from sparkyard.master.bundles import BundleStore
-from sparkyard.master.scripts import ScriptLibrary
+from sparkyard.master.redis_bundles import RedisBundles
+from sparkyard.master.redis_store import RedisStore
+from sparkyard.master.scripts import Fenced, ScriptLibrary
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 JOB = "import os, sys\nfrom helper import GREETING\n\ndef main(spark, ctx):\n    return [GREETING, os.getcwd()]\n"
@@ -172,7 +177,7 @@ def test_a_bundle_is_collected_once_no_job_needs_it(make_cluster: object, redis_
         scripts = ScriptLibrary(Redis(port=redis_server.port, decode_responses=True), keys)
         scripts.epoch = int(await redis.get(keys.epoch))  # collect as the leading master would
         try:
-            return await BundleStore(redis, keys, scripts, 1 << 20).collect()
+            return await BundleStore(RedisBundles(redis, keys, scripts), 1 << 20).collect()
         finally:
             await redis.aclose()
 
@@ -181,3 +186,31 @@ def test_a_bundle_is_collected_once_no_job_needs_it(make_cluster: object, redis_
     wait_for(lambda: client.job(one_shot.id).state == pb.JOB_CANCELLED, 30, "the cancel")
     assert asyncio.run(collect()) == [one_shot.spec.bundle.digest]
     assert _bundles(redis_server, cluster.namespace) == [recurring.spec.bundle.digest]
+
+
+async def _chunks(ref: pb.BundleRef, data: bytes) -> AsyncIterator[pb.BundleChunk]:
+    yield pb.BundleChunk(ref=ref, data=data[:CHUNK_BYTES])
+    for start in range(CHUNK_BYTES, len(data), CHUNK_BYTES):
+        yield pb.BundleChunk(data=data[start:start + CHUNK_BYTES])
+
+
+async def test_an_upload_is_written_by_fenced_scripts_only_and_a_deposed_master_stores_nothing(
+        redis_store: RedisStore, redis_server: RedisServer) -> None:
+    blobs = Redis(port=redis_server.port)
+    keys = redis_store.keys
+    bundles = BundleStore(RedisBundles(blobs, keys, redis_store.scripts), 4 * CHUNK_BYTES)
+    data = os.urandom(CHUNK_BYTES + 10)
+    ref = pb.BundleRef(digest=hashlib.sha256(data).hexdigest(), size=len(data))
+    try:
+        epoch = redis_store.scripts.epoch
+        redis_store.scripts.epoch = epoch + 1  # as a leader that was deposed meanwhile
+        with pytest.raises(Fenced):
+            await bundles.upload(_chunks(ref, data))
+        assert await redis_store.redis.keys(f"{keys.bundle(ref.digest)}*") == []
+        redis_store.scripts.epoch = epoch
+        assert await bundles.upload(_chunks(ref, data)) == ref
+        assert b"".join([c.data async for c in bundles.fetch(ref)]) == data
+        assert await redis_store.redis.keys(f"{keys.bundle(ref.digest)}*") == [keys.bundle(ref.digest)]
+        assert await redis_store.redis.zrange(keys.bundles, 0, -1) == [ref.digest]
+    finally:
+        await blobs.aclose()

@@ -84,3 +84,24 @@ async def test_a_fixed_delay_job_that_joined_awaiting_before_the_awaits_field_aw
     await store.redis.hdel(store.keys.job(job_id), "awaits")
     assert await store.reschedule_after_run(job_id, run_id, 90_000) == ("ok", 90_000)
     assert await store.due_schedule(10**13) == [(job_id, 90_000)]
+
+
+async def test_a_job_and_its_bundle_reference_are_stored_in_one_step_only_while_the_bundle_exists(
+        store: RedisStore) -> None:
+    """bundle_gc.lua can run between any two scripts: submit.lua and update.lua write a job's reference in
+    the step that stores the job, and refuse a bundle collected since the master checked it."""
+    k, r = store.keys, store.redis
+    first, second = "a" * 64, "b" * 64
+    job_id = "j0000000000100000000001"
+    named = normalize(pb.JobSpec(entrypoint="x.py:main", bundle=pb.BundleRef(digest=first, size=1)))
+    (refused,) = await store.submit_many([NewJob(job_id, named, "delay", 60_000)], 60_000)
+    assert refused.bundle_missing and not await r.exists(k.job(job_id), k.bundle_jobs(first))
+    await r.hset(k.bundle(first), "chunks", 0)
+    (stored,) = await store.submit_many([NewJob(job_id, named, "delay", 60_000)], 60_000)
+    assert not stored.bundle_missing and await r.smembers(k.bundle_jobs(first)) == {job_id}
+    renamed = normalize(pb.JobSpec(entrypoint="x.py:main", bundle=pb.BundleRef(digest=second, size=1)))
+    missing = await store.update_spec(job_id, 1, renamed, -1)
+    assert missing.status == "bundle_missing" and missing.spec_version == 1
+    await r.hset(k.bundle(second), "chunks", 0)
+    assert (await store.update_spec(job_id, 1, renamed, -1)).status == "ok"
+    assert await r.smembers(k.bundle_jobs(second)) == {job_id}

@@ -1,20 +1,17 @@
 """A master built by its composition root (:func:`sparkyard.master.assembly.build_master`), as every master
 is, over a RedisStore timed by a FakeClock (tests/clocked_store.py): no gRPC, no waiting.
 
-The rig's tests never submit a job that carries a bundle, so its BundleStore's Redis client is never
-asked anything (redis-py connects on the first command)."""
+The rig's tests never submit a job that carries a bundle; its bundle door shares the store's client (which
+decodes replies, so it could not read a bundle's bytes back)."""
 
 from __future__ import annotations
 
-from redis.asyncio import Redis
-
 from sparkyard.clock import FakeClock
 from sparkyard.config import MasterConfig
-from sparkyard.keys import Keys
 from sparkyard.master.assembly import build_master
 from sparkyard.master.bundles import BundleStore
+from sparkyard.master.redis_bundles import RedisBundles
 from sparkyard.master.redis_store import RedisStore
-from sparkyard.master.scripts import ScriptLibrary
 from sparkyard.master.timer import SystemTimer
 
 HORIZON_MS = 60_000
@@ -27,8 +24,7 @@ class MasterRig:
         self.store = store
         self.timer = SystemTimer(self.clock)
         self.timer.start()
-        unused = Redis()
-        bundles = BundleStore(unused, Keys("rig"), ScriptLibrary(unused, Keys("rig")), 1 << 20)
+        bundles = BundleStore(RedisBundles(store.redis, store.keys, store.scripts), 1 << 20)
         self.master = build_master(cfg.model_copy(update={"preload_horizon_s": HORIZON_MS / 1000}), self.store,
                                    self.clock, self.timer, bundles)
         self.arming = self.master.arming
