@@ -5,7 +5,8 @@ Each field carries an :class:`Option` in its metadata: help text, kind (how a va
 ``"30m"``, an instant ``"2026-11-22T03:00:00Z"``, a size ``"2g"``, ``K=V`` pairs, a choice …) and, where
 the flag is not simply ``--field-name``, the flag. The Python client takes the same names as keyword
 arguments (``client.submit("etl.py:main", retries=2, timeout="30m")``), the CLI the same values as flags
-(``sparkyard submit etl.py:main --retries 2 --timeout 30m``), so a new option is one field here.
+(``sparkyard submit etl.py:main --retries 2 --timeout 30m``): a new option is one field here (flag, keyword
+argument, help and check) and its line in :meth:`JobOptions.to_spec` (where it goes in the ``JobSpec``).
 
 Values are checked and put in one form when the options are made: a malformed one raises
 :class:`InvalidArgument` naming the option. The master checks the resulting spec again
