@@ -24,7 +24,7 @@ import grpc
 
 from sparkyard import errors, resources
 from sparkyard.channel import credentials, open_channel
-from sparkyard.config import ClientConfig, load
+from sparkyard.config import ClientConfig, ConfigError, load, master_addresses
 from sparkyard.bundle import Bundle, built, chunks
 from sparkyard.option_values import duration_s
 from sparkyard.options import JobOptions, build_spec
@@ -72,6 +72,9 @@ def translate(exc: grpc.RpcError, master: str, hint: str = "") -> errors.Sparkya
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
     details = exc.details() if hasattr(exc, "details") else str(exc)
     if code == grpc.StatusCode.UNAVAILABLE:
+        if "Connection refused" in details:  # nothing listens there: TLS settings are not the cause
+            return errors.Unavailable(f"no master listening at {master} (connection refused): is it running, "
+                                      "and is this its address?")
         return errors.Unavailable(f"no master reachable at {master}: {details}{hint}")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return errors.Unavailable(f"master {master} did not answer in time: {details}")
@@ -98,9 +101,10 @@ class Client:
             "master": master, "token": token, "call_timeout_s": timeout, "token_file": token_file,
             "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key})
         credentials(cfg)  # unreadable TLS files fail here, naming the setting
-        self.masters = [m.strip() for m in cfg.master.split(",") if m.strip()]
-        if not self.masters:
-            raise errors.InvalidArgument("master: give HOST:PORT (or a comma-separated list of them)")
+        try:
+            self.masters = master_addresses(cfg.master)
+        except ConfigError as exc:
+            raise errors.InvalidArgument(str(exc)) from None
         self.master = self.masters[0]  # the one calls go to; moves to the leader a standby names
         self._timeout = cfg.call_timeout_s
         self._metadata = [("authorization", f"Bearer {cfg.token}")] if cfg.token else []

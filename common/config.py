@@ -445,8 +445,7 @@ class WorkerConfig(_TlsClient):
             raise ConfigError(f"runner {self.runner!r}: use {', '.join(RUNNER_NAMES[:-1])} or {RUNNER_NAMES[-1]}")
         if self.connect_url:
             connect_address(self.connect_url)
-        for address in self.masters:
-            _host_port(address, "master")
+        master_addresses(self.master)  # each names a port, or gets the default one
         if self.metrics:
             _host_port(self.metrics, "metrics")
         _cert_and_key(self.metrics_tls_cert, self.metrics_tls_key, "metrics_tls")
@@ -458,7 +457,7 @@ class WorkerConfig(_TlsClient):
 
     @property
     def masters(self) -> list[str]:
-        return [m.strip() for m in self.master.split(",") if m.strip()]
+        return master_addresses(self.master)
 
     @property
     def worker_id(self) -> str:
@@ -497,6 +496,27 @@ def _finite(cfg: Any, *names: str) -> None:
         value = getattr(cfg, name)
         if not 0 <= value < float("inf"):
             raise ConfigError(f"{flag_of(name)} ({name}): {value} must be a finite, non-negative duration")
+
+
+def master_addresses(text: str) -> list[str]:
+    """The masters a ``--master`` names (``HOST[:PORT]``, comma-separated): a host alone gets the masters'
+    default port, not gRPC's 443; a port outside 1..65535 is refused naming it (gRPC would wrap it)."""
+    out = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or host.endswith(":") or (item.startswith("[") and not host.endswith("]")):
+            host, port = item, DEFAULT_MASTER.rpartition(":")[2]  # a host alone, or a bare IPv6 address
+            if ":" in host and not host.startswith("["):
+                host = f"[{host}]"
+        if not host or not port.isdigit() or not 0 < int(port) <= 65535:
+            raise ConfigError(f"master {item!r} is not HOST:PORT (a port is 1..65535; without one, "
+                              f"{DEFAULT_MASTER.rpartition(':')[2]} is used)")
+        out.append(f"{host}:{int(port)}")
+    if not out:
+        raise ConfigError("master: give HOST:PORT (or a comma-separated list of them)")
+    return out
 
 
 def _host_port(address: str, name: str) -> None:

@@ -21,6 +21,7 @@ from sparkyard.config import (
     connect_address,
     flag_of,
     load,
+    master_addresses,
 )
 from sparkyard.master.main import parse_args, restart_argv
 
@@ -299,8 +300,8 @@ def test_a_single_master_is_a_list_of_one() -> None:
 
 
 def test_every_master_address_is_validated() -> None:
-    with pytest.raises(ConfigError, match="master 'm2' is not HOST:PORT"):
-        WorkerConfig(master="m1:7070,m2").validate()
+    with pytest.raises(ConfigError, match="master 'm2:99999' is not HOST:PORT"):
+        WorkerConfig(master="m1:7070,m2:99999").validate()
 
 
 def test_labels_are_read_from_a_comma_separated_string() -> None:
@@ -480,3 +481,25 @@ def test_the_worker_metrics_token_may_come_from_a_file(tmp_path: Path) -> None:
     (tmp_path / "scrape").write_text("s3cret\n")
     cfg = load(WorkerConfig, "worker", environ={"SPARKYARD_METRICS_TOKEN_FILE": str(tmp_path / "scrape")})
     assert cfg.metrics_token == "s3cret"
+
+
+@pytest.mark.parametrize("given,expected", [
+    ("localhost", ["localhost:7070"]),
+    ("10.0.0.5:7071, m2", ["10.0.0.5:7071", "m2:7070"]),
+    ("[::1]:7072", ["[::1]:7072"]),
+    ("::1", ["[::1]:7070"]),
+])
+def test_a_master_without_a_port_gets_the_masters_default_port(given: str, expected: list[str]) -> None:
+    assert master_addresses(given) == expected
+
+
+@pytest.mark.parametrize("given", ["127.0.0.1:70700", "host:0", "host:x", ":7070", " , "])
+def test_a_master_address_with_a_bad_port_is_refused_naming_it(given: str) -> None:
+    with pytest.raises(ConfigError, match="master"):
+        master_addresses(given)
+
+
+def test_the_client_and_the_worker_read_master_addresses_alike() -> None:
+    assert WorkerConfig(master="localhost").validate().masters == ["localhost:7070"]
+    with pytest.raises(ConfigError, match="70700"):
+        WorkerConfig(master="127.0.0.1:70700").validate()
