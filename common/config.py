@@ -389,8 +389,8 @@ class WorkerConfig(_TlsClient):
     """A worker's settings; those with a description are also flags of ``sparkyard-worker`` (common/flags.py)."""
 
     _SECRETS: ClassVar[tuple[str, ...]] = ("token", "metrics_token")
-    master: str = Field(DEFAULT_MASTER, description="HOST:PORT of the master, or a comma-separated list (tried in "
-                        "turn)")
+    master: str = Field(DEFAULT_MASTER, description="HOST[:PORT] of the master (port 7070 if none), or a "
+                        "comma-separated list (tried in turn)")
     slots: int = Field(DEFAULT_SLOTS, description="tasks run at once")
     group: str = Field(DEFAULT_GROUP, description="node group this worker serves")
     runner: str = Field(DEFAULT_RUNNER, description="runner of jobs that do not choose one",
@@ -469,7 +469,7 @@ class WorkerConfig(_TlsClient):
 
 
 class ClientConfig(_TlsClient):
-    master: str = Field(DEFAULT_MASTER, description="HOST:PORT of the master, or a comma-separated list")
+    master: str = Field(DEFAULT_MASTER, description="HOST[:PORT] of the master (port 7070 if none), or a comma-separated list")
     call_timeout_s: Seconds = DEFAULT_CALL_TIMEOUT_S
 
     def validate(self) -> ClientConfig:  # type: ignore[override]
