@@ -76,5 +76,5 @@ def test_typed_flags_keep_argparse_checks() -> None:
 
 
 def test_the_clients_connection_help_comes_from_its_settings() -> None:
-    assert flag_help(ClientConfig, "master").startswith("HOST:PORT of the master")
+    assert flag_help(ClientConfig, "master").startswith("HOST[:PORT] of the master")
     assert "SPARKYARD_MASTER" in flag_help(ClientConfig, "master")
