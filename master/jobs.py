@@ -26,7 +26,8 @@ from sparkyard.master.outcomes import Outcomes
 from sparkyard.master.preloader import Preloader
 from sparkyard.master.purgatory import DelayedOperation, Purgatory
 from sparkyard.master.records import JobRecord, RunRecord, TaskRecord
-from sparkyard.master.store import NewJob, Store, SubmitResult
+from sparkyard.master.store import Store
+from sparkyard.master.store_values import NewJob, SubmitResult
 from sparkyard.master.store_outcomes import CancelStatus, DeleteStatus, FireStatus, StateChangeStatus, UpdateStatus
 from sparkyard.master.splitter import split_job
 from sparkyard.spec import SpecError, normalize

@@ -17,7 +17,7 @@ from sparkyard.metric_buckets import DURATION_BUCKETS
 
 if TYPE_CHECKING:
     from sparkyard.master.registry import WorkerSession
-    from sparkyard.master.store import QueueDepth
+    from sparkyard.master.store_values import QueueDepth
 
 # Trigger lateness (scheduled → fired) is milliseconds when all is well and seconds under overload or
 # after a failover; buckets from 1 ms to a minute.

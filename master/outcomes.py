@@ -24,7 +24,8 @@ from sparkyard.master.events import WORK_READY, Events, JobEnded, RunEnded
 from sparkyard.master.metrics import MasterMetrics
 from sparkyard.master.registry import WorkerRegistry
 from sparkyard.master.retries import Retries
-from sparkyard.master.store import CancelResult, Reaped, Store, Verdict
+from sparkyard.master.store import Store
+from sparkyard.master.store_values import CancelResult, Reaped, Verdict
 from sparkyard.states import Loss, RunState, TaskState, VerdictKind
 from sparkyard.v1 import sparkyard_pb2 as pb
 

@@ -37,7 +37,8 @@ from sparkyard.master.outcomes import Outcomes
 from sparkyard.master.scripts import log_failure
 from sparkyard.master.splitter import split_job
 from sparkyard.master.records import RunRecord
-from sparkyard.master.store import FireRequest, Fired, Store
+from sparkyard.master.store import Store
+from sparkyard.master.store_values import FireRequest, Fired
 from sparkyard.master.store_outcomes import RUN_EXISTS, FireStatus
 from sparkyard.master.timer import SystemTimer, TimerTask
 from sparkyard.retry import REDIS_TRANSIENT

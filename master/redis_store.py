@@ -8,7 +8,6 @@ use the same Redis; the scripts' invariants make concurrent use safe.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from typing import Any, Callable, Iterable, Sequence
 
 from redis.asyncio import Redis
@@ -25,9 +24,11 @@ from sparkyard.master.records import (
     spec_to_text,
 )
 from sparkyard.master.routing import Routable
+from sparkyard.master.spec_cache import SpecCache
 from sparkyard.master.scripts import ScriptLibrary
 from sparkyard.master import store_outcomes as outcomes
-from sparkyard.master.store import (
+from sparkyard.master.store import Store
+from sparkyard.master.store_values import (
     DEFAULT_DUE_LIMIT,
     DEFAULT_PRIORITY_AGING_MS,
     DEFAULT_SWEEP_LIMIT,
@@ -44,7 +45,6 @@ from sparkyard.master.store import (
     RenewResult,
     Report,
     RunBlock,
-    Store,
     SubmitResult,
     Verdict,
     UpdateResult,
@@ -54,12 +54,8 @@ from sparkyard.states import JobState, RunState
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard import ids
 
-# Specs are immutable once submitted; this many are kept in memory to build task assignments.
 # How long a submit waits for --redis-min-replicas replicas to confirm it (WAIT).
 REPLICA_WAIT_MS = 1_000
-SPEC_CACHE_SIZE = 10_000
-# Stored encodings of recently submitted spec objects (the jobs of a bulk submit share one object).
-SPEC_TEXT_CACHE_SIZE = 256
 
 
 def _groups(flat: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
@@ -81,10 +77,7 @@ class RedisStore(Store):
         self.keys = keys
         self._lua = self.scripts = ScriptLibrary(redis, keys, observe=observe, test_clock=test_clock)
         self._test_clock = test_clock
-        # A job's latest spec this master has seen, with its version; and older versions runs still use.
-        self._specs: OrderedDict[str, tuple[int, pb.JobSpec]] = OrderedDict()
-        self._old_specs: OrderedDict[tuple[str, int], pb.JobSpec] = OrderedDict()
-        self._spec_texts: OrderedDict[int, tuple[pb.JobSpec, str]] = OrderedDict()
+        self._specs = SpecCache()
 
     # ---- submit and fire -------------------------------------------------------------------------
 
@@ -110,7 +103,7 @@ class RedisStore(Store):
             si = spec_index.get(id(job.spec))
             if si is None:
                 si = spec_index[id(job.spec)] = len(specs)
-                specs.append(self._spec_text(job.spec))
+                specs.append(self._specs.text(job.spec))
             if job.fire_now is None:
                 value = job.after if job.fire_mode == "after" else job.fire_value_ms
                 entries.append([job.job_id, si, job.fire_mode, value, job.idempotency_key, "", 0, -1,
@@ -124,7 +117,7 @@ class RedisStore(Store):
                 entries.append([job.job_id, si, job.fire_mode, job.fire_value_ms, job.idempotency_key,
                                 ids.run_id(job.job_id, job.fire_value_ms), job.fire_value_ms, bi,
                                 job.spec.bundle.digest])
-            self._remember_spec(job.job_id, job.spec)
+            self._specs.remember(job.job_id, job.spec)
         payload = json.dumps({"specs": specs, "blocks": blocks, "jobs": entries}, separators=(",", ":"))
         args = [payload, idempotency_ttl_ms]
         if self.min_replicas:
@@ -323,7 +316,7 @@ class RedisStore(Store):
         status, blockers = await self._lua("delete_job", [k.jobs, k.schedule, k.purge], [job_id, *bundle_digests])
         deletion = outcomes.Deletion(outcomes.DeleteStatus(status), list(blockers))
         if deletion.status is outcomes.DeleteStatus.OK:
-            self._specs.pop(job_id, None)
+            self._specs.forget(job_id)
         return deletion
 
     async def purge_history(self, cursor: int, bounds: RetentionBounds) -> PurgeResult:
@@ -346,47 +339,14 @@ class RedisStore(Store):
     def cached_spec(self, job_id: str) -> pb.JobSpec | None:
         """A job's latest spec if this master has it in memory (no Redis call): only what it submitted,
         updated or read."""
-        cached = self._specs.get(job_id)
-        return None if cached is None else cached[1]
-
-    def _spec_text(self, spec: pb.JobSpec) -> str:
-        """The stored form of a spec, remembered per spec object (a bulk submit shares one)."""
-        cached = self._spec_texts.get(id(spec))
-        if cached is not None and cached[0] is spec:
-            return cached[1]
-        text = spec_to_text(spec)
-        self._spec_texts[id(spec)] = (spec, text)
-        if len(self._spec_texts) > SPEC_TEXT_CACHE_SIZE:
-            self._spec_texts.popitem(last=False)
-        return text
-
-    def _remember_spec(self, job_id: str, spec: pb.JobSpec, version: int = 1) -> None:
-        """Cache a job's spec of ``version``: as its latest unless a later one is known already."""
-        cached = self._specs.get(job_id)
-        if cached is not None and cached[0] > version:
-            self._old_specs[(job_id, version)] = spec
-            if len(self._old_specs) > SPEC_CACHE_SIZE:
-                self._old_specs.popitem(last=False)
-            return
-        if cached is not None and cached[0] < version:
-            self._remember_spec(job_id, cached[1], cached[0])  # still the spec of runs made before
-        self._specs[job_id] = (version, spec)
-        if len(self._specs) > SPEC_CACHE_SIZE:
-            self._specs.popitem(last=False)
-
-    def _spec_cached(self, job_id: str, version: int) -> pb.JobSpec | None:
-        cached = self._specs.get(job_id)
-        if cached is not None and version in (0, cached[0]):
-            self._specs.move_to_end(job_id)
-            return cached[1]
-        return self._old_specs.get((job_id, version))
+        return self._specs.latest(job_id)
 
     async def get_specs(self, versions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], pb.JobSpec]:
         """Cached ones at once, the others in one round trip."""
         found: dict[tuple[str, int], pb.JobSpec] = {}
         missing: list[tuple[str, int]] = []
         for job_id, version in versions:
-            spec = self._spec_cached(job_id, version)
+            spec = self._specs.get(job_id, version)
             if spec is None:
                 missing.append((job_id, version))
             else:
@@ -399,12 +359,14 @@ class RedisStore(Store):
                 if text is None:
                     continue
                 latest = int(current or 1)
-                self._remember_spec(job_id, spec_from_text(text), latest)
+                self._specs.remember(job_id, spec_from_text(text), latest)
                 if version in (0, latest):
-                    found[(job_id, version)] = self._specs[job_id][1]
+                    latest_spec = self._specs.latest(job_id)
+                    assert latest_spec is not None  # remembered just above
+                    found[(job_id, version)] = latest_spec
                 elif old is not None:
                     found[(job_id, version)] = spec_from_text(old)
-                    self._remember_spec(job_id, found[(job_id, version)], version)
+                    self._specs.remember(job_id, found[(job_id, version)], version)
         return found
 
     async def get_spec(self, job_id: str, version: int = 0) -> pb.JobSpec | None:
@@ -419,7 +381,7 @@ class RedisStore(Store):
         result = UpdateResult(outcomes.UpdateStatus(raw[0]), JobState(raw[1]) if raw[1] else None, int(raw[2]),
                               int(raw[3]))
         if result.status is outcomes.UpdateStatus.OK:
-            self._remember_spec(job_id, spec, result.spec_version)
+            self._specs.remember(job_id, spec, result.spec_version)
         return result
 
     async def list_jobs(self, limit: int, state: JobState | None = None, group: str = "") -> list[JobRecord]:

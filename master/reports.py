@@ -25,7 +25,8 @@ from sparkyard.clock import Clock
 from sparkyard.master.metrics import MasterMetrics
 from sparkyard.master.outcomes import Outcomes
 from sparkyard.master.registry import WorkerRegistry
-from sparkyard.master.store import Claim, Report, Store
+from sparkyard.master.store import Store
+from sparkyard.master.store_values import Claim, Report
 from sparkyard.states import VerdictKind
 from sparkyard.v1 import sparkyard_pb2 as pb
 

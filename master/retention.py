@@ -17,7 +17,8 @@ import logging
 from sparkyard.clock import Clock
 from sparkyard.config import MasterConfig
 from sparkyard.master.scripts import log_failure
-from sparkyard.master.store import RetentionBounds, Store
+from sparkyard.master.store import Store
+from sparkyard.master.store_values import RetentionBounds
 
 log = logging.getLogger(__name__)
 

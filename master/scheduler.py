@@ -29,7 +29,8 @@ from sparkyard.master.records import inputs_from_json
 from sparkyard.master.registry import WorkerRegistry
 from sparkyard.master.routing import Router
 from sparkyard.master.scripts import log_failure
-from sparkyard.master.store import Claim, Store
+from sparkyard.master.store import Store
+from sparkyard.master.store_values import Claim
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)

@@ -42,7 +42,7 @@ from sparkyard.keys import Keys  # noqa: E402
 from sparkyard.master.leader import take_lead  # noqa: E402
 from sparkyard.master.redis_store import RedisStore  # noqa: E402
 from sparkyard.master.retention import JOBS_PER_STEP, STEP_BUDGET  # noqa: E402
-from sparkyard.master.store import NewJob, Report, RetentionBounds  # noqa: E402
+from sparkyard.master.store_values import NewJob, Report, RetentionBounds  # noqa: E402
 from sparkyard.spec import normalize  # noqa: E402
 from sparkyard.v1 import sparkyard_pb2 as pb  # noqa: E402
 

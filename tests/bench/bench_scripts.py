@@ -30,7 +30,7 @@ from sparkyard.keys import Keys  # noqa: E402
 from sparkyard.master.splitter import split_job  # noqa: E402
 from sparkyard.master.leader import take_lead  # noqa: E402
 from sparkyard.master.redis_store import RedisStore  # noqa: E402
-from sparkyard.master.store import NewJob, Report  # noqa: E402
+from sparkyard.master.store_values import NewJob, Report  # noqa: E402
 from sparkyard import ids  # noqa: E402
 from sparkyard.spec import normalize  # noqa: E402
 

@@ -7,7 +7,8 @@ from test_store_contract import GROUP, TTL_MS, every, job_id, lease, spec, store
 
 from sparkyard import ids
 from sparkyard.master.redis_store import RedisStore
-from sparkyard.master.store import FireRequest, NewJob, PurgeResult, Report, RetentionBounds, Store
+from sparkyard.master.store import Store
+from sparkyard.master.store_values import FireRequest, NewJob, PurgeResult, Report, RetentionBounds
 
 FAR_FUTURE_MS = 4_000_000_000_000
 DAY_MS = 86_400_000

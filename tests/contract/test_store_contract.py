@@ -22,7 +22,8 @@ from clocked_store import ClockedStores
 from sparkyard import ids
 from sparkyard.clock import FakeClock
 from sparkyard.master.redis_store import RedisStore
-from sparkyard.master.store import Claim, FireRequest, NewJob, Report, Store, ready_score
+from sparkyard.master.store import Store
+from sparkyard.master.store_values import Claim, FireRequest, NewJob, Report, ready_score
 from sparkyard.master.store_outcomes import (
     CancelStatus,
     Deletion,

@@ -25,7 +25,7 @@ from sparkyard.errors import Unavailable
 from sparkyard.keys import Keys
 from sparkyard.master.leader import take_lead
 from sparkyard.master.redis_store import RedisStore
-from sparkyard.master.store import NewJob
+from sparkyard.master.store_values import NewJob
 from sparkyard.spec import normalize
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg

@@ -22,7 +22,7 @@ from sparkyard import FailedPrecondition, NotFound
 from sparkyard.client import first_run_id
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.scripts import Fenced
-from sparkyard.master.store import NewJob, PurgeResult, Report, RetentionBounds
+from sparkyard.master.store_values import NewJob, PurgeResult, Report, RetentionBounds
 from sparkyard.spec import normalize
 from sparkyard.v1 import sparkyard_pb2 as pb
 

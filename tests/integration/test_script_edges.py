@@ -19,7 +19,7 @@ from sparkyard.keys import Keys
 from sparkyard.master import scripts
 from sparkyard.master.leader import take_lead
 from sparkyard.master.redis_store import RedisStore
-from sparkyard.master.store import NewJob, Report
+from sparkyard.master.store_values import NewJob, Report
 from sparkyard.spec import normalize
 from sparkyard.states import TABLES, JobState, lua_tables
 from sparkyard.v1 import sparkyard_pb2 as pb

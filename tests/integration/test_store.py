@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sparkyard.master.redis_store import RedisStore
-from sparkyard.master.store import NewJob, Report
+from sparkyard.master.store_values import NewJob, Report
 from sparkyard.spec import normalize
 from sparkyard.v1 import sparkyard_pb2 as pb
 

@@ -13,7 +13,7 @@ from sparkyard import ids
 from sparkyard.clock import FakeClock
 from sparkyard.master.children import RECOVERY_WINDOW_MS
 from sparkyard.master.redis_store import RedisStore
-from sparkyard.master.store import NewJob, Report
+from sparkyard.master.store_values import NewJob, Report
 from sparkyard.spec import normalize
 from sparkyard.states import JobState, RunState
 from sparkyard.v1 import sparkyard_pb2 as pb

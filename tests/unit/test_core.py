@@ -14,7 +14,7 @@ from sparkyard.clock import FakeClock
 from sparkyard.config import MasterConfig
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.registry import WorkerSession
-from sparkyard.master.store import NewJob, Report
+from sparkyard.master.store_values import NewJob, Report
 from sparkyard.spec import normalize
 from sparkyard.states import TaskState
 from sparkyard.v1 import sparkyard_pb2 as pb

@@ -16,7 +16,7 @@ from sparkyard import ids
 from sparkyard.clock import FakeClock
 from sparkyard.master.preloader import RETRY_BACKOFF_S
 from sparkyard.master.redis_store import RedisStore
-from sparkyard.master.store import NewJob, Report
+from sparkyard.master.store_values import NewJob, Report
 from sparkyard.spec import normalize
 from sparkyard.states import RunState
 from sparkyard.v1 import sparkyard_pb2 as pb

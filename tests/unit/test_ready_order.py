@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkyard.master.store import DEFAULT_PRIORITY_AGING_MS, ready_score
+from sparkyard.master.store_values import DEFAULT_PRIORITY_AGING_MS, ready_score
 
 T = 1_790_000_000_000
 

@@ -20,7 +20,7 @@ from sparkyard.master.reaper import Reaper
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.registry import WorkerRegistry, WorkerSession
 from sparkyard.master.retries import Retries
-from sparkyard.master.store import NewJob, Reaped, Report
+from sparkyard.master.store_values import NewJob, Reaped, Report
 from sparkyard.master.timer import SystemTimer
 from sparkyard.spec import normalize
 from sparkyard.states import RunState, TaskState

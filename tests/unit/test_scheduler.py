@@ -19,7 +19,7 @@ from sparkyard.master.retries import Retries
 from sparkyard.master.registry import WorkerRegistry, WorkerSession
 from sparkyard.master.routing import Routable
 from sparkyard.master.scheduler import ERROR_BACKOFF_S, SlotScheduler
-from sparkyard.master.store import Claim, NewJob
+from sparkyard.master.store_values import Claim, NewJob
 from sparkyard.master.timer import SystemTimer
 from sparkyard.spec import normalize
 from sparkyard.states import AttemptState, TaskState
