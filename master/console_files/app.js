@@ -166,8 +166,14 @@ async function showMaster() {
   } catch (err) { /* the page already says what is wrong */ }
 }
 
+// A refresh rebuilds the page, so it waits while the user is filling in one of its forms: a schedule
+// half typed, a filter chosen, must not be reset under the user's hands.
+function editing() {
+  return document.querySelector("#main form:focus-within, #main form[data-edited]") !== null;
+}
+
 function refreshIn(delay) {
-  refreshTimer = setTimeout(() => { if (!document.hidden) render(); else refreshIn(delay); }, delay);
+  refreshTimer = setTimeout(() => { if (!document.hidden && !editing()) render(); else refreshIn(delay); }, delay);
 }
 
 // Jobs ------------------------------------------------------------------------------------------------
@@ -483,5 +489,8 @@ document.getElementById("login").addEventListener("submit", (e) => {
 });
 // An action that moves to another page (a rerun shows its new run) keeps its notice across the move.
 let keepNotice = false;
+for (const kind of ["input", "change"]) {
+  document.getElementById("main").addEventListener(kind, (e) => { if (e.target.form) e.target.form.dataset.edited = "1"; });
+}
 window.addEventListener("hashchange", () => { if (!keepNotice) notice(""); keepNotice = false; render(); });
 render();

@@ -180,6 +180,43 @@ def test_pages_actions_and_a_live_log(shared_cluster: Cluster, tab: Tab, tmp_pat
     assert tab.errors == []
 
 
+def test_the_periodic_refresh_waits_while_a_form_is_being_filled_in(shared_cluster: Cluster, tab: Tab) -> None:
+    """The job page rebuilds itself every few seconds; a schedule half typed must survive that (it once
+    went back to "cron" under the user's hands). The browser's clock is driven, so no test waits 5 s."""
+    job = shared_cluster.client().submit(f"{TASKS}:noop", name="console-refresh", cron="0 4 * * *")
+    page = tab.page
+    refreshes: list[str] = []
+    page.on("request", lambda request: refreshes.append(request.url) if f"/api/jobs/{job.id}" in request.url else None)
+    page.clock.install()
+    page.goto(f"http://{shared_cluster.http['master']}/#/job/{job.id}")
+    edit = page.locator("#edit-schedule")
+    expect(edit.locator("select")).to_have_value("cron")
+
+    # Untouched, the page refreshes: the control that shows a refresh would be seen.
+    before = len(refreshes)
+    with page.expect_request(lambda request: f"/api/jobs/{job.id}" in request.url):
+        page.clock.run_for(6_000)
+    assert len(refreshes) > before
+    expect(edit.locator("select")).to_have_value("cron")
+
+    # Being filled in, it does not, however long the user takes.
+    edit.locator("select").select_option("every")
+    edit.locator("input[name=value]").fill("15m")
+    before = len(refreshes)
+    page.clock.run_for(30_000)
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => done(null)))")
+    assert refreshes[before:] == []
+    expect(edit.locator("select")).to_have_value("every")
+    expect(edit.locator("input[name=value]")).to_have_value("15m")
+
+    # Sending it rebuilds the page with the new schedule, and refreshing starts again.
+    edit.locator("button").click()
+    expect(page.locator("#notice")).to_contain_text("Schedule changed")
+    expect(page.locator("#edit-schedule select")).to_have_value("every")
+    expect(page.locator("#edit-schedule input[name=value]")).to_have_value("900s")
+    assert tab.errors == []
+
+
 def test_drain_from_the_workers_page(make_cluster: Any, tab: Tab) -> None:
     cluster: Cluster = make_cluster()
     address = f"127.0.0.1:{free_port()}"
