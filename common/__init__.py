@@ -1,7 +1,8 @@
 """Sparkyard — a distributed scheduler for PySpark jobs.
 
-The public surface is small on purpose: :class:`Client` (submit, inspect, wait, cancel), the errors it
-raises, and the generated API under ``sparkyard.v1``. Everything else is internal.
+The public surface is small on purpose: :class:`Client` (submit, inspect, wait, cancel), :class:`Pipeline` (a
+graph of steps defined as code, ``sparkyard apply``), the errors they
+raise, and the generated API under ``sparkyard.v1``. Everything else is internal.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ __all__ = [
     "InvalidArgument",
     "NotFound",
     "PermissionDenied",
+    "Pipeline",
     "SparkyardError",
     "Unauthenticated",
     "Unavailable",
@@ -24,6 +26,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from sparkyard.client import Client
+    from sparkyard.pipeline import Pipeline
     from sparkyard.errors import (
         FailedPrecondition,
         InvalidArgument,
@@ -41,6 +44,10 @@ def __getattr__(name: str) -> Any:
         from sparkyard.client import Client
 
         return Client
+    if name == "Pipeline":
+        from sparkyard.pipeline import Pipeline
+
+        return Pipeline
     if name in __all__:
         from sparkyard import errors
 

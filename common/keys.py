@@ -10,7 +10,8 @@ P:job:{job}                           hash    job record: spec (protobuf, base64
                                               next_fire_ms, runs, skipped, last_run_id (absent = none / 0),
                                               awaits (while in awaiting: the run whose end sets the next
                                               fire time), w:{index} (worker that last ran task index),
-                                              after (a child job: its parent's id)
+                                              after (a child job: its parent's id), pipeline (a
+                                              pipeline step's job: the pipeline's id; not in P:jobs)
 P:jobs                                zset    job id → created_ms (listing, newest first)
 P:idem:{key}                          string  job id submitted under a client idempotency key (TTL)
 P:schedule                            zset    job id → next fire time in ms (durable triggers)
@@ -29,7 +30,13 @@ P:run:{run}                           hash    run record: state, job_id, schedul
                                               cancelled, reason (counters absent = 0); and what its tasks
                                               share, written only when not the default: max_attempts,
                                               backoff_ms, backoff_mult, backoff_max_ms (absent: no
-                                              retries), timeout_ms (absent: none), max_concurrent
+                                              retries), timeout_ms (absent: none), max_concurrent;
+                                              a pipeline run: graph (JSON [[step, job, [after], rule]]);
+                                              a step's run: prun (its pipeline run), step (its name)
+P:run:{run}:steps                     hash    a pipeline run's steps: {step} → state (StepState),
+                                              r:{step} → the step's run id once made, b:{step} → the
+                                              step's run block (JSON) until its run is made
+P:job:{job}:steps                     set     a pipeline's step jobs, of every version (deleted with it)
 P:run:{run}:gate                      zset    task id → index: READY tasks of a run held back by its
                                               concurrency cap (enter the ready queue one by one)
 P:task:{task}                         hash    task record: state, run_id, job_id, index, group, score,
@@ -89,6 +96,8 @@ _TEMPLATES: dict[str, str] = {
     "job_children": "job:{}:children",
     "run": "run:{}",
     "run_gate": "run:{}:gate",
+    "run_steps": "run:{}:steps",
+    "job_steps": "job:{}:steps",
     "task": "task:{}",
     "attempts": "task:{}:attempts",
     "ready": "ready:{}",
@@ -132,6 +141,12 @@ class Keys:
 
     def run_gate(self, run_id: str) -> str:
         return self._k("run_gate", run_id)
+
+    def run_steps(self, run_id: str) -> str:
+        return self._k("run_steps", run_id)
+
+    def job_steps(self, job_id: str) -> str:
+        return self._k("job_steps", job_id)
 
     def task(self, task_id: str) -> str:
         return self._k("task", task_id)

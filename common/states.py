@@ -1,4 +1,4 @@
-"""The four state machines: Job, Run, Task, Attempt (docs/architecture.md, "State machines").
+"""The five state machines: Job, Run, Task, Attempt, Step (of a pipeline run) (docs/architecture.md, "State machines").
 
 Each is a ``str`` Enum, a transition table (state → the states it may move to) and a ``TERMINAL`` set.
 The tables here are the single source of truth: :func:`lua_tables` renders them into the prelude of every
@@ -29,6 +29,18 @@ class RunState(str, Enum):
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
     SKIPPED = "SKIPPED"
+
+
+class StepState(str, Enum):
+    """A step of one pipeline run (docs/pipelines.md)."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    SKIPPED = "SKIPPED"
+    UPSTREAM_FAILED = "UPSTREAM_FAILED"
 
 
 class TaskState(str, Enum):
@@ -66,7 +78,7 @@ class Loss(str, Enum):
     TIMEOUT = "timeout"  # its task timeout plus grace passed without a result
 
 
-J, R, T, A = JobState, RunState, TaskState, AttemptState
+J, R, T, A, S = JobState, RunState, TaskState, AttemptState, StepState
 
 JOB_TRANSITIONS: Mapping[JobState, frozenset[JobState]] = {
     J.ACTIVE: frozenset({J.PAUSED, J.COMPLETED, J.CANCELLED}),
@@ -106,21 +118,36 @@ ATTEMPT_TRANSITIONS: Mapping[AttemptState, frozenset[AttemptState]] = {
     A.RELEASED: frozenset(),
 }
 
+STEP_TRANSITIONS: Mapping[StepState, frozenset[StepState]] = {
+    # its run is made; its trigger rule settles it without a run; the pipeline run is cancelled
+    S.PENDING: frozenset({S.RUNNING, S.SKIPPED, S.UPSTREAM_FAILED, S.CANCELLED}),
+    # its run ended so
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED}),
+    S.SUCCEEDED: frozenset(),
+    S.FAILED: frozenset(),
+    S.CANCELLED: frozenset(),
+    S.SKIPPED: frozenset(),
+    S.UPSTREAM_FAILED: frozenset(),
+}
+
 JOB_TERMINAL = frozenset(s for s, nxt in JOB_TRANSITIONS.items() if not nxt)
 RUN_TERMINAL = frozenset(s for s, nxt in RUN_TRANSITIONS.items() if not nxt)
 TASK_TERMINAL = frozenset(s for s, nxt in TASK_TRANSITIONS.items() if not nxt)
 ATTEMPT_TERMINAL = frozenset(s for s, nxt in ATTEMPT_TRANSITIONS.items() if not nxt)
+STEP_TERMINAL = frozenset(s for s, nxt in STEP_TRANSITIONS.items() if not nxt)
 
 TABLES: Mapping[str, Mapping[str, frozenset[str]]] = {
     "job": {s.value: frozenset(n.value for n in nxt) for s, nxt in JOB_TRANSITIONS.items()},
     "run": {s.value: frozenset(n.value for n in nxt) for s, nxt in RUN_TRANSITIONS.items()},
     "task": {s.value: frozenset(n.value for n in nxt) for s, nxt in TASK_TRANSITIONS.items()},
     "attempt": {s.value: frozenset(n.value for n in nxt) for s, nxt in ATTEMPT_TRANSITIONS.items()},
+    "step": {s.value: frozenset(n.value for n in nxt) for s, nxt in STEP_TRANSITIONS.items()},
 }
 
-_PROTO_PREFIX = {JobState: "JOB_", RunState: "RUN_", TaskState: "TASK_", AttemptState: "ATTEMPT_"}
+_PROTO_PREFIX = {JobState: "JOB_", RunState: "RUN_", TaskState: "TASK_", AttemptState: "ATTEMPT_",
+                 StepState: "STEP_"}
 
-E = TypeVar("E", JobState, RunState, TaskState, AttemptState)
+E = TypeVar("E", JobState, RunState, TaskState, AttemptState, StepState)
 
 
 class IllegalTransition(ValueError):
@@ -138,7 +165,7 @@ def check_move(kind: str, current: str, target: str) -> None:
         raise IllegalTransition(f"{kind} cannot move from {current} to {target}")
 
 
-def to_proto(state: JobState | RunState | TaskState | AttemptState) -> str:
+def to_proto(state: JobState | RunState | TaskState | AttemptState | StepState) -> str:
     """The protobuf enum name of a state (TaskState.READY → 'TASK_READY')."""
     return _PROTO_PREFIX[type(state)] + state.value
 

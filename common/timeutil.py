@@ -12,6 +12,7 @@ wrong hour. Output is always RFC 3339 UTC with milliseconds (``2026-11-22T03:00:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -106,3 +107,16 @@ def rfc3339_ms(epoch_ms: int) -> str:
 
 def rfc3339(epoch_seconds: float) -> str:
     return rfc3339_ms(round(epoch_seconds * 1000))
+
+
+_PLACEHOLDER = re.compile(r"\{(ds|ds_nodash|ts|ts_nodash)\}")
+
+
+def logical_args(args: Sequence[str], scheduled_ms: int) -> list[str]:
+    """A step's args with the run's logical time filled in: ``{ds}`` (2026-11-26), ``{ds_nodash}``
+    (20261126), ``{ts}`` (2026-11-26T03:00:00+00:00), ``{ts_nodash}`` (20261126T030000), all UTC. Other
+    braces are left as they are, so an argument that is JSON stays intact."""
+    moment = datetime.fromtimestamp(scheduled_ms / 1000, timezone.utc).replace(microsecond=0)
+    values = {"ds": moment.strftime("%Y-%m-%d"), "ds_nodash": moment.strftime("%Y%m%d"),
+              "ts": moment.isoformat(), "ts_nodash": moment.strftime("%Y%m%dT%H%M%S")}
+    return [_PLACEHOLDER.sub(lambda m: values[m.group(1)], arg) for arg in args]

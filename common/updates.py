@@ -23,11 +23,11 @@ UPDATABLE = frozenset({
     "misfire", "misfire_catch_up_limit", "overlap", "routing", "routing_key",
     "split.inputs", "split.parallelism", "split.max_bytes_per_sec", "split.max_records_per_sec",
     "split.task_bytes_per_sec", "split.task_records_per_sec", "split.max_concurrent",
-    "on_failure", "on_success", "code",
+    "on_failure", "on_success", "code", "steps",
 })
 _COMPOSITE = {
     "trigger.kind": ("trigger.now", "trigger.at", "trigger.delay", "trigger.cron", "trigger.every",
-                     "trigger.after"),
+                     "trigger.after", "trigger.manual"),
     "code": ("entrypoint", "py_files", "files", "bundle", "submit_dir"),
 }
 

@@ -67,6 +67,11 @@ def main() -> int:
                 raise SystemExit("quickstart: the recurring job did not complete 3 runs in 60s")
             time.sleep(0.5)  # watching a schedule from outside, with a deadline
         sparkyard("runs", job["id"])
+        (created,) = json.loads(sparkyard("apply", "examples/pipeline/etl.py", "--json", capture=True))
+        print(f"applied pipeline {created['name']} ({created['job_id']}); running it once now", flush=True)
+        run = json.loads(sparkyard("trigger", created["job_id"], "--json", capture=True))
+        sparkyard("wait", run["id"], "--timeout", "5m")
+        sparkyard("apply", "examples/pipeline/etl.py")  # the same file again: nothing changes
         sparkyard("jobs")
         print("\nquickstart: all example jobs SUCCEEDED", flush=True)
         return 0

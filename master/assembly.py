@@ -24,6 +24,7 @@ from sparkyard.master.backfill import Backfiller
 from sparkyard.master.background import Background
 from sparkyard.master.bundles import BundleStore
 from sparkyard.master.children import ChildJobs
+from sparkyard.master.pipelines import PipelineRuns
 from sparkyard.master.connection import WorkerConnection
 from sparkyard.master.events import Events, JobEnded, RunEnded, WorkReady
 from sparkyard.master.fixed_delay import FixedDelay
@@ -147,6 +148,7 @@ def build_master(cfg: MasterConfig, store: Store, clock: Clock, timer: SystemTim
                           cfg.misfire_threshold_s)
     backfiller = Backfiller(store, preloader, timer, background)
     children = ChildJobs(store, preloader, timer, background)
+    pipeline_runs = PipelineRuns(store, outcomes, background)
     webhooks = Webhooks(store, background, clock, metrics, cfg.on_failure, cfg.on_success)
     reaper = Reaper(store, registry, outcomes, timer, background, cfg)
     jobs = JobManager(cfg, store, clock, outcomes, purgatory, arming, preloader, bundles, metrics)
@@ -158,6 +160,7 @@ def build_master(cfg: MasterConfig, store: Store, clock: Clock, timer: SystemTim
     events.subscribe(JobEnded, lambda e: purgatory.complete_watchers(e.job_id))
     events.subscribe(RunEnded, fixed_delay.run_ended)
     events.subscribe(RunEnded, children.run_ended)
+    events.subscribe(RunEnded, pipeline_runs.run_ended)
     events.subscribe(RunEnded, backfiller.run_ended)
     events.subscribe(RunEnded, webhooks.run_ended)
     events.seal()

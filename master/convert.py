@@ -93,4 +93,10 @@ def run_to_proto(r: RunRecord) -> pb.Run:
     _set_ms(out.fired_at, r.fired_ms, r.id)
     _set_ms(out.started_at, r.started_ms, r.id)
     _set_ms(out.finished_at, r.finished_ms, r.id)
+    out.pipeline_run = r.pipeline_run
+    for s in r.steps:
+        step = out.steps.add(name=s.name, state=pb.StepState.Value(to_proto(s.state)), run_id=s.run_id,
+                             job_id=s.job_id, after=s.after, attempts=s.attempts)
+        _set_ms(step.started_at, s.started_ms, r.id)
+        _set_ms(step.finished_at, s.finished_ms, r.id)
     return out

@@ -23,6 +23,7 @@ from sparkyard.master.bundles import BundleStore
 from sparkyard.master.limits import check_sizes
 from sparkyard.master.metrics import MasterMetrics
 from sparkyard.master.outcomes import Outcomes
+from sparkyard.master.pipelines import with_step_jobs
 from sparkyard.master.preloader import Preloader
 from sparkyard.master.purgatory import DelayedOperation, Purgatory
 from sparkyard.master.records import JobRecord, RunRecord, TaskRecord
@@ -30,6 +31,7 @@ from sparkyard.master.store import Store
 from sparkyard.master.store_values import NewJob, SubmitResult
 from sparkyard.master.store_outcomes import CancelStatus, DeleteStatus, FireStatus, StateChangeStatus, UpdateStatus
 from sparkyard.master.splitter import split_job
+from sparkyard.pipeline_spec import normalize_pipeline, same_version
 from sparkyard.spec import SpecError, normalize
 from sparkyard.updates import apply_update
 from sparkyard.states import RUN_TERMINAL, JobState, TaskState
@@ -118,7 +120,7 @@ class JobManager:
         if hit is not None:
             return hit
         try:
-            norm = normalize(spec)
+            norm = normalize_pipeline(spec) if spec.steps else normalize(spec)
             check_sizes(norm, self._cfg)
             tasks = split_job(norm)
         except SpecError as exc:  # SplitError is a SpecError
@@ -138,6 +140,15 @@ class JobManager:
         if kind == "after":
             # A child job has no schedule entry: its parent's run ends fire it (master/children.py).
             return NewJob(job_id, norm, "after", -1, idempotency_key, after=trigger.after.job_id)
+        if norm.steps:
+            norm, steps = with_step_jobs(job_id, norm, now_ms)
+            if kind == "manual":
+                return NewJob(job_id, norm, "manual", -1, idempotency_key, steps=steps)
+            mode, value = ("delay", trigger.delay.ToMilliseconds()) if kind == "delay" else (
+                "abs", now_ms if kind == "now" else self._first_fire_ms(trigger, now_ms))
+            return NewJob(job_id, norm, mode, value, idempotency_key, steps=steps)
+        if kind == "manual":
+            return NewJob(job_id, norm, "manual", -1, idempotency_key)
         if kind == "delay":
             mode, value = "delay", trigger.delay.ToMilliseconds()
         else:
@@ -194,7 +205,8 @@ class JobManager:
 
     async def _check_bundles(self, prepared: list[NewJob]) -> None:
         """A job may name only a bundle the master has (the client uploads it first)."""
-        await self._check_digests({p.spec.bundle.digest for p in prepared if p.spec.bundle.digest})
+        await self._check_digests({s.bundle.digest for p in prepared for s in (p.spec, *(spec for _, spec in p.steps))
+                                   if s.bundle.digest})
 
     async def _check_digests(self, digests: set[str]) -> None:
         if not digests:
@@ -415,17 +427,20 @@ class JobManager:
             if _parent(spec) != _parent(job.spec):
                 raise InvalidArgument("trigger: an update cannot make a job a child job, end one, or give it another "
                                       "parent (--after); submit a new job (its condition may change)")
-            if spec.SerializeToString(deterministic=True) == job.spec.SerializeToString(deterministic=True):
+            if same_version(spec, job.spec):
                 # Nothing changes: most often a client's retry of an update whose reply was lost. Doing it again
                 # would add a spec version and, for a trigger, restart the schedule from now (a second run).
                 log.info("job=%s update changes nothing: left as it is (spec version %d)", job_id, job.spec_version)
                 return job
-            if spec.bundle.digest != job.spec.bundle.digest:
-                await self._check_digests({spec.bundle.digest} - {""})
+            steps: tuple[tuple[str, pb.JobSpec], ...] = ()
+            if spec.steps:
+                spec, steps = with_step_jobs(job_id, spec, int(self._clock.now() * 1000))
+            await self._check_digests({s.bundle.digest for s in (spec, *(s for _, s in steps))
+                                       if s.bundle.digest} - {job.spec.bundle.digest})
             next_fire = -1
             if any(f.startswith("trigger.") for f in fields) and not _parent(spec):
                 next_fire = self._first_fire_ms(spec.trigger, int(self._clock.now() * 1000))
-            result = await self._store.update_spec(job_id, job.spec_version, spec, next_fire)
+            result = await self._store.update_spec(job_id, job.spec_version, spec, next_fire, steps)
             if result.status is UpdateStatus.CONFLICT:
                 continue
             if result.status is UpdateStatus.MISSING:
@@ -434,7 +449,7 @@ class JobManager:
                 raise FailedPrecondition(f"job {job_id} is {result.state and result.state.value} and can no longer "
                                          "be updated")
             if result.status is UpdateStatus.BUNDLE_MISSING:
-                raise _bundle_missing(spec.bundle.digest)
+                raise _bundle_missing(spec.bundle.digest or "of a step")
             log.info("job=%s updated to spec version %d (%s)%s", job_id, result.spec_version, ", ".join(fields),
                      f" next fire {result.next_fire_ms}" if next_fire >= 0 else "")
             if result.state is JobState.ACTIVE:

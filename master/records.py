@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, TypeVar
 from google.protobuf.message import DecodeError
 
 from sparkyard.errors import DataLoss
-from sparkyard.states import AttemptState, JobState, RunState, TaskState
+from sparkyard.states import AttemptState, JobState, RunState, StepState, TaskState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -220,6 +220,20 @@ class TaskRecord:
         )
 
 
+@dataclass(frozen=True)
+class StepRecord:
+    """A step of a pipeline run: its state, and its run once made (times and attempts are that run's)."""
+
+    name: str
+    state: StepState
+    job_id: str
+    after: tuple[str, ...]
+    run_id: str = ""
+    started_ms: int = 0
+    finished_ms: int = 0
+    attempts: int = 0
+
+
 @dataclass
 class RunRecord:
     id: str
@@ -238,6 +252,9 @@ class RunRecord:
     spec_version: int = 1  # the version of the job's spec the run was made from
     rerun_of: str = ""  # the run this one ran again (sparkyard rerun)
     after_run: str = ""  # the parent's run whose end fired this one (a child job)
+    pipeline_run: str = ""  # a step's run: the pipeline run it belongs to
+    graph: str = ""  # a pipeline run: its graph as fired (JSON [[step, job, [after], rule]])
+    steps: list[StepRecord] = field(default_factory=list)  # a pipeline run's steps, when read with them
 
     @classmethod
     def from_hash(cls, run_id: str, h: Mapping[str, str]) -> RunRecord:
@@ -257,4 +274,6 @@ class RunRecord:
             spec_version=_int(h.get("spec_v"), 1),
             rerun_of=h.get("rerun_of", ""),
             after_run=h.get("after_run", ""),
+            pipeline_run=h.get("prun", ""),
+            graph=h.get("graph", ""),
         )

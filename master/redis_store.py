@@ -15,6 +15,7 @@ from redis.asyncio import Redis
 from sparkyard.clock import Clock
 from sparkyard.keys import Keys
 from sparkyard.master.records import (
+    StepRecord,
     JobRecord,
     RunRecord,
     TaskRecord,
@@ -28,6 +29,7 @@ from sparkyard.master.spec_cache import SpecCache
 from sparkyard.master.scripts import ScriptLibrary
 from sparkyard.master import store_outcomes as outcomes
 from sparkyard.master.store import Store
+from sparkyard.master.pipelines import pipeline_block
 from sparkyard.master.store_values import (
     DEFAULT_DUE_LIMIT,
     DEFAULT_PRIORITY_AGING_MS,
@@ -50,7 +52,7 @@ from sparkyard.master.store_values import (
     UpdateResult,
 )
 from sparkyard.errors import Unavailable
-from sparkyard.states import JobState, RunState
+from sparkyard.states import JobState, RunState, StepState
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard import ids
 
@@ -84,9 +86,20 @@ class RedisStore(Store):
     def _run_block(self, spec: pb.JobSpec, scheduled_ms: int, inputs: Sequence[Sequence[Any]],
                    spec_version: int = 1, rerun_of: str = "", after_run: str = "") -> dict[str, Any]:
         """create_run's block as JSON (the task ids are built in Lua from the run id, so identical runs of a
-        bulk submit share one block)."""
-        return RunBlock.of(spec, scheduled_ms, inputs, self.priority_aging_ms, spec_version, rerun_of,
-                           after_run).to_wire()
+        bulk submit share one block). A pipeline's block carries its graph and each step's block."""
+        block = RunBlock.of(spec, scheduled_ms, () if spec.steps else inputs, self.priority_aging_ms, spec_version,
+                            rerun_of, after_run).to_wire()
+        if spec.steps:
+            block.update(pipeline_block(spec, scheduled_ms, self.priority_aging_ms))
+        return block
+
+    def _spec_index(self, spec: pb.JobSpec, specs: list[str], index: dict[int, int]) -> int:
+        """The index of ``spec``'s stored text in a submit's ``specs``, added once per spec object."""
+        si = index.get(id(spec))
+        if si is None:
+            si = index[id(spec)] = len(specs)
+            specs.append(self._specs.text(spec))
+        return si
 
     async def submit_many(self, jobs: Sequence[NewJob], idempotency_ttl_ms: int) -> list[SubmitResult]:
         """Store jobs with one ``submit.lua`` call (a bulk submit is one script run, one round trip).
@@ -100,10 +113,7 @@ class RedisStore(Store):
         block_index: dict[tuple[int, int, int], int] = {}
         entries: list[list[Any]] = []
         for job in jobs:
-            si = spec_index.get(id(job.spec))
-            if si is None:
-                si = spec_index[id(job.spec)] = len(specs)
-                specs.append(self._specs.text(job.spec))
+            si = self._spec_index(job.spec, specs, spec_index)
             if job.fire_now is None:
                 value = job.after if job.fire_mode == "after" else job.fire_value_ms
                 entries.append([job.job_id, si, job.fire_mode, value, job.idempotency_key, "", 0, -1,
@@ -118,6 +128,11 @@ class RedisStore(Store):
                                 ids.run_id(job.job_id, job.fire_value_ms), job.fire_value_ms, bi,
                                 job.spec.bundle.digest])
             self._specs.remember(job.job_id, job.spec)
+            if job.steps:
+                entries[-1].append([[step_id, self._spec_index(spec, specs, spec_index), spec.bundle.digest]
+                                    for step_id, spec in job.steps])
+                for step_id, spec in job.steps:
+                    self._specs.remember(step_id, spec)
         payload = json.dumps({"specs": specs, "blocks": blocks, "jobs": entries}, separators=(",", ":"))
         args = [payload, idempotency_ttl_ms]
         if self.min_replicas:
@@ -374,10 +389,13 @@ class RedisStore(Store):
         version's spec never changes."""
         return (await self.get_specs([(job_id, version)])).get((job_id, version))
 
-    async def update_spec(self, job_id: str, base_version: int, spec: pb.JobSpec, next_fire_ms: int) -> UpdateResult:
+    async def update_spec(self, job_id: str, base_version: int, spec: pb.JobSpec, next_fire_ms: int,
+                          steps: Sequence[tuple[str, pb.JobSpec]] = ()) -> UpdateResult:
         k = self.keys
+        step_jobs = [[step_id, spec_to_text(s), s.bundle.digest] for step_id, s in steps]
         raw = await self._lua("update", [k.job(job_id), k.schedule, k.awaiting],
-                              [job_id, base_version, spec_to_text(spec), next_fire_ms, spec.bundle.digest])
+                              [job_id, base_version, spec_to_text(spec), next_fire_ms, spec.bundle.digest,
+                               json.dumps(step_jobs, separators=(",", ":"))])
         result = UpdateResult(outcomes.UpdateStatus(raw[0]), JobState(raw[1]) if raw[1] else None, int(raw[2]),
                               int(raw[3]))
         if result.status is outcomes.UpdateStatus.OK:
@@ -385,7 +403,8 @@ class RedisStore(Store):
         return result
 
     async def list_jobs(self, limit: int, state: JobState | None = None, group: str = "") -> list[JobRecord]:
-        """Filters are applied while scanning pages of the jobs index, so ``limit`` counts matching jobs."""
+        """Filters are applied while scanning pages of the jobs index, so ``limit`` counts matching jobs. A
+        pipeline's step jobs are not listed (the pipeline is; its runs show its steps)."""
         out: list[JobRecord] = []
         start, page = 0, max(limit, 100)
         while len(out) < limit:
@@ -399,7 +418,7 @@ class RedisStore(Store):
                 if not h:
                     continue
                 rec = readable(job_id, lambda: JobRecord.from_hash(job_id, h))
-                if rec is None:
+                if rec is None or "pipeline" in h:
                     continue
                 if (state is None or rec.state == state) and (not group or rec.spec.group == group):
                     out.append(rec)
@@ -413,9 +432,40 @@ class RedisStore(Store):
         if not h:
             return None
         run = read_one("run", run_id, lambda: RunRecord.from_hash(run_id, h))
-        if with_tasks:
+        if run.graph:
+            run.steps = await self.pipeline_steps(run)
+        elif with_tasks:
             run.tasks = await self.get_tasks([ids.task_id(run_id, i) for i in range(run.task_count)])
         return run
+
+    async def pipeline_steps(self, run: RunRecord) -> list[StepRecord]:
+        """Every step of a pipeline run, in definition order, with its run's times and attempts."""
+        graph = json.loads(run.graph)
+        names = [g[0] for g in graph]
+        k = self.keys
+        raw = await self.redis.hmget(k.run_steps(run.id), *names, *(f"r:{n}" for n in names))
+        states, runs = raw[:len(names)], raw[len(names):]
+        pipe = self.redis.pipeline(transaction=False)
+        for step_run in runs:
+            pipe.hmget(k.run(step_run or "-"), "started_ms", "finished_ms", "task_count")
+        times = await pipe.execute()
+        for step_run, (_, _, count) in zip(runs, times):
+            for i in range(int(count or 0) if step_run else 0):
+                pipe.hget(k.task(ids.task_id(step_run, i)), "attempts")
+        attempts = iter(await pipe.execute())
+        steps = []
+        for (name, job_id, after, _), state, step_run, (started, finished, count) in zip(graph, states, runs, times):
+            tried = sum(int(next(attempts) or 0) for _ in range(int(count or 0) if step_run else 0))
+            steps.append(StepRecord(name, StepState(state or "PENDING"), job_id, tuple(after), step_run or "",
+                                    int(started or 0), int(finished or 0), tried))
+        return steps
+
+    async def pipeline_run_ended_by(self, run_id: str) -> tuple[str, RunState] | None:
+        prun = await self.redis.hget(self.keys.run(run_id), "prun")
+        if not prun:
+            return None
+        state, ended_by = await self.redis.hmget(self.keys.run(prun), "state", "ended_by")
+        return (prun, RunState(state)) if ended_by == run_id else None
 
     async def list_runs(self, job_id: str, limit: int, *, with_tasks: bool = False) -> list[RunRecord]:
         run_ids = await self.redis.zrevrange(self.keys.job_runs(job_id), 0, limit - 1)

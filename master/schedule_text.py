@@ -39,6 +39,8 @@ def describe(trigger: pb.Trigger) -> str:
         text = f"After each run of job {trigger.after.job_id} that {ends}"
     elif kind == "at":
         text = f"Once, at {rfc3339_ms(trigger.at.ToMilliseconds())}"
+    elif kind == "manual":
+        text = "When triggered (no schedule)"
     else:
         text = "Once, at submission"
     if trigger.HasField("start_at"):

@@ -53,7 +53,7 @@ from sparkyard.master.store_values import (
     UpdateResult,
     Verdict,
 )
-from sparkyard.states import JobState
+from sparkyard.states import JobState, RunState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 
@@ -153,7 +153,8 @@ class Store(Protocol):
         """A fixed-delay job's next fire time once the run it waited for ended."""
         ...
 
-    async def update_spec(self, job_id: str, base_version: int, spec: pb.JobSpec, next_fire_ms: int) -> UpdateResult:
+    async def update_spec(self, job_id: str, base_version: int, spec: pb.JobSpec, next_fire_ms: int,
+                          steps: Sequence[tuple[str, pb.JobSpec]] = ()) -> UpdateResult:
         """Replace an ACTIVE or PAUSED job's spec, made from version ``base_version``, keeping the old one
         for the runs made from it; ``next_fire_ms`` ≥ 0 replaces the schedule entry in the same step."""
         ...
@@ -232,6 +233,10 @@ class Store(Protocol):
 
     async def list_jobs(self, limit: int, state: JobState | None = None, group: str = "") -> list[JobRecord]:
         """Newest first; filters are applied before ``limit`` counts."""
+        ...
+
+    async def pipeline_run_ended_by(self, run_id: str) -> tuple[str, RunState] | None:
+        """The pipeline run (and its end state) that the end of step run ``run_id`` ended, if it did."""
         ...
 
     async def get_run(self, run_id: str, *, with_tasks: bool = True) -> RunRecord | None:

@@ -54,11 +54,12 @@ class NewJob:
 
     job_id: str
     spec: pb.JobSpec
-    fire_mode: str  # 'abs' | 'delay' | 'after' (a child job of ``after``: no schedule entry)
+    fire_mode: str  # 'abs' | 'delay' | 'after' (a child job of ``after``) | 'manual' (no schedule entry)
     fire_value_ms: int
     idempotency_key: str = ""
     fire_now: Sequence[Sequence[Any]] | None = None  # task inputs: fire in the submit (scheduled = fire_value_ms)
     after: str = ""  # fire_mode 'after': the parent job's id
+    steps: tuple[tuple[str, pb.JobSpec], ...] = ()  # a pipeline: its step jobs (id, spec), stored with it
 
 
 @dataclass(frozen=True)

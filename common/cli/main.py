@@ -21,6 +21,7 @@ from rich.console import Console
 
 from sparkyard import errors, resources
 from sparkyard.cli import render
+from sparkyard.cli.apply import apply as apply_files, describe
 from sparkyard.channel import TLS_FLAGS
 from sparkyard.client import Client, first_run_id
 from sparkyard.config import DEFAULT_LISTEN, ClientConfig, ConfigError, read_secret
@@ -112,7 +113,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("job_id")
     r.add_argument("--limit", type=int, default=20)
 
-    r = sub.add_parser("run", help="show a run with its tasks and attempts")
+    ap = sub.add_parser("apply", help="make the master's pipelines match definition files (docs/pipelines.md)")
+    _common(ap)
+    ap.add_argument("paths", nargs="+", metavar="FILE", help="a Python file defining pipelines")
+    ap.add_argument("--prune", action="store_true", help="delete pipelines that no file defines any more")
+    ap.add_argument("--dry-run", action="store_true", help="print what would change; change nothing")
+
+    r = sub.add_parser("run", help="show a run with its tasks and attempts (a pipeline run: its steps)")
     _common(r)
     r.add_argument("run_id")
 
@@ -315,6 +322,13 @@ def dispatch(args: argparse.Namespace) -> int:
         elif verb == "runs":
             runs = client.runs(args.job_id, limit=args.limit, with_tasks=args.json)
             out(runs, lambda c: render.runs_table(c, runs))
+        elif verb == "apply":
+            changes = apply_files(client, args.paths, prune=args.prune, dry_run=args.dry_run)
+            if args.json:
+                render.print_json([c.to_dict() for c in changes])
+            else:
+                for change in changes:
+                    console.print(describe(change, args.dry_run), highlight=False, markup=False)
         elif verb == "run":
             run = client.run(args.run_id)
             out(run, lambda c: render.run_detail(c, run))

@@ -88,6 +88,13 @@ def runs_table(console: Console, runs: Sequence[Any]) -> None:
 
 def run_detail(console: Console, run: Any) -> None:
     runs_table(console, [run])
+    if run.steps:
+        steps = _table("step", "state", "after", "run", "attempts", "started", "took")
+        for s in run.steps:
+            steps.add_row(s.name, _state(s), ", ".join(s.after) or "-",
+                          s.run_id or "-", str(s.attempts), _ts(s, "started_at"), _elapsed(s, "started_at", "finished_at"))
+        console.print(steps)
+        return
     table = _table("task", "state", "attempt", "worker", "token", "started", "took", "result / error")
     for task in run.tasks:
         if not task.attempts:

@@ -3,7 +3,8 @@
 -- KEYS[1] schedule
 -- ARGV[1] reason   ARGV[2] job id to cancel ('' to leave the job alone)
 -- ARGV[3] number of run ids m, then m run ids (every active run of the job when cancelling a job),
--- then the task ids to cancel (the tasks of those runs, or a single task).
+-- then the task ids to cancel (the tasks of those runs, or a single task). A pipeline run listed has its
+-- steps not yet started cancelled, and the tasks of its running steps (found here) with the others.
 -- Returns {status, cancelled ids, leased, ended runs}:
 --   status 'ok', or 'retry' when the job has an active run the caller did not list (a firing raced the
 --   cancel: nothing was changed, read again and call again);
@@ -33,15 +34,20 @@ if job_id ~= '' then
     cancelled[#cancelled + 1] = job_id
   end
 end
+local tasks = {}
+for i = 4 + m, #ARGV do tasks[#tasks + 1] = ARGV[i] end
 for i = 4, 3 + m do
   local rkey = K.run(ARGV[i])
-  local state = redis.call('HGET', rkey, 'state')
-  if state and may('run', state, 'CANCELLED') then
+  local v = redis.call('HMGET', rkey, 'state', 'graph')
+  if v[1] and may('run', v[1], 'CANCELLED') then
     redis.call('HSET', rkey, 'reason', reason)
+    -- A pipeline run: its steps not started never will, its running steps' tasks are cancelled below.
+    if v[2] then
+      for _, id in ipairs(cancel_pipeline_steps(ARGV[i])) do tasks[#tasks + 1] = id end
+    end
   end
 end
-for i = 4 + m, #ARGV do
-  local task_id = ARGV[i]
+for _, task_id in ipairs(tasks) do
   local t = load_task(task_id)
   local leased_now = t and t.state == 'LEASED'  -- its attempt runs: it ends CANCELLED with the task
   if t and (leased_now and may_end_attempt(t, 'CANCELLED', {'CANCELLED'}) or

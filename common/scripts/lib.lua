@@ -95,11 +95,14 @@ local function promote_gated(run_id)
   end
 end
 
+local step_ended  -- defined with the pipeline functions below: a step's end may make the next steps' runs
+
 -- Move a run to a terminal state if all its tasks are terminal. Returns the run's terminal state or ''.
+-- A pipeline run counts its steps as a run counts its tasks; a step's run that ends ends its step.
 local function settle_run(run_id, now)
   local rkey = K.run(run_id)
   local r = redis.call('HMGET', rkey, 'state', 'task_count', 'succeeded', 'dead', 'cancelled', 'job_id',
-                       'max_concurrent')
+                       'max_concurrent', 'prun', 'step')
   if not r[1] then return '' end
   if r[7] then promote_gated(run_id) end
   local succeeded, dead, cancelled = tonumber(r[3] or 0), tonumber(r[4] or 0), tonumber(r[5] or 0)
@@ -109,6 +112,7 @@ local function settle_run(run_id, now)
   if not may('run', r[1], target) then return '' end
   redis.call('HSET', rkey, 'state', target, 'finished_ms', now)
   redis.call('SREM', K.job_active(r[6]), run_id)
+  if r[8] then step_ended(r[8], r[9], run_id, target, now) end
   return target
 end
 
@@ -197,8 +201,9 @@ end
 -- A run with no tasks (a split that produced none) has nothing to wait for: it is SUCCEEDED as it is
 -- created and never joins the job's active set. Returns the run's state (SCHEDULED or SUCCEEDED).
 local GROUPS_ADDED = {}  -- groups this script call has already added to K.groups
+local create_pipeline_run  -- below: a pipeline run makes its first steps' runs with create_run
 local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job)
-  local n = #b.tasks
+  local n = b.graph and #b.graph or #b.tasks  -- a pipeline run's "tasks" are its steps
   if not new_job then redis.call('HINCRBY', job_key, 'runs', 1) end
   local state = n > 0 and 'SCHEDULED' or 'SUCCEEDED'
   -- Counters (succeeded, dead, cancelled) start absent (= 0), and so do default settings.
@@ -214,6 +219,8 @@ local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job
   if b.spec_v > 1 then push(fields, 'spec_v', b.spec_v) end
   if b.rerun_of ~= '' then push(fields, 'rerun_of', b.rerun_of) end
   if b.after_run ~= '' then push(fields, 'after_run', b.after_run) end
+  if b.prun then push(fields, 'prun', b.prun, 'step', b.step) end
+  if b.graph then return create_pipeline_run(job_id, run_id, now, b, fields) end
   redis.call('HSET', K.run(run_id), unpack(fields))
   if n == 0 then return state end
   redis.call('SADD', K.job_active(job_id), run_id)
@@ -257,10 +264,151 @@ local function unlink_job(job_id, now)
     if redis.call('SCARD', K.job_children(parent)) == 0 then redis.call('SREM', K.parents, parent) end
   end
   redis.call('SREM', K.parents, job_id)
-  redis.call('DEL', K.job(job_id), K.job_active(job_id), K.job_backfill(job_id), K.job_children(job_id))
+  -- A pipeline's step jobs (of every version) go with it; their runs are purged as its own are.
+  for _, step_job in ipairs(redis.call('SMEMBERS', K.job_steps(job_id))) do
+    redis.call('DEL', K.job(step_job), K.job_active(step_job))
+    redis.call('ZREM', K.jobs, step_job)
+    redis.call('ZADD', K.purge, now, step_job)
+  end
+  redis.call('DEL', K.job(job_id), K.job_steps(job_id), K.job_active(job_id), K.job_backfill(job_id), K.job_children(job_id))
   redis.call('HDEL', K.backfills, job_id)
   redis.call('ZREM', K.jobs, job_id)
   redis.call('ZREM', K.schedule, job_id)
   redis.call('SREM', K.awaiting, job_id)
   redis.call('ZADD', K.purge, now, job_id)
+end
+
+-- ---- Pipelines (docs/pipelines.md) ---------------------------------------------------------------
+--
+-- A pipeline run is a run of the pipeline's job whose "tasks" are its steps: task_count is the number of
+-- steps and its counters count ended steps (SUCCEEDED and SKIPPED as succeeded, FAILED and UPSTREAM_FAILED
+-- as dead), so settle_run ends it as it ends any run. Its hash keeps the graph it was fired with (a run in
+-- progress keeps its version); run:{run}:steps keeps each step's state, its run id once made, and its run
+-- block until then. A step's run is an ordinary run of the step's job, marked with prun and step.
+--
+-- Invariant: a step's end and the release of every step it makes ready happen in the script that ended
+-- the step's run (settle_run → step_ended), so no step is ever released twice or never: a step leaves
+-- PENDING exactly once, along an edge of EDGES.step, and its run id is the step's job id and the pipeline
+-- run's time, so a second attempt to make it would find the run key taken.
+local STEP_COUNTER = {SUCCEEDED = 'succeeded', SKIPPED = 'succeeded', FAILED = 'dead', UPSTREAM_FAILED = 'dead',
+                      CANCELLED = 'cancelled'}
+
+-- What a step's trigger rule makes of its upstream steps' end states: 'RUN', 'SKIPPED' or 'UPSTREAM_FAILED'.
+local function rule_verdict(rule, ups)
+  local failed, skipped, cancelled = 0, 0, 0
+  for _, s in ipairs(ups) do
+    if s == 'FAILED' or s == 'UPSTREAM_FAILED' then failed = failed + 1
+    elseif s == 'SKIPPED' then skipped = skipped + 1
+    elseif s == 'CANCELLED' then cancelled = cancelled + 1 end
+  end
+  if rule == 'ALL_DONE' then return 'RUN' end
+  if rule == 'ONE_FAILED' then return failed > 0 and 'RUN' or 'SKIPPED' end
+  if failed > 0 or cancelled > 0 then return 'UPSTREAM_FAILED' end
+  if rule == 'NONE_FAILED' or skipped == 0 then return 'RUN' end
+  return 'SKIPPED'
+end
+
+-- Make the run of step g ({name, job id, {after}, rule}) of pipeline run `prun`; returns the step's state.
+local function start_step(prun, skey, g, scheduled, now)
+  local name, job_id = g[1], g[2]
+  local b = cjson.decode(redis.call('HGET', skey, 'b:' .. name))
+  b.prun, b.step = prun, name
+  local run_id = job_id .. '.' .. string.sub(prun, -13)
+  local job_key = K.job(job_id)
+  redis.call('ZADD', K.job_runs(job_id), scheduled, run_id)
+  redis.call('HSET', job_key, 'last_run_id', run_id, 'updated_ms', now)
+  local state = create_run(job_key, job_id, run_id, scheduled, now, b, false)
+  -- A step whose split made no task ended as its run was made (create_run: SUCCEEDED at once).
+  local step_state = state == 'SUCCEEDED' and 'SUCCEEDED' or 'RUNNING'
+  redis.call('HSET', skey, name, step_state, 'r:' .. name, run_id)
+  redis.call('HDEL', skey, 'b:' .. name)
+  return step_state
+end
+
+-- Settle every PENDING step whose upstream steps have all ended, until none is left to settle. Returns the
+-- number of steps that ended here (they are counted in the run's counters).
+local function release_steps(prun, now)
+  local rkey, skey = K.run(prun), K.run_steps(prun)
+  local r = redis.call('HMGET', rkey, 'graph', 'scheduled_ms')
+  local graph = cjson.decode(r[1])
+  local names = {}
+  for i, g in ipairs(graph) do names[i] = g[1] end
+  local states = {}
+  for i, s in ipairs(redis.call('HMGET', skey, unpack(names))) do states[names[i]] = s end
+  local moved = true
+  while moved do
+    moved = false
+    for _, g in ipairs(graph) do
+      if states[g[1]] == 'PENDING' then
+        local ups, ready = {}, true
+        for _, u in ipairs(g[3]) do
+          local s = states[u]
+          if s == 'PENDING' or s == 'RUNNING' then ready = false break end
+          ups[#ups + 1] = s
+        end
+        if ready then
+          local verdict = rule_verdict(g[4], ups)
+          local state = verdict
+          if verdict == 'RUN' then
+            state = start_step(prun, skey, g, r[2], now)
+          else
+            redis.call('HSET', skey, g[1], state)
+            redis.call('HDEL', skey, 'b:' .. g[1])
+          end
+          if state ~= 'RUNNING' then redis.call('HINCRBY', rkey, STEP_COUNTER[state], 1) end
+          states[g[1]] = state
+          moved = true
+        end
+      end
+    end
+  end
+end
+
+-- Store a new pipeline run (its run fields ready in `fields`) with every step PENDING, then release the
+-- steps that wait for nothing. Returns its state: RUNNING, or the end state if every step ended at once.
+create_pipeline_run = function(job_id, run_id, now, b, fields)
+  local graph = cjson.encode(b.graph)
+  push(fields, 'graph', graph, 'started_ms', now)
+  fields[2] = 'RUNNING'
+  redis.call('HSET', K.run(run_id), unpack(fields))
+  redis.call('SADD', K.job_active(job_id), run_id)
+  local steps = {}
+  for _, g in ipairs(b.graph) do push(steps, g[1], 'PENDING', 'b:' .. g[1], cjson.encode(b.steps[g[1]])) end
+  redis.call('HSET', K.run_steps(run_id), unpack(steps))
+  release_steps(run_id, now)
+  local ended = settle_run(run_id, now)
+  return ended ~= '' and ended or 'RUNNING'
+end
+
+-- The run of a step ended (settle_run): end the step, release what it makes ready, and end the pipeline
+-- run when no step can run any more; the run that ended it is recorded as its ended_by (the master tells
+-- the pipeline run's end from that run's end, once).
+step_ended = function(prun, name, run_id, run_state, now)
+  local skey = K.run_steps(prun)
+  local current = redis.call('HGET', skey, name)
+  if not current or not may('step', current, run_state) then return end
+  redis.call('HSET', skey, name, run_state)
+  redis.call('HINCRBY', K.run(prun), STEP_COUNTER[run_state], 1)
+  release_steps(prun, now)
+  if settle_run(prun, now) ~= '' then redis.call('HSET', K.run(prun), 'ended_by', run_id) end
+end
+
+-- Cancel the steps of a pipeline run that have not started (they never will); returns the task ids of its
+-- running steps' runs, for the caller to cancel like any run's tasks.
+local function cancel_pipeline_steps(prun)
+  local skey = K.run_steps(prun)
+  local graph = cjson.decode(redis.call('HGET', K.run(prun), 'graph'))
+  local tasks = {}
+  for _, g in ipairs(graph) do
+    local v = redis.call('HMGET', skey, g[1], 'r:' .. g[1])
+    if v[1] == 'PENDING' then
+      redis.call('HSET', skey, g[1], 'CANCELLED')
+      redis.call('HDEL', skey, 'b:' .. g[1])
+      redis.call('HINCRBY', K.run(prun), 'cancelled', 1)
+    elseif v[1] == 'RUNNING' then
+      local n = tonumber(redis.call('HGET', K.run(v[2]), 'task_count') or '0')
+      for i = 0, n - 1 do tasks[#tasks + 1] = task_id(v[2], i) end
+    end
+  end
+  return tasks
 end

@@ -54,7 +54,7 @@ local function delete_run(job_id, run_id)
     redis.call('HSET', rkey, 'task_count', n)
     return false
   end
-  keys_deleted = keys_deleted + redis.call('DEL', rkey, K.run_gate(run_id))
+  keys_deleted = keys_deleted + redis.call('DEL', rkey, K.run_gate(run_id), K.run_steps(run_id))
   redis.call('ZREM', K.job_runs(job_id), run_id)
   budget = budget - 2
   runs_deleted = runs_deleted + 1

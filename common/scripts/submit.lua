@@ -6,7 +6,9 @@
 --         blocks of create_run (lib.lua) that the jobs share, jobs a list of [id, spec index, mode, value,
 --         idem, run, scheduled, block index, bundle digest ('' for none)] (indexes from 0): mode 'abs' (value is epoch ms) | 'delay'
 --         (value is ms from Redis TIME now) | 'after' (a child job: value is its parent's job id; it has no
---         schedule entry, a parent's run end fires it — see master/children.py); idem the client's idempotency key ('' for none); run a run id
+--         schedule entry, a parent's run end fires it — see master/children.py) | 'manual' (no schedule entry:
+--         only a trigger, a backfill or a rerun makes its runs); then, for a pipeline, its step jobs (see
+--         below); idem the client's idempotency key ('' for none); run a run id
 --         to create at once ('' for none: the job waits in the schedule), with its scheduled ms and block
 --         — a one-shot job due now fires here, in the same step as its submission: it is COMPLETED (no
 --         more firings) with its run already queued.
@@ -52,7 +54,18 @@ for _, j in ipairs(bulk.jobs) do
     redis.call('ZADD', KEYS[1], now, id)
     if idem ~= '' then redis.call('SET', K.idem(idem), id, 'PX', ttl) end
     if bundle ~= '' then redis.call('SADD', K.bundle_jobs(bundle), id) end
-    if mode == 'after' then
+    -- A pipeline's step jobs (j[10]: [id, spec index, bundle digest] each) are stored with it, never alone.
+    for _, step in ipairs(j[10] or {}) do
+      redis.call('HSET', K.job(step[1]), 'spec', bulk.specs[step[2] + 1], 'state', 'ACTIVE', 'created_ms', now,
+                 'updated_ms', now, 'pipeline', id)
+      redis.call('ZADD', KEYS[1], now, step[1])
+      redis.call('SADD', K.job_steps(id), step[1])
+      if step[3] ~= '' then redis.call('SADD', K.bundle_jobs(step[3]), step[1]) end
+    end
+    if mode == 'manual' then
+      redis.call('HSET', job_key, 'spec', spec, 'state', 'ACTIVE', 'created_ms', now, 'updated_ms', now)
+      push(out, id, 0, now, -1, 0)
+    elseif mode == 'after' then
       redis.call('HSET', job_key, 'spec', spec, 'state', 'ACTIVE', 'created_ms', now, 'updated_ms', now,
                  'after', fire)
       redis.call('SADD', K.job_children(fire), id)

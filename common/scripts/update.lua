@@ -4,6 +4,7 @@
 -- ARGV[1] job id   ARGV[2] the spec version the new spec was made from (the caller read it, then merged
 --         the change into it)   ARGV[3] the new spec text   ARGV[4] next fire ms for a new schedule (-1:
 --         the schedule is unchanged)   ARGV[5] the digest of the new spec's bundle ('' for none)
+-- ARGV[6] a pipeline's new step jobs, JSON [[id, spec text, bundle digest ('' for none)], ...] ([] for a job)
 -- Returns {status, state, spec version, next_fire_ms}: status 'ok' | 'missing' | 'ended' (the job is
 -- COMPLETED or CANCELLED: it fires no more) | 'conflict' (another update came first: read it again) |
 -- 'bundle_missing' (the new spec's bundle is not stored: upload it again; nothing was written).
@@ -27,6 +28,19 @@ if bundle ~= '' and redis.call('EXISTS', K.bundle(bundle)) == 0 then
 end
 if bundle ~= '' then redis.call('SADD', K.bundle_jobs(bundle), ARGV[1]) end
 local now = now_ms()
+-- A pipeline's new version comes with new step jobs (a run in progress keeps the ones it was fired with).
+for _, step in ipairs(cjson.decode(ARGV[6])) do
+  if step[3] ~= '' and redis.call('EXISTS', K.bundle(step[3])) == 0 then
+    return {'bundle_missing', v[1], version, next_fire}
+  end
+end
+for _, step in ipairs(cjson.decode(ARGV[6])) do
+  redis.call('HSET', K.job(step[1]), 'spec', step[2], 'state', 'ACTIVE', 'created_ms', now, 'updated_ms', now,
+             'pipeline', ARGV[1])
+  redis.call('ZADD', K.jobs, now, step[1])
+  redis.call('SADD', K.job_steps(ARGV[1]), step[1])
+  if step[3] ~= '' then redis.call('SADD', K.bundle_jobs(step[3]), step[1]) end
+end
 local fields = {'spec@' .. version, v[3], 'spec', ARGV[3], 'spec_v', version + 1, 'spec_ms', now, 'updated_ms', now}
 if tonumber(ARGV[4]) >= 0 then
   next_fire = tonumber(ARGV[4])

@@ -93,6 +93,25 @@ class AfterWhen(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     AFTER_SUCCEEDED: _ClassVar[AfterWhen]
     AFTER_FAILED: _ClassVar[AfterWhen]
     AFTER_ALWAYS: _ClassVar[AfterWhen]
+
+class TriggerRule(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TRIGGER_RULE_UNSPECIFIED: _ClassVar[TriggerRule]
+    ALL_SUCCEEDED: _ClassVar[TriggerRule]
+    ALL_DONE: _ClassVar[TriggerRule]
+    ONE_FAILED: _ClassVar[TriggerRule]
+    NONE_FAILED: _ClassVar[TriggerRule]
+
+class StepState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    STEP_STATE_UNSPECIFIED: _ClassVar[StepState]
+    STEP_PENDING: _ClassVar[StepState]
+    STEP_RUNNING: _ClassVar[StepState]
+    STEP_SUCCEEDED: _ClassVar[StepState]
+    STEP_FAILED: _ClassVar[StepState]
+    STEP_CANCELLED: _ClassVar[StepState]
+    STEP_SKIPPED: _ClassVar[StepState]
+    STEP_UPSTREAM_FAILED: _ClassVar[StepState]
 JOB_STATE_UNSPECIFIED: JobState
 JOB_ACTIVE: JobState
 JOB_PAUSED: JobState
@@ -146,9 +165,22 @@ AFTER_WHEN_UNSPECIFIED: AfterWhen
 AFTER_SUCCEEDED: AfterWhen
 AFTER_FAILED: AfterWhen
 AFTER_ALWAYS: AfterWhen
+TRIGGER_RULE_UNSPECIFIED: TriggerRule
+ALL_SUCCEEDED: TriggerRule
+ALL_DONE: TriggerRule
+ONE_FAILED: TriggerRule
+NONE_FAILED: TriggerRule
+STEP_STATE_UNSPECIFIED: StepState
+STEP_PENDING: StepState
+STEP_RUNNING: StepState
+STEP_SUCCEEDED: StepState
+STEP_FAILED: StepState
+STEP_CANCELLED: StepState
+STEP_SKIPPED: StepState
+STEP_UPSTREAM_FAILED: StepState
 
 class Trigger(_message.Message):
-    __slots__ = ("now", "at", "delay", "cron", "every", "after", "start_at", "end_at", "max_runs")
+    __slots__ = ("now", "at", "delay", "cron", "every", "after", "manual", "start_at", "end_at", "max_runs")
     class Cron(_message.Message):
         __slots__ = ("expr", "tz")
         EXPR_FIELD_NUMBER: _ClassVar[int]
@@ -176,6 +208,7 @@ class Trigger(_message.Message):
     CRON_FIELD_NUMBER: _ClassVar[int]
     EVERY_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
+    MANUAL_FIELD_NUMBER: _ClassVar[int]
     START_AT_FIELD_NUMBER: _ClassVar[int]
     END_AT_FIELD_NUMBER: _ClassVar[int]
     MAX_RUNS_FIELD_NUMBER: _ClassVar[int]
@@ -185,10 +218,11 @@ class Trigger(_message.Message):
     cron: Trigger.Cron
     every: Trigger.Every
     after: Trigger.After
+    manual: bool
     start_at: _timestamp_pb2.Timestamp
     end_at: _timestamp_pb2.Timestamp
     max_runs: int
-    def __init__(self, now: _Optional[bool] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cron: _Optional[_Union[Trigger.Cron, _Mapping]] = ..., every: _Optional[_Union[Trigger.Every, _Mapping]] = ..., after: _Optional[_Union[Trigger.After, _Mapping]] = ..., start_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_runs: _Optional[int] = ...) -> None: ...
+    def __init__(self, now: _Optional[bool] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cron: _Optional[_Union[Trigger.Cron, _Mapping]] = ..., every: _Optional[_Union[Trigger.Every, _Mapping]] = ..., after: _Optional[_Union[Trigger.After, _Mapping]] = ..., manual: _Optional[bool] = ..., start_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., max_runs: _Optional[int] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
     __slots__ = ("max_attempts", "initial_backoff", "multiplier", "max_backoff")
@@ -228,8 +262,22 @@ class SplitSpec(_message.Message):
     max_concurrent: int
     def __init__(self, inputs: _Optional[_Iterable[_Union[SplitInput, _Mapping]]] = ..., parallelism: _Optional[int] = ..., max_bytes_per_sec: _Optional[int] = ..., max_records_per_sec: _Optional[int] = ..., task_bytes_per_sec: _Optional[int] = ..., task_records_per_sec: _Optional[int] = ..., max_concurrent: _Optional[int] = ...) -> None: ...
 
+class PipelineStep(_message.Message):
+    __slots__ = ("name", "spec", "after", "trigger_rule", "job_id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_RULE_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    spec: JobSpec
+    after: _containers.RepeatedScalarFieldContainer[str]
+    trigger_rule: TriggerRule
+    job_id: str
+    def __init__(self, name: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., after: _Optional[_Iterable[str]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., job_id: _Optional[str] = ...) -> None: ...
+
 class JobSpec(_message.Message):
-    __slots__ = ("name", "entrypoint", "args", "conf", "env", "py_files", "group", "priority", "runner", "trigger", "retry", "timeout", "split", "routing", "routing_key", "labels", "misfire", "misfire_catch_up_limit", "overlap", "bundle", "submit_dir", "cwd", "task_memory_mb", "on_failure", "on_success", "driver_memory", "executor_memory", "executor_cores", "num_executors", "files")
+    __slots__ = ("name", "entrypoint", "args", "conf", "env", "py_files", "group", "priority", "runner", "trigger", "retry", "timeout", "split", "routing", "routing_key", "labels", "misfire", "misfire_catch_up_limit", "overlap", "bundle", "submit_dir", "cwd", "task_memory_mb", "on_failure", "on_success", "driver_memory", "executor_memory", "executor_cores", "num_executors", "files", "steps", "pipeline")
     class ConfEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -281,6 +329,8 @@ class JobSpec(_message.Message):
     EXECUTOR_CORES_FIELD_NUMBER: _ClassVar[int]
     NUM_EXECUTORS_FIELD_NUMBER: _ClassVar[int]
     FILES_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_FIELD_NUMBER: _ClassVar[int]
     name: str
     entrypoint: str
     args: _containers.RepeatedScalarFieldContainer[str]
@@ -311,7 +361,9 @@ class JobSpec(_message.Message):
     executor_cores: int
     num_executors: int
     files: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., entrypoint: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., conf: _Optional[_Mapping[str, str]] = ..., env: _Optional[_Mapping[str, str]] = ..., py_files: _Optional[_Iterable[str]] = ..., group: _Optional[str] = ..., priority: _Optional[int] = ..., runner: _Optional[_Union[Runner, str]] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., split: _Optional[_Union[SplitSpec, _Mapping]] = ..., routing: _Optional[_Union[Routing, str]] = ..., routing_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_catch_up_limit: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., bundle: _Optional[_Union[BundleRef, _Mapping]] = ..., submit_dir: _Optional[str] = ..., cwd: _Optional[str] = ..., task_memory_mb: _Optional[int] = ..., on_failure: _Optional[str] = ..., on_success: _Optional[str] = ..., driver_memory: _Optional[str] = ..., executor_memory: _Optional[str] = ..., executor_cores: _Optional[int] = ..., num_executors: _Optional[int] = ..., files: _Optional[_Iterable[str]] = ...) -> None: ...
+    steps: _containers.RepeatedCompositeFieldContainer[PipelineStep]
+    pipeline: str
+    def __init__(self, name: _Optional[str] = ..., entrypoint: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., conf: _Optional[_Mapping[str, str]] = ..., env: _Optional[_Mapping[str, str]] = ..., py_files: _Optional[_Iterable[str]] = ..., group: _Optional[str] = ..., priority: _Optional[int] = ..., runner: _Optional[_Union[Runner, str]] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., split: _Optional[_Union[SplitSpec, _Mapping]] = ..., routing: _Optional[_Union[Routing, str]] = ..., routing_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_catch_up_limit: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., bundle: _Optional[_Union[BundleRef, _Mapping]] = ..., submit_dir: _Optional[str] = ..., cwd: _Optional[str] = ..., task_memory_mb: _Optional[int] = ..., on_failure: _Optional[str] = ..., on_success: _Optional[str] = ..., driver_memory: _Optional[str] = ..., executor_memory: _Optional[str] = ..., executor_cores: _Optional[int] = ..., num_executors: _Optional[int] = ..., files: _Optional[_Iterable[str]] = ..., steps: _Optional[_Iterable[_Union[PipelineStep, _Mapping]]] = ..., pipeline: _Optional[str] = ...) -> None: ...
 
 class BundleRef(_message.Message):
     __slots__ = ("digest", "size")
@@ -398,7 +450,7 @@ class Task(_message.Message):
     def __init__(self, id: _Optional[str] = ..., run_id: _Optional[str] = ..., index: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., inputs: _Optional[_Iterable[_Union[SplitInput, _Mapping]]] = ..., worker: _Optional[str] = ..., fencing_token: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("id", "job_id", "state", "scheduled_at", "fired_at", "started_at", "finished_at", "task_count", "tasks_succeeded", "tasks_failed", "tasks_cancelled", "tasks", "reason", "result_json", "spec_version", "rerun_of", "after_run")
+    __slots__ = ("id", "job_id", "state", "scheduled_at", "fired_at", "started_at", "finished_at", "task_count", "tasks_succeeded", "tasks_failed", "tasks_cancelled", "tasks", "reason", "result_json", "spec_version", "rerun_of", "after_run", "steps", "pipeline_run")
     ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -416,6 +468,8 @@ class Run(_message.Message):
     SPEC_VERSION_FIELD_NUMBER: _ClassVar[int]
     RERUN_OF_FIELD_NUMBER: _ClassVar[int]
     AFTER_RUN_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    PIPELINE_RUN_FIELD_NUMBER: _ClassVar[int]
     id: str
     job_id: str
     state: RunState
@@ -433,7 +487,29 @@ class Run(_message.Message):
     spec_version: int
     rerun_of: str
     after_run: str
-    def __init__(self, id: _Optional[str] = ..., job_id: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., task_count: _Optional[int] = ..., tasks_succeeded: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_cancelled: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., reason: _Optional[str] = ..., result_json: _Optional[str] = ..., spec_version: _Optional[int] = ..., rerun_of: _Optional[str] = ..., after_run: _Optional[str] = ...) -> None: ...
+    steps: _containers.RepeatedCompositeFieldContainer[StepRun]
+    pipeline_run: str
+    def __init__(self, id: _Optional[str] = ..., job_id: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., task_count: _Optional[int] = ..., tasks_succeeded: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_cancelled: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., reason: _Optional[str] = ..., result_json: _Optional[str] = ..., spec_version: _Optional[int] = ..., rerun_of: _Optional[str] = ..., after_run: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[StepRun, _Mapping]]] = ..., pipeline_run: _Optional[str] = ...) -> None: ...
+
+class StepRun(_message.Message):
+    __slots__ = ("name", "state", "run_id", "job_id", "after", "started_at", "finished_at", "attempts")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    state: StepState
+    run_id: str
+    job_id: str
+    after: _containers.RepeatedScalarFieldContainer[str]
+    started_at: _timestamp_pb2.Timestamp
+    finished_at: _timestamp_pb2.Timestamp
+    attempts: int
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[StepState, str]] = ..., run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., after: _Optional[_Iterable[str]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[int] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("spec", "idempotency_key")

@@ -205,3 +205,8 @@ def sleep_in_udf(spark: Any, ctx: Any) -> int:
         return x
 
     return int(spark.range(1).select(udf(nap, "long")("id")).collect()[0][0])
+
+
+def echo_args(spark: Any, ctx: Any) -> list[str]:
+    """Returns its args as the task saw them (a pipeline step's {ds} filled in)."""
+    return list(ctx.args)

@@ -6,6 +6,8 @@ decodes replies, so it could not read a bundle's bytes back)."""
 
 from __future__ import annotations
 
+import asyncio
+
 from sparkyard.clock import FakeClock
 from sparkyard.config import MasterConfig
 from sparkyard.master.assembly import build_master
@@ -32,3 +34,13 @@ class MasterRig:
 
     def now_ms(self) -> int:
         return round(self.clock.now() * 1000)
+
+    async def settle(self) -> None:
+        """Let the background work spawned by run ends and refreshes finish (within 10 s)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10.0
+        await asyncio.sleep(0)
+        while self.master.background._tasks:
+            if loop.time() > deadline:
+                raise AssertionError("background work did not finish")
+            await asyncio.sleep(0)

@@ -3,7 +3,6 @@ predecessor did not get to — over a RedisStore timed by a fake clock."""
 
 from __future__ import annotations
 
-import asyncio
 
 import pytest
 
@@ -66,16 +65,6 @@ class Rig(MasterRig):
     async def runs(self, job_id: str) -> list[tuple[str, int, str]]:
         """(parent run, scheduled ms, state) of the job's runs."""
         return sorted((r.after_run, r.scheduled_ms, r.state.value) for r in await self.store.list_runs(job_id, 100))
-
-    async def settle(self) -> None:
-        """Let the background work spawned by run ends and refreshes finish (within 10 s)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 10.0
-        await asyncio.sleep(0)
-        while self.master.background._tasks:
-            if loop.time() > deadline:
-                raise AssertionError("background work did not finish")
-            await asyncio.sleep(0)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ def test_public_surface_is_pinned() -> None:
     import sparkyard
 
     assert sorted(sparkyard.__all__) == sorted([
-        "Client", "FailedPrecondition", "InvalidArgument", "NotFound", "PermissionDenied", "SparkyardError",
+        "Client", "FailedPrecondition", "InvalidArgument", "NotFound", "PermissionDenied", "Pipeline", "SparkyardError",
         "Unauthenticated", "Unavailable", "__version__",
     ])
     for name in sparkyard.__all__:

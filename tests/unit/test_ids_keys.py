@@ -164,6 +164,8 @@ ID_KEYS = {
     "job_children": "P:job:X:children",
     "run": "P:run:X",
     "run_gate": "P:run:X:gate",
+    "run_steps": "P:run:X:steps",
+    "job_steps": "P:job:X:steps",
     "task": "P:task:X",
     "attempts": "P:task:X:attempts",
     "ready": "P:ready:X",

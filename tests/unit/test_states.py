@@ -17,12 +17,15 @@ from sparkyard.states import (
     JOB_TRANSITIONS,
     RUN_TERMINAL,
     RUN_TRANSITIONS,
+    STEP_TERMINAL,
+    STEP_TRANSITIONS,
     TASK_TERMINAL,
     TASK_TRANSITIONS,
     AttemptState,
     IllegalTransition,
     JobState,
     RunState,
+    StepState,
     TaskState,
     can_move,
     check_move,
@@ -47,6 +50,7 @@ MACHINES: dict[str, Machine] = {
     "run": Machine(RunState, RUN_TRANSITIONS, RUN_TERMINAL, pb.RunState),
     "task": Machine(TaskState, TASK_TRANSITIONS, TASK_TERMINAL, pb.TaskState),
     "attempt": Machine(AttemptState, ATTEMPT_TRANSITIONS, ATTEMPT_TERMINAL, pb.AttemptState),
+    "step": Machine(StepState, STEP_TRANSITIONS, STEP_TERMINAL, pb.StepState),
 }
 
 # The documented machines (docs/architecture.md), written out by hand so a change to the tables is a visible change here.
@@ -69,12 +73,17 @@ EXPECTED_EDGES: dict[str, set[tuple[str, str]]] = {
         ("RUNNING", "SUCCEEDED"), ("RUNNING", "FAILED"), ("RUNNING", "TIMED_OUT"), ("RUNNING", "LOST"),
         ("RUNNING", "CANCELLED"), ("RUNNING", "RELEASED"),
     },
+    "step": {
+        ("PENDING", "RUNNING"), ("PENDING", "SKIPPED"), ("PENDING", "UPSTREAM_FAILED"), ("PENDING", "CANCELLED"),
+        ("RUNNING", "SUCCEEDED"), ("RUNNING", "FAILED"), ("RUNNING", "CANCELLED"),
+    },
 }
 EXPECTED_TERMINAL: dict[str, set[str]] = {
     "job": {"COMPLETED", "CANCELLED"},
     "run": {"SUCCEEDED", "FAILED", "CANCELLED", "SKIPPED"},
     "task": {"SUCCEEDED", "DEAD", "CANCELLED"},
     "attempt": {"SUCCEEDED", "FAILED", "TIMED_OUT", "LOST", "CANCELLED", "RELEASED"},
+    "step": {"SUCCEEDED", "FAILED", "CANCELLED", "SKIPPED", "UPSTREAM_FAILED"},
 }
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 
+from sparkyard.timeutil import logical_args
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.context import Input, TaskContext, utc_from_ms
 from sparkyard.worker.workspace import Workspace
@@ -86,9 +87,11 @@ class AttemptRun:
 
     def context(self, logger: logging.Logger | None = None) -> TaskContext:
         a = self.assignment
+        # A pipeline's step sees the run's logical date in its args ({ds}, docs/pipelines.md).
+        args = logical_args(a.spec.args, a.scheduled_at.ToMilliseconds()) if a.spec.pipeline else a.spec.args
         return TaskContext(
             job_id=a.job_id, run_id=a.run_id, task_id=a.task_id, task_index=a.index, task_count=a.task_count,
-            inputs=tuple(Input(i.value, i.mark) for i in a.inputs), args=tuple(a.spec.args), attempt=a.attempt,
+            inputs=tuple(Input(i.value, i.mark) for i in a.inputs), args=tuple(args), attempt=a.attempt,
             fencing_token=a.fencing_token, scheduled_at=utc_from_ms(a.scheduled_at.ToMilliseconds()),
             worker_id=self.worker_id, labels=dict(a.spec.labels), fence=self.fence,
             logger=logger or logging.getLogger("sparkyard.task"),

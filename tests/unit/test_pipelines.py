@@ -1,0 +1,154 @@
+"""Pipelines in the master and its Lua scripts: which steps run when (trigger rules, fan-out, fan-in), each
+made once, the run's end told once, cancel — over a RedisStore timed by a fake clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from clocked_store import ClockedStores
+from master_rig import MasterRig
+from sparkyard import ids
+from sparkyard.clock import FakeClock
+from sparkyard.errors import InvalidArgument
+from sparkyard.master.events import RunEnded
+from sparkyard.master.store_values import Report
+from sparkyard.pipeline_spec import normalize_pipeline
+from sparkyard.spec import SpecError
+from sparkyard.states import RunState, StepState
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+
+def pipeline(*steps: tuple[str, list[str], int], name: str = "etl") -> pb.JobSpec:
+    spec = pb.JobSpec(name=name, trigger=pb.Trigger(manual=True))
+    for step, after, rule in steps:
+        spec.steps.add(name=step, after=after, trigger_rule=rule,
+                       spec=pb.JobSpec(entrypoint=f"/jobs/{step}.py:main"))
+    return spec
+
+
+class Rig(MasterRig):
+    ended: list[tuple[str, RunState]]
+
+    async def start(self, spec: pb.JobSpec) -> str:
+        job = (await self.master.jobs.submit(spec)).job
+        return (await self.master.jobs.trigger(job.id)).id
+
+    async def steps(self, run_id: str) -> dict[str, StepState]:
+        run = await self.store.get_run(run_id)
+        assert run is not None
+        return {s.name: s.state for s in run.steps}
+
+    async def finish(self, run_id: str, step: str, outcome: str = "SUCCEEDED") -> None:
+        """Run the step's one task to ``outcome`` as a worker would."""
+        run = await self.store.get_run(run_id)
+        assert run is not None
+        (s,) = [s for s in run.steps if s.name == step]
+        (claim,) = await self.store.claim("default", [(ids.task_id(s.run_id, 0), "w1")], lease_ms=60_000,
+                                          timeout_grace_ms=0)
+        self.clock.advance(1)
+        self.outcomes.apply_verdicts(await self.store.report([Report(claim.task_id, claim.token, outcome)]))
+        await self.settle()
+
+
+@pytest.fixture
+async def rig(clocked_stores: ClockedStores) -> Rig:
+    clock = FakeClock()
+    r = Rig(clock, await clocked_stores.make(clock))
+    r.ended = []
+    r.master.events._sealed = False
+    r.master.events.subscribe(RunEnded, lambda e: r.ended.append((e.run_id, e.state)))
+    r.master.events.seal()
+    return r
+
+
+OK, DONE, ONE_FAILED, NONE_FAILED = pb.ALL_SUCCEEDED, pb.ALL_DONE, pb.ONE_FAILED, pb.NONE_FAILED
+
+
+async def test_steps_run_in_graph_order_with_fan_out_and_fan_in_and_the_run_ends_once(rig: Rig) -> None:
+    run = await rig.start(pipeline(("extract", [], OK), ("orders", ["extract"], OK), ("customers", ["extract"], OK),
+                                   ("join", ["orders", "customers"], OK)))
+    assert await rig.steps(run) == {"extract": StepState.RUNNING, "orders": StepState.PENDING,
+                                    "customers": StepState.PENDING, "join": StepState.PENDING}
+    await rig.finish(run, "extract")
+    assert await rig.steps(run) == {"extract": StepState.SUCCEEDED, "orders": StepState.RUNNING,
+                                    "customers": StepState.RUNNING, "join": StepState.PENDING}
+    await rig.finish(run, "orders")
+    assert (await rig.steps(run))["join"] is StepState.PENDING  # fan-in waits for both
+    await rig.finish(run, "customers")
+    assert (await rig.steps(run))["join"] is StepState.RUNNING
+    assert [e for e in rig.ended if e[0] == run] == []
+    await rig.finish(run, "join")
+    record = await rig.store.get_run(run)
+    assert record is not None and record.state is RunState.SUCCEEDED
+    assert [e for e in rig.ended if e[0] == run] == [(run, RunState.SUCCEEDED)]
+    # Every step's run is a run of its own job, of the pipeline run's time, marked with the pipeline run.
+    for step in record.steps:
+        step_run = await rig.store.get_run(step.run_id, with_tasks=False)
+        assert step_run is not None and step_run.pipeline_run == run
+        assert ids.parse_run_ms(step.run_id) == ids.parse_run_ms(run)
+
+
+async def test_trigger_rules_decide_what_runs_after_a_failure(rig: Rig) -> None:
+    run = await rig.start(pipeline(("a", [], OK), ("b", ["a"], OK), ("c", ["b"], OK), ("cleanup", ["b"], DONE),
+                                   ("alert", ["a"], ONE_FAILED), ("report", ["c"], NONE_FAILED)))
+    await rig.finish(run, "a", "FAILED")
+    assert await rig.steps(run) == {
+        "a": StepState.FAILED, "b": StepState.UPSTREAM_FAILED, "c": StepState.UPSTREAM_FAILED,
+        "cleanup": StepState.RUNNING, "alert": StepState.RUNNING, "report": StepState.UPSTREAM_FAILED}
+    await rig.finish(run, "cleanup")
+    await rig.finish(run, "alert")
+    record = await rig.store.get_run(run)
+    assert record is not None and record.state is RunState.FAILED
+    assert rig.ended.count((run, RunState.FAILED)) == 1
+
+
+async def test_one_failed_is_skipped_when_nothing_failed_and_skips_propagate(rig: Rig) -> None:
+    run = await rig.start(pipeline(("a", [], OK), ("alert", ["a"], ONE_FAILED), ("after_alert", ["alert"], OK),
+                                   ("tolerant", ["alert"], NONE_FAILED)))
+    await rig.finish(run, "a")
+    assert await rig.steps(run) == {"a": StepState.SUCCEEDED, "alert": StepState.SKIPPED,
+                                    "after_alert": StepState.SKIPPED, "tolerant": StepState.RUNNING}
+    await rig.finish(run, "tolerant")
+    record = await rig.store.get_run(run)
+    assert record is not None and record.state is RunState.SUCCEEDED
+
+
+async def test_cancelling_a_pipeline_run_stops_its_running_steps_and_starts_nothing_downstream(rig: Rig) -> None:
+    run = await rig.start(pipeline(("a", [], OK), ("b", [], OK), ("c", ["a", "b"], DONE)))
+    await rig.finish(run, "a")
+    await rig.master.jobs.cancel(run, "enough")
+    await rig.settle()
+    assert await rig.steps(run) == {"a": StepState.SUCCEEDED, "b": StepState.CANCELLED, "c": StepState.CANCELLED}
+    record = await rig.store.get_run(run)
+    assert record is not None and record.state is RunState.CANCELLED
+    assert rig.ended.count((run, RunState.CANCELLED)) == 1
+
+
+async def test_two_runs_of_one_pipeline_move_their_steps_apart(rig: Rig) -> None:
+    job = (await rig.master.jobs.submit(pipeline(("a", [], OK), ("b", ["a"], OK)))).job
+    first = (await rig.master.jobs.trigger(job.id)).id
+    rig.clock.advance(1)
+    second = (await rig.master.jobs.trigger(job.id)).id
+    assert first != second
+    await rig.finish(first, "a")
+    assert await rig.steps(first) == {"a": StepState.SUCCEEDED, "b": StepState.RUNNING}
+    assert await rig.steps(second) == {"a": StepState.RUNNING, "b": StepState.PENDING}
+
+
+@pytest.mark.parametrize(("steps", "error"), [
+    ([("a", ["b"], OK), ("b", ["a"], OK)], "steps: a cycle: a → b → a"),
+    ([("a", [], OK), ("b", ["x"], OK)], "steps[1].after: step 'b' comes after 'x', which is not a step"),
+    ([("a", [], OK), ("a", [], OK)], "steps[1].name: 'a' is defined twice"),
+    ([("a b", [], OK)], "steps[0].name: 'a b': use 1-64 of"),
+    ([], "steps: a pipeline needs at least one step"),
+])
+def test_a_bad_graph_is_refused_naming_the_problem(steps: list[tuple[str, list[str], int]], error: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        normalize_pipeline(pipeline(*steps))
+    assert str(caught.value).startswith(error)
+
+
+async def test_the_master_refuses_a_bad_pipeline_before_storing_anything(rig: Rig) -> None:
+    with pytest.raises(InvalidArgument, match="a cycle"):
+        await rig.master.jobs.submit(pipeline(("a", ["b"], OK), ("b", ["a"], OK)))
+    assert await rig.store.list_jobs(100, None, "") == []
