@@ -11,7 +11,9 @@ P:job:{job}                           hash    job record: spec (protobuf, base64
                                               awaits (while in awaiting: the run whose end sets the next
                                               fire time), w:{index} (worker that last ran task index),
                                               after (a child job: its parent's id), pipeline (a
-                                              pipeline step's job: the pipeline's id; not in P:jobs)
+                                              pipeline step's job: the pipeline's id; in P:jobs for
+                                              retention, not listed), bundle (a step job's bundle digest,
+                                              dropped from its references when the pipeline is deleted)
 P:jobs                                zset    job id → created_ms (listing, newest first)
 P:idem:{key}                          string  job id submitted under a client idempotency key (TTL)
 P:schedule                            zset    job id → next fire time in ms (durable triggers)

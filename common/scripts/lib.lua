@@ -266,6 +266,8 @@ local function unlink_job(job_id, now)
   redis.call('SREM', K.parents, job_id)
   -- A pipeline's step jobs (of every version) go with it; their runs are purged as its own are.
   for _, step_job in ipairs(redis.call('SMEMBERS', K.job_steps(job_id))) do
+    local bundle = redis.call('HGET', K.job(step_job), 'bundle')
+    if bundle then redis.call('SREM', K.bundle_jobs(bundle), step_job) end
     redis.call('DEL', K.job(step_job), K.job_active(step_job))
     redis.call('ZREM', K.jobs, step_job)
     redis.call('ZADD', K.purge, now, step_job)

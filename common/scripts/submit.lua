@@ -60,7 +60,10 @@ for _, j in ipairs(bulk.jobs) do
                  'updated_ms', now, 'pipeline', id)
       redis.call('ZADD', KEYS[1], now, step[1])
       redis.call('SADD', K.job_steps(id), step[1])
-      if step[3] ~= '' then redis.call('SADD', K.bundle_jobs(step[3]), step[1]) end
+      if step[3] ~= '' then
+        redis.call('SADD', K.bundle_jobs(step[3]), step[1])
+        redis.call('HSET', K.job(step[1]), 'bundle', step[3])
+      end
     end
     if mode == 'manual' then
       redis.call('HSET', job_key, 'spec', spec, 'state', 'ACTIVE', 'created_ms', now, 'updated_ms', now)

@@ -39,7 +39,10 @@ for _, step in ipairs(cjson.decode(ARGV[6])) do
              'pipeline', ARGV[1])
   redis.call('ZADD', K.jobs, now, step[1])
   redis.call('SADD', K.job_steps(ARGV[1]), step[1])
-  if step[3] ~= '' then redis.call('SADD', K.bundle_jobs(step[3]), step[1]) end
+  if step[3] ~= '' then
+    redis.call('SADD', K.bundle_jobs(step[3]), step[1])
+    redis.call('HSET', K.job(step[1]), 'bundle', step[3])
+  end
 end
 local fields = {'spec@' .. version, v[3], 'spec', ARGV[3], 'spec_v', version + 1, 'spec_ms', now, 'updated_ms', now}
 if tonumber(ARGV[4]) >= 0 then

@@ -152,3 +152,25 @@ async def test_the_master_refuses_a_bad_pipeline_before_storing_anything(rig: Ri
     with pytest.raises(InvalidArgument, match="a cycle"):
         await rig.master.jobs.submit(pipeline(("a", ["b"], OK), ("b", ["a"], OK)))
     assert await rig.store.list_jobs(100, None, "") == []
+
+
+async def test_a_backfill_makes_one_pipeline_run_per_past_date_and_delete_takes_the_step_jobs(rig: Rig) -> None:
+    spec = pipeline(("a", [], OK), ("b", ["a"], OK))
+    spec.trigger.Clear()
+    spec.trigger.cron.expr = "0 3 * * *"
+    job = (await rig.master.jobs.submit(spec)).job
+    day = 86_400_000
+    start = (rig.now_ms() // day - 3) * day
+    await rig.master.backfiller.plan(job, start, start + 2 * day, max_concurrent=5)
+    await rig.settle()
+    runs = await rig.store.list_runs(job.id, 10)
+    assert sorted(r.scheduled_ms for r in runs) == [start + 3 * 3_600_000, start + day + 3 * 3_600_000]
+    for run in runs:
+        assert await rig.steps(run.id) == {"a": StepState.RUNNING, "b": StepState.PENDING}
+    for run in runs:
+        await rig.master.jobs.cancel(run.id)
+    await rig.settle()
+    step_jobs = [s.job_id for s in (await rig.store.get_job(job.id)).spec.steps]
+    await rig.master.jobs.delete(job.id)
+    for step_job in step_jobs:
+        assert await rig.store.get_job(step_job) is None
