@@ -23,7 +23,6 @@ from sparkyard.master.arming import Arming
 from sparkyard.master.backfill import Backfiller
 from sparkyard.master.background import Background
 from sparkyard.master.bundles import BundleStore
-from sparkyard.master.children import ChildJobs
 from sparkyard.master.pipelines import PipelineRuns
 from sparkyard.master.connection import WorkerConnection
 from sparkyard.master.events import Events, JobEnded, RunEnded, WorkReady
@@ -92,7 +91,6 @@ class Master:
     fixed_delay: FixedDelay
     preloader: Preloader
     backfiller: Backfiller
-    children: ChildJobs
     webhooks: Webhooks
     reaper: Reaper
     jobs: JobManager
@@ -147,7 +145,6 @@ def build_master(cfg: MasterConfig, store: Store, clock: Clock, timer: SystemTim
     preloader = Preloader(store, arming, timer, clock, background, outcomes, fixed_delay, metrics,
                           cfg.misfire_threshold_s)
     backfiller = Backfiller(store, preloader, timer, background)
-    children = ChildJobs(store, preloader, timer, background)
     pipeline_runs = PipelineRuns(store, outcomes, background)
     webhooks = Webhooks(store, background, clock, metrics, cfg.on_failure, cfg.on_success)
     reaper = Reaper(store, registry, outcomes, timer, background, cfg)
@@ -159,19 +156,18 @@ def build_master(cfg: MasterConfig, store: Store, clock: Clock, timer: SystemTim
     events.subscribe(RunEnded, lambda e: purgatory.complete_watchers(e.run_id))
     events.subscribe(JobEnded, lambda e: purgatory.complete_watchers(e.job_id))
     events.subscribe(RunEnded, fixed_delay.run_ended)
-    events.subscribe(RunEnded, children.run_ended)
     events.subscribe(RunEnded, pipeline_runs.run_ended)
     events.subscribe(RunEnded, backfiller.run_ended)
     events.subscribe(RunEnded, webhooks.run_ended)
     events.seal()
 
     leading: list[Service] = [
-        preloader, retries, fixed_delay, scheduler, reaper, backfiller, webhooks, children,
+        preloader, retries, fixed_delay, scheduler, reaper, backfiller, webhooks,
         Loop("bundle-collector", bundles.run_collector),
         Loop("retention", Retention(cfg, store, clock).run),
     ]
     return Master(cfg=cfg, store=store, clock=clock, timer=timer, metrics=metrics, events=events,
                   background=background, registry=registry, purgatory=purgatory, arming=arming, retries=retries,
                   outcomes=outcomes, reports=reports, scheduler=scheduler, fixed_delay=fixed_delay,
-                  preloader=preloader, backfiller=backfiller, children=children, webhooks=webhooks, reaper=reaper,
+                  preloader=preloader, backfiller=backfiller, webhooks=webhooks, reaper=reaper,
                   jobs=jobs, logs=logs, connection=connection, bundles=bundles, leading=leading)

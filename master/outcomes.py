@@ -92,6 +92,8 @@ class Outcomes:
         log.log(logging.DEBUG if state is RunState.SUCCEEDED else logging.INFO, "run=%s ended %s", run_id, state.value)
         self._metrics.runs.labels(state.value).inc()
         self._events.publish(RunEnded(run_id, state))
+        # The script that ended it may have made runs (a pipeline's next steps, child jobs): look for work.
+        self.work_ready()
 
     def job_ended(self, job_id: str) -> None:
         """A job was cancelled or deleted: whoever waits for a run of it that will now never fire wakes."""

@@ -263,17 +263,6 @@ class Preloader:
         ((run_id, res),) = (await self._fire([[request]]))[0]
         return run_id, res.status
 
-    async def fire_child(self, job_id: str, spec: pb.JobSpec, spec_version: int,
-                         parent_run: RunRecord) -> FireStatus:
-        """A child job's firing for the end of ``parent_run``: outside any schedule, with the parent run's
-        scheduled time (a chain's logical time) and, in its id, the parent run id's time, so one parent run
-        makes at most one run of the child whoever fires it. A paused child is refused (``inactive``)."""
-        request = FireRequest(job_id, spec, parent_run.scheduled_ms, None, triggers.NONE,
-                              _OVERLAP.get(spec.overlap, "allow"), split_job(spec), spec_version=spec_version,
-                              run_ms=ids.parse_run_ms(parent_run.id), after_run=parent_run.id)
-        ((_, res),) = (await self._fire([[request]]))[0]
-        return res.status
-
     async def trigger_now(self, job_id: str, spec: pb.JobSpec, spec_version: int) -> tuple[str, FireStatus]:
         """A user's manual firing: a run now, outside the schedule (which is left as it is), with the job's
         spec of ``spec_version`` (refused as ``changed`` if it is no longer the job's)."""

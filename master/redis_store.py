@@ -29,6 +29,7 @@ from sparkyard.master.spec_cache import SpecCache
 from sparkyard.master.scripts import ScriptLibrary
 from sparkyard.master import store_outcomes as outcomes
 from sparkyard.master.store import Store
+from sparkyard.master.children import child_block
 from sparkyard.master.pipelines import pipeline_block
 from sparkyard.master.store_values import (
     DEFAULT_DUE_LIMIT,
@@ -114,9 +115,12 @@ class RedisStore(Store):
         entries: list[list[Any]] = []
         for job in jobs:
             si = self._spec_index(job.spec, specs, spec_index)
-            if job.fire_now is None:
-                value = job.after if job.fire_mode == "after" else job.fire_value_ms
-                entries.append([job.job_id, si, job.fire_mode, value, job.idempotency_key, "", 0, -1,
+            if job.fire_mode == "after":
+                blocks.append(child_block(job.spec, 1, self.priority_aging_ms))
+                entries.append([job.job_id, si, job.fire_mode, job.after, job.idempotency_key, "", 0, len(blocks) - 1,
+                                job.spec.bundle.digest])
+            elif job.fire_now is None:
+                entries.append([job.job_id, si, job.fire_mode, job.fire_value_ms, job.idempotency_key, "", 0, -1,
                                 job.spec.bundle.digest])
             else:
                 key = (id(job.spec), job.fire_value_ms, id(job.fire_now))
@@ -393,9 +397,11 @@ class RedisStore(Store):
                           steps: Sequence[tuple[str, pb.JobSpec]] = ()) -> UpdateResult:
         k = self.keys
         step_jobs = [[step_id, spec_to_text(s), s.bundle.digest] for step_id, s in steps]
+        cblock = (json.dumps(child_block(spec, base_version + 1, self.priority_aging_ms), separators=(",", ":"))
+                  if spec.trigger.WhichOneof("kind") == "after" else "")
         raw = await self._lua("update", [k.job(job_id), k.schedule, k.awaiting],
                               [job_id, base_version, spec_to_text(spec), next_fire_ms, spec.bundle.digest,
-                               json.dumps(step_jobs, separators=(",", ":"))])
+                               json.dumps(step_jobs, separators=(",", ":")), cblock])
         result = UpdateResult(outcomes.UpdateStatus(raw[0]), JobState(raw[1]) if raw[1] else None, int(raw[2]),
                               int(raw[3]))
         if result.status is outcomes.UpdateStatus.OK:

@@ -96,13 +96,14 @@ local function promote_gated(run_id)
 end
 
 local step_ended  -- defined with the pipeline functions below: a step's end may make the next steps' runs
+local fire_children  -- defined after create_run: a parent run's end fires its child jobs
 
 -- Move a run to a terminal state if all its tasks are terminal. Returns the run's terminal state or ''.
 -- A pipeline run counts its steps as a run counts its tasks; a step's run that ends ends its step.
 local function settle_run(run_id, now)
   local rkey = K.run(run_id)
   local r = redis.call('HMGET', rkey, 'state', 'task_count', 'succeeded', 'dead', 'cancelled', 'job_id',
-                       'max_concurrent', 'prun', 'step')
+                       'max_concurrent', 'prun', 'step', 'scheduled_ms')
   if not r[1] then return '' end
   if r[7] then promote_gated(run_id) end
   local succeeded, dead, cancelled = tonumber(r[3] or 0), tonumber(r[4] or 0), tonumber(r[5] or 0)
@@ -113,6 +114,7 @@ local function settle_run(run_id, now)
   redis.call('HSET', rkey, 'state', target, 'finished_ms', now)
   redis.call('SREM', K.job_active(r[6]), run_id)
   if r[8] then step_ended(r[8], r[9], run_id, target, now) end
+  if redis.call('EXISTS', K.job_children(r[6])) == 1 then fire_children(r[6], run_id, target, r[10], now) end
   return target
 end
 
@@ -413,4 +415,36 @@ local function cancel_pipeline_steps(prun)
     end
   end
   return tasks
+end
+
+-- ---- Child jobs (master/children.py) ---------------------------------------------------------------
+--
+-- Invariant: a child job fires for a run of its parent in the script that ended that run, at most once
+-- (its run id is the child's id and the parent run's time), and only while the child is ACTIVE.
+fire_children = function(parent, run_id, state, scheduled, now)
+  for _, child in ipairs(redis.call('SMEMBERS', K.job_children(parent))) do
+    local job_key = K.job(child)
+    local v = redis.call('HMGET', job_key, 'state', 'cblock')
+    local b = v[2] and cjson.decode(v[2])
+    if v[1] == 'ACTIVE' and b and (b.when == state or b.when == 'ALWAYS' and state ~= 'SKIPPED') then
+      local child_run = child .. '.' .. string.sub(run_id, -13)
+      if redis.call('EXISTS', K.run(child_run)) == 0 then
+        redis.call('ZADD', K.job_runs(child), scheduled, child_run)
+        redis.call('HSET', job_key, 'last_run_id', child_run, 'updated_ms', now)
+        local blocker = b.overlap == 'forbid' and redis.call('SRANDMEMBER', K.job_active(child))
+        if blocker then
+          redis.call('HSET', K.run(child_run), 'state', 'SKIPPED', 'job_id', child, 'scheduled_ms', scheduled,
+                     'fired_ms', now, 'finished_ms', now, 'task_count', 0, 'after_run', run_id,
+                     'reason', 'overlap forbidden: run ' .. blocker .. ' is still active')
+          redis.call('HINCRBY', job_key, 'skipped', 1)
+        else
+          b.score = b.score + tonumber(scheduled)
+          b.after_run = run_id
+          if create_run(job_key, child, child_run, scheduled, now, b, false) == 'SUCCEEDED' then
+            fire_children(child, child_run, 'SUCCEEDED', scheduled, now)  -- a split of no task ends at once
+          end
+        end
+      end
+    end
+  end
 end

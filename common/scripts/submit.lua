@@ -12,6 +12,7 @@
 --         to create at once ('' for none: the job waits in the schedule), with its scheduled ms and block
 --         — a one-shot job due now fires here, in the same step as its submission: it is COMPLETED (no
 --         more firings) with its run already queued.
+--         A child job's block index names its runs' block (master/children.py), stored as its cblock.
 -- ARGV[2] idempotency TTL ms
 -- Returns per job a flat group of 5: job id, duplicate (0|1, or 2: the id is taken by another job —
 -- nothing was written, submit again with a new id; 3: a child job's parent does not exist — nothing was
@@ -70,7 +71,7 @@ for _, j in ipairs(bulk.jobs) do
       push(out, id, 0, now, -1, 0)
     elseif mode == 'after' then
       redis.call('HSET', job_key, 'spec', spec, 'state', 'ACTIVE', 'created_ms', now, 'updated_ms', now,
-                 'after', fire)
+                 'after', fire, 'cblock', cjson.encode(bulk.blocks[j[8] + 1]))
       redis.call('SADD', K.job_children(fire), id)
       redis.call('SADD', K.parents, fire)
       push(out, id, 0, now, -1, 0)

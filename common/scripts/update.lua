@@ -5,6 +5,7 @@
 --         the change into it)   ARGV[3] the new spec text   ARGV[4] next fire ms for a new schedule (-1:
 --         the schedule is unchanged)   ARGV[5] the digest of the new spec's bundle ('' for none)
 -- ARGV[6] a pipeline's new step jobs, JSON [[id, spec text, bundle digest ('' for none)], ...] ([] for a job)
+-- ARGV[7] a child job's new run block (master/children.py; '' for other jobs)
 -- Returns {status, state, spec version, next_fire_ms}: status 'ok' | 'missing' | 'ended' (the job is
 -- COMPLETED or CANCELLED: it fires no more) | 'conflict' (another update came first: read it again) |
 -- 'bundle_missing' (the new spec's bundle is not stored: upload it again; nothing was written).
@@ -45,6 +46,7 @@ for _, step in ipairs(cjson.decode(ARGV[6])) do
   end
 end
 local fields = {'spec@' .. version, v[3], 'spec', ARGV[3], 'spec_v', version + 1, 'spec_ms', now, 'updated_ms', now}
+if ARGV[7] ~= '' then push(fields, 'cblock', ARGV[7]) end  -- a child job's runs are made from the new version
 if tonumber(ARGV[4]) >= 0 then
   next_fire = tonumber(ARGV[4])
   push(fields, 'next_fire_ms', next_fire)
