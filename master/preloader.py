@@ -26,7 +26,6 @@ import asyncio
 import logging
 from typing import Any, Sequence
 
-from sparkyard import ids
 from sparkyard.master import triggers
 from sparkyard.clock import Clock
 from sparkyard.master.arming import Arming
