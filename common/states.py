@@ -121,8 +121,8 @@ ATTEMPT_TRANSITIONS: Mapping[AttemptState, frozenset[AttemptState]] = {
 STEP_TRANSITIONS: Mapping[StepState, frozenset[StepState]] = {
     # its run is made; its trigger rule settles it without a run; the pipeline run is cancelled
     S.PENDING: frozenset({S.RUNNING, S.SKIPPED, S.UPSTREAM_FAILED, S.CANCELLED}),
-    # its run ended so
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED}),
+    # its run ended so (SKIPPED: every task of it called ctx.skip())
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED, S.SKIPPED}),
     S.SUCCEEDED: frozenset(),
     S.FAILED: frozenset(),
     S.CANCELLED: frozenset(),

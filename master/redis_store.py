@@ -213,8 +213,8 @@ class RedisStore(Store):
             args += [task_id, worker]
         raw = await self._lua("claim", [k.ready(group), k.leases, k.fence, k.timeouts], args)
         return [
-            Claim(t, w, int(tok), int(att), run, job, int(idx), inp, int(sched), int(count), int(version))
-            for t, w, tok, att, run, job, idx, inp, sched, count, version in _groups(raw, 11)
+            Claim(t, w, int(tok), int(att), run, job, int(idx), inp, int(sched), int(count), int(version), upstream)
+            for t, w, tok, att, run, job, idx, inp, sched, count, version, upstream in _groups(raw, 12)
         ]
 
     async def renew(self, worker: str, leases: Sequence[tuple[str, int]], lease_ms: int) -> RenewResult:

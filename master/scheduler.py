@@ -158,6 +158,7 @@ class SlotScheduler:
             fencing_token=claim.token,
             spec=spec,
             inputs=inputs_from_json(claim.inputs_json),
+            upstream_json=claim.upstream_json,
         )
         a.scheduled_at.FromMilliseconds(claim.scheduled_ms)
         a.lease.FromMilliseconds(self._lease_ms)

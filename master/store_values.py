@@ -165,6 +165,7 @@ class Claim:
     scheduled_ms: int
     task_count: int
     spec_version: int = 1  # the version of the job's spec the run was made from
+    upstream_json: str = ""  # a pipeline step's run: its upstream steps' results (ctx.upstream)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,13 @@ from sparkyard.worker.fence_desk import ask_worker
 from sparkyard.worker.fenced_output import AttemptOutputs
 
 ENV_TASK = "SPARKYARD_TASK"
+# The result of a task that called ctx.skip(): {"$skip": reason} (report.lua recognises this prefix).
+SKIP_KEY = "$skip"
+
+
+class StepSkipped(Exception):
+    """Raised by ``ctx.skip()``: the task ends SUCCEEDED with the result ``{"$skip": reason}``, and a pipeline
+    step all of whose tasks skipped is SKIPPED (its downstream steps decide by their trigger rules)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,7 @@ class TaskContext:
     worker_id: str = ""
     labels: dict[str, str] = field(default_factory=dict)
     fence: str = ""  # the address of the worker's fence desk (worker/fence_desk.py)
+    upstream: dict[str, Any] = field(default_factory=dict)  # a pipeline step: its upstream steps' results
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("sparkyard.task"), compare=False)
     _outputs: AttemptOutputs = field(default_factory=AttemptOutputs, compare=False, repr=False)
 
@@ -70,6 +78,10 @@ class TaskContext:
         return self._outputs.commit(self.fencing_token, self.task_id, self.attempt,
                                     lambda: ask_worker(self.fence, self.task_id, self.fencing_token))
 
+    def skip(self, reason: str = "") -> None:
+        """End the task here as skipped (docs/pipelines.md): nothing after this line runs."""
+        raise StepSkipped(reason)
+
     def to_json(self) -> str:
         # Written out instead of dataclasses.asdict, which deep-copies every field: this runs per attempt.
         return json.dumps({
@@ -77,7 +89,7 @@ class TaskContext:
             "task_count": self.task_count, "inputs": [{"value": i.value, "mark": i.mark} for i in self.inputs],
             "args": list(self.args), "attempt": self.attempt, "fencing_token": self.fencing_token,
             "scheduled_at": self.scheduled_at.isoformat(), "worker_id": self.worker_id, "labels": self.labels,
-            "fence": self.fence,
+            "fence": self.fence, "upstream": self.upstream,
         })
 
     @classmethod
@@ -88,7 +100,7 @@ class TaskContext:
             task_count=int(d["task_count"]), inputs=tuple(Input(**i) for i in d.get("inputs", [])),
             args=tuple(d.get("args", [])), attempt=int(d["attempt"]), fencing_token=int(d["fencing_token"]),
             scheduled_at=datetime.fromisoformat(d["scheduled_at"]), worker_id=d.get("worker_id", ""),
-            labels=dict(d.get("labels", {})), fence=str(d.get("fence", "")),
+            labels=dict(d.get("labels", {})), fence=str(d.get("fence", "")), upstream=dict(d.get("upstream", {})),
             logger=logger or logging.getLogger("sparkyard.task"),
         )
 

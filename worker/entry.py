@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparkyard.spec import Entrypoint, SpecError, parse_entrypoint
-from sparkyard.worker.context import TaskContext
+from sparkyard.worker.context import SKIP_KEY, StepSkipped, TaskContext
 
 
 class EntrypointError(Exception):
@@ -95,7 +95,16 @@ def _parsed(entrypoint: str) -> Entrypoint:
 
 
 def invoke(entrypoint: str, spark: Any, ctx: TaskContext) -> Any:
-    """Run the task's code and return what it returned (None for a plain script)."""
+    """Run the task's code and return what it returned (None for a plain script; for a task that called
+    ``ctx.skip(reason)``, ``{"$skip": reason}``)."""
+    try:
+        return _invoke(entrypoint, spark, ctx)
+    except StepSkipped as exc:
+        ctx.logger.info("task skipped: %s", exc)
+        return {SKIP_KEY: str(exc)}
+
+
+def _invoke(entrypoint: str, spark: Any, ctx: TaskContext) -> Any:
     try:
         entry = _parsed(entrypoint)
     except SpecError as exc:

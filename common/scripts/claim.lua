@@ -3,8 +3,9 @@
 -- KEYS[1] ready:{group}   KEYS[2] leases   KEYS[3] fence   KEYS[4] timeouts
 -- ARGV[1] lease ms   ARGV[2] timeout grace ms (master backstop beyond the task timeout)
 -- ARGV[3..] pairs: task id, worker id
--- Returns, per claimed task, a flat group of 11: task id, worker, fencing token, attempt number,
--- run id, job id, task index, inputs JSON, run scheduled ms, run task count, the run's spec version. Tasks no longer READY are skipped.
+-- Returns, per claimed task, a flat group of 12: task id, worker, fencing token, attempt number,
+-- run id, job id, task index, inputs JSON, run scheduled ms, run task count, the run's spec version, and
+-- a pipeline step's upstream results (JSON, '' for other runs). Tasks no longer READY are skipped.
 --
 -- Invariant: a task leaves the ready queue only here, atomically with its lease entry, a new fencing
 -- token (strictly greater than every token before it: the batch reserves its range with one INCRBY) and
@@ -27,7 +28,8 @@ for i = 3, #ARGV, 2 do
       local run_id = v[3]
       local r = runs[run_id]
       if not r then
-        r = redis.call('HMGET', K.run(run_id), 'state', 'scheduled_ms', 'task_count', 'timeout_ms', 'spec_v')
+        r = redis.call('HMGET', K.run(run_id), 'state', 'scheduled_ms', 'task_count', 'timeout_ms', 'spec_v',
+                       'upstream')
         runs[run_id] = r
       end
       local attempt = tonumber(v[2] or '0') + 1
@@ -50,7 +52,7 @@ for i = 3, #ARGV, 2 do
         redis.call('HSET', K.run(run_id), 'state', 'RUNNING', 'started_ms', now)
         r[1] = 'RUNNING'
       end
-      push(out, task_id, worker, token, attempt, run_id, v[4], v[5], v[6] or '', r[2], r[3], r[5] or 1)
+      push(out, task_id, worker, token, attempt, run_id, v[4], v[5], v[6] or '', r[2], r[3], r[5] or 1, r[6] or '')
     end
   end
 end

@@ -222,6 +222,7 @@ local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job
   if b.rerun_of ~= '' then push(fields, 'rerun_of', b.rerun_of) end
   if b.after_run ~= '' then push(fields, 'after_run', b.after_run) end
   if b.prun then push(fields, 'prun', b.prun, 'step', b.step) end
+  if b.upstream then push(fields, 'upstream', b.upstream) end
   if b.graph then return create_pipeline_run(job_id, run_id, now, b, fields) end
   redis.call('HSET', K.run(run_id), unpack(fields))
   if n == 0 then return state end
@@ -312,11 +313,34 @@ local function rule_verdict(rule, ups)
   return 'SKIPPED'
 end
 
+-- The results of a step's upstream steps as JSON text {step: result} (ctx.upstream): a one-task step's
+-- result, else the list of its tasks' results; null for a task without one, or a step that did not run.
+-- Built from the stored JSON texts, never decoded (each is within the master's --result-max-bytes).
+local function upstream_results(skey, after)
+  local parts = {}
+  for _, up in ipairs(after) do
+    local run_id = redis.call('HGET', skey, 'r:' .. up)
+    local value = 'null'
+    if run_id then
+      local n = tonumber(redis.call('HGET', K.run(run_id), 'task_count') or '0')
+      local results = {}
+      for i = 0, n - 1 do
+        local r = redis.call('HGET', K.task(task_id(run_id, i)), 'result')
+        results[#results + 1] = (r and r ~= '') and r or 'null'
+      end
+      if n == 1 then value = results[1] elseif n > 1 then value = '[' .. table.concat(results, ',') .. ']' end
+    end
+    parts[#parts + 1] = cjson.encode(up) .. ':' .. value
+  end
+  return '{' .. table.concat(parts, ',') .. '}'
+end
+
 -- Make the run of step g ({name, job id, {after}, rule}) of pipeline run `prun`; returns the step's state.
 local function start_step(prun, skey, g, scheduled, now)
   local name, job_id = g[1], g[2]
   local b = cjson.decode(redis.call('HGET', skey, 'b:' .. name))
   b.prun, b.step = prun, name
+  if #g[3] > 0 then b.upstream = upstream_results(skey, g[3]) end
   local run_id = job_id .. '.' .. string.sub(prun, -13)
   local job_key = K.job(job_id)
   redis.call('ZADD', K.job_runs(job_id), scheduled, run_id)
@@ -389,6 +413,10 @@ end
 -- the pipeline run's end from that run's end, once).
 step_ended = function(prun, name, run_id, run_state, now)
   local skey = K.run_steps(prun)
+  if run_state == 'SUCCEEDED' then  -- every task of it called ctx.skip(): the step is SKIPPED
+    local v = redis.call('HMGET', K.run(run_id), 'skipped_tasks', 'task_count')
+    if v[1] and v[1] == v[2] then run_state = 'SKIPPED' end
+  end
   local current = redis.call('HGET', skey, name)
   if not current or not may('step', current, run_state) then return end
   redis.call('HSET', skey, name, run_state)

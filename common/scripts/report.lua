@@ -53,6 +53,8 @@ for _, rep in ipairs(cjson.decode(ARGV[1])) do
     if outcome == 'SUCCEEDED' then
       finish_attempt(task_id, t, ended, {'state', 'SUCCEEDED', 'result', rep[4], 'error', '', 'finished_ms', finished})
       if t.aff then redis.call('HSET', K.job(t.job_id), 'w:' .. t.index, t.worker) end
+      -- ctx.skip() (worker/context.py SKIP_KEY): counted, so a pipeline step all of whose tasks skipped is SKIPPED.
+      if string.sub(rep[4], 1, 9) == '{"$skip":' then redis.call('HINCRBY', K.run(t.run_id), 'skipped_tasks', 1) end
       emit(task_id, 'accepted', 'SUCCEEDED', t.run_id, task_terminal(t.run_id, 'succeeded', now), 0)
     elseif outcome == 'FAILED' or outcome == 'TIMED_OUT' then
       local state, run_state, not_before = fail_attempt(task_id, t, now, rep[5], ended)

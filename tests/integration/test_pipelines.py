@@ -24,7 +24,9 @@ p = Pipeline("it-etl", cron="0 3 * * *")
 extract = p.step("extract", "{tasks}:count", args=["5"])
 fan = p.step("fan", "{tasks}:noop", after=[extract], inputs=["a", "b", "c"])
 dated = p.step("dated", "{tasks}:echo_args", after=[extract], args=["--date", "{{ds}}"])
-p.step("join", "{tasks}:noop", after=[fan, dated])
+p.step("join", "{tasks}:upstream_echo", after=[fan, dated])
+maybe = p.step("maybe", "{tasks}:skip_step", after=[extract])
+p.step("after_maybe", "{tasks}:noop", after=[maybe])
 {extra}
 '''
 FAILING = '''
@@ -52,7 +54,7 @@ def test_apply_run_update_and_prune_a_pipeline(shared_cluster: Cluster, tmp_path
     definition = write(tmp_path / "pipelines.py", FAILING)
 
     code, out = cli(capsys, shared_cluster, "apply", str(definition), "--dry-run")
-    assert (code, out.strip()) == (0, "+ create pipeline it-etl: 7 steps [dry run]")
+    assert (code, out.strip()) == (0, "+ create pipeline it-etl: 9 steps [dry run]")
     assert not [j for j in client.jobs(limit=1000) if j.spec.name == "it-etl"]
     code, out = cli(capsys, shared_cluster, "apply", str(definition), "--json")
     (created,) = json.loads(out)
@@ -70,7 +72,8 @@ def test_apply_run_update_and_prune_a_pipeline(shared_cluster: Cluster, tmp_path
     shown = json.loads(out)
     states = {s["name"]: s["state"] for s in shown["steps"]}
     assert states == {"extract": "SUCCEEDED", "fan": "SUCCEEDED", "dated": "SUCCEEDED", "join": "SUCCEEDED",
-                      "broken": "FAILED", "after_broken": "UPSTREAM_FAILED", "alert": "SUCCEEDED"}
+                      "maybe": "SKIPPED", "after_maybe": "SKIPPED", "broken": "FAILED",
+                      "after_broken": "UPSTREAM_FAILED", "alert": "SUCCEEDED"}
     steps = {s.name: s for s in run.steps}
     assert steps["join"].started_at.ToMilliseconds() >= max(steps["fan"].finished_at.ToMilliseconds(),
                                                              steps["dated"].finished_at.ToMilliseconds())
@@ -78,6 +81,9 @@ def test_apply_run_update_and_prune_a_pipeline(shared_cluster: Cluster, tmp_path
     assert fan.task_count == 3 and fan.pipeline_run == first.id
     ds = datetime.fromtimestamp(run.scheduled_at.ToMilliseconds() / 1000, timezone.utc).strftime("%Y-%m-%d")
     assert json.loads(client.run(steps["dated"].run_id).tasks[0].result_json) == ["--date", ds]
+    # A step reads its upstream steps' results: a one-task step's result, a split step's list of them.
+    assert json.loads(client.run(steps["join"].run_id).tasks[0].result_json) == {"fan": [0, 1, 2],
+                                                                                 "dated": ["--date", ds]}
     assert not steps["after_broken"].run_id  # it never ran
 
     # A new version without the failing branch: effective from the next run; the ended run keeps its steps.
@@ -87,8 +93,8 @@ def test_apply_run_update_and_prune_a_pipeline(shared_cluster: Cluster, tmp_path
     second = client.trigger(pipeline_id)
     run, timed_out = client.wait(second.id, timeout=WAIT_S)
     assert not timed_out and run.state == pb.RUN_SUCCEEDED
-    assert [s.name for s in run.steps] == ["extract", "fan", "dated", "join"]
-    assert len(client.run(first.id).steps) == 7
+    assert [s.name for s in run.steps] == ["extract", "fan", "dated", "join", "maybe", "after_maybe"]
+    assert len(client.run(first.id).steps) == 9
 
     # --prune deletes what no file defines any more.
     other = tmp_path / "other.py"

@@ -210,3 +210,14 @@ def sleep_in_udf(spark: Any, ctx: Any) -> int:
 def echo_args(spark: Any, ctx: Any) -> list[str]:
     """Returns its args as the task saw them (a pipeline step's {ds} filled in)."""
     return list(ctx.args)
+
+
+def upstream_echo(spark: Any, ctx: Any) -> dict[str, Any]:
+    """Returns what a pipeline step got from its upstream steps (ctx.upstream)."""
+    return dict(ctx.upstream)
+
+
+def skip_step(spark: Any, ctx: Any) -> None:
+    """Skips itself (a pipeline step with nothing to do)."""
+    ctx.skip("nothing new")
+    raise AssertionError("ctx.skip() returned")

@@ -11,7 +11,7 @@ from sparkyard import ids
 from sparkyard.clock import FakeClock
 from sparkyard.errors import InvalidArgument
 from sparkyard.master.events import RunEnded
-from sparkyard.master.store_values import Report
+from sparkyard.master.store_values import Claim, Report
 from sparkyard.pipeline_spec import normalize_pipeline
 from sparkyard.spec import SpecError
 from sparkyard.states import RunState, StepState
@@ -38,16 +38,17 @@ class Rig(MasterRig):
         assert run is not None
         return {s.name: s.state for s in run.steps}
 
-    async def finish(self, run_id: str, step: str, outcome: str = "SUCCEEDED") -> None:
-        """Run the step's one task to ``outcome`` as a worker would."""
+    async def finish(self, run_id: str, step: str, outcome: str = "SUCCEEDED", result: str = "") -> Claim:
+        """Run the step's one task to ``outcome`` as a worker would; the claim it ran under."""
         run = await self.store.get_run(run_id)
         assert run is not None
         (s,) = [s for s in run.steps if s.name == step]
         (claim,) = await self.store.claim("default", [(ids.task_id(s.run_id, 0), "w1")], lease_ms=60_000,
                                           timeout_grace_ms=0)
         self.clock.advance(1)
-        self.outcomes.apply_verdicts(await self.store.report([Report(claim.task_id, claim.token, outcome)]))
+        self.outcomes.apply_verdicts(await self.store.report([Report(claim.task_id, claim.token, outcome, result)]))
         await self.settle()
+        return claim
 
 
 @pytest.fixture
@@ -174,3 +175,19 @@ async def test_a_backfill_makes_one_pipeline_run_per_past_date_and_delete_takes_
     await rig.master.jobs.delete(job.id)
     for step_job in step_jobs:
         assert await rig.store.get_job(step_job) is None
+
+
+async def test_a_step_reads_its_upstream_results_and_a_step_that_skips_itself_is_skipped(rig: Rig) -> None:
+    run = await rig.start(pipeline(("extract", [], OK), ("check", ["extract"], OK), ("load", ["check"], OK),
+                                   ("audit", ["check"], NONE_FAILED), ("report", ["extract", "check", "audit"], DONE)))
+    first = await rig.finish(run, "extract", result='{"rows":5}')
+    assert first.upstream_json == ""
+    check = await rig.finish(run, "check", result='{"$skip":"no new data"}')
+    assert check.upstream_json == '{"extract":{"rows":5}}'
+    assert await rig.steps(run) == {"extract": StepState.SUCCEEDED, "check": StepState.SKIPPED,
+                                    "load": StepState.SKIPPED, "audit": StepState.RUNNING, "report": StepState.PENDING}
+    await rig.finish(run, "audit", result="[1,2]")
+    report = await rig.finish(run, "report")
+    assert report.upstream_json == '{"extract":{"rows":5},"check":{"$skip":"no new data"},"audit":[1,2]}'
+    record = await rig.store.get_run(run)
+    assert record is not None and record.state is RunState.SUCCEEDED

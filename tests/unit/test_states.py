@@ -75,7 +75,7 @@ EXPECTED_EDGES: dict[str, set[tuple[str, str]]] = {
     },
     "step": {
         ("PENDING", "RUNNING"), ("PENDING", "SKIPPED"), ("PENDING", "UPSTREAM_FAILED"), ("PENDING", "CANCELLED"),
-        ("RUNNING", "SUCCEEDED"), ("RUNNING", "FAILED"), ("RUNNING", "CANCELLED"),
+        ("RUNNING", "SUCCEEDED"), ("RUNNING", "FAILED"), ("RUNNING", "CANCELLED"), ("RUNNING", "SKIPPED"),
     },
 }
 EXPECTED_TERMINAL: dict[str, set[str]] = {

@@ -8,6 +8,7 @@ warm driver and then its process group for ``session``. Neither runs task code i
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import traceback
@@ -94,6 +95,7 @@ class AttemptRun:
             inputs=tuple(Input(i.value, i.mark) for i in a.inputs), args=tuple(args), attempt=a.attempt,
             fencing_token=a.fencing_token, scheduled_at=utc_from_ms(a.scheduled_at.ToMilliseconds()),
             worker_id=self.worker_id, labels=dict(a.spec.labels), fence=self.fence,
+            upstream=json.loads(a.upstream_json) if a.upstream_json else {},
             logger=logger or logging.getLogger("sparkyard.task"),
         )
 
