@@ -34,7 +34,7 @@ from sparkyard.master.splitter import split_job
 from sparkyard.pipeline_spec import normalize_pipeline, same_version
 from sparkyard.spec import SpecError, normalize
 from sparkyard.updates import apply_update
-from sparkyard.states import RUN_TERMINAL, JobState, TaskState
+from sparkyard.states import RUN_TERMINAL, JobState, StepState, TaskState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -478,7 +478,12 @@ class JobManager:
         if original.state not in RUN_TERMINAL:
             raise FailedPrecondition(f"run {run_id} is {original.state.value}: rerun it once it has ended")
         tasks = sorted(original.tasks, key=lambda t: t.index)
-        if failed_only:
+        # A pipeline run: with failed_only, its SUCCEEDED steps are kept (with their runs) and the rest run again.
+        keep = {s.name: s.run_id for s in original.steps if s.state is StepState.SUCCEEDED} if failed_only else {}
+        if failed_only and original.steps:
+            if len(keep) == len(original.steps):
+                raise FailedPrecondition(f"run {run_id} has no failed, skipped or cancelled step to rerun")
+        elif failed_only:
             tasks = [t for t in tasks if t.state in (TaskState.DEAD, TaskState.CANCELLED)]
             if not tasks:
                 raise FailedPrecondition(f"run {run_id} has no failed or cancelled task to rerun")
@@ -487,7 +492,7 @@ class JobManager:
             if job.state == JobState.CANCELLED:
                 raise FailedPrecondition(f"job {job.id} is CANCELLED")
             new_id, status = await self._preloader.rerun(job.id, job.spec, job.spec_version, original,
-                                                         [t.inputs for t in tasks])
+                                                         [t.inputs for t in tasks], keep)
             if status is not FireStatus.CHANGED:  # an update came between the read and the firing: read it again
                 break
         if status is not FireStatus.CREATED:

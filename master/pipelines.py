@@ -44,13 +44,16 @@ def with_step_jobs(job_id: str, spec: pb.JobSpec, now_ms: int) -> tuple[pb.JobSp
     return out, tuple(steps)
 
 
-def pipeline_block(spec: pb.JobSpec, scheduled_ms: int, aging_ms: int) -> dict[str, Any]:
+def pipeline_block(spec: pb.JobSpec, scheduled_ms: int, aging_ms: int, keep: dict[str, str]) -> dict[str, Any]:
     """What create_run needs beyond a run's fields to make a pipeline run: its graph (step, job, upstream
-    steps, trigger rule) and each step's run block, split now, so that Lua can make a step's run alone."""
+    steps, trigger rule) and each step's run block, split now, so that Lua can make a step's run alone;
+    for a rerun of failed steps, the steps kept as they succeeded (name → their run, read by ctx.upstream)."""
+    kept = {name: run for name, run in keep.items() if any(s.name == name for s in spec.steps)}
     return {
         "graph": [[s.name, s.job_id, list(s.after), rule_name(s.trigger_rule)] for s in spec.steps],
         "steps": {s.name: RunBlock.of(s.spec, scheduled_ms, split_job(s.spec), aging_ms).to_wire()
-                  for s in spec.steps},
+                  for s in spec.steps if s.name not in kept},
+        "keep": kept,
     }
 
 

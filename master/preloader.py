@@ -252,13 +252,13 @@ class Preloader:
         return [(run_id, res.status) for ((run_id, res),) in await self._fire(plans)]
 
     async def rerun(self, job_id: str, spec: pb.JobSpec, spec_version: int, original: RunRecord,
-                    inputs: Sequence[Sequence[Any]]) -> tuple[str, FireStatus]:
+                    inputs: Sequence[Sequence[Any]], keep_steps: dict[str, str] | None = None) -> tuple[str, FireStatus]:
         """A user's rerun of an ended run: a new run now (its id has this moment's time), with the
         original's scheduled time (so ``ctx.scheduled_at`` is the one the original saw) and the given
         inputs, outside the schedule; the job's current spec of ``spec_version``."""
         now = await self._store.time_ms()
         request = FireRequest(job_id, spec, original.scheduled_ms, None, triggers.NONE, "allow", inputs,
-                              spec_version=spec_version, run_ms=now, rerun_of=original.id)
+                              spec_version=spec_version, run_ms=now, rerun_of=original.id, keep_steps=keep_steps)
         ((run_id, res),) = (await self._fire([[request]]))[0]
         return run_id, res.status
 

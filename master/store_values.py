@@ -77,7 +77,7 @@ class FireRequest:
     spec_version: int = 1  # the version of ``spec`` (the job's spec_v): the firing is refused if it changed
     run_ms: int | None = None  # the time in the run's id (None: scheduled_ms); a rerun's differs from it
     rerun_of: str = ""  # the run this firing runs again (recorded in the run)
-    after_run: str = ""  # a child job's firing: the parent's run that fired it (fire.lua's 'after' mode)
+    keep_steps: dict[str, str] | None = None  # a pipeline run's rerun: steps kept as SUCCEEDED → their run ids
 
 
 @dataclass(frozen=True)

@@ -318,7 +318,9 @@ def dispatch(args: argparse.Namespace) -> int:
                 f"{plan.pending} still to run, at most {args.max_concurrent} at once (sparkyard runs {args.job_id})"))
         elif verb == "rerun":
             rerun = client.rerun(args.run_id, failed_only=args.failed_only)
-            out(rerun, lambda c: c.print(f"run {rerun.id} reruns {args.run_id} with {rerun.task_count} tasks"))
+            what = (f"{sum(s.state != pb.STEP_SUCCEEDED for s in rerun.steps)} of {len(rerun.steps)} steps"
+                    if rerun.steps else f"{rerun.task_count} tasks")
+            out(rerun, lambda c: c.print(f"run {rerun.id} reruns {args.run_id} with {what}"))
         elif verb == "runs":
             runs = client.runs(args.job_id, limit=args.limit, with_tasks=args.json)
             out(runs, lambda c: render.runs_table(c, runs))

@@ -3,9 +3,8 @@
 -- KEYS[1] job:{job}   KEYS[2] run:{run}   KEYS[3] job:{job}:runs   KEYS[4] job:{job}:active
 -- KEYS[5] schedule    KEYS[6] ready:{group}   KEYS[7] groups
 -- ARGV[1] job id   ARGV[2] run id   ARGV[3] scheduled ms
--- ARGV[4] 'manual' (a user's trigger; the schedule is left alone), 'after' (a child job fired by its
---         parent's run: as manual, but only while the job is ACTIVE — a paused child skips) or the schedule entry's expected
---         time in ms: the firing happens only if the entry still says so, and the schedule advances
+-- ARGV[4] 'manual' (a user's trigger, a rerun, a backfill step; the schedule is left alone) or the schedule
+--         entry's expected time in ms: the firing happens only if the entry still says so, and the schedule advances
 --         (it may differ from ARGV[3] when a misfire plan fires a later time than the one that was due)
 -- ARGV[5] next fire ms after this one (-1: none, the job completes; -2: after a run ends, for
 --         fixed-delay jobs — the job joins `awaiting` and its field `awaits` names the run whose end it
@@ -32,9 +31,9 @@
 local now = now_ms()
 local job_state = redis.call('HGET', KEYS[1], 'state')
 if not job_state then return {'inactive', now, ''} end
-local manual = ARGV[4] == 'manual' or ARGV[4] == 'after'
+local manual = ARGV[4] == 'manual'
 if manual then
-  if job_state == 'CANCELLED' or (ARGV[4] == 'after' and job_state ~= 'ACTIVE') then return {'inactive', now, ''} end
+  if job_state == 'CANCELLED' then return {'inactive', now, ''} end
 else
   if job_state ~= 'ACTIVE' then return {'inactive', now, ''} end
   local due = redis.call('ZSCORE', KEYS[5], ARGV[1])

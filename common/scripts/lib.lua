@@ -400,9 +400,18 @@ create_pipeline_run = function(job_id, run_id, now, b, fields)
   fields[2] = 'RUNNING'
   redis.call('HSET', K.run(run_id), unpack(fields))
   redis.call('SADD', K.job_active(job_id), run_id)
-  local steps = {}
-  for _, g in ipairs(b.graph) do push(steps, g[1], 'PENDING', 'b:' .. g[1], cjson.encode(b.steps[g[1]])) end
+  local steps, kept = {}, 0
+  for _, g in ipairs(b.graph) do
+    local keep = b.keep[g[1]]  -- a rerun of failed steps keeps what succeeded, with its run
+    if keep then
+      push(steps, g[1], 'SUCCEEDED', 'r:' .. g[1], keep)
+      kept = kept + 1
+    else
+      push(steps, g[1], 'PENDING', 'b:' .. g[1], cjson.encode(b.steps[g[1]]))
+    end
+  end
   redis.call('HSET', K.run_steps(run_id), unpack(steps))
+  if kept > 0 then redis.call('HSET', K.run(run_id), 'succeeded', kept) end
   release_steps(run_id, now)
   local ended = settle_run(run_id, now)
   return ended ~= '' and ended or 'RUNNING'

@@ -1028,23 +1028,27 @@ async def test_a_parent_is_deleted_only_after_its_children_and_a_deleted_child_l
     assert await store.delete_job(job_id(1)) == ("ok", [])
 
 
-async def test_a_child_firing_is_made_once_per_parent_run_names_it_and_skips_a_paused_child(store: Store) -> None:
-    parent_run = await fire_now(store, 1, at=1_000)
+async def test_a_parent_run_s_end_fires_its_active_children_once_in_the_same_script(store: Store) -> None:
     child_spec = spec(trigger=after(job_id(1)))
+    await fire_now(store, 1, at=500)  # the parent exists before its child
     await store.submit_many([NewJob(job_id(2), child_spec, "after", -1, after=job_id(1))], TTL_MS)
-    firing = FireRequest(job_id(2), child_spec, 1_000, None, -1, "allow", inputs("a"),
-                         run_ms=ids.parse_run_ms(parent_run), after_run=parent_run)
+
+    async def parent_run_ending(at: int) -> str:
+        ((run_id, fired),) = await store.fire_many([FireRequest(job_id(1), spec(), at, None, -1, "allow", inputs("a"))])
+        assert fired.status == "created"
+        (claim,) = await lease(store, [ids.task_id(run_id, 0)])
+        await store.report([Report(claim.task_id, claim.token, "SUCCEEDED")])
+        return run_id
+
     assert (await store.set_job_state(job_id(2), JobState.PAUSED))[0] == "ok"
-    ((_, paused),) = await store.fire_many([firing])
-    assert paused.status == "inactive"
+    await parent_run_ending(1_000)
+    assert await store.list_runs(job_id(2), 10) == []  # a paused child skips
     assert (await store.set_job_state(job_id(2), JobState.ACTIVE))[:2] == ("ok", "ACTIVE")
     assert await store.due_schedule(2**53) == []  # a resumed child is still not on the schedule
-    ((run_id, res),) = await store.fire_many([firing])
-    assert res.status == "created" and run_id == ids.run_id(job_id(2), 1_000)
-    run = await store.get_run(run_id)
-    assert run is not None and run.after_run == parent_run and run.scheduled_ms == 1_000 and run.rerun_of == ""
-    ((_, again),) = await store.fire_many([firing])
-    assert again.status == "exists"
+    parent_run = await parent_run_ending(2_000)
+    (run,) = await store.list_runs(job_id(2), 10)
+    assert run.id == ids.run_id(job_id(2), ids.parse_run_ms(parent_run))
+    assert run.after_run == parent_run and run.scheduled_ms == 2_000 and run.rerun_of == ""
     manual = FireRequest(job_id(2), child_spec, 5_000, None, -1, "allow", inputs("a"))
     await store.set_job_state(job_id(2), JobState.PAUSED)
     ((_, by_hand),) = await store.fire_many([manual])

@@ -9,7 +9,7 @@ from clocked_store import ClockedStores
 from master_rig import MasterRig
 from sparkyard import ids
 from sparkyard.clock import FakeClock
-from sparkyard.errors import InvalidArgument
+from sparkyard.errors import FailedPrecondition, InvalidArgument
 from sparkyard.master.events import RunEnded
 from sparkyard.master.store_values import Claim, Report
 from sparkyard.pipeline_spec import normalize_pipeline
@@ -191,3 +191,26 @@ async def test_a_step_reads_its_upstream_results_and_a_step_that_skips_itself_is
     assert report.upstream_json == '{"extract":{"rows":5},"check":{"$skip":"no new data"},"audit":[1,2]}'
     record = await rig.store.get_run(run)
     assert record is not None and record.state is RunState.SUCCEEDED
+
+
+async def test_a_rerun_of_failed_steps_keeps_what_succeeded_and_runs_the_rest_for_the_same_date(rig: Rig) -> None:
+    run = await rig.start(pipeline(("a", [], OK), ("b", ["a"], OK), ("c", ["b"], OK), ("side", ["a"], OK)))
+    await rig.finish(run, "a", result="7")
+    await rig.finish(run, "side")
+    await rig.finish(run, "b", "FAILED")
+    original = await rig.store.get_run(run)
+    assert original is not None and original.state is RunState.FAILED
+    rig.clock.advance(1)
+    again = await rig.master.jobs.rerun(run, failed_only=True)
+    assert again.rerun_of == run and again.scheduled_ms == original.scheduled_ms
+    assert await rig.steps(again.id) == {"a": StepState.SUCCEEDED, "b": StepState.RUNNING, "c": StepState.PENDING,
+                                         "side": StepState.SUCCEEDED}
+    kept = {s.name: s.run_id for s in original.steps}
+    assert {s.name: s.run_id for s in again.steps if s.name in ("a", "side")} == {"a": kept["a"], "side": kept["side"]}
+    b = await rig.finish(again.id, "b")
+    assert b.upstream_json == '{"a":7}'  # read from the kept run
+    await rig.finish(again.id, "c")
+    record = await rig.store.get_run(again.id)
+    assert record is not None and record.state is RunState.SUCCEEDED
+    with pytest.raises(FailedPrecondition, match="no failed, skipped or cancelled step"):
+        await rig.master.jobs.rerun(again.id, failed_only=True)
