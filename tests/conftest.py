@@ -35,7 +35,7 @@ _active: list[Cluster] = []
 
 
 # Test files that use the multi-host network (net_cluster): under xdist they all run on one process.
-_NET_FILES = ("tests/cluster/", "tests/faults/test_network_faults.py")
+_NET_FILES = ("tests/cluster/", "tests/faults/test_network_faults.py", "tests/faults/test_pipeline_faults.py")
 
 
 @pytest.hookimpl(optionalhook=True)
