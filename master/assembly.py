@@ -145,7 +145,7 @@ def build_master(cfg: MasterConfig, store: Store, clock: Clock, timer: SystemTim
     preloader = Preloader(store, arming, timer, clock, background, outcomes, fixed_delay, metrics,
                           cfg.misfire_threshold_s)
     backfiller = Backfiller(store, preloader, timer, background)
-    pipeline_runs = PipelineRuns(store, outcomes, background)
+    pipeline_runs = PipelineRuns(store, outcomes, background, metrics)
     webhooks = Webhooks(store, background, clock, metrics, cfg.on_failure, cfg.on_success)
     reaper = Reaper(store, registry, outcomes, timer, background, cfg)
     jobs = JobManager(cfg, store, clock, outcomes, purgatory, arming, preloader, bundles, metrics)

@@ -43,6 +43,11 @@ class MasterMetrics:
         self.timeouts = Counter("sparkyard_attempts_timed_out", "Attempts failed by the master after their task "
                                 "timeout plus grace", registry=r)
         self.runs = Counter("sparkyard_runs", "Runs that ended, by state", ["state"], registry=r)
+        self.pipeline_runs = Counter("sparkyard_pipeline_runs", "Pipeline runs that ended, by state", ["state"],
+                                     registry=r)
+        self.pipeline_duration = Histogram("sparkyard_pipeline_run_duration_seconds", "Pipeline runs from their "
+                                           "firing to their end, by state", ["state"], buckets=DURATION_BUCKETS,
+                                           registry=r)
         self.firings = Counter("sparkyard_firings", "Firings, by what they did (created, skipped, ...)", ["status"],
                                registry=r)
         self.webhooks = Counter("sparkyard_webhooks", "Webhook deliveries by result: delivered, failed (every "

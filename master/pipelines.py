@@ -26,6 +26,7 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 if TYPE_CHECKING:
     from sparkyard.master.background import Spawner
     from sparkyard.master.events import RunEnded
+    from sparkyard.master.metrics import MasterMetrics
     from sparkyard.master.outcomes import Outcomes
     from sparkyard.master.store import Store
 
@@ -60,10 +61,11 @@ def pipeline_block(spec: pb.JobSpec, scheduled_ms: int, aging_ms: int, keep: dic
 class PipelineRuns:
     """Publishes a pipeline run's end when the run that ended it is reported ended (see the module doc)."""
 
-    def __init__(self, store: Store, outcomes: Outcomes, background: Spawner) -> None:
+    def __init__(self, store: Store, outcomes: Outcomes, background: Spawner, metrics: MasterMetrics) -> None:
         self._store = store
         self._outcomes = outcomes
         self._background = background
+        self._metrics = metrics
 
     def run_ended(self, event: RunEnded) -> None:
         self._background.spawn(self._pipeline_end(event.run_id), f"pipeline-of-{event.run_id}")
@@ -71,4 +73,6 @@ class PipelineRuns:
     async def _pipeline_end(self, run_id: str) -> None:
         ended = await self._store.pipeline_run_ended_by(run_id)
         if ended is not None:
-            self._outcomes.run_ended(*ended)
+            self._metrics.pipeline_runs.labels(ended.state.value).inc()
+            self._metrics.pipeline_duration.labels(ended.state.value).observe(ended.took_ms / 1000)
+            self._outcomes.run_ended(ended.run_id, ended.state)

@@ -467,12 +467,15 @@ class RedisStore(Store):
                                     int(started or 0), int(finished or 0), tried))
         return steps
 
-    async def pipeline_run_ended_by(self, run_id: str) -> tuple[str, RunState] | None:
+    async def pipeline_run_ended_by(self, run_id: str) -> outcomes.PipelineEnd | None:
         prun = await self.redis.hget(self.keys.run(run_id), "prun")
         if not prun:
             return None
-        state, ended_by = await self.redis.hmget(self.keys.run(prun), "state", "ended_by")
-        return (prun, RunState(state)) if ended_by == run_id else None
+        state, ended_by, fired, finished = await self.redis.hmget(self.keys.run(prun), "state", "ended_by", "fired_ms",
+                                                                  "finished_ms")
+        if ended_by != run_id:
+            return None
+        return outcomes.PipelineEnd(prun, RunState(state), int(finished or 0) - int(fired or 0))
 
     async def list_runs(self, job_id: str, limit: int, *, with_tasks: bool = False) -> list[RunRecord]:
         run_ids = await self.redis.zrevrange(self.keys.job_runs(job_id), 0, limit - 1)

@@ -30,6 +30,7 @@ from sparkyard.master.store_outcomes import (
     Delayed,
     Deletion,
     JobProgress,
+    PipelineEnd,
     Released,
     Rescheduled,
     ScheduleEntry,
@@ -53,7 +54,7 @@ from sparkyard.master.store_values import (
     UpdateResult,
     Verdict,
 )
-from sparkyard.states import JobState, RunState
+from sparkyard.states import JobState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 
@@ -235,7 +236,7 @@ class Store(Protocol):
         """Newest first; filters are applied before ``limit`` counts."""
         ...
 
-    async def pipeline_run_ended_by(self, run_id: str) -> tuple[str, RunState] | None:
+    async def pipeline_run_ended_by(self, run_id: str) -> PipelineEnd | None:
         """The pipeline run (and its end state) that the end of step run ``run_id`` ended, if it did."""
         ...
 

@@ -13,6 +13,14 @@ from typing import NamedTuple
 from sparkyard.states import JobState, RunState
 
 
+class PipelineEnd(NamedTuple):
+    """A pipeline run that the end of one of its steps' runs ended."""
+
+    run_id: str
+    state: RunState
+    took_ms: int  # from its firing to its end
+
+
 class FireStatus(str, Enum):
     """What one firing did (fire.lua)."""
 

@@ -307,6 +307,9 @@ def dispatch(args: argparse.Namespace) -> int:
         elif verb in ("job", "pause", "resume"):
             job = {"job": client.job, "pause": client.pause, "resume": client.resume}[verb](args.job_id)
             out(job, lambda c: render.jobs_table(c, [job]))
+            if verb == "job" and job.spec.steps and not args.json:
+                render.pipeline_graph(console, job)
+                render.runs_table(console, client.runs(job.id, limit=5))
         elif verb == "trigger":
             run = client.trigger(args.job_id)
             out(run, lambda c: render.runs_table(c, [run]))

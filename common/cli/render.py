@@ -69,8 +69,18 @@ def jobs_table(console: Console, jobs: Sequence[Any]) -> None:
                   "delay": lambda: f"delay {format_duration(trig.delay.ToMilliseconds() / 1000)}",
                   "at": lambda: f"at {_ts(trig, 'at')}",
                   "after": lambda: f"after {trig.after.job_id}:{after_when(trig.after.when)}"}.get(kind, lambda: kind)()
-        table.add_row(job.id, job.spec.name, _state(job), detail, job.spec.group, str(job.spec.priority),
+        name = f"{job.spec.name} (pipeline, {len(job.spec.steps)} steps)" if job.spec.steps else job.spec.name
+        table.add_row(job.id, name, _state(job), detail, job.spec.group, str(job.spec.priority),
                       str(job.runs), _ts(job, "next_fire_at"))
+    console.print(table)
+
+
+def pipeline_graph(console: Console, job: Any) -> None:
+    """A pipeline's steps in definition order: what each waits for, its rule, what it runs."""
+    table = _table("step", "after", "rule", "entrypoint", "step job")
+    for step in job.spec.steps:
+        rule = pb.TriggerRule.Name(step.trigger_rule or pb.ALL_SUCCEEDED).lower()
+        table.add_row(step.name, ", ".join(step.after) or "-", rule, step.spec.entrypoint, step.job_id)
     console.print(table)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import random
 import time
-from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 import pytest

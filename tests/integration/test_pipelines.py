@@ -62,6 +62,8 @@ def test_apply_run_update_and_prune_a_pipeline(shared_cluster: Cluster, tmp_path
     pipeline_id = created["job_id"]
     code, out = cli(capsys, shared_cluster, "apply", str(definition))
     assert (code, out.strip()) == (0, f"= unchanged pipeline it-etl ({pipeline_id})")
+    code, out = cli(capsys, shared_cluster, "job", pipeline_id)
+    assert code == 0 and "(pipeline, 9 steps)" in out and "one_failed" in out and "fan, dated" in out
     # Its step jobs are not listed as jobs of their own.
     assert [j.spec.name for j in client.jobs(limit=1000) if j.spec.name.startswith("it-etl")] == ["it-etl"]
 

@@ -82,6 +82,7 @@ async def test_steps_run_in_graph_order_with_fan_out_and_fan_in_and_the_run_ends
     record = await rig.store.get_run(run)
     assert record is not None and record.state is RunState.SUCCEEDED
     assert [e for e in rig.ended if e[0] == run] == [(run, RunState.SUCCEEDED)]
+    assert rig.master.metrics.pipeline_runs.labels("SUCCEEDED")._value.get() == 1
     # Every step's run is a run of its own job, of the pipeline run's time, marked with the pipeline run.
     for step in record.steps:
         step_run = await rig.store.get_run(step.run_id, with_tasks=False)
