@@ -150,6 +150,8 @@ class JobOptions:
                                   spec=("misfire_catch_up_limit",))
     overlap: str = _option("", "a firing while the previous run is active: allow (default), forbid (skip), "
                                "replace (cancel it)", "choice")
+    max_active_runs: int = _option(0, "with --overlap forbid: runs active at once before a firing is skipped "
+                                      "(default 1)", "count")
     inputs: list[str | tuple[str, str]] = _option(
         [], "an input to split over tasks (repeatable); MARK is its resource mark", "list", flag="--input",
         metavar="[MARK=]VALUE", spec=("split.inputs",))
@@ -288,6 +290,7 @@ class JobOptions:
             task_memory_mb=max(1, self.task_memory >> 20) if self.task_memory else 0,
             driver_memory=self.driver_memory, executor_memory=self.executor_memory,
             executor_cores=self.executor_cores, num_executors=self.num_executors,
+            max_active_runs=self.max_active_runs,
         )
         packed = self._ship(spec, entry, base) if entry else None
         spec.retry.max_attempts = self.retries + 1

@@ -33,7 +33,7 @@ _PIPELINE_OPTIONS = ("cron", "every", "at", "tz", "misfire", "catch_up_limit", "
                      "max_runs", "labels", "on_failure", "on_success", "priority", "group")
 # Options that make a trigger: a step has none of its own.
 _TRIGGERS = ("cron", "every", "at", "delay", "after", "tz", "fixed_delay", "start_at", "end_at", "max_runs",
-             "misfire", "catch_up_limit", "overlap")
+             "max_active_runs", "misfire", "catch_up_limit", "overlap")
 
 
 @dataclass
@@ -51,8 +51,8 @@ class Pipeline:
     """A graph of Spark programs run once per logical time (docs/pipelines.md).
 
     The trigger is a job's (``cron=``, ``every=``, ``at=``; none: runs start only by ``sparkyard trigger``
-    or a backfill), with ``tz=``, ``misfire=``, ``overlap=`` and ``max_active_runs=`` (1: a run that would
-    start while one is active is skipped, as ``overlap="forbid"``).
+    or a backfill), with ``tz=``, ``misfire=``, ``overlap=`` and ``max_active_runs=N`` (a run due while N are
+    active is skipped: ``overlap="forbid"`` with a limit of N).
     """
 
     def __init__(self, name: str, *, max_active_runs: int = 0, base_dir: str | Path | None = None,
@@ -61,14 +61,12 @@ class Pipeline:
         if unknown:
             raise errors.InvalidArgument(f"pipeline {name!r}: unknown option {unknown[0]!r} "
                                          f"(a pipeline takes {', '.join(_PIPELINE_OPTIONS)}, max_active_runs)")
-        if max_active_runs not in (0, 1):
-            raise errors.InvalidArgument(f"pipeline {name!r}: max_active_runs={max_active_runs}: 0 (no limit) or 1 "
-                                         "(a run due while one is active is skipped) are supported")
-        if max_active_runs == 1:
+        if max_active_runs:
             if options.get("overlap", "forbid") != "forbid":
-                raise errors.InvalidArgument(f"pipeline {name!r}: max_active_runs=1 is overlap='forbid', not "
-                                             f"{options['overlap']!r}")
+                raise errors.InvalidArgument(f"pipeline {name!r}: max_active_runs limits runs with overlap='forbid', "
+                                             f"not {options['overlap']!r}")
             options["overlap"] = "forbid"
+            options["max_active_runs"] = max_active_runs
         self.name = name
         self.options = options
         self.steps: list[Step] = []

@@ -43,6 +43,7 @@ MIN_EVERY_INTERVAL_S = 0.1
 # At most this many missed firings are replayed by the catch-up misfire policy.
 DEFAULT_CATCH_UP_LIMIT = 10
 MAX_CATCH_UP_LIMIT = 1000
+MAX_ACTIVE_RUNS = 1000
 MAX_NAME_LENGTH = 200
 # A webhook URL (--on-failure, --on-success) longer than this is a mistake, not an endpoint.
 MAX_WEBHOOK_URL = 2048
@@ -308,6 +309,10 @@ def normalize(spec: pb.JobSpec, *, require_absolute_path: bool = True) -> pb.Job
         raise SpecError("misfire_catch_up_limit", f"must be within 0..{MAX_CATCH_UP_LIMIT}")
     if out.misfire == pb.MISFIRE_CATCH_UP and out.misfire_catch_up_limit == 0:
         out.misfire_catch_up_limit = DEFAULT_CATCH_UP_LIMIT
+    if not 0 <= out.max_active_runs <= MAX_ACTIVE_RUNS:
+        raise SpecError("max_active_runs", f"{out.max_active_runs} is outside 0..{MAX_ACTIVE_RUNS}")
+    if out.max_active_runs > 1 and out.overlap != pb.OVERLAP_FORBID:
+        raise SpecError("max_active_runs", "applies to --overlap forbid (other policies do not limit active runs)")
     if out.split.max_concurrent < 0:
         raise SpecError("split.max_concurrent", "must not be negative")
     for name in ("on_failure", "on_success"):

@@ -23,7 +23,7 @@ UPDATABLE = frozenset({
     "misfire", "misfire_catch_up_limit", "overlap", "routing", "routing_key",
     "split.inputs", "split.parallelism", "split.max_bytes_per_sec", "split.max_records_per_sec",
     "split.task_bytes_per_sec", "split.task_records_per_sec", "split.max_concurrent",
-    "on_failure", "on_success", "code", "steps",
+    "on_failure", "on_success", "code", "steps", "max_active_runs",
 })
 _COMPOSITE = {
     "trigger.kind": ("trigger.now", "trigger.at", "trigger.delay", "trigger.cron", "trigger.every",

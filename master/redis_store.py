@@ -180,7 +180,7 @@ class RedisStore(Store):
                  r.next_fire_ms, r.overlap, r.skip_reason,
                  json.dumps(self._run_block(r.spec, r.scheduled_ms, r.inputs, r.spec_version, r.rerun_of, r.keep_steps),
                             separators=(",", ":")),
-                 r.spec.trigger.max_runs, r.spec_version],
+                 r.spec.trigger.max_runs, r.spec_version, max(1, r.spec.max_active_runs)],
             )
         replies = await pipe.execute()
         return [Fired(run, FireResult(outcomes.FireStatus(raw[0]), int(raw[1]), RunState(raw[2]) if raw[2] else None))

@@ -15,6 +15,7 @@
 -- ARGV[8] the run block of create_run (lib.lua, JSON): settings and tasks.
 -- ARGV[9] the job's max runs (0: no limit; ignored in manual mode)
 -- ARGV[10] the spec version the firing was planned with (the job's field spec_v; absent = 1)
+-- ARGV[11] with overlap 'forbid': how many runs of the job may be active before a firing is skipped
 -- Returns {status, fired_ms, run state}; status: created | skipped | exists | stale | inactive |
 -- exhausted | changed (the job's spec was updated since the firing was planned: plan it again). A created run is SCHEDULED, or SUCCEEDED when it has no tasks (it ended as it was created:
 -- see create_run). `exists`: the run was made already (a manual trigger on the same millisecond, or a
@@ -58,7 +59,8 @@ end
 
 local skip_reason = ARGV[7]
 local blocker = false  -- the active run an overlap-forbid firing is skipped for
-if not exists and skip_reason == '' and ARGV[6] == 'forbid' then
+if not exists and skip_reason == '' and ARGV[6] == 'forbid'
+    and redis.call('SCARD', KEYS[4]) >= tonumber(ARGV[11]) then
   blocker = redis.call('SRANDMEMBER', KEYS[4])
   if blocker then skip_reason = 'overlap forbidden: run ' .. blocker .. ' is still active' end
 end

@@ -277,7 +277,7 @@ class PipelineStep(_message.Message):
     def __init__(self, name: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., after: _Optional[_Iterable[str]] = ..., trigger_rule: _Optional[_Union[TriggerRule, str]] = ..., job_id: _Optional[str] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "entrypoint", "args", "conf", "env", "py_files", "group", "priority", "runner", "trigger", "retry", "timeout", "split", "routing", "routing_key", "labels", "misfire", "misfire_catch_up_limit", "overlap", "bundle", "submit_dir", "cwd", "task_memory_mb", "on_failure", "on_success", "driver_memory", "executor_memory", "executor_cores", "num_executors", "files", "steps", "pipeline")
+    __slots__ = ("name", "entrypoint", "args", "conf", "env", "py_files", "group", "priority", "runner", "trigger", "retry", "timeout", "split", "routing", "routing_key", "labels", "misfire", "misfire_catch_up_limit", "overlap", "bundle", "submit_dir", "cwd", "task_memory_mb", "on_failure", "on_success", "driver_memory", "executor_memory", "executor_cores", "num_executors", "files", "steps", "pipeline", "max_active_runs")
     class ConfEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -331,6 +331,7 @@ class JobSpec(_message.Message):
     FILES_FIELD_NUMBER: _ClassVar[int]
     STEPS_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_FIELD_NUMBER: _ClassVar[int]
+    MAX_ACTIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
     name: str
     entrypoint: str
     args: _containers.RepeatedScalarFieldContainer[str]
@@ -363,7 +364,8 @@ class JobSpec(_message.Message):
     files: _containers.RepeatedScalarFieldContainer[str]
     steps: _containers.RepeatedCompositeFieldContainer[PipelineStep]
     pipeline: str
-    def __init__(self, name: _Optional[str] = ..., entrypoint: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., conf: _Optional[_Mapping[str, str]] = ..., env: _Optional[_Mapping[str, str]] = ..., py_files: _Optional[_Iterable[str]] = ..., group: _Optional[str] = ..., priority: _Optional[int] = ..., runner: _Optional[_Union[Runner, str]] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., split: _Optional[_Union[SplitSpec, _Mapping]] = ..., routing: _Optional[_Union[Routing, str]] = ..., routing_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_catch_up_limit: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., bundle: _Optional[_Union[BundleRef, _Mapping]] = ..., submit_dir: _Optional[str] = ..., cwd: _Optional[str] = ..., task_memory_mb: _Optional[int] = ..., on_failure: _Optional[str] = ..., on_success: _Optional[str] = ..., driver_memory: _Optional[str] = ..., executor_memory: _Optional[str] = ..., executor_cores: _Optional[int] = ..., num_executors: _Optional[int] = ..., files: _Optional[_Iterable[str]] = ..., steps: _Optional[_Iterable[_Union[PipelineStep, _Mapping]]] = ..., pipeline: _Optional[str] = ...) -> None: ...
+    max_active_runs: int
+    def __init__(self, name: _Optional[str] = ..., entrypoint: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., conf: _Optional[_Mapping[str, str]] = ..., env: _Optional[_Mapping[str, str]] = ..., py_files: _Optional[_Iterable[str]] = ..., group: _Optional[str] = ..., priority: _Optional[int] = ..., runner: _Optional[_Union[Runner, str]] = ..., trigger: _Optional[_Union[Trigger, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., split: _Optional[_Union[SplitSpec, _Mapping]] = ..., routing: _Optional[_Union[Routing, str]] = ..., routing_key: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., misfire: _Optional[_Union[MisfirePolicy, str]] = ..., misfire_catch_up_limit: _Optional[int] = ..., overlap: _Optional[_Union[OverlapPolicy, str]] = ..., bundle: _Optional[_Union[BundleRef, _Mapping]] = ..., submit_dir: _Optional[str] = ..., cwd: _Optional[str] = ..., task_memory_mb: _Optional[int] = ..., on_failure: _Optional[str] = ..., on_success: _Optional[str] = ..., driver_memory: _Optional[str] = ..., executor_memory: _Optional[str] = ..., executor_cores: _Optional[int] = ..., num_executors: _Optional[int] = ..., files: _Optional[_Iterable[str]] = ..., steps: _Optional[_Iterable[_Union[PipelineStep, _Mapping]]] = ..., pipeline: _Optional[str] = ..., max_active_runs: _Optional[int] = ...) -> None: ...
 
 class BundleRef(_message.Message):
     __slots__ = ("digest", "size")

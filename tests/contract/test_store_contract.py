@@ -361,6 +361,15 @@ async def test_overlap_forbid_and_a_misfire_skip_record_skipped_runs(store: Stor
     assert await store.active_runs(job_id(1)) == [first]
 
 
+async def test_overlap_forbid_with_max_active_runs_skips_only_once_that_many_are_active(store: Store) -> None:
+    s = spec(trigger=every(60), overlap=pb.OVERLAP_FORBID, max_active_runs=2)
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
+    fired = [await store.fire(job_id(1), s, t, expected_ms=t, next_fire_ms=t + 1_000, overlap="forbid", inputs=[()])
+             for t in (5_000, 6_000, 7_000)]
+    assert [f[1].status for f in fired] == ["created", "created", "skipped"]
+    assert await store.active_runs(job_id(1)) == sorted([fired[0][0], fired[1][0]])
+
+
 async def test_a_firing_with_no_tasks_ends_its_run_at_once(store: Store) -> None:
     s = spec(trigger=every(60))
     await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
