@@ -31,6 +31,8 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 # Pipeline options that are a job's (the rest, such as max_active_runs, are the pipeline's own).
 _PIPELINE_OPTIONS = ("cron", "every", "at", "tz", "misfire", "catch_up_limit", "overlap", "start_at", "end_at",
                      "max_runs", "labels", "on_failure", "on_success", "priority", "group")
+# What runs a Spark declarative pipeline step on the worker (worker/sdp.py).
+SDP_ENTRYPOINT = "sparkyard.worker.sdp:run"
 # Options that make a trigger: a step has none of its own.
 _TRIGGERS = ("cron", "every", "at", "delay", "after", "tz", "fixed_delay", "start_at", "end_at", "max_runs",
              "max_active_runs", "misfire", "catch_up_limit", "overlap")
@@ -94,6 +96,31 @@ class Pipeline:
             self.steps.pop()
             raise errors.InvalidArgument(f"pipeline {self.name!r}: {exc}") from None
         return step
+
+    def sdp_step(self, name: str, spec: str | Path, *, after: Sequence[Step | str] = (),
+                 trigger_rule: str = "all_succeeded", full_refresh: bool | Sequence[str] = False,
+                 refresh: Sequence[str] = (), **options: Any) -> Step:
+        """Add a step that runs a Spark declarative pipeline (``pyspark.pipelines``): ``spec`` is its
+        ``spark-pipeline.yml``; the directory holding it is shipped (``bundle``) and the pipeline runs on
+        the worker's Spark Connect server (``runner="connect"``), each dataset's outcome in the step's result
+        and log. ``full_refresh``: True for every dataset, or the datasets to reset; ``refresh``: only these."""
+        spec_file = (self.base_dir / spec).resolve()
+        if not spec_file.is_file():
+            raise errors.InvalidArgument(f"pipeline {self.name!r}, step {name!r}: no pipeline spec {spec_file}")
+        project = Path(options.pop("bundle", spec_file.parent)).resolve()
+        if not spec_file.is_relative_to(project):
+            raise errors.InvalidArgument(f"pipeline {self.name!r}, step {name!r}: the spec {spec_file} is not "
+                                         f"inside the shipped directory {project}")
+        args = [str(spec_file.relative_to(project))]
+        if full_refresh is True:
+            args.append("--full-refresh-all")
+        elif full_refresh:
+            args += ["--full-refresh", ",".join(full_refresh)]
+        if refresh:
+            args += ["--refresh", ",".join(refresh)]
+        options.setdefault("runner", "connect")
+        return self.step(name, SDP_ENTRYPOINT, after=after, trigger_rule=trigger_rule, args=args,
+                         bundle=str(project), **options)
 
     def to_spec(self) -> tuple[pb.JobSpec, list[Bundle]]:
         """The pipeline's spec, checked as the master checks it, and the bundles its steps ship."""

@@ -18,6 +18,7 @@ import pytest
 
 from harness import EXAMPLES, Cluster, RedisServer, cluster_with_worker, free_port, stop_process, wait_for
 from sparkyard.client import Client, first_run_id
+from sparkyard.pipeline import Pipeline
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.children import Children
 from sparkyard.worker.connect_server import ConnectServer
@@ -152,6 +153,51 @@ def test_a_worker_with_connect_url_uses_that_server_and_offers_no_slot_while_it_
             stop_process(cluster.workers.pop(worker_id).process, signal.SIGINT)
 
 
+SDP_SPEC = """name: sales
+storage: file://{storage}
+libraries:
+  - glob:
+      include: transformations/**
+"""
+SDP_PY = """from pyspark import pipelines as dp
+
+
+@dp.materialized_view
+def orders():
+    return spark.range(10).withColumnRenamed("id", "amount")
+"""
+SDP_SQL = "CREATE MATERIALIZED VIEW revenue AS SELECT sum(amount) AS total FROM orders\n"
+
+
+def test_a_spark_declarative_pipeline_runs_as_a_step_with_each_dataset_s_outcome(
+        connect: tuple[Cluster, Client], tmp_path: Path) -> None:
+    _, client = connect
+    project = tmp_path / "sdp"
+    (project / "transformations").mkdir(parents=True)
+    (project / "spark-pipeline.yml").write_text(SDP_SPEC.format(storage=tmp_path / "storage"))
+    (project / "transformations" / "orders.py").write_text(SDP_PY)
+    (project / "transformations" / "revenue.sql").write_text(SDP_SQL)
+    p = Pipeline("sdp-it", base_dir=tmp_path)
+    marts = p.sdp_step("marts", "sdp/spark-pipeline.yml")
+    p.step("after", f"{TASKS}:upstream_echo", after=[marts])
+    spec, bundles = p.to_spec()
+    for packed in bundles:
+        client.upload(packed)
+    job = client.submit_spec(spec).job
+    run, timed_out = client.wait(client.trigger(job.id).id, timeout=300)
+    assert not timed_out and run.state == pb.RUN_SUCCEEDED, run
+    steps = {s.name: s for s in run.steps}
+    marts_run = client.run(steps["marts"].run_id)
+    outcome = json.loads(marts_run.tasks[0].result_json)
+    assert outcome["run"] == "COMPLETED"
+    assert {name.rsplit(".", 1)[-1]: state for name, state in outcome["flows"].items()} == {
+        "orders": "COMPLETED", "revenue": "COMPLETED"}
+    log = b"".join(client.logs(marts_run.tasks[0].id)).decode()
+    assert "Flow" in log and "Run is COMPLETED" in log
+    after = json.loads(client.run(steps["after"].run_id).tasks[0].result_json)
+    assert after == {"marts": outcome}
+
+
 def test_a_killed_server_is_restarted_and_tasks_run_again(connect: tuple[Cluster, Client]) -> None:
     cluster, client = connect
     old = _server_pid(cluster, "c")
@@ -186,3 +232,4 @@ async def test_a_server_that_cannot_start_is_reported_with_its_backoff(tmp_path:
         await server.close()
     assert reasons[-1] == "Spark Connect server exited with exit code 1 before accepting connections; restarting in 2s"
     assert not list((tmp_path / "children").glob("*.json"))  # the failed start was ended and forgotten
+
