@@ -40,6 +40,7 @@ from sparkyard.master.retention import Retention
 from sparkyard.master.retries import Retries
 from sparkyard.master.scheduler import SlotScheduler
 from sparkyard.master.store import Store
+from sparkyard.master.submissions import Submissions
 from sparkyard.master.timer import SystemTimer
 from sparkyard.master.webhooks import Webhooks
 
@@ -148,7 +149,8 @@ def build_master(cfg: MasterConfig, store: Store, clock: Clock, timer: SystemTim
     pipeline_runs = PipelineRuns(store, outcomes, background, metrics)
     webhooks = Webhooks(store, background, clock, metrics, cfg.on_failure, cfg.on_success)
     reaper = Reaper(store, registry, outcomes, timer, background, cfg)
-    jobs = JobManager(cfg, store, clock, outcomes, purgatory, arming, preloader, bundles, metrics)
+    submissions = Submissions(cfg, store, clock, outcomes, arming, bundles, metrics)
+    jobs = JobManager(cfg, store, clock, outcomes, purgatory, arming, preloader, submissions)
     logs = LogRelay(registry)
     connection = WorkerConnection(store, registry, outcomes, logs, reports, clock, cfg)
 

@@ -1,7 +1,7 @@
 """What users can do with jobs and runs — the domain API behind ``JobService``.
 
-Validation happens here (never trusting the client): the spec through :func:`sparkyard.spec.normalize`,
-the split through the splitter, the first fire time through the trigger rules. Errors are domain errors
+Ids and arguments are checked here (never trusting the client); a submitted or updated spec is checked by
+:class:`~sparkyard.master.submissions.Submissions`, the submit path. Errors are domain errors
 (:mod:`sparkyard.errors`) whose message names the field or id.
 """
 
@@ -9,30 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
-from dataclasses import dataclass, replace
-from typing import Any
 
 from sparkyard import ids
 from sparkyard.clock import Clock
 from sparkyard.config import MasterConfig
 from sparkyard.errors import FailedPrecondition, InvalidArgument, NotFound
-from sparkyard.master import triggers
 from sparkyard.master.arming import Arming
-from sparkyard.master.bundles import BundleStore
-from sparkyard.master.limits import check_sizes
-from sparkyard.master.metrics import MasterMetrics
 from sparkyard.master.outcomes import Outcomes
 from sparkyard.master.pipelines import with_step_jobs
 from sparkyard.master.preloader import Preloader
 from sparkyard.master.purgatory import DelayedOperation, Purgatory
 from sparkyard.master.records import JobRecord, RunRecord, TaskRecord
 from sparkyard.master.store import Store
-from sparkyard.master.store_values import NewJob, SubmitResult
 from sparkyard.master.store_outcomes import CancelStatus, DeleteStatus, FireStatus, StateChangeStatus, UpdateStatus
-from sparkyard.master.splitter import split_job
-from sparkyard.pipeline_spec import normalize_pipeline, same_version
-from sparkyard.spec import SpecError, normalize
+from sparkyard.master.submissions import Submissions, Submitted, bundle_missing, first_fire_ms
+from sparkyard.pipeline_spec import same_version
+from sparkyard.spec import SpecError
 from sparkyard.updates import apply_update
 from sparkyard.states import RUN_TERMINAL, JobState, StepState, TaskState
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -44,20 +36,8 @@ DEFAULT_LIST_LIMIT = 50
 MAX_LIST_LIMIT = 10_000
 # A job cancel re-reads the job's active runs this many times if firings keep racing it.
 CANCEL_ATTEMPTS = 5
-# Submits of a bulk call sent to Redis in one script call.
-SUBMIT_PIPELINE = 1000
-# A new job id that is already taken is drawn again this many times (40 random bits: it never is).
-ID_ATTEMPTS = 3
-# Distinct specs whose validation and split are remembered (see JobManager._validated).
-VALIDATION_CACHE_SIZE = 256
 # An update re-reads the job and merges its change again this many times if other updates keep coming first.
 UPDATE_ATTEMPTS = 5
-
-
-@dataclass
-class Submitted:
-    job: JobRecord
-    duplicate: bool
 
 
 class RunWaiter(DelayedOperation):
@@ -89,157 +69,26 @@ def _parent(spec: pb.JobSpec) -> str:
     return spec.trigger.after.job_id if spec.trigger.WhichOneof("kind") == "after" else ""
 
 
-def _bundle_missing(digest: str) -> InvalidArgument:
-    """A job names a bundle the master does not have: never uploaded, or collected since it was checked."""
-    return InvalidArgument(f"bundle {digest} is not on the master: upload it first (sparkyard submit and "
-                           "Client.submit do)")
-
-
 class JobManager:
     def __init__(self, cfg: MasterConfig, store: Store, clock: Clock, outcomes: Outcomes, purgatory: Purgatory,
-                 arming: Arming, preloader: Preloader, bundles: BundleStore, metrics: MasterMetrics) -> None:
-        self._verbose = True  # one log line per job for single submits, one per call for bulk ones
-        self._validation_cache: OrderedDict[bytes, tuple[pb.JobSpec, list[tuple[Any, ...]]]] = OrderedDict()
+                 arming: Arming, preloader: Preloader, submissions: Submissions) -> None:
         self._cfg = cfg
         self._store = store
         self._clock = clock
         self._outcomes = outcomes
         self._purgatory = purgatory
-        self._metrics = metrics
         self._preloader = preloader
         self._arming = arming
-        self._bundles = bundles
+        self._submissions = submissions
 
     # ---- submit ---------------------------------------------------------------------------------------
 
-    def _validated(self, spec: pb.JobSpec) -> tuple[pb.JobSpec, list[tuple[Any, ...]]]:
-        """The normalized spec and its task split, cached by the spec's bytes: the jobs of a bulk submit
-        usually share one spec, and both are pure functions of it (the result is never mutated)."""
-        key = spec.SerializeToString(deterministic=True)
-        hit = self._validation_cache.get(key)
-        if hit is not None:
-            return hit
-        try:
-            norm = normalize_pipeline(spec) if spec.steps else normalize(spec)
-            check_sizes(norm, self._cfg)
-            tasks = split_job(norm)
-        except SpecError as exc:  # SplitError is a SpecError
-            raise InvalidArgument(str(exc)) from None
-        self._validation_cache[key] = (norm, tasks)
-        if len(self._validation_cache) > VALIDATION_CACHE_SIZE:
-            self._validation_cache.popitem(last=False)
-        return norm, tasks
-
-    def _prepare(self, job_id: str, spec: pb.JobSpec, idempotency_key: str, now_ms: int) -> NewJob:
-        norm, tasks = self._validated(spec)
-        trigger = norm.trigger
-        kind = trigger.WhichOneof("kind")
-        if kind == "now":
-            # Fires inside the submit script: no schedule entry, no timer, one Redis call.
-            return NewJob(job_id, norm, "abs", now_ms, idempotency_key, fire_now=tasks)
-        if kind == "after":
-            # A child job has no schedule entry: its parent's run ends fire it (master/children.py).
-            return NewJob(job_id, norm, "after", -1, idempotency_key, after=trigger.after.job_id)
-        if norm.steps:
-            norm, steps = with_step_jobs(job_id, norm, now_ms)
-            if kind == "manual":
-                return NewJob(job_id, norm, "manual", -1, idempotency_key, steps=steps)
-            mode, value = ("delay", trigger.delay.ToMilliseconds()) if kind == "delay" else (
-                "abs", now_ms if kind == "now" else self._first_fire_ms(trigger, now_ms))
-            return NewJob(job_id, norm, mode, value, idempotency_key, steps=steps)
-        if kind == "manual":
-            return NewJob(job_id, norm, "manual", -1, idempotency_key)
-        if kind == "delay":
-            mode, value = "delay", trigger.delay.ToMilliseconds()
-        else:
-            mode, value = "abs", self._first_fire_ms(trigger, now_ms)
-        return NewJob(job_id, norm, mode, value, idempotency_key)
-
     async def submit(self, spec: pb.JobSpec, idempotency_key: str = "") -> Submitted:
-        return (await self._submit([(spec, idempotency_key)], name_index=False))[0]
+        return await self._submissions.submit(spec, idempotency_key)
 
     async def submit_many(self, requests: list[tuple[pb.JobSpec, str]]) -> list[Submitted]:
         """All specs are validated before any is stored: one bad spec fails the whole call."""
-        return await self._submit(requests, name_index=True)
-
-    async def _submit(self, requests: list[tuple[pb.JobSpec, str]], *, name_index: bool) -> list[Submitted]:
-        if len(requests) > 1:
-            log.info("bulk submit of %d jobs", len(requests))
-        self._verbose = len(requests) == 1
-        now_ms = int(self._clock.now() * 1000)
-        prepared = []
-        for i, (job_id, (spec, key)) in enumerate(zip(ids.new_job_ids(now_ms, len(requests)), requests)):
-            try:
-                prepared.append(self._prepare(job_id, spec, key, now_ms))
-            except InvalidArgument as exc:
-                raise type(exc)(f"jobs[{i}].{exc}" if name_index else str(exc)) from None
-        await self._check_bundles(prepared)
-        await self._check_parents(prepared)
-        ttl_ms = int(self._cfg.idempotency_ttl_s * 1000)
-        out: list[Submitted] = []
-        for start in range(0, len(prepared), SUBMIT_PIPELINE):
-            chunk = prepared[start:start + SUBMIT_PIPELINE]
-            results = await self._store.submit_many(chunk, ttl_ms)
-            for attempt in range(ID_ATTEMPTS):
-                taken = [i for i, res in enumerate(results) if res.id_taken]
-                if not taken:
-                    break
-                log.warning("%d new job ids were taken; drawing new ones", len(taken))
-                fresh = [replace(chunk[i], job_id=j) for i, j in zip(taken, ids.new_job_ids(now_ms, len(taken)))]
-                for i, res in zip(taken, await self._store.submit_many(fresh, ttl_ms)):
-                    chunk[i], results[i] = fresh[taken.index(i)], res
-            else:
-                raise FailedPrecondition("could not draw unused job ids; try again")
-            for new, res in zip(chunk, results):
-                out.append(await self._submitted(new, res))
-        return out
-
-    async def _check_parents(self, prepared: list[NewJob]) -> None:
-        """A child job's parent must exist and may still run (submit.lua checks existence again, atomically)."""
-        for parent in sorted({p.after for p in prepared if p.after}):
-            job = await self._store.get_job(parent)
-            if job is None:
-                raise InvalidArgument(f"trigger.after.job_id: job {parent} not found (--after names the parent job)")
-            if job.state is JobState.CANCELLED:
-                raise FailedPrecondition(f"job {parent} is CANCELLED: a child of it would never fire (--after)")
-
-    async def _check_bundles(self, prepared: list[NewJob]) -> None:
-        """A job may name only a bundle the master has (the client uploads it first)."""
-        await self._check_digests({s.bundle.digest for p in prepared for s in (p.spec, *(spec for _, spec in p.steps))
-                                   if s.bundle.digest})
-
-    async def _check_digests(self, digests: set[str]) -> None:
-        if not digests:
-            return
-        missing = digests - await self._bundles.present(digests)
-        if missing:
-            raise _bundle_missing(sorted(missing)[0])
-
-    async def _submitted(self, new: NewJob, res: SubmitResult) -> Submitted:
-        if res.parent_missing:
-            raise NotFound(f"trigger.after.job_id: job {new.after} was deleted while the job was submitted")
-        if res.bundle_missing:
-            raise _bundle_missing(new.spec.bundle.digest)
-        if res.duplicate:
-            job = await self._store.get_job(res.job_id)
-            if job is None:
-                raise NotFound(f"job {res.job_id} of idempotency key {new.idempotency_key!r} is gone")
-            return Submitted(job, True)
-        log.log(logging.INFO if self._verbose else logging.DEBUG,
-                "job=%s submitted name=%s trigger=%s first_fire=%d%s", res.job_id, new.spec.name,
-                 new.spec.trigger.WhichOneof("kind"), res.next_fire_ms, " (fired)" if res.fired else "")
-        # What submit.lua stored, without reading it back.
-        if res.fired:
-            self._metrics.fired_by_submit()
-            self._outcomes.work_ready()
-            job = JobRecord(id=res.job_id, spec=new.spec, state=JobState.COMPLETED, created_ms=res.created_ms,
-                            updated_ms=res.created_ms, next_fire_ms=-1, runs=1,
-                            last_run_id=ids.run_id(res.job_id, res.next_fire_ms))
-        else:
-            self._arming.consider(res.job_id, res.next_fire_ms)
-            job = JobRecord(id=res.job_id, spec=new.spec, state=JobState.ACTIVE, created_ms=res.created_ms,
-                            updated_ms=res.created_ms, next_fire_ms=res.next_fire_ms, runs=0, last_run_id="")
-        return Submitted(job, False)
+        return await self._submissions.submit_many(requests)
 
     # ---- reads ----------------------------------------------------------------------------------------
 
@@ -423,7 +272,7 @@ class JobManager:
                 merged = apply_update(job.spec, change, fields)
             except SpecError as exc:
                 raise InvalidArgument(str(exc)) from None
-            spec, _ = self._validated(merged)
+            spec, _ = self._submissions.validated(merged)
             if _parent(spec) != _parent(job.spec):
                 raise InvalidArgument("trigger: an update cannot make a job a child job, end one, or give it another "
                                       "parent (--after); submit a new job (its condition may change)")
@@ -435,11 +284,11 @@ class JobManager:
             steps: tuple[tuple[str, pb.JobSpec], ...] = ()
             if spec.steps:
                 spec, steps = with_step_jobs(job_id, spec, int(self._clock.now() * 1000))
-            await self._check_digests({s.bundle.digest for s in (spec, *(s for _, s in steps))
+            await self._submissions.check_digests({s.bundle.digest for s in (spec, *(s for _, s in steps))
                                        if s.bundle.digest} - {job.spec.bundle.digest})
             next_fire = -1
             if any(f.startswith("trigger.") for f in fields) and not _parent(spec):
-                next_fire = self._first_fire_ms(spec.trigger, int(self._clock.now() * 1000))
+                next_fire = first_fire_ms(spec.trigger, int(self._clock.now() * 1000))
             result = await self._store.update_spec(job_id, job.spec_version, spec, next_fire, steps)
             if result.status is UpdateStatus.CONFLICT:
                 continue
@@ -449,26 +298,13 @@ class JobManager:
                 raise FailedPrecondition(f"job {job_id} is {result.state and result.state.value} and can no longer "
                                          "be updated")
             if result.status is UpdateStatus.BUNDLE_MISSING:
-                raise _bundle_missing(spec.bundle.digest or "of a step")
+                raise bundle_missing(spec.bundle.digest or "of a step")
             log.info("job=%s updated to spec version %d (%s)%s", job_id, result.spec_version, ", ".join(fields),
                      f" next fire {result.next_fire_ms}" if next_fire >= 0 else "")
             if result.state is JobState.ACTIVE:
                 self._arming.consider(job_id, result.next_fire_ms)
             return await self.get_job(job_id)
         raise FailedPrecondition(f"job {job_id} kept changing while being updated; try again")
-
-    @staticmethod
-    def _first_fire_ms(trigger: pb.Trigger, now_ms: int) -> int:
-        """A trigger's first fire time from ``now_ms``; InvalidArgument if it would never fire."""
-        kind = trigger.WhichOneof("kind")
-        if kind == "now":
-            return now_ms
-        if kind == "delay":
-            return now_ms + trigger.delay.ToMilliseconds()
-        first = triggers.first_fire_ms(trigger, now_ms)
-        if first == triggers.NONE:
-            raise InvalidArgument("trigger.end_at: the job would never fire (end_at is before its first fire time)")
-        return first
 
     async def rerun(self, run_id: str, failed_only: bool) -> RunRecord:
         """Run an ended run again as a new run of its job: all its tasks' inputs, or with ``failed_only``

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from sparkyard.config import MasterConfig, flag_of
+from sparkyard.config import MasterConfig
+from sparkyard.flags import flag_of
 from sparkyard.errors import ResourceExhausted
 from sparkyard.timeutil import format_size
 from sparkyard.v1 import sparkyard_pb2 as pb

@@ -14,25 +14,15 @@ from redis.asyncio import Redis
 
 from sparkyard.clock import Clock
 from sparkyard.keys import Keys
-from sparkyard.master.records import (
-    StepRecord,
-    JobRecord,
-    RunRecord,
-    TaskRecord,
-    read_one,
-    readable,
-    spec_from_text,
-    spec_to_text,
-)
+from sparkyard.master.records import spec_to_text
+from sparkyard.master.redis_reads import RedisReads
 from sparkyard.master.routing import Routable
-from sparkyard.master.spec_cache import SpecCache
 from sparkyard.master.scripts import ScriptLibrary
 from sparkyard.master import store_outcomes as outcomes
 from sparkyard.master.store import Store
 from sparkyard.master.children import child_block
 from sparkyard.master.pipelines import pipeline_block
 from sparkyard.master.store_values import (
-    DEFAULT_DUE_LIMIT,
     DEFAULT_PRIORITY_AGING_MS,
     DEFAULT_SWEEP_LIMIT,
     CancelResult,
@@ -53,7 +43,7 @@ from sparkyard.master.store_values import (
     UpdateResult,
 )
 from sparkyard.errors import Unavailable
-from sparkyard.states import JobState, RunState, StepState
+from sparkyard.states import JobState, RunState
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard import ids
 
@@ -66,21 +56,18 @@ def _groups(flat: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
         yield flat[i:i + size]
 
 
-class RedisStore(Store):
-    """Sparkyard's state in Redis (key schema: :mod:`sparkyard.keys`)."""
+class RedisStore(RedisReads, Store):
+    """Sparkyard's state in Redis (key schema: :mod:`sparkyard.keys`): the script calls here, the plain reads
+    in :class:`RedisReads`."""
 
     def __init__(self, redis: Redis, keys: Keys, priority_aging_ms: int = DEFAULT_PRIORITY_AGING_MS,
                  min_replicas: int = 0, *, observe: Callable[[str, float], None] | None = None,
                  test_clock: Clock | None = None) -> None:
         """``test_clock``, for tests only, replaces Redis ``TIME`` as the store's clock (ScriptLibrary)."""
+        super().__init__(redis, keys, test_clock)
         self.priority_aging_ms = priority_aging_ms
         self.min_replicas = min_replicas
-        # Any: redis-py types every reply as bytes | str whatever decode_responses says; ours are str.
-        self.redis: Any = redis
-        self.keys = keys
         self._lua = self.scripts = ScriptLibrary(redis, keys, observe=observe, test_clock=test_clock)
-        self._test_clock = test_clock
-        self._specs = SpecCache()
 
     # ---- submit and fire -------------------------------------------------------------------------
 
@@ -186,18 +173,6 @@ class RedisStore(Store):
         return [Fired(run, FireResult(outcomes.FireStatus(raw[0]), int(raw[1]), RunState(raw[2]) if raw[2] else None))
                 for run, raw in zip(runs, replies)]
 
-    async def job_progress(self, job_ids: Sequence[str]) -> dict[str, outcomes.JobProgress]:
-        pipe = self.redis.pipeline(transaction=False)
-        for job_id in job_ids:
-            pipe.hmget(self.keys.job(job_id), "state", "runs", "spec_v")
-        return {j: outcomes.JobProgress(JobState(v[0]), int(v[1] or 0), int(v[2] or 1))
-                for j, v in zip(job_ids, await pipe.execute()) if v[0]}
-
-    async def due_schedule(self, until_ms: int, limit: int = DEFAULT_DUE_LIMIT) -> list[outcomes.ScheduleEntry]:
-        rows = await self.redis.zrangebyscore(self.keys.schedule, "-inf", until_ms, start=0, num=limit,
-                                              withscores=True)
-        return [outcomes.ScheduleEntry(job_id, int(score)) for job_id, score in rows]
-
     # ---- dispatch ----------------------------------------------------------------------------------
 
     async def peek_ready(self, group: str, n: int) -> list[Routable]:
@@ -243,10 +218,6 @@ class RedisStore(Store):
                           task_ids: Sequence[str] = ()) -> list[outcomes.Released]:
         raw = await self._lua("release", [self.keys.delayed], [limit, *task_ids])
         return [outcomes.Released(t, g) for t, g in _groups(raw, 2)]
-
-    async def delayed_entries(self) -> list[outcomes.Delayed]:
-        rows = await self.redis.zrange(self.keys.delayed, 0, -1, withscores=True)
-        return [outcomes.Delayed(t, int(s)) for t, s in rows]
 
     async def reap_expired(self, max_lost: int, limit: int = DEFAULT_SWEEP_LIMIT) -> list[Reaped]:
         raw = await self._lua("reap", [self.keys.leases, self.keys.timeouts], [max_lost, limit, "expired"])
@@ -301,33 +272,12 @@ class RedisStore(Store):
                                                  ["plan", job_id, max_concurrent, *times_ms])
         return outcomes.BackfillPlanned(outcomes.BackfillStatus(status), int(added), int(pending))
 
-    async def parents(self) -> set[str]:
-        return set(await self.redis.smembers(self.keys.parents))
-
-    async def children(self, job_id: str) -> list[str]:
-        return sorted(await self.redis.smembers(self.keys.job_children(job_id)))
-
-    async def backfill_jobs(self) -> dict[str, int]:
-        return {job: int(n) for job, n in (await self.redis.hgetall(self.keys.backfills)).items()}
-
-    async def backfill_pending(self, job_id: str, limit: int) -> list[int]:
-        return [int(t) for t in await self.redis.zrange(self.keys.job_backfill(job_id), 0, limit - 1)]
-
     async def backfill_done(self, job_id: str, times_ms: Sequence[int]) -> int:
         _, _, pending = await self._lua("backfill", self._backfill_keys(job_id), ["done", job_id, *times_ms])
         return int(pending)
 
     async def backfill_drop(self, job_id: str) -> None:
         await self._lua("backfill", self._backfill_keys(job_id), ["drop", job_id])
-
-    async def awaiting_among(self, job_ids: Sequence[str]) -> list[str]:
-        if not job_ids:
-            return []
-        flags = await self.redis.smismember(self.keys.awaiting, list(job_ids))
-        return [j for j, member in zip(job_ids, flags) if member]
-
-    async def awaiting_jobs(self) -> list[str]:
-        return sorted(await self.redis.smembers(self.keys.awaiting))
 
     # ---- delete and retention -----------------------------------------------------------------------
 
@@ -344,55 +294,7 @@ class RedisStore(Store):
                               [cursor, bounds.jobs_per_step, bounds.keep_runs, bounds.max_age_ms, bounds.budget])
         return PurgeResult(*(int(x) for x in raw[:4]), more=bool(int(raw[4])))
 
-    # ---- reads ---------------------------------------------------------------------------------------
-
-    async def time_ms(self) -> int:
-        if self._test_clock is not None:
-            return round(self._test_clock.now() * 1000)
-        seconds, micros = await self.redis.time()
-        return int(seconds) * 1000 + int(micros) // 1000
-
-    async def get_job(self, job_id: str) -> JobRecord | None:
-        h = await self.redis.hgetall(self.keys.job(job_id))
-        return read_one("job", job_id, lambda: JobRecord.from_hash(job_id, h)) if h else None
-
-    def cached_spec(self, job_id: str) -> pb.JobSpec | None:
-        """A job's latest spec if this master has it in memory (no Redis call): only what it submitted,
-        updated or read."""
-        return self._specs.latest(job_id)
-
-    async def get_specs(self, versions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], pb.JobSpec]:
-        """Cached ones at once, the others in one round trip."""
-        found: dict[tuple[str, int], pb.JobSpec] = {}
-        missing: list[tuple[str, int]] = []
-        for job_id, version in versions:
-            spec = self._specs.get(job_id, version)
-            if spec is None:
-                missing.append((job_id, version))
-            else:
-                found[(job_id, version)] = spec
-        if missing:
-            pipe = self.redis.pipeline(transaction=False)
-            for job_id, version in missing:
-                pipe.hmget(self.keys.job(job_id), "spec", "spec_v", f"spec@{version}")
-            for (job_id, version), (text, current, old) in zip(missing, await pipe.execute()):
-                if text is None:
-                    continue
-                latest = int(current or 1)
-                self._specs.remember(job_id, spec_from_text(text), latest)
-                if version in (0, latest):
-                    latest_spec = self._specs.latest(job_id)
-                    assert latest_spec is not None  # remembered just above
-                    found[(job_id, version)] = latest_spec
-                elif old is not None:
-                    found[(job_id, version)] = spec_from_text(old)
-                    self._specs.remember(job_id, found[(job_id, version)], version)
-        return found
-
-    async def get_spec(self, job_id: str, version: int = 0) -> pb.JobSpec | None:
-        """A job's spec of that version (0: the latest this master knows of, else read), cached: a
-        version's spec never changes."""
-        return (await self.get_specs([(job_id, version)])).get((job_id, version))
+    # ---- update and queue depths ---------------------------------------------------------------------
 
     async def update_spec(self, job_id: str, base_version: int, spec: pb.JobSpec, next_fire_ms: int,
                           steps: Sequence[tuple[str, pb.JobSpec]] = ()) -> UpdateResult:
@@ -409,112 +311,6 @@ class RedisStore(Store):
             self._specs.remember(job_id, spec, result.spec_version)
         return result
 
-    async def list_jobs(self, limit: int, state: JobState | None = None, group: str = "") -> list[JobRecord]:
-        """Filters are applied while scanning pages of the jobs index, so ``limit`` counts matching jobs. A
-        pipeline's step jobs are not listed (the pipeline is; its runs show its steps)."""
-        out: list[JobRecord] = []
-        start, page = 0, max(limit, 100)
-        while len(out) < limit:
-            job_ids = await self.redis.zrevrange(self.keys.jobs, start, start + page - 1)
-            if not job_ids:
-                break
-            pipe = self.redis.pipeline(transaction=False)
-            for job_id in job_ids:
-                pipe.hgetall(self.keys.job(job_id))
-            for job_id, h in zip(job_ids, await pipe.execute()):
-                if not h:
-                    continue
-                rec = readable(job_id, lambda: JobRecord.from_hash(job_id, h))
-                if rec is None or "pipeline" in h:
-                    continue
-                if (state is None or rec.state == state) and (not group or rec.spec.group == group):
-                    out.append(rec)
-                    if len(out) == limit:
-                        break
-            start += page
-        return out
-
-    async def get_run(self, run_id: str, *, with_tasks: bool = True) -> RunRecord | None:
-        h = await self.redis.hgetall(self.keys.run(run_id))
-        if not h:
-            return None
-        run = read_one("run", run_id, lambda: RunRecord.from_hash(run_id, h))
-        if run.graph:
-            run.steps = await self.pipeline_steps(run)
-        elif with_tasks:
-            run.tasks = await self.get_tasks([ids.task_id(run_id, i) for i in range(run.task_count)])
-        return run
-
-    async def pipeline_steps(self, run: RunRecord) -> list[StepRecord]:
-        """Every step of a pipeline run, in definition order, with its run's times and attempts."""
-        graph = json.loads(run.graph)
-        names = [g[0] for g in graph]
-        k = self.keys
-        raw = await self.redis.hmget(k.run_steps(run.id), *names, *(f"r:{n}" for n in names))
-        states, runs = raw[:len(names)], raw[len(names):]
-        pipe = self.redis.pipeline(transaction=False)
-        for step_run in runs:
-            pipe.hmget(k.run(step_run or "-"), "started_ms", "finished_ms", "task_count")
-        times = await pipe.execute()
-        for step_run, (_, _, count) in zip(runs, times):
-            for i in range(int(count or 0) if step_run else 0):
-                pipe.hget(k.task(ids.task_id(step_run, i)), "attempts")
-        attempts = iter(await pipe.execute())
-        steps = []
-        for (name, job_id, after, _), state, step_run, (started, finished, count) in zip(graph, states, runs, times):
-            tried = sum(int(next(attempts) or 0) for _ in range(int(count or 0) if step_run else 0))
-            steps.append(StepRecord(name, StepState(state or "PENDING"), job_id, tuple(after), step_run or "",
-                                    int(started or 0), int(finished or 0), tried))
-        return steps
-
-    async def pipeline_run_ended_by(self, run_id: str) -> outcomes.PipelineEnd | None:
-        prun = await self.redis.hget(self.keys.run(run_id), "prun")
-        if not prun:
-            return None
-        state, ended_by, fired, finished = await self.redis.hmget(self.keys.run(prun), "state", "ended_by", "fired_ms",
-                                                                  "finished_ms")
-        if ended_by != run_id:
-            return None
-        return outcomes.PipelineEnd(prun, RunState(state), int(finished or 0) - int(fired or 0))
-
-    async def list_runs(self, job_id: str, limit: int, *, with_tasks: bool = False) -> list[RunRecord]:
-        run_ids = await self.redis.zrevrange(self.keys.job_runs(job_id), 0, limit - 1)
-        pipe = self.redis.pipeline(transaction=False)
-        for run_id in run_ids:
-            pipe.hgetall(self.keys.run(run_id))
-        read = (readable(r, lambda: RunRecord.from_hash(r, h)) for r, h in zip(run_ids, await pipe.execute()) if h)
-        runs = [run for run in read if run is not None]
-        if with_tasks:
-            for run in runs:
-                run.tasks = await self.get_tasks([ids.task_id(run.id, i) for i in range(run.task_count)])
-        return runs
-
-    async def get_tasks(self, task_ids: Sequence[str]) -> list[TaskRecord]:
-        pipe = self.redis.pipeline(transaction=False)
-        for task_id in task_ids:
-            pipe.hgetall(self.keys.task(task_id))
-            pipe.hgetall(self.keys.attempts(task_id))
-        raw = await pipe.execute()
-        read = (readable(task_id, lambda: TaskRecord.from_hash(task_id, raw[2 * i], raw[2 * i + 1]))
-                for i, task_id in enumerate(task_ids) if raw[2 * i])
-        return [task for task in read if task is not None]
-
-    async def active_runs(self, job_id: str) -> list[str]:
-        return sorted(await self.redis.smembers(self.keys.job_active(job_id)))
-
-    async def run_task_counts(self, run_ids: Sequence[str]) -> dict[str, int]:
-        pipe = self.redis.pipeline(transaction=False)
-        for run_id in run_ids:
-            pipe.hget(self.keys.run(run_id), "task_count")
-        return {r: int(c or 0) for r, c in zip(run_ids, await pipe.execute())}
-
-    async def ready_counts(self) -> dict[str, int]:
-        groups = sorted(await self.redis.smembers(self.keys.groups))
-        pipe = self.redis.pipeline(transaction=False)
-        for group in groups:
-            pipe.zcard(self.keys.ready(group))
-        return dict(zip(groups, await pipe.execute()))
-
     async def queue_depths(self, limit: int) -> dict[str, QueueDepth]:
         raw = await self._lua("queue_depth", [self.keys.groups], [limit, self.priority_aging_ms])
         out, i = {}, 0
@@ -526,35 +322,11 @@ class RedisStore(Store):
             i += 4 + 2 * pairs
         return out
 
-    async def ping(self) -> None:
-        await self.redis.ping()
-
-    async def counts(self) -> dict[str, int]:
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.zcard(self.keys.leases)
-        pipe.zcard(self.keys.schedule)
-        pipe.zcard(self.keys.delayed)
-        leased, scheduled, delayed = await pipe.execute()
-        return {"leased": leased, "scheduled": scheduled, "delayed": delayed}
-
-    # ---- workers -------------------------------------------------------------------------------------
+    # ---- workers and masters -------------------------------------------------------------------------
 
     async def put_worker(self, worker_id: str, info: dict[str, Any]) -> None:
         await self._lua("worker", [self.keys.workers], [worker_id, json.dumps(info, separators=(",", ":"))])
 
-    async def get_workers(self) -> dict[str, dict[str, Any]]:
-        raw = await self.redis.hgetall(self.keys.workers)
-        return {w: json.loads(v) for w, v in raw.items()}
-
-    async def worker_leases(self, worker_id: str) -> set[str]:
-        return set(await self.redis.smembers(self.keys.worker_leases(worker_id)))
-
-    # ---- masters -------------------------------------------------------------------------------------
-
     async def put_master(self, master_id: str, record: dict[str, Any]) -> None:
         """Record what a master says about itself (``master.lua``: unfenced, a standby records itself too)."""
         await self._lua("master", [], [master_id, json.dumps(record, separators=(",", ":"))])
-
-    async def get_masters(self) -> dict[str, dict[str, Any]]:
-        raw = await self.redis.hgetall(self.keys.masters)
-        return {m: json.loads(v) for m, v in raw.items()}

@@ -113,10 +113,20 @@ def start_redis(data_dir: Path, appendonly: bool = True, *, port: int = 0, extra
 
 
 def stop_process(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout: float = 30) -> None:
-    if proc.poll() is None:
+    stop_processes([proc], sig, timeout)
+
+
+def stop_processes(procs: list[subprocess.Popen[Any]], sig: int = signal.SIGTERM, timeout: float = 30) -> None:
+    """Signal every process first, then wait for each (killed once ``timeout`` has passed): a worker's
+    graceful stop (drain, its drivers' JVMs) takes seconds, and stopping the workers one after the other
+    added those seconds up."""
+    running = [proc for proc in procs if proc.poll() is None]
+    for proc in running:
         proc.send_signal(sig)
+    deadline = time.monotonic() + timeout
+    for proc in running:
         try:
-            proc.wait(timeout=timeout)
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -249,8 +259,7 @@ class Cluster:
         for client in self._clients:
             client.close()
         self._clients.clear()
-        for worker in self.workers.values():
-            stop_process(worker.process, signal.SIGINT, timeout=20)
+        stop_processes([worker.process for worker in self.workers.values()], signal.SIGINT, timeout=20)
         if self.master is not None:
             stop_process(self.master.process)
 

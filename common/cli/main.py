@@ -21,7 +21,6 @@ from rich.console import Console
 
 from sparkyard import errors, resources
 from sparkyard.cli import render
-from sparkyard.cli.apply import apply as apply_files, describe
 from sparkyard.channel import TLS_FLAGS
 from sparkyard.client import Client, first_run_id
 from sparkyard.config import DEFAULT_LISTEN, ClientConfig, ConfigError, read_secret
@@ -328,6 +327,7 @@ def dispatch(args: argparse.Namespace) -> int:
             runs = client.runs(args.job_id, limit=args.limit, with_tasks=args.json)
             out(runs, lambda c: render.runs_table(c, runs))
         elif verb == "apply":
+            from sparkyard.cli.apply import apply as apply_files, describe  # only here: a submit loads no pipelines
             changes = apply_files(client, args.paths, prune=args.prune, dry_run=args.dry_run)
             if args.json:
                 render.print_json([c.to_dict() for c in changes])

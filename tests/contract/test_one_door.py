@@ -33,6 +33,7 @@ PY_WRITES = frozenset(c.lower() for c in LUA_WRITES) | {"delete", "execute_comma
 # the clients (redis.exceptions, which only names errors, may be imported anywhere).
 DOORS = {
     "redis_store.py": "the Store: every write a script of the library",
+    "redis_reads.py": "the Store's plain reads (RedisStore extends it): pipelines of reads, no write",
     "redis_bundles.py": "the store's door to bundles (chunks are bytes: a client of its own)",
     "scripts.py": "the script library: registers and calls the scripts",
     "redis_url.py": "makes the clients from --redis-url",

@@ -49,7 +49,8 @@ def test_queued_and_delayed_jobs_survive_a_master_restart(make_cluster: object, 
              "the queued runs to be created")
     cluster.stop_master(sig)
     cluster.start_master()
-    cluster.start_worker("w", slots=2)
+    # One slot: the jobs take milliseconds each; a second slot would only warm a second driver (a JVM start).
+    cluster.start_worker("w", slots=1)
     client = cluster.client()
     for job in queued + delayed:
         run, timed_out = client.wait(first_run_id(job), timeout=120)
