@@ -8,8 +8,10 @@ from __future__ import annotations
 # header (16 KiB at most on the client), so a 100 KB value quoted in full would replace the message with
 # "Stream removed"; the first 200 characters are enough to recognise it.
 QUOTE_CHARS = 200
-# Any error message is cut to this length before it is sent, whatever it quotes (same reason).
-MAX_MESSAGE_CHARS = 4000
+# Any error message is cut to this many bytes as sent, whatever it quotes (same reason). gRPC sends the
+# message percent-encoded (every byte of a character outside printable ASCII, and '%', takes 3), so the
+# cut counts encoded bytes: 4000 characters of 'é' would be 24 KB on the wire.
+MAX_MESSAGE_BYTES = 4000
 
 
 def quote(value: object, limit: int = QUOTE_CHARS) -> str:
@@ -21,9 +23,26 @@ def quote(value: object, limit: int = QUOTE_CHARS) -> str:
     return f"{text[:limit]}… ({size:,} characters)"
 
 
-def clip(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """A message cut to ``limit`` characters, saying how long it was."""
-    return message if len(message) <= limit else f"{message[:limit]}… (message of {len(message):,} characters cut)"
+def _wire_bytes(char: str) -> int:
+    """Bytes ``char`` takes in gRPC's percent-encoded ``grpc-message`` header."""
+    if " " <= char <= "~" and char != "%":
+        return 1
+    return 3 * len(char.encode("utf-8", "surrogatepass"))
+
+
+def clip(message: str, limit: int = MAX_MESSAGE_BYTES) -> str:
+    """A message cut to at most ``limit`` bytes as gRPC sends it, saying how long it was; the one place
+    every error message passes before it leaves the master, so no input echoed in it can make the header
+    overflow (the caller would get "Stream removed" instead of the error)."""
+    if len(message) * 12 <= limit or sum(_wire_bytes(c) for c in message) <= limit:  # quick test: 12 bytes a char at most
+        return message
+    tail = f"… (message of {len(message):,} characters cut)"
+    budget, used = limit - sum(_wire_bytes(c) for c in tail), 0
+    for end, char in enumerate(message):
+        used += _wire_bytes(char)
+        if used > budget:
+            return message[:end] + tail
+    return message
 
 
 class SparkyardError(Exception):

@@ -52,7 +52,7 @@ P:task:{task}                         hash    task record: state, run_id, job_id
                                               worker in job w:{index}), tmo (its run has a timeout)
 P:task:{task}:attempts                hash    attempt number → record (JSON) of each earlier attempt,
                                               archived when the next one is claimed
-P:ready:{group}                       zset    task id → score = fire ms − priority × aging step (the
+P:ready:{group}                       zset    task id → score = queued ms (run fired_ms) − priority × aging (the
                                               ready queue; lowest first, ties by task id)
 P:groups                              set     node groups that have had a ready queue
 P:delayed                             zset    task id → retry-after time in ms (FAILED, in backoff)

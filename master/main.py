@@ -42,8 +42,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="sparkyard-master", description="Run a Sparkyard master.")
     add_flags(p, MasterConfig)
     p.add_argument("--config", help="TOML file with a [master] table (or SPARKYARD_CONFIG)")
-    # Set on the fresh process of a master that lost the leadership: it waits for Redis however long it takes.
-    p.add_argument("--restarted", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -53,8 +51,7 @@ def restart_argv(argv: list[str], listen: str, port: int) -> list[str]:
     address) is what lets it take its own lease back at once; on a new port it would be out of their
     reach for good. A later ``--listen`` wins over an earlier one, and over the config file and env."""
     host, _, wanted = listen.rpartition(":")
-    kept = argv if wanted != "0" else [*argv, "--listen", f"{host}:{port}"]
-    return kept if "--restarted" in kept else [*kept, "--restarted"]
+    return argv if wanted != "0" else [*argv, "--listen", f"{host}:{port}"]
 
 
 def _restart_as_standby(argv: list[str]) -> None:
@@ -84,8 +81,8 @@ async def _end_leftover_tasks() -> None:
             os._exit(0)
 
 
-async def _run(cfg: MasterConfig, argv: list[str], restarted: bool) -> int:
-    server = MasterServer(cfg, wait_for_redis=restarted)
+async def _run(cfg: MasterConfig, argv: list[str]) -> int:
+    server = MasterServer(cfg)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -128,7 +125,7 @@ async def _run(cfg: MasterConfig, argv: list[str], restarted: bool) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    overrides = {k: v for k, v in vars(args).items() if k not in ("config", "restarted")}
+    overrides = {k: v for k, v in vars(args).items() if k != "config"}
     try:
         cfg = load(MasterConfig, "master", config_file=args.config, overrides=overrides)
         check_exposure(cfg)  # before anything starts (or logs)
@@ -138,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     gc.set_threshold(*GC_THRESHOLDS)
     with profiled():
-        return asyncio.run(_run(cfg, sys.argv[1:] if argv is None else argv, args.restarted))
+        return asyncio.run(_run(cfg, sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

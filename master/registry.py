@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from sparkyard.clock import Clock
-from sparkyard.errors import NotFound
+from sparkyard.errors import NotFound, quote
 from sparkyard.master.events import WORK_READY, Events
 from sparkyard.master.routing import WorkerLoad
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -178,7 +178,7 @@ class WorkerRegistry:
     def drain(self, worker_id: str, reason: str) -> None:
         """Ask a connected worker to drain and exit, as SIGTERM does (``sparkyard drain``, the console)."""
         if not self.send(worker_id, pb.MasterMessage(drain=pb.Drain(reason=reason))):
-            raise NotFound(f"worker {worker_id} is not connected to this master")
+            raise NotFound(f"worker {quote(worker_id)} is not connected to this master")
         log.info("worker=%s asked to drain: %s", worker_id, reason)
 
     def stale(self, dead_after_s: float) -> list[WorkerSession]:

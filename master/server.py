@@ -125,11 +125,8 @@ class MasterServer:
     """The process around one master (:func:`sparkyard.master.assembly.build_master`): Redis, the gRPC port,
     the election, the HTTP endpoint; started in that order and stopped in reverse."""
 
-    def __init__(self, cfg: MasterConfig, clock: Clock | None = None, *, wait_for_redis: bool = False) -> None:
-        """``wait_for_redis``: at start, wait for Redis however long it takes (a master that lost the
-        leadership, often because Redis went away, comes back as a standby this way instead of exiting)."""
+    def __init__(self, cfg: MasterConfig, clock: Clock | None = None) -> None:
         self.cfg = cfg
-        self._wait_for_redis = wait_for_redis
         self.clock = clock or SystemClock()
         self.port = 0
         self.redis_url = ""
@@ -254,13 +251,17 @@ class MasterServer:
             raise StartupError(str(exc)) from None
 
     async def _reach_redis(self, client: Redis) -> None:
+        """Wait for Redis however long it takes, saying so every ``--redis-connect-wait``: Redis may be lost
+        at any moment, a first start included (a host booting its masters before its Redis, a failover
+        under way), and a master that gave up would need someone to start it again. Only a refused login
+        or a reply that is not Redis ends the start: waiting cannot fix those."""
         waited = 0.0
         while True:
             try:
                 await with_redis_retry(client.ping, self.cfg.redis_connect_wait_s)
                 return
             except REDIS_TRANSIENT as exc:
-                if not self._wait_for_redis or isinstance(exc, REDIS_REFUSED):  # a refused login stays refused
+                if isinstance(exc, REDIS_REFUSED):  # a refused login stays refused
                     raise StartupError(f"cannot reach redis at {redact(self.redis_url)}: {exc}") from None
                 waited += self.cfg.redis_connect_wait_s
                 log.warning("redis at %s unreachable for %.0fs (%s); still waiting", redact(self.redis_url), waited,

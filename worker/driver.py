@@ -22,6 +22,13 @@ environment, file descriptors 1 and 2 (to the attempt's log) — and puts it all
 the attempt imported from its own code are forgotten so the next attempt loads its own version. The
 process dies with the worker (``PR_SET_PDEATHSIG``), and the worker records it before handing it work so
 a restarted worker ends it if it was left behind.
+
+A worker that is frozen (``SIGSTOP``, a stopped container) neither dies nor renews its leases: past the
+lease the master runs the task elsewhere, and its cancel would never reach this driver. So a watchdog
+thread looks at the worker's process state while an attempt runs, and a worker seen stopped for
+:data:`FROZEN_LIMIT_S` has its attempt stopped here, as a cancel would (then the process exits if the
+attempt does not end within :data:`FROZEN_KILL_GRACE_S`) — before any lease can lapse, so the task never
+runs twice at once.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import logging  # noqa: E402
 import queue  # noqa: E402
 import socket  # noqa: E402
 import threading  # noqa: E402
+import time  # noqa: E402
 import traceback  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -60,6 +68,14 @@ DRIVER_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "fal
 CLUSTER_CONF = {"spark.dynamicAllocation.enabled": "true", "spark.dynamicAllocation.shuffleTracking.enabled": "true",
                 "spark.dynamicAllocation.minExecutors": "0", "spark.dynamicAllocation.executorIdleTimeout": "30s",
                 "spark.executor.cores": "1"}
+
+# A worker seen stopped this long has its running attempt stopped by the driver: shorter than any lease a
+# master accepts (a task lease is longer than the leader's lease, 3 s by default), long enough that a
+# worker paused for a moment (a debugger's attach, a scheduler hiccup) does not lose its attempt.
+FROZEN_LIMIT_S = 1.0
+# After stopping the attempt, how long it may take to end before the driver process exits instead.
+FROZEN_KILL_GRACE_S = 2.0
+WATCH_INTERVAL_S = 0.1
 
 log = logging.getLogger("sparkyard.driver")
 TASK_LOG = logging.getLogger("sparkyard.task")  # ctx.logger: the attempt's log is its own file already
@@ -108,8 +124,10 @@ class Driver:
         self.send({"op": "ready", "version": self.shared.version, "pid": os.getpid()})
         return True
 
-    def serve(self) -> None:
+    def serve(self, worker_pid: int) -> None:
         threading.Thread(target=self._read, name="sparkyard-driver-reader", daemon=True).start()
+        threading.Thread(target=self._watch, args=(worker_pid,), name="sparkyard-driver-watchdog",
+                         daemon=True).start()
         while True:
             message = self._work.get()
             if message is None:
@@ -127,6 +145,29 @@ class Driver:
             elif op == "exit":
                 break
         self._work.put(None)  # the worker closed the socket or asked to exit
+
+    def _watch(self, worker_pid: int) -> None:
+        """Stop the running attempt of a worker that stays frozen (see the module docstring)."""
+        stopped_since: float | None = None
+        while True:
+            time.sleep(WATCH_INTERVAL_S)
+            if not worker_stopped(worker_pid):
+                stopped_since = None
+                continue
+            now = time.monotonic()
+            stopped_since = stopped_since if stopped_since is not None else now
+            attempt_id = self._current
+            if not attempt_id or now - stopped_since < FROZEN_LIMIT_S:
+                continue
+            log.warning("worker %d stopped for %.1fs: stopping attempt %s before its lease lapses", worker_pid,
+                        now - stopped_since, attempt_id)
+            self._cancel(attempt_id)
+            deadline = time.monotonic() + FROZEN_KILL_GRACE_S
+            while self._current == attempt_id and time.monotonic() < deadline:
+                time.sleep(WATCH_INTERVAL_S)
+            if self._current == attempt_id:
+                log.warning("attempt %s did not stop within %.0fs; exiting", attempt_id, FROZEN_KILL_GRACE_S)
+                os._exit(1)
 
     def _cancel(self, attempt_id: str) -> None:
         with self._kill_lock:
@@ -196,6 +237,16 @@ class Driver:
         return reply
 
 
+def worker_stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped by a signal or a tracer (state T or t in /proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+    except OSError:
+        return False  # gone (the parent-death signal ends this process) or no /proc
+    return bool(fields) and fields[0] in (b"T", b"t")
+
+
 def _warn_in_log(text: str) -> None:
     print(f"sparkyard: warning: {text}", file=sys.stderr)  # fd 2 is the attempt's log while it runs
 
@@ -238,7 +289,7 @@ def main(argv: list[str]) -> int:
     driver = Driver(sock, spark_master, json.loads(conf_json))
     if not driver.start():
         return 1
-    driver.serve()
+    driver.serve(worker_pid)
     return 0
 
 

@@ -228,10 +228,13 @@ local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job
   if n == 0 then return state end
   redis.call('SADD', K.job_active(job_id), run_id)
   local ready = K.ready(b.group)
+  -- The block's score was made from the run's scheduled time; a run waits its turn by when it was queued,
+  -- so a backfill or rerun of a past date queues behind current work of the same priority.
+  local score = b.score - tonumber(scheduled_ms) + tonumber(now)
   for i = 0, n - 1 do
     local id, inputs = task_id(run_id, i), b.tasks[i + 1]
     local tkey = K.task(id)
-    local t = {'state', 'READY', 'run_id', run_id, 'job_id', job_id, 'index', i, 'group', b.group, 'score', b.score}
+    local t = {'state', 'READY', 'run_id', run_id, 'job_id', job_id, 'index', i, 'group', b.group, 'score', score}
     if inputs ~= '[]' then push(t, 'inputs', inputs) end
     if b.routing ~= '' then push(t, 'routing', b.routing, 'route', b.route) end
     if b.recurring and i < AFFINITY_MAX_INDEX then
@@ -245,7 +248,7 @@ local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job
     if b.cap > 0 and i >= b.cap then
       redis.call('ZADD', K.run_gate(run_id), i, id)
     else
-      redis.call('ZADD', ready, b.score, id)
+      redis.call('ZADD', ready, score, id)
     end
   end
   if not GROUPS_ADDED[b.group] then

@@ -6,9 +6,9 @@
 -- Returns, per group, a flat group of: group, length, split (1: counted by priority, 0: too long), pairs,
 -- then that many (priority, count) pairs.
 --
--- A queue does not say a task's priority: its score is the run's scheduled time minus priority × aging
--- step (so a waiting task ages), which this undoes with the run's scheduled time. Reading every queued
--- task is O(n), so only queues within ARGV[1] tasks in all are split; the others report their length.
+-- A queue does not say a task's priority: its score is the time its run was queued (fired_ms) minus
+-- priority × aging step (so a waiting task ages), which this undoes with the run's fired_ms. Reading every
+-- queued task is O(n), so only queues within ARGV[1] tasks in all are split; the others report their length.
 local left, aging = tonumber(ARGV[1]), tonumber(ARGV[2])
 local out = {}
 local groups = redis.call('SMEMBERS', KEYS[1])
@@ -20,15 +20,15 @@ for _, group in ipairs(groups) do
   local split = n <= left
   if split and n > 0 then
     left = left - n
-    local scheduled = {}  -- run id → its scheduled ms (a run's tasks share it)
+    local queued = {}  -- run id → when it was queued, ms (a run's tasks share it)
     local entries = redis.call('ZRANGE', queue, 0, -1, 'WITHSCORES')
     for i = 1, #entries, 2 do
       local run_id = redis.call('HGET', K.task(entries[i]), 'run_id')
       if run_id then
-        if not scheduled[run_id] then
-          scheduled[run_id] = tonumber(redis.call('HGET', K.run(run_id), 'scheduled_ms') or '0')
+        if not queued[run_id] then
+          queued[run_id] = tonumber(redis.call('HGET', K.run(run_id), 'fired_ms') or '0')
         end
-        local priority = math.floor((scheduled[run_id] - tonumber(entries[i + 1])) / aging + 0.5)
+        local priority = math.floor((queued[run_id] - tonumber(entries[i + 1])) / aging + 0.5)
         if not counts[priority] then table.insert(keys, priority) end
         counts[priority] = (counts[priority] or 0) + 1
       end

@@ -68,6 +68,31 @@ def test_frozen_worker_loses_its_lease_and_its_late_result_is_refused(make_clust
     assert after.tasks[0].attempts[0].state == pb.ATTEMPT_LOST
 
 
+def test_a_frozen_worker_s_driver_stops_the_attempt_itself_before_the_lease_lapses(make_cluster: object,
+                                                                                    tmp_path: Path) -> None:
+    """SIGSTOP of the worker mid-attempt: its driver sees the worker stopped and interrupts the attempt (it
+    never finishes), so the re-run elsewhere past the lease is not a second execution at the same time."""
+    cluster: Cluster = make_cluster()  # type: ignore[operator]
+    client = cluster.start_with_worker("frozen", 1)
+    markers = tmp_path / "markers"
+    client.submit(f"{TASKS}:sleep_python", args=["20", str(markers)])
+    wait_for(lambda: list(markers.glob("*.a1.started")), 90, "the task to start on the frozen worker")
+    task_id = next(markers.glob("*.a1.started")).name.removesuffix(".a1.started")
+    stopped_at = time.monotonic()
+    cluster.kill_worker("frozen", signal.SIGSTOP)
+    try:
+        def attempt_log() -> str:
+            found = list(tmp_path.glob(f"**/{task_id}.a1.log"))
+            return found[0].read_text(errors="replace") if found else ""
+
+        wait_for(lambda: "TaskKilled" in attempt_log(), 10 * TEST_LEASE_S, "the driver to stop the attempt")
+        elapsed = time.monotonic() - stopped_at
+        print(f"attempt stopped {elapsed:.1f}s after the worker was frozen (lease {TEST_LEASE_S:g}s)")
+        assert not list(markers.glob("*.a1.done")), "the frozen worker's attempt ran to its end"
+    finally:
+        cluster.kill_worker("frozen", signal.SIGCONT)
+
+
 def test_a_result_with_a_stale_token_is_refused(make_cluster: object) -> None:
     """Speak the worker protocol by hand: report for an old token after the task was re-leased."""
     cluster: Cluster = make_cluster()  # type: ignore[operator]

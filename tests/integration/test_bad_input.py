@@ -196,6 +196,17 @@ def test_a_bad_worker_message_ends_the_stream_with_invalid_argument_and_a_messag
     assert (err.value.details() or "").startswith("reports.results[0].outcome: 77 is not a AttemptState")
 
 
+@pytest.mark.parametrize("char", ["x", "é", "%", "\U0001f600"])
+def test_a_200_kb_worker_id_to_drain_is_answered_not_found_within_the_metadata_limit(channel: grpc.Channel,
+                                                                                      char: str) -> None:
+    """gRPC sends the message percent-encoded in a header: cut by characters, 4000 of a non-ASCII one were
+    up to 48 KB on the wire and the client got "Stream removed" instead of the error."""
+    with pytest.raises(grpc.RpcError) as err:
+        pbg.ClusterServiceStub(channel).DrainWorker(pb.DrainWorkerRequest(worker_id=char * 200_000), timeout=10)
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND, err.value.details()
+    assert "is not connected to this master" in (err.value.details() or "")
+
+
 def test_a_cli_verb_answers_a_huge_bad_id_with_one_short_line(master: Cluster) -> None:
     done = subprocess.run([sys.executable, "-m", "sparkyard.cli.main", "--master", master.address, "job",
                            "j" + "x" * 100_000], capture_output=True, text=True, timeout=60)

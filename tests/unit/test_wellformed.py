@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import quote as percent_quote
+
 import pytest
 
 from sparkyard import wellformed
@@ -69,6 +71,17 @@ def test_a_quoted_long_value_is_cut_and_says_its_length() -> None:
 
 def test_a_long_message_is_clipped() -> None:
     assert len(clip("y" * 50_000)) < 4100 and clip("ok") == "ok"
+
+
+# gRPC's grpc-message header leaves printable ASCII but '%' as it is and percent-encodes every other byte.
+GRPC_UNRESERVED = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
+
+
+@pytest.mark.parametrize("char", ["y", "é", "%", "\U0001f600"])
+def test_a_clipped_message_fits_the_limit_as_grpc_encodes_it(char: str) -> None:
+    clipped = clip(char * 50_000, limit=4000)
+    assert len(percent_quote(clipped, safe=GRPC_UNRESERVED)) <= 4000 and "50,000 characters" in clipped
+    assert clip(char * 100) == char * 100
 
 
 def test_a_stored_time_past_year_9999_leaves_the_field_unset_instead_of_failing() -> None:
