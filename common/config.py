@@ -221,9 +221,8 @@ class MasterConfig(_Secrets):
     max_inputs: int = Field(DEFAULT_MAX_INPUTS, description="most inputs of one run")
     leader_lease_s: Seconds = Field(DEFAULT_LEADER_LEASE_S, description="the leader's lease; a standby takes over "
                                     "about this long after it dies")
-    redis_connect_wait_s: Seconds = Field(DEFAULT_REDIS_CONNECT_WAIT_S, description="how long a start waits for "
-                                          "Redis to answer (a master restarted after losing the leadership waits "
-                                          "as long as it takes)")
+    redis_connect_wait_s: Seconds = Field(DEFAULT_REDIS_CONNECT_WAIT_S, description="a start waits for Redis as "
+                                          "long as it takes, saying so every this long (naming Redis)")
     redis_min_replicas: int = Field(0, description="acknowledge a submit only once this many Redis replicas have "
                                     "it (WAIT)")
     advertise: str = Field("", description="HOST:PORT clients and workers reach this master at (none: --listen)")
