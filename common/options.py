@@ -134,7 +134,7 @@ class JobOptions:
                                when=True, spec=("trigger.kind",))
     cron: str = _option("", "cron expression: 5 fields, or 6 with seconds first", when=True, spec=("trigger.kind",))
     every: float | None = _option(None, "fire at a fixed rate, e.g. 10s", "duration", when=True, spec=("trigger.kind",))
-    after: str = _option("", "a child job: fire when a run of job JOB ends so (default succeeded)", when=True,
+    after: str = _option("", "a child job: fire when a run of job JOB (an id or a name) ends so (default succeeded)", when=True,
                          metavar="JOB[:succeeded|failed|always]", spec=("trigger.kind",))
     tz: str = _option("", "time zone of --cron (IANA name; default UTC)", spec=("trigger.kind",))
     fixed_delay: bool = _option(False, "with --every: count from the end of the previous run", "flag",

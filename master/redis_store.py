@@ -137,7 +137,8 @@ class RedisStore(Store):
                                     for step_id, spec in job.steps])
                 for step_id, spec in job.steps:
                     self._specs.remember(step_id, spec)
-        payload = json.dumps({"specs": specs, "blocks": blocks, "jobs": entries}, separators=(",", ":"))
+        payload = json.dumps({"specs": specs, "blocks": blocks, "jobs": entries,
+                              "names": [job.spec.name for job in jobs]}, separators=(",", ":"))
         args = [payload, idempotency_ttl_ms]
         if self.min_replicas:
             raw = await self._replicated("submit", [self.keys.jobs, self.keys.schedule], args)
@@ -401,12 +402,15 @@ class RedisStore(Store):
                   if spec.trigger.WhichOneof("kind") == "after" else "")
         raw = await self._lua("update", [k.job(job_id), k.schedule, k.awaiting],
                               [job_id, base_version, spec_to_text(spec), next_fire_ms, spec.bundle.digest,
-                               json.dumps(step_jobs, separators=(",", ":")), cblock])
+                               json.dumps(step_jobs, separators=(",", ":")), cblock, spec.name])
         result = UpdateResult(outcomes.UpdateStatus(raw[0]), JobState(raw[1]) if raw[1] else None, int(raw[2]),
                               int(raw[3]))
         if result.status is outcomes.UpdateStatus.OK:
             self._specs.remember(job_id, spec, result.spec_version)
         return result
+
+    async def job_ids_named(self, name: str) -> list[str]:
+        return sorted(await self.redis.smembers(self.keys.job_name(name)))
 
     async def list_jobs(self, limit: int, state: JobState | None = None, group: str = "") -> list[JobRecord]:
         """Filters are applied while scanning pages of the jobs index, so ``limit`` counts matching jobs. A

@@ -33,6 +33,7 @@ from sparkyard.timeutil import rfc3339_ms
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 EXIT_TIMEOUT = 124
+JOB_REF = "a job id, or a job's name when one job has it"
 
 
 # The connection options every verb takes: (flag, help).
@@ -76,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     u = sub.add_parser("update", help="change a job from its next firing on (only the options given)")
     _common(u)
-    u.add_argument("job_id")
+    u.add_argument("job_id", metavar="JOB", help=JOB_REF)
     u.add_argument("--entrypoint", default="", help="ship the job's code anew from this entrypoint (with "
                                                     "--py-files, --files, --bundle as given)")
     JobOptions.add_arguments(u)
@@ -85,17 +86,18 @@ def build_parser() -> argparse.ArgumentParser:
     _common(j)
     j.add_argument("--state", choices=["active", "paused", "completed", "cancelled"], default="")
     j.add_argument("--group", default="")
+    j.add_argument("--name", default="", help="only the jobs with this name")
     j.add_argument("--limit", type=int, default=50)
 
     for verb, text in (("job", "show a job"), ("pause", "pause a job"), ("resume", "resume a job"),
                        ("trigger", "run a job now")):
         p = sub.add_parser(verb, help=text)
         _common(p)
-        p.add_argument("job_id")
+        p.add_argument("job_id", metavar="JOB", help=JOB_REF)
 
     b = sub.add_parser("backfill", help="run a recurring job's past fire times in a range")
     _common(b)
-    b.add_argument("job_id")
+    b.add_argument("job_id", metavar="JOB", help=JOB_REF)
     b.add_argument("--from", dest="start", required=True, metavar="TIME",
                    help="first fire time, inclusive (ISO 8601 with an offset, e.g. 2026-11-01T00:00:00Z)")
     b.add_argument("--to", dest="end", required=True, metavar="TIME",
@@ -110,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("runs", help="list a job's runs (newest first)")
     _common(r)
-    r.add_argument("job_id")
+    r.add_argument("job_id", metavar="JOB", help=JOB_REF)
     r.add_argument("--limit", type=int, default=20)
 
     ap = sub.add_parser("apply", help="make the master's pipelines match definition files (docs/pipelines.md)")
@@ -130,12 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("cancel", help="cancel a job, run or task")
     _common(c)
-    c.add_argument("id")
+    c.add_argument("id", help="a job, run or task id, or a job's name")
     c.add_argument("--reason", default="")
 
     d = sub.add_parser("delete", help="delete a job (its history is deleted in the background)")
     _common(d)
-    d.add_argument("job_id")
+    d.add_argument("job_id", metavar="JOB", help=JOB_REF)
     d.add_argument("--force", action="store_true", help="cancel the job's active runs first (else refused)")
 
     w = sub.add_parser("workers", help="list workers and their slots")
@@ -302,7 +304,7 @@ def dispatch(args: argparse.Namespace) -> int:
             out(job, lambda c: c.print(f"updated job {job.id} to spec version {job.spec_version} "
                                        f"({', '.join(fields)}); from its next firing on"))
         elif verb == "jobs":
-            jobs = client.jobs(limit=args.limit, state=args.state, group=args.group)
+            jobs = client.jobs(limit=args.limit, state=args.state, group=args.group, name=args.name)
             out(jobs, lambda c: render.jobs_table(c, jobs))
         elif verb in ("job", "pause", "resume"):
             job = {"job": client.job, "pause": client.pause, "resume": client.resume}[verb](args.job_id)

@@ -1,0 +1,53 @@
+"""A job named by its name where a job id is asked for (``sparkyard runs extract``, ``--after extract``).
+
+The client resolves the name, in this one place, with one ListJobs call filtered by name: the master answers
+it from its name index (one read however many jobs there are; master/names.py), so a name costs one round
+trip more than an id and every RPC that takes a job id stays exact. Names need not be unique: a name two
+jobs share is refused with "ambiguous", naming them, and a job id always works.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from sparkyard import errors, ids
+from sparkyard.v1 import sparkyard_pb2 as pb
+
+# Most jobs of one name listed to count them for "ambiguous" (the master's largest listing).
+MAX_NAMED = 10_000
+_SHOWN = 3
+
+
+def resolve_job(ref: str, list_named: Callable[[str, int], list[pb.Job]]) -> str:
+    """The id of the job ``ref`` names: ``ref`` itself when it is a job id, else the one job with that name;
+    NotFound or InvalidArgument (ambiguous) with one line otherwise."""
+    if ids.JOB_ID.fullmatch(ref):
+        return ref
+    if not ref:
+        raise errors.InvalidArgument("job: give a job id or a job's name")
+    jobs = list_named(ref, MAX_NAMED)
+    if not jobs:
+        raise errors.NotFound(f"no job named {errors.quote(ref)} (nor is it a job id: sparkyard jobs lists them)")
+    if len(jobs) > 1:
+        count = f"{len(jobs)}{'+' if len(jobs) == MAX_NAMED else ''}"
+        shown = ", ".join(j.id for j in jobs[:_SHOWN]) + (", …" if len(jobs) > _SHOWN else "")
+        raise errors.InvalidArgument(f"ambiguous: {count} jobs named {errors.quote(ref)} ({shown}); give a job id")
+    return jobs[0].id
+
+
+def resolve_target(ref: str, list_named: Callable[[str, int], list[pb.Job]]) -> str:
+    """A job, run or task id as it is, or the id of the job a name names (for cancel)."""
+    try:
+        ids.parse_id(ref)
+        return ref
+    except ValueError:
+        return resolve_job(ref, list_named)
+
+
+def resolve_after(spec: pb.JobSpec, list_named: Callable[[str, int], list[pb.Job]]) -> None:
+    """Put the parent's id in a child job's spec given with the parent's name (``--after extract``)."""
+    if spec.trigger.WhichOneof("kind") == "after":
+        try:
+            spec.trigger.after.job_id = resolve_job(spec.trigger.after.job_id, list_named)
+        except errors.NotFound as exc:  # bad input to this submit, as an unknown parent id is
+            raise errors.InvalidArgument(f"after: {exc}") from None
