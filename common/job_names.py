@@ -40,8 +40,11 @@ def resolve_target(ref: str, list_named: Callable[[str, int], list[pb.Job]]) -> 
     try:
         ids.parse_id(ref)
         return ref
-    except ValueError:
-        return resolve_job(ref, list_named)
+    except ValueError as not_an_id:
+        try:
+            return resolve_job(ref, list_named)
+        except errors.NotFound:
+            raise errors.InvalidArgument(f"{not_an_id}, nor the name of a job") from None
 
 
 def resolve_after(spec: pb.JobSpec, list_named: Callable[[str, int], list[pb.Job]]) -> None:

@@ -108,7 +108,7 @@ class LocalCluster:
                 delay = self._restart_delay(i, now)
                 self._restart_at[i] = now + delay
                 when = "again" if delay == 0 else f"again in {delay:g}s (it keeps exiting soon after its start)"
-                print(f"sparkyard: worker local-{i} exited with code {proc.returncode}; starting it {when}",
+                print(f"sparkyard local: worker local-{i} exited with code {proc.returncode}; starting it {when}",
                       file=sys.stderr, flush=True)
             if now >= self._restart_at[i]:
                 del self._restart_at[i]

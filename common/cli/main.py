@@ -10,12 +10,13 @@ otherwise, 124 when the wait timed out.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from rich.console import Console
 
@@ -60,6 +61,10 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, **kwargs: Any) -> None:
         kwargs["allow_abbrev"] = False
         super().__init__(**kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        """One line naming the verb (``sparkyard submit: …``), exit 2: not the usage of every option."""
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -217,9 +222,20 @@ def _wait_code(run: pb.Run, timed_out: bool) -> int:
 
 
 def cmd_logs(client: Client, args: argparse.Namespace) -> int:
+    """The log as it is; with --json one object ``{"task", "attempt" (when given), "log"}``, or with -f one a
+    line per chunk as it comes (the log's bytes as UTF-8, a bad byte replaced)."""
+    chunks = client.logs(args.task_id, attempt=args.attempt, follow=args.follow)
+    head: dict[str, Any] = {"task": args.task_id, **({"attempt": args.attempt} if args.attempt else {})}
+    if args.json and not args.follow:
+        render.print_json({**head, "log": b"".join(chunks).decode(errors="replace")})
+        return 0
     stream = sys.stdout.buffer
-    for chunk in client.logs(args.task_id, attempt=args.attempt, follow=args.follow):
-        stream.write(chunk)
+    for chunk in chunks:
+        if args.json:
+            line = json.dumps({**head, "log": chunk.decode(errors="replace")})
+            stream.write(line.encode() + b"\n")
+        else:
+            stream.write(chunk)
         stream.flush()
     return 0
 
@@ -230,7 +246,7 @@ def cmd_certs(args: argparse.Namespace) -> int:
     try:
         certs = make_dev_certs(Path(args.dir), args.host)
     except CertsError as exc:
-        print(f"sparkyard: {exc}", file=sys.stderr)
+        print(f"sparkyard certs: {exc}", file=sys.stderr)
         return 2
     if args.json:
         render.print_json({"ca": str(certs.ca), "server_cert": str(certs.server_cert),
@@ -263,12 +279,13 @@ def cmd_local(args: argparse.Namespace) -> int:
         render.print_json({"master": address, "workers": args.workers, "slots": args.slots,
                            "data_dir": str(cluster.data_dir), "pids": [p.pid for p in cluster.processes]})
     else:
-        print(f"local cluster ready: master {address}, {args.workers} workers x {args.slots} slots "
+        print(f"local cluster ready: master {address}, {render.plural(args.workers, 'worker')} x "
+              f"{render.plural(args.slots, 'slot')} "
               f"(logs in {cluster.data_dir / 'logs'}); Ctrl-C stops it", flush=True)
     try:
         while not stop["now"]:
             if not cluster.supervise():
-                print("sparkyard: the master exited; stopping the cluster", file=sys.stderr)
+                print("sparkyard local: the master exited; stopping the cluster", file=sys.stderr)
                 break
             time.sleep(0.5)  # waiting for Ctrl-C / SIGTERM
     finally:
@@ -302,7 +319,7 @@ def dispatch(args: argparse.Namespace) -> int:
             job = client.update_spec(args.job_id, change, fields)
             _warn_unhonoured(job)
             out(job, lambda c: c.print(f"updated job {job.id} to spec version {job.spec_version} "
-                                       f"({', '.join(fields)}); from its next firing on"))
+                                       f"({render.field_words(fields)}); from its next firing on"))
         elif verb == "jobs":
             jobs = client.jobs(limit=args.limit, state=args.state, group=args.group, name=args.name)
             out(jobs, lambda c: render.jobs_table(c, jobs))
@@ -320,7 +337,8 @@ def dispatch(args: argparse.Namespace) -> int:
                 f"{plan.pending} still to run, at most {args.max_concurrent} at once (sparkyard runs {args.job_id})"))
         elif verb == "rerun":
             rerun = client.rerun(args.run_id, failed_only=args.failed_only)
-            out(rerun, lambda c: c.print(f"run {rerun.id} reruns {args.run_id} with {rerun.task_count} tasks"))
+            out(rerun, lambda c: c.print(f"run {rerun.id} reruns {args.run_id} with "
+                                                 f"{render.plural(rerun.task_count, 'task')}"))
         elif verb == "runs":
             runs = client.runs(args.job_id, limit=args.limit, with_tasks=args.json)
             out(runs, lambda c: render.runs_table(c, runs))
@@ -338,7 +356,7 @@ def dispatch(args: argparse.Namespace) -> int:
             run, timed_out = _wait(client, args.run_id, args.timeout, args)
             out(run, lambda c: render.run_detail(c, run))
             if timed_out and not args.json:
-                print(f"sparkyard: run {args.run_id} still {pb.RunState.Name(run.state)} after {args.timeout}",
+                print(f"sparkyard wait: run {args.run_id} still {pb.RunState.Name(run.state)} after {args.timeout}",
                       file=sys.stderr)
             return _wait_code(run, timed_out)
         elif verb == "cancel":
@@ -371,14 +389,19 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:  # said by the verb they were given to, not by the top parser's usage
+        print(f"sparkyard {args.verb}: unrecognized arguments: {' '.join(unknown)} (see sparkyard {args.verb} --help)",
+              file=sys.stderr)
+        return 2
+    said = f"sparkyard {args.verb}"  # every error names the verb it came from
     try:
         return dispatch(args)
     except (errors.InvalidArgument, ConfigError) as exc:
-        print(f"sparkyard: {exc}", file=sys.stderr)
+        print(f"{said}: {exc}", file=sys.stderr)
         return 2
     except errors.SparkyardError as exc:
-        print(f"sparkyard: {exc}", file=sys.stderr)
+        print(f"{said}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -387,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: one line for the user, the traceback on request
         if os.environ.get("SPARKYARD_DEBUG"):
             raise
-        print(f"sparkyard: internal error: {type(exc).__name__}: {exc} (SPARKYARD_DEBUG=1 shows the traceback)",
+        print(f"{said}: internal error: {type(exc).__name__}: {exc} (SPARKYARD_DEBUG=1 shows the traceback)",
               file=sys.stderr)
         return 1
 

@@ -19,6 +19,19 @@ from sparkyard.timeutil import format_duration, rfc3339_ms
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 
+def plural(n: int, word: str) -> str:
+    """``1 task``, ``2 tasks``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+# JobSpec field paths an update names, as a person calls them.
+_FIELD_WORDS = {"trigger.kind": "trigger", "code": "code (entrypoint, py-files, files, bundle)"}
+
+
+def field_words(fields: Sequence[str]) -> str:
+    return ", ".join(_FIELD_WORDS.get(f, f.replace("_", "-")) for f in fields)
+
+
 def console() -> Console:
     """A console for tables: wide enough for full ids when the output is a pipe or a file."""
     import sys

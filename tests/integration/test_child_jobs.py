@@ -96,7 +96,7 @@ def test_a_job_s_name_works_wherever_its_id_does(shared_cluster: Cluster) -> Non
 
     twin = json.loads(run("submit", f"{TASKS}:noop", "--cron", FAR_CRON, "--name", name, "--json").stdout)
     refused = run("pause", name, code=2)
-    assert refused.stderr.strip() == (f"sparkyard: ambiguous: 2 jobs named '{name}' ({twin['id']}, {parent['id']}); "
+    assert refused.stderr.strip() == (f"sparkyard pause: ambiguous: 2 jobs named '{name}' ({twin['id']}, {parent['id']}); "
                                       "give a job id"), refused.stderr
     for job_id in (twin["id"], child["id"], parent["id"]):
         run("delete", job_id, "--force")

@@ -1,0 +1,49 @@
+"""The CLI's usage errors (issue 25 item 10): one line on stderr naming the verb, exit 2, said before any
+master is dialled (the address here listens nowhere)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparkyard.cli import render
+from sparkyard.cli.main import main
+from sparkyard.spec import SpecError, validate_cron
+
+TASKS = str(Path(__file__).resolve().parents[2] / "examples" / "wordcount.py") + ":main"
+NOWHERE = ["--master", "127.0.0.1:1"]
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["submit", TASKS, "--bogus"], "sparkyard submit: unrecognized arguments: --bogus (see sparkyard submit --help)"),
+    (["jobs", "--state", "lost"], "sparkyard jobs: argument --state: invalid choice: 'lost' (choose from 'active', "
+                                  "'paused', 'completed', 'cancelled') (see sparkyard jobs --help)"),
+    (["backfill", "J", "--from", "2026-11-01T00:00:00Z"],
+     "sparkyard backfill: the following arguments are required: --to (see sparkyard backfill --help)"),
+    (["submit", TASKS, "--at", "2020-01-01T00:00:00Z"],
+     "sparkyard submit: at: 2020-01-01T00:00:00.000Z is in the past; give a later time, or no --at to run it now"),
+])
+def test_a_usage_error_is_one_line_naming_the_verb(argv: list[str], line: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        code = main([*NOWHERE, *argv])
+    except SystemExit as exited:  # argparse's errors exit from inside the parser
+        code = exited.code  # type: ignore[assignment]
+    assert code == 2
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [line] and captured.out == ""
+
+
+@pytest.mark.parametrize("expr, field", [("61 * * * *", "minute field '61' is not valid (takes 0-59"),
+                                         ("0 0 24 * * *", "hour field '24' is not valid (takes 0-23"),
+                                         ("* * 0 * *", "day of month field '0'"),
+                                         ("* * * 13 *", "month field '13'")])
+def test_a_bad_cron_names_its_field(expr: str, field: str) -> None:
+    with pytest.raises(SpecError, match=field.replace("(", r"\(")):
+        validate_cron(expr, "")
+
+
+def test_counts_are_said_in_the_singular_when_one() -> None:
+    assert render.plural(1, "task") == "1 task" and render.plural(3, "task") == "3 tasks"
+    assert render.field_words(["trigger.kind", "priority"]) == "trigger, priority"
