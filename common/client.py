@@ -367,21 +367,34 @@ class Client:
 
     def logs(self, task_id: str, *, attempt: int = 0, follow: bool = False, offset: int = 0) -> Iterator[bytes]:
         """The log of a task's attempt (latest by default), chunk by chunk; ``follow`` streams until it ends.
-        Goes to the leader like every call; a stream broken by a change of master resumes where it was."""
+        Goes to the leader like every call; a stream broken by a change of master resumes where it was, and a
+        followed one rides through a restart of its only master as :meth:`wait` does (up to
+        WAIT_UNREACHABLE_S with no master at all)."""
         deadline = time.monotonic() + LEADER_WAIT_S
         unreachable: set[str] = set()
+        unreachable_since: float | None = None
         while True:
             request = pb.StreamTaskLogRequest(task_id=task_id, attempt=attempt, follow=follow, offset=offset)
             try:
                 for chunk in self._stubs("jobs").StreamTaskLog(request, metadata=self._metadata,
                                                       timeout=None if follow else self._timeout * 4):
+                    unreachable_since = None
                     if chunk.data:
                         offset += len(chunk.data)
                         yield chunk.data
                 return
             except grpc.RpcError as exc:
-                if not self._follow(exc, unreachable, deadline, "StreamTaskLog"):
-                    raise translate(exc, self.master, self._tls_hint()) from None
+                if self._follow(exc, unreachable, deadline, "StreamTaskLog"):
+                    continue
+                failure = translate(exc, self.master, self._tls_hint())
+                now = time.monotonic()
+                unreachable_since = unreachable_since or now
+                riding = follow and isinstance(failure, errors.Unavailable)
+                if not riding or now - unreachable_since > WAIT_UNREACHABLE_S:
+                    raise failure from None
+                time.sleep(ELECTION_POLL_S)
+                self.master, deadline = self.masters[0], time.monotonic() + LEADER_WAIT_S
+                unreachable.clear()
 
     # ---- cluster -----------------------------------------------------------------------------------------
 

@@ -3,8 +3,8 @@
 Every verb takes ``--json``; the master is ``--master HOST:PORT`` or ``SPARKYARD_MASTER`` (default
 127.0.0.1:7070), the token ``--token``, ``--token-file`` or ``SPARKYARD_TOKEN``, and TLS ``--tls-ca``
 (``--tls-cert``/``--tls-key`` for mutual TLS) or ``SPARKYARD_TLS_*``. Errors print one line on stderr and
-exit non-zero (2 for bad input, 1 otherwise); ``wait`` exits 0 when the run SUCCEEDED, 1 when it ended
-otherwise, 124 when the wait timed out.
+exit non-zero (2 for bad input, 69 when no master could be reached, 1 otherwise); ``wait`` exits 0 when the
+run SUCCEEDED, 1 when it ended otherwise, 124 when the wait timed out.
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ from sparkyard.timeutil import rfc3339_ms
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 EXIT_TIMEOUT = 124
+# No master could be reached (or none could serve the call): not the same as a run that failed (1), so that a
+# script can tell "try again later" from "the job is broken". sysexits.h's EX_UNAVAILABLE.
+EXIT_UNREACHABLE = 69
 JOB_REF = "a job id, or a job's name when one job has it"
 
 
@@ -400,6 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     except (errors.InvalidArgument, ConfigError) as exc:
         print(f"{said}: {exc}", file=sys.stderr)
         return 2
+    except errors.Unavailable as exc:
+        print(f"{said}: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     except errors.SparkyardError as exc:
         print(f"{said}: {exc}", file=sys.stderr)
         return 1

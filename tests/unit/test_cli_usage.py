@@ -35,6 +35,14 @@ def test_a_usage_error_is_one_line_naming_the_verb(argv: list[str], line: str,
     assert captured.err.splitlines() == [line] and captured.out == ""
 
 
+def test_no_master_to_reach_exits_69_not_1_which_says_the_run_failed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*NOWHERE, "wait", "j19a8c2f3a1b2c3d4e5f65.1732262400000", "--timeout", "0.5s"]) == 69
+    assert main([*NOWHERE, "jobs"]) == 69
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(": ", 1)[0] for line in lines] == ["sparkyard wait", "sparkyard jobs"]
+    assert all("no master listening at 127.0.0.1:1" in line for line in lines)
+
+
 @pytest.mark.parametrize("expr, field", [("61 * * * *", "minute field '61' is not valid (takes 0-59"),
                                          ("0 0 24 * * *", "hour field '24' is not valid (takes 0-23"),
                                          ("* * 0 * *", "day of month field '0'"),
