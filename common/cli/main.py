@@ -173,11 +173,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     lc = sub.add_parser("local", help="run Redis, a master and workers here until Ctrl-C")
     _common(lc)
-    lc.add_argument("--workers", type=int, default=2)
-    lc.add_argument("--slots", type=int, default=2)
-    lc.add_argument("--listen", default=DEFAULT_LISTEN)
-    lc.add_argument("--data-dir", default=".sparkyard/local")
-    lc.add_argument("--runner", choices=RUNNER_NAMES, default=DEFAULT_RUNNER)
+    lc.add_argument("--workers", type=int, default=2, metavar="N", help="how many workers to start (default 2)")
+    lc.add_argument("--slots", type=int, default=2, metavar="N", help="task slots of each worker (default 2)")
+    lc.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
+                    help=f"the master's gRPC address (default {DEFAULT_LISTEN})")
+    lc.add_argument("--http", default="", metavar="HOST:PORT",
+                    help="serve the web console and /metrics here (default: none), e.g. 127.0.0.1:8080")
+    lc.add_argument("--data-dir", default=".sparkyard/local", metavar="DIR",
+                    help="Redis data, worker dirs and logs/ (default .sparkyard/local)")
+    lc.add_argument("--runner", choices=RUNNER_NAMES, default=DEFAULT_RUNNER,
+                    help=f"how workers run tasks (default {DEFAULT_RUNNER})")
     return parser
 
 
@@ -265,26 +270,35 @@ def cmd_certs(args: argparse.Namespace) -> int:
 
 
 def cmd_local(args: argparse.Namespace) -> int:
-    from sparkyard.cli.local import LocalCluster
+    from sparkyard.cli.local import LocalCluster, StartInterrupted
 
     cluster = LocalCluster(workers=args.workers, slots=args.slots, listen=args.listen, data_dir=Path(args.data_dir),
-                           runner=args.runner,
+                           runner=args.runner, http=args.http,
                            token=args.token or (read_secret(args.token_file, "token") if args.token_file else ""))
-    stop = {"now": False}
+    stop = {"now": False, "starting": True}
 
     def on_signal(signum: int, frame: Any) -> None:
         stop["now"] = True
+        if stop["starting"]:  # start-up blocks (a master coming up, workers warming): leave it at once
+            cluster.interrupt(signum)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    address = cluster.start()
+    try:
+        address = cluster.start()
+        stop["starting"] = False
+    except StartInterrupted as interrupted:
+        stop["starting"] = False
+        print("sparkyard local: stopped while starting; stopping what was started", file=sys.stderr, flush=True)
+        cluster.stop()
+        return 128 + interrupted.signum
     if args.json:
         render.print_json({"master": address, "workers": args.workers, "slots": args.slots,
                            "data_dir": str(cluster.data_dir), "pids": [p.pid for p in cluster.processes]})
     else:
-        print(f"local cluster ready: master {address}, {render.plural(args.workers, 'worker')} x "
-              f"{render.plural(args.slots, 'slot')} "
-              f"(logs in {cluster.data_dir / 'logs'}); Ctrl-C stops it", flush=True)
+        console = f", console http://{args.http}/" if args.http else ""
+        print(f"local cluster ready: master {address}{console}, {render.plural(args.workers, 'worker')} x "
+              f"{render.plural(args.slots, 'slot')} (logs in {cluster.logs}); Ctrl-C stops it", flush=True)
     try:
         while not stop["now"]:
             if not cluster.supervise():
