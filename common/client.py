@@ -270,6 +270,11 @@ class Client:
         return self._call("jobs", "GetJob", pb.GetJobRequest(job_id=self._job_id(job_id)))
 
     def jobs(self, *, limit: int = 0, state: str = "", group: str = "", name: str = "") -> list[pb.Job]:
+        """Newest first; ``state`` active, paused, completed, cancelled, or failed: of the newest ``limit``
+        completed jobs (they fire no more), those whose last run FAILED — as the console shows them."""
+        if state == "failed":
+            done = self.jobs(limit=limit, state="completed", group=group, name=name)
+            return [j for j in done if j.last_run_id and self.run(j.last_run_id).state == pb.RUN_FAILED]
         enum = pb.JobState.Value(f"JOB_{state.upper()}") if state else pb.JOB_STATE_UNSPECIFIED
         request = pb.ListJobsRequest(limit=limit, state=enum, group=group, name=name)
         return list(self._call("jobs", "ListJobs", request).jobs)

@@ -92,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     j = sub.add_parser("jobs", help="list jobs (newest first)")
     _common(j)
-    j.add_argument("--state", choices=["active", "paused", "completed", "cancelled"], default="")
+    j.add_argument("--state", choices=["active", "paused", "completed", "failed", "cancelled"], default="",
+                   help="failed: completed jobs (they fire no more) whose last run failed")
     j.add_argument("--group", default="")
     j.add_argument("--name", default="", help="only the jobs with this name")
     j.add_argument("--limit", type=int, default=50)

@@ -90,8 +90,10 @@ def jobs_table(console: Console, jobs: Sequence[Any]) -> None:
 def runs_table(console: Console, runs: Sequence[Any]) -> None:
     table = _table("run", "state", "scheduled", "late", "took", "tasks ok/failed/cancelled", "reason")
     for run in runs:
-        # A rerun keeps its original's scheduled time: its firing was asked for, not late.
-        late = "-" if run.rerun_of or run.after_run else _elapsed(run, "scheduled_at", "fired_at")
+        # Late: from the scheduled time to the start (the firing, then the wait for a slot or a warm driver),
+        # or to the firing while it has not started. A rerun keeps its original's scheduled time: not late.
+        began = "started_at" if run.HasField("started_at") else "fired_at"
+        late = "-" if run.rerun_of or run.after_run else _elapsed(run, "scheduled_at", began)
         table.add_row(run.id, _state(run), _ts(run, "scheduled_at"), late, _elapsed(run, "started_at", "finished_at"),
                       f"{run.tasks_succeeded}/{run.tasks_failed}/{run.tasks_cancelled} of {run.task_count}",
                       run.reason or (f"rerun of {run.rerun_of}" if run.rerun_of else "")

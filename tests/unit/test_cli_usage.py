@@ -18,7 +18,7 @@ NOWHERE = ["--master", "127.0.0.1:1"]
 @pytest.mark.parametrize("argv, line", [
     (["submit", TASKS, "--bogus"], "sparkyard submit: unrecognized arguments: --bogus (see sparkyard submit --help)"),
     (["jobs", "--state", "lost"], "sparkyard jobs: argument --state: invalid choice: 'lost' (choose from 'active', "
-                                  "'paused', 'completed', 'cancelled') (see sparkyard jobs --help)"),
+                                  "'paused', 'completed', 'failed', 'cancelled') (see sparkyard jobs --help)"),
     (["backfill", "J", "--from", "2026-11-01T00:00:00Z"],
      "sparkyard backfill: the following arguments are required: --to (see sparkyard backfill --help)"),
     (["submit", TASKS, "--at", "2020-01-01T00:00:00Z"],
@@ -55,3 +55,19 @@ def test_a_bad_cron_names_its_field(expr: str, field: str) -> None:
 def test_counts_are_said_in_the_singular_when_one() -> None:
     assert render.plural(1, "task") == "1 task" and render.plural(3, "task") == "3 tasks"
     assert render.field_words(["trigger.kind", "priority"]) == "trigger, priority"
+
+
+def test_late_counts_the_queueing_to_the_start_not_only_the_firing() -> None:
+    import io
+
+    from rich.console import Console
+
+    from sparkyard.v1 import sparkyard_pb2 as pb
+
+    run = pb.Run(id="j19a8c2f3a1b2c3d4e5f65.1732262400000", state=pb.RUN_RUNNING)
+    run.scheduled_at.FromMilliseconds(1_732_262_400_000)
+    run.fired_at.FromMilliseconds(1_732_262_400_005)  # fired 5 ms late, then waited 16 s for a warm driver
+    run.started_at.FromMilliseconds(1_732_262_416_005)
+    out = io.StringIO()
+    render.runs_table(Console(file=out, width=240), [run])
+    assert "│ 16.005s │" in out.getvalue(), out.getvalue()
