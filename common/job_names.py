@@ -18,16 +18,21 @@ MAX_NAMED = 10_000
 _SHOWN = 3
 
 
-def resolve_job(ref: str, list_named: Callable[[str, int], list[pb.Job]]) -> str:
+def resolve_job(ref: str, list_named: Callable[[str, int], list[pb.Job]], field: str = "job_id") -> str:
     """The id of the job ``ref`` names: ``ref`` itself when it is a job id, else the one job with that name;
-    NotFound or InvalidArgument (ambiguous) with one line otherwise."""
-    if ids.JOB_ID.fullmatch(ref):
-        return ref
-    if not ref:
-        raise errors.InvalidArgument("job: give a job id or a job's name")
-    jobs = list_named(ref, MAX_NAMED)
+    InvalidArgument naming ``field`` when no job has it, or it is ambiguous."""
+    found = ref if ids.JOB_ID.fullmatch(ref) else _named_one(ref, list_named)
+    if found is None:
+        raise errors.InvalidArgument(f"{field}: {errors.quote(ref)} is neither a job id nor the name of a job "
+                                     "(sparkyard jobs lists them)")
+    return found
+
+
+def _named_one(ref: str, list_named: Callable[[str, int], list[pb.Job]]) -> str | None:
+    """The id of the one job named ``ref``; None when none is; InvalidArgument when several are."""
+    jobs = list_named(ref, MAX_NAMED) if ref else []
     if not jobs:
-        raise errors.NotFound(f"no job named {errors.quote(ref)} (nor is it a job id: sparkyard jobs lists them)")
+        return None
     if len(jobs) > 1:
         count = f"{len(jobs)}{'+' if len(jobs) == MAX_NAMED else ''}"
         shown = ", ".join(j.id for j in jobs[:_SHOWN]) + (", …" if len(jobs) > _SHOWN else "")
@@ -41,16 +46,13 @@ def resolve_target(ref: str, list_named: Callable[[str, int], list[pb.Job]]) -> 
         ids.parse_id(ref)
         return ref
     except ValueError as not_an_id:
-        try:
-            return resolve_job(ref, list_named)
-        except errors.NotFound:
+        found = _named_one(ref, list_named)
+        if found is None:
             raise errors.InvalidArgument(f"{not_an_id}, nor the name of a job") from None
+        return found
 
 
 def resolve_after(spec: pb.JobSpec, list_named: Callable[[str, int], list[pb.Job]]) -> None:
     """Put the parent's id in a child job's spec given with the parent's name (``--after extract``)."""
     if spec.trigger.WhichOneof("kind") == "after":
-        try:
-            spec.trigger.after.job_id = resolve_job(spec.trigger.after.job_id, list_named)
-        except errors.NotFound as exc:  # bad input to this submit, as an unknown parent id is
-            raise errors.InvalidArgument(f"after: {exc}") from None
+        spec.trigger.after.job_id = resolve_job(spec.trigger.after.job_id, list_named, field="after")

@@ -195,7 +195,7 @@ def cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     (["submit", f"{TASKS}:count", "--cron", "61 * * * *"], "its minute field '61' is not valid (takes 0-59"),
     (["submit", f"{TASKS}:count", "--at", "2020-01-01T00:00:00Z"], "at: 2020-01-01T00:00:00.000Z is in the past"),
     (["submit", f"{TASKS}:count", "--bogus"], "sparkyard submit: unrecognized arguments: --bogus"),
-    (["runs", "no-job-is-named-this"], "sparkyard runs: no job named 'no-job-is-named-this'"),
+    (["runs", "no-job-is-named-this"], "sparkyard runs: job_id: 'no-job-is-named-this' is neither a job id nor"),
 ])
 def test_cli_bad_input_prints_one_line_and_fails(shared_cluster: Cluster, args: list[str], message: str) -> None:
     done = cli(shared_cluster, *args)

@@ -82,5 +82,7 @@ def test_a_name_resolves_to_its_one_job_and_an_id_stays_as_it_is() -> None:
 def test_a_shared_or_unknown_name_gets_one_clear_line() -> None:
     with pytest.raises(errors.InvalidArgument, match=f"ambiguous: 2 jobs named 'twice' \\({JOB_B}, {JOB_C}\\)"):
         resolve_job("twice", lister(JOBS))
-    with pytest.raises(errors.NotFound, match="no job named 'missing'"):
+    with pytest.raises(errors.InvalidArgument, match="job_id: 'missing' is neither a job id nor the name of a job"):
         resolve_job("missing", lister(JOBS))
+    with pytest.raises(errors.InvalidArgument, match="'missing' is not a job, run or task id .*, nor the name"):
+        resolve_target("missing", lister(JOBS))
