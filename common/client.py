@@ -25,6 +25,7 @@ import grpc
 from sparkyard import errors, resources
 from sparkyard.channel import credentials, open_channel
 from sparkyard.config import ClientConfig, ConfigError, load, master_addresses
+from sparkyard.job_names import resolve_after, resolve_job, resolve_target
 from sparkyard.bundle import Bundle, built, chunks
 from sparkyard.option_values import duration_s
 from sparkyard.options import JobOptions, build_spec
@@ -227,12 +228,15 @@ class Client:
         self._call("bundles", "UploadBundle", messages, timeout=max(self._timeout, ref.size / 1e6))
 
     def submit_spec(self, spec: pb.JobSpec, idempotency_key: str | None = None) -> pb.SubmitJobResponse:
+        resolve_after(spec, self._named)
         self._upload_for([spec])
         request = pb.SubmitJobRequest(spec=spec, idempotency_key=idempotency_key or uuid.uuid4().hex)
         return self._call("jobs", "SubmitJob", request)
 
     def submit_many(self, specs: Sequence[pb.JobSpec]) -> list[pb.Job]:
         """Submit many jobs in one call (all validated first; one bad spec rejects the call)."""
+        for spec in specs:
+            resolve_after(spec, self._named)
         self._upload_for(specs)
         request = pb.SubmitJobsRequest(jobs=[pb.SubmitJobRequest(spec=s, idempotency_key=uuid.uuid4().hex)
                                              for s in specs])
@@ -250,40 +254,57 @@ class Client:
 
     def update_spec(self, job_id: str, change: pb.JobSpec, fields: Sequence[str]) -> pb.Job:
         """UpdateJob with a spec holding the change and the JobSpec fields to take from it."""
+        resolve_after(change, self._named)
         self._upload_for([change])
-        return self._call("jobs", "UpdateJob", pb.UpdateJobRequest(job_id=job_id, spec=change, fields=fields))
+        request = pb.UpdateJobRequest(job_id=self._job_id(job_id), spec=change, fields=fields)
+        return self._call("jobs", "UpdateJob", request)
+
+    # Every method that takes a job id takes a job's name too (sparkyard.job_names).
+    def _named(self, name: str, limit: int) -> list[pb.Job]:
+        return self.jobs(limit=limit, name=name)
+
+    def _job_id(self, ref: str) -> str:
+        return resolve_job(ref, self._named)
 
     def job(self, job_id: str) -> pb.Job:
-        return self._call("jobs", "GetJob", pb.GetJobRequest(job_id=job_id))
+        return self._call("jobs", "GetJob", pb.GetJobRequest(job_id=self._job_id(job_id)))
 
-    def jobs(self, *, limit: int = 0, state: str = "", group: str = "") -> list[pb.Job]:
+    def jobs(self, *, limit: int = 0, state: str = "", group: str = "", name: str = "") -> list[pb.Job]:
+        """Newest first; ``state`` active, paused, completed, cancelled, or failed: of the newest ``limit``
+        completed jobs (they fire no more), those whose last run FAILED — as the console shows them."""
+        if state == "failed":
+            done = self.jobs(limit=limit, state="completed", group=group, name=name)
+            return [j for j in done if j.last_run_id and self.run(j.last_run_id).state == pb.RUN_FAILED]
         enum = pb.JobState.Value(f"JOB_{state.upper()}") if state else pb.JOB_STATE_UNSPECIFIED
-        return list(self._call("jobs", "ListJobs", pb.ListJobsRequest(limit=limit, state=enum, group=group)).jobs)
+        request = pb.ListJobsRequest(limit=limit, state=enum, group=group, name=name)
+        return list(self._call("jobs", "ListJobs", request).jobs)
 
     def cancel(self, target_id: str, reason: str = "") -> list[str]:
-        return list(self._call("jobs", "Cancel", pb.CancelRequest(id=target_id, reason=reason)).cancelled)
+        request = pb.CancelRequest(id=resolve_target(target_id, self._named), reason=reason)
+        return list(self._call("jobs", "Cancel", request).cancelled)
 
     def pause(self, job_id: str) -> pb.Job:
-        return self._call("jobs", "PauseJob", pb.JobIdRequest(job_id=job_id))
+        return self._call("jobs", "PauseJob", pb.JobIdRequest(job_id=self._job_id(job_id)))
 
     def resume(self, job_id: str) -> pb.Job:
-        return self._call("jobs", "ResumeJob", pb.JobIdRequest(job_id=job_id))
+        return self._call("jobs", "ResumeJob", pb.JobIdRequest(job_id=self._job_id(job_id)))
 
     def delete(self, job_id: str, force: bool = False) -> list[str]:
         """Delete a job (its history follows in the background). A job with an active run raises
         FailedPrecondition naming it, unless ``force``: its active runs are cancelled first, and the ids
         that cancel changed are returned. A job that is gone raises NotFound."""
-        return list(self._call("jobs", "DeleteJob", pb.DeleteJobRequest(job_id=job_id, force=force)).cancelled)
+        request = pb.DeleteJobRequest(job_id=self._job_id(job_id), force=force)
+        return list(self._call("jobs", "DeleteJob", request).cancelled)
 
     def trigger(self, job_id: str) -> pb.Run:
-        return self._call("jobs", "TriggerJob", pb.JobIdRequest(job_id=job_id)).run
+        return self._call("jobs", "TriggerJob", pb.JobIdRequest(job_id=self._job_id(job_id))).run
 
     def backfill(self, job_id: str, start: str | datetime, end: str | datetime, *,
                  max_concurrent: int = 1) -> pb.BackfillResponse:
         """Runs for the job's fire times from ``start`` to ``end`` (both included; ISO 8601 with an offset,
         or aware datetimes), at most ``max_concurrent`` of the job's runs active at once. The master keeps
         the plan and fires it; a time whose run exists already is not run again."""
-        request = pb.BackfillRequest(job_id=job_id, max_concurrent=max_concurrent)
+        request = pb.BackfillRequest(job_id=self._job_id(job_id), max_concurrent=max_concurrent)
         for name, moment in (("start", start), ("end", end)):
             if isinstance(moment, datetime):
                 if moment.tzinfo is None:
@@ -305,7 +326,7 @@ class Client:
         return self._call("jobs", "RerunRun", pb.RerunRunRequest(run_id=run_id, failed_only=failed_only))
 
     def runs(self, job_id: str, *, limit: int = 0, with_tasks: bool = False) -> list[pb.Run]:
-        request = pb.ListRunsRequest(job_id=job_id, limit=limit, with_tasks=with_tasks)
+        request = pb.ListRunsRequest(job_id=self._job_id(job_id), limit=limit, with_tasks=with_tasks)
         return list(self._call("jobs", "ListRuns", request).runs)
 
     def run(self, run_id: str) -> pb.Run:
@@ -351,21 +372,34 @@ class Client:
 
     def logs(self, task_id: str, *, attempt: int = 0, follow: bool = False, offset: int = 0) -> Iterator[bytes]:
         """The log of a task's attempt (latest by default), chunk by chunk; ``follow`` streams until it ends.
-        Goes to the leader like every call; a stream broken by a change of master resumes where it was."""
+        Goes to the leader like every call; a stream broken by a change of master resumes where it was, and a
+        followed one rides through a restart of its only master as :meth:`wait` does (up to
+        WAIT_UNREACHABLE_S with no master at all)."""
         deadline = time.monotonic() + LEADER_WAIT_S
         unreachable: set[str] = set()
+        unreachable_since: float | None = None
         while True:
             request = pb.StreamTaskLogRequest(task_id=task_id, attempt=attempt, follow=follow, offset=offset)
             try:
                 for chunk in self._stubs("jobs").StreamTaskLog(request, metadata=self._metadata,
                                                       timeout=None if follow else self._timeout * 4):
+                    unreachable_since = None
                     if chunk.data:
                         offset += len(chunk.data)
                         yield chunk.data
                 return
             except grpc.RpcError as exc:
-                if not self._follow(exc, unreachable, deadline, "StreamTaskLog"):
-                    raise translate(exc, self.master, self._tls_hint()) from None
+                if self._follow(exc, unreachable, deadline, "StreamTaskLog"):
+                    continue
+                failure = translate(exc, self.master, self._tls_hint())
+                now = time.monotonic()
+                unreachable_since = unreachable_since or now
+                riding = follow and isinstance(failure, errors.Unavailable)
+                if not riding or now - unreachable_since > WAIT_UNREACHABLE_S:
+                    raise failure from None
+                time.sleep(ELECTION_POLL_S)
+                self.master, deadline = self.masters[0], time.monotonic() + LEADER_WAIT_S
+                unreachable.clear()
 
     # ---- cluster -----------------------------------------------------------------------------------------
 

@@ -15,6 +15,9 @@ P:job:{job}                           hash    job record: spec (protobuf, base64
                                               retention, not listed), bundle (a step job's bundle digest,
                                               dropped from its references when the pipeline is deleted)
 P:jobs                                zset    job id → created_ms (listing, newest first)
+P:name:{name}                         set     ids of the jobs named {name} (not a pipeline's step jobs):
+                                              a job's name resolves to its id with one read (the job
+                                              hash keeps it as field name, to drop it on update/delete)
 P:idem:{key}                          string  job id submitted under a client idempotency key (TTL)
 P:schedule                            zset    job id → next fire time in ms (durable triggers)
 P:awaiting                            set     fixed-delay jobs whose next fire time waits for a run
@@ -105,6 +108,7 @@ _TEMPLATES: dict[str, str] = {
     "ready": "ready:{}",
     "worker_leases": "worker:{}:leases",
     "idem": "idem:{}",
+    "job_name": "name:{}",
     "bundle": "bundle:{}",
     "bundle_jobs": "bundle:{}:jobs",
 }
@@ -164,6 +168,9 @@ class Keys:
 
     def idempotency(self, key: str) -> str:
         return self._k("idem", key)
+
+    def job_name(self, name: str) -> str:
+        return self._k("job_name", name)
 
     def bundle(self, digest: str) -> str:
         return self._k("bundle", digest)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import glob
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -28,6 +29,7 @@ from sparkyard.bundle import build as build_bundle
 from sparkyard.option_values import CHOICES, MISFIRES, OVERLAPS, ROUTINGS
 from sparkyard.runners import RUNNERS
 from sparkyard.option_values import read as read_value
+from sparkyard.timeutil import rfc3339_ms
 from sparkyard.spec import DEFAULT_GROUP, parse_entrypoint, parse_input, resolve_entrypoint
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -36,6 +38,10 @@ _METAVARS = {"int": "N", "count": "N", "duration": "DURATION", "instant": "TIME"
 
 
 # --after JOB[:WHEN]: the run ends that fire a child job.
+# How far in the past an --at may be (the clocks of client and master differ a little; a time computed as
+# "now" is past by the time it is read): beyond it, the time is a mistake, not a wish to run at once.
+AT_PAST_GRACE_S = 60.0
+
 AFTER_WHEN = {"succeeded": pb.AFTER_SUCCEEDED, "failed": pb.AFTER_FAILED, "always": pb.AFTER_ALWAYS}
 
 
@@ -134,7 +140,7 @@ class JobOptions:
                                when=True, spec=("trigger.kind",))
     cron: str = _option("", "cron expression: 5 fields, or 6 with seconds first", when=True, spec=("trigger.kind",))
     every: float | None = _option(None, "fire at a fixed rate, e.g. 10s", "duration", when=True, spec=("trigger.kind",))
-    after: str = _option("", "a child job: fire when a run of job JOB ends so (default succeeded)", when=True,
+    after: str = _option("", "a child job: fire when a run of job JOB (an id or a name) ends so (default succeeded)", when=True,
                          metavar="JOB[:succeeded|failed|always]", spec=("trigger.kind",))
     tz: str = _option("", "time zone of --cron (IANA name; default UTC)", spec=("trigger.kind",))
     fixed_delay: bool = _option(False, "with --every: count from the end of the previous run", "flag",
@@ -321,6 +327,9 @@ class JobOptions:
         if self.delay is not None:
             trig.delay.FromMilliseconds(int(self.delay * 1000))
         elif self.at is not None:
+            if self.at < time.time() - AT_PAST_GRACE_S:
+                raise errors.InvalidArgument(f"at: {rfc3339_ms(int(self.at * 1000))} is in the past; give a later time, "
+                                             "or no --at to run it now")
             trig.at.FromMilliseconds(int(self.at * 1000))
         elif self.cron:
             trig.cron.expr, trig.cron.tz = self.cron, self.tz

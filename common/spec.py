@@ -196,6 +196,21 @@ def _check_duration(field: str, d: object) -> None:
         raise SpecError(field, f"{seconds:g}s is longer than the maximum of {MAX_SPEC_DURATION_S}s (10 years)")
 
 
+# The fields of a cron expression with what each takes (a 6-field one has seconds first).
+_CRON_FIELDS = (("minute", "0-59"), ("hour", "0-23"), ("day of month", "1-31"), ("month", "1-12 or JAN-DEC"),
+                ("day of week", "0-7 or SUN-SAT"))
+
+
+def _bad_cron_field(fields: list[str]) -> str:
+    """``: its minute field '61' is out of 0-59`` for the first field that is wrong alone ('' when none is)."""
+    names = ((("second", "0-59"),) if len(fields) == 6 else ()) + _CRON_FIELDS
+    for i, (name, allowed) in enumerate(names):
+        alone = " ".join(f if j == i else "*" for j, f in enumerate(fields))
+        if not croniter.is_valid(alone, second_at_beginning=len(fields) == 6):
+            return f": its {name} field {quote(fields[i])} is not valid (takes {allowed}, with , - / *)"
+    return ""
+
+
 def validate_cron(expr: str, tz: str) -> None:
     """Raise SpecError unless ``expr`` is a 5- or 6-field (seconds first) cron and ``tz`` a known zone."""
     fields = expr.split()
@@ -203,7 +218,7 @@ def validate_cron(expr: str, tz: str) -> None:
         raise SpecError("trigger.cron.expr", f"{quote(expr)} has {len(fields)} fields; use 5 (min hour dom mon dow) "
                         "or 6 (sec min hour dom mon dow)")
     if not croniter.is_valid(expr, second_at_beginning=len(fields) == 6):
-        raise SpecError("trigger.cron.expr", f"{quote(expr)} is not a valid cron expression")
+        raise SpecError("trigger.cron.expr", f"{quote(expr)} is not a valid cron expression{_bad_cron_field(fields)}")
     if tz:
         try:
             ZoneInfo(tz)

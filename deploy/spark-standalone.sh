@@ -11,9 +11,11 @@
 #   --cores N          cores each worker offers (default: this machine's)
 #   --memory SIZE      memory each worker offers to executors (default 2g)
 #   --master-url URL   start no master: the workers join this one (spark://HOST:PORT)
+#   --port N           the master's port (default 0: a free one, new at each start); a fixed port keeps
+#                      spark://HOST:PORT the same across a stop and start, so Sparkyard workers reconnect
 #   --python PATH      the Python whose pyspark provides Spark (default .venv/bin/python beside deploy/)
 #
-# Ports are chosen by the daemons (port 0: free ones) and read back from their logs into
+# Ports are chosen by the daemons (port 0: free ones; the master's is --port when given) and read back from their logs into
 # DATA_DIR/run/master.url and DATA_DIR/run/master.webui. `stop` stops exactly the processes whose pid
 # files this script wrote, each only if it is still the Spark daemon it started (a reused pid is left
 # alone): SIGTERM, then SIGKILL after 15 s. `status` exits 0 when every recorded daemon runs, 1 otherwise.
@@ -27,24 +29,26 @@ workers=1
 cores="$(nproc)"
 memory="2g"
 master_url=""
+port=0
 python="$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/python"
 verb=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --data-dir|--host|--workers|--cores|--memory|--master-url|--python)
+    --data-dir|--host|--workers|--cores|--memory|--master-url|--python|--port)
       [ $# -ge 2 ] || die "$1 needs a value"
       case "$1" in
         --data-dir) data_dir="$2" ;; --host) host="$2" ;; --workers) workers="$2" ;; --cores) cores="$2" ;;
-        --memory) memory="$2" ;; --master-url) master_url="$2" ;; --python) python="$2" ;;
+        --memory) memory="$2" ;; --master-url) master_url="$2" ;; --python) python="$2" ;; --port) port="$2" ;;
       esac
       shift 2 ;;
     start|stop|status) [ -z "$verb" ] || die "give one of start, stop, status"; verb="$1"; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
 [ -n "$verb" ] || die "give one of start, stop, status (see --help)"
 [[ "$workers" =~ ^[0-9]+$ ]] || die "--workers '$workers' is not a whole number"
+[[ "$port" =~ ^[0-9]+$ ]] && [ "$port" -le 65535 ] || die "--port '$port' is not a port number (0-65535)"
 [[ "$cores" =~ ^[1-9][0-9]*$ ]] || die "--cores '$cores' is not a positive whole number"
 [[ "$memory" =~ ^[0-9]+[kKmMgGtT]?$ ]] || die "--memory '$memory' is not a size like 512m or 2g"
 [ -z "$master_url" ] || [[ "$master_url" =~ ^spark://[^/]+:[0-9]+$ ]] || die "--master-url '$master_url' is not spark://HOST:PORT"
@@ -110,7 +114,7 @@ do_start() {
   echo "spark.master.rest.enabled false" > "$props"
   if [ -z "$master_url" ]; then
     rm -f "$run_dir/master.url" "$run_dir/master.webui"
-    pid="$(start_daemon master org.apache.spark.deploy.master.Master --host "$host" --port 0 --webui-port 0 \
+    pid="$(start_daemon master org.apache.spark.deploy.master.Master --host "$host" --port "$port" --webui-port 0 \
       --properties-file "$props")"
     wait_log "$pid" "$log_dir/master.log" "Starting Spark master at spark://" "the Spark master"
     wait_log "$pid" "$log_dir/master.log" "MasterWebUI.*started at http" "the Spark master's web UI"

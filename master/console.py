@@ -41,7 +41,7 @@ from sparkyard.master.schedule_text import describe
 from sparkyard.options import JobOptions
 from sparkyard.master.services import status_of, worker_infos
 from sparkyard.master.store import Store
-from sparkyard.states import JobState
+from sparkyard.states import JobState, RunState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -205,8 +205,23 @@ class ConsoleApi:
 
     async def _job_view(self, job: JobRecord, runs: int) -> dict[str, Any]:
         recent = await self._store.list_runs(job.id, runs) if runs else []
-        return {"job": to_dict(job_to_proto(job)), "schedule": describe(job.spec.trigger),
-                "runs": [to_dict(run_to_proto(r)) for r in recent]}
+        return {"job": to_dict(job_to_proto(job)), "schedule": describe(job.spec.trigger, await self._parent_name(job)),
+                "runs": [to_dict(run_to_proto(r)) for r in recent], "shown_state": await self._shown_state(job)}
+
+    async def _parent_name(self, job: JobRecord) -> str:
+        """A child job's parent's name ('' when it has none, or for other jobs)."""
+        if job.spec.trigger.WhichOneof("kind") != "after":
+            return ""
+        parent = await self._store.get_job(job.spec.trigger.after.job_id)
+        return parent.spec.name if parent else ""
+
+    async def _shown_state(self, job: JobRecord) -> str:
+        """The job's state as a person reads it: a COMPLETED job (it fires no more) whose last run FAILED
+        shows FAILED; a one-shot job whose only run failed did not complete anything."""
+        if job.state is not JobState.COMPLETED or not job.last_run_id:
+            return job.state.value
+        last = await self._store.get_run(job.last_run_id, with_tasks=False)
+        return "FAILED" if last is not None and last.state is RunState.FAILED else job.state.value
 
     async def list_jobs(self, request: web.Request) -> web.Response:
         """``state``, ``group``, ``name`` (part of it), ``label`` (K or K=V), ``q`` (part of the id, name,

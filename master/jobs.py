@@ -15,6 +15,7 @@ from sparkyard.clock import Clock
 from sparkyard.config import MasterConfig
 from sparkyard.errors import FailedPrecondition, InvalidArgument, NotFound
 from sparkyard.master.arming import Arming
+from sparkyard.master.names import jobs_named
 from sparkyard.master.outcomes import Outcomes
 from sparkyard.master.pipelines import with_step_jobs
 from sparkyard.master.preloader import Preloader
@@ -99,7 +100,9 @@ class JobManager:
             raise NotFound(f"job {job_id} not found")
         return job
 
-    async def list_jobs(self, limit: int, state: JobState | None, group: str) -> list[JobRecord]:
+    async def list_jobs(self, limit: int, state: JobState | None, group: str, name: str = "") -> list[JobRecord]:
+        if name:
+            return await jobs_named(self._store, name, self._limit(limit), state, group)
         return await self._store.list_jobs(self._limit(limit), state, group)
 
     async def get_run(self, run_id: str) -> RunRecord:

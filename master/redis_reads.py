@@ -123,6 +123,9 @@ class RedisReads:
         version's spec never changes."""
         return (await self.get_specs([(job_id, version)])).get((job_id, version))
 
+    async def job_ids_named(self, name: str) -> list[str]:
+        return sorted(await self.redis.smembers(self.keys.job_name(name)))
+
     async def list_jobs(self, limit: int, state: JobState | None = None, group: str = "") -> list[JobRecord]:
         """Filters are applied while scanning pages of the jobs index, so ``limit`` counts matching jobs. A
         pipeline's step jobs are not listed (the pipeline is; its runs show its steps)."""

@@ -125,7 +125,8 @@ class RedisStore(RedisReads, Store):
                                     for step_id, spec in job.steps])
                 for step_id, spec in job.steps:
                     self._specs.remember(step_id, spec)
-        payload = json.dumps({"specs": specs, "blocks": blocks, "jobs": entries}, separators=(",", ":"))
+        payload = json.dumps({"specs": specs, "blocks": blocks, "jobs": entries,
+                              "names": [job.spec.name for job in jobs]}, separators=(",", ":"))
         args = [payload, idempotency_ttl_ms]
         if self.min_replicas:
             raw = await self._replicated("submit", [self.keys.jobs, self.keys.schedule], args)
@@ -304,7 +305,7 @@ class RedisStore(RedisReads, Store):
                   if spec.trigger.WhichOneof("kind") == "after" else "")
         raw = await self._lua("update", [k.job(job_id), k.schedule, k.awaiting],
                               [job_id, base_version, spec_to_text(spec), next_fire_ms, spec.bundle.digest,
-                               json.dumps(step_jobs, separators=(",", ":")), cblock])
+                               json.dumps(step_jobs, separators=(",", ":")), cblock, spec.name])
         result = UpdateResult(outcomes.UpdateStatus(raw[0]), JobState(raw[1]) if raw[1] else None, int(raw[2]),
                               int(raw[3]))
         if result.status is outcomes.UpdateStatus.OK:

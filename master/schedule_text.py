@@ -23,8 +23,9 @@ def _cron(expr: str, tz: str) -> str:
     return f"{text} ({tz or 'UTC'})"
 
 
-def describe(trigger: pb.Trigger) -> str:
-    """The trigger in words; bounds (start, end, max runs) follow the schedule."""
+def describe(trigger: pb.Trigger, parent_name: str = "") -> str:
+    """The trigger in words; bounds (start, end, max runs) follow the schedule. A child job's parent is said
+    by ``parent_name`` when given (its id follows it)."""
     kind = trigger.WhichOneof("kind") or "now"
     if kind == "cron":
         text = _cron(trigger.cron.expr, trigger.cron.tz)
@@ -36,7 +37,8 @@ def describe(trigger: pb.Trigger) -> str:
         text = f"Once, {format_duration(trigger.delay.ToMilliseconds() / 1000)} after submission"
     elif kind == "after":
         ends = {pb.AFTER_FAILED: "fails", pb.AFTER_ALWAYS: "ends"}.get(trigger.after.when, "succeeds")
-        text = f"After each run of job {trigger.after.job_id} that {ends}"
+        parent = f"{parent_name} ({trigger.after.job_id})" if parent_name else trigger.after.job_id
+        text = f"After each run of job {parent} that {ends}"
     elif kind == "at":
         text = f"Once, at {rfc3339_ms(trigger.at.ToMilliseconds())}"
     elif kind == "manual":

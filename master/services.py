@@ -98,7 +98,8 @@ class JobService(pbg.JobServiceServicer):
 
     @mapped
     async def ListJobs(self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext) -> pb.ListJobsResponse:
-        jobs = await self._jobs.list_jobs(request.limit, _state_filter(request.state), request.group)
+        jobs = await self._jobs.list_jobs(request.limit, _state_filter(request.state), request.group,
+                                              request.name)
         return pb.ListJobsResponse(jobs=[job_to_proto(j) for j in jobs])
 
     @mapped

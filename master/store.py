@@ -232,6 +232,11 @@ class Store(Protocol):
         """A job's spec of that version (0: its current one)."""
         ...
 
+    async def job_ids_named(self, name: str) -> list[str]:
+        """Ids of the jobs with this name (an index kept by the write scripts: one read, whatever the
+        number of jobs), sorted (ids sort by creation time)."""
+        ...
+
     async def list_jobs(self, limit: int, state: JobState | None = None, group: str = "") -> list[JobRecord]:
         """Newest first; filters are applied before ``limit`` counts."""
         ...

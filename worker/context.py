@@ -5,8 +5,8 @@ output (or refuses a token lower than the last one it saw) cannot be overwritten
 
 A plain script (an entrypoint without ``:function``) gets the same context from
 :func:`current_context`; under the submit runner it is also in the environment (``SPARKYARD_TASK`` as
-JSON plus ``SPARKYARD_JOB_ID``, ``SPARKYARD_RUN_ID``, ``SPARKYARD_TASK_INDEX``, ``SPARKYARD_ATTEMPT``,
-``SPARKYARD_FENCING_TOKEN``) and ``sys.argv[1:]`` holds the job's args.
+JSON plus the variables :meth:`TaskContext.env` lists, README.md's table) and ``sys.argv[1:]`` holds the
+job's args.
 
 ``ctx.output(path)`` and ``ctx.commit()`` are fenced output (docs/fenced-output.md): the task writes where
 ``output`` says, and ``commit`` publishes that to ``path`` only while the attempt's token is current.
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from sparkyard.timeutil import rfc3339_ms
 from sparkyard.worker.fence_desk import ask_worker
 from sparkyard.worker.fenced_output import AttemptOutputs
 
@@ -115,6 +116,8 @@ class TaskContext:
             "SPARKYARD_TASK_COUNT": str(self.task_count),
             "SPARKYARD_ATTEMPT": str(self.attempt),
             "SPARKYARD_FENCING_TOKEN": str(self.fencing_token),
+            # The logical time a script's output is about (a cron slot, a backfilled day), not the clock.
+            "SPARKYARD_SCHEDULED_AT": rfc3339_ms(round(self.scheduled_at.timestamp() * 1000)),
         }
 
 

@@ -82,6 +82,15 @@ class _Stream:
     outbound: asyncio.Queue[pb.WorkerMessage | None] = field(default_factory=asyncio.Queue)
 
 
+def unreachable_text(exc: BaseException | None) -> str:
+    """Why a connection attempt failed, in one line (a gRPC error's repr is five, with its debug string)."""
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return f"{exc.code().name}: {exc.details() or 'no details'}".replace("\n", " ")
+    if isinstance(exc, asyncio.TimeoutError):
+        return "no answer to the registration in time"
+    return f"{type(exc).__name__}: {exc}".replace("\n", " ") if exc is not None else "unknown"
+
+
 class MasterLink:
     def __init__(self, cfg: WorkerConfig, clock: Clock, connection: Connection, slots: AttemptSlots,
                  ledger: ResultLedger, runners: Runners, logs: LogFiles, drain_requested: asyncio.Event) -> None:
@@ -99,6 +108,7 @@ class MasterLink:
         self._leader_hint = ""  # the leader a standby named: the next connection goes there
         self._silent: dict[str, float] = {}  # masters left for not answering → next probe (monotonic)
         self._heard_at = 0.0  # monotonic time of the master's last message on this connection
+        self._trying = ""  # the master address of the current connection attempt (for the retry's log line)
         self._loops: list[asyncio.Task[None]] = []
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -132,7 +142,9 @@ class MasterLink:
                 retry=retry_if_exception_type((grpc.aio.AioRpcError, StreamClosed, OSError, asyncio.TimeoutError,
                                                Redirected)),
                 before_sleep=lambda state: log.warning(
-                    "cannot reach a master (%r); retrying", state.outcome.exception() if state.outcome else "?"),
+                    "cannot reach master %s (%s); not registered, retrying in %.1fs", self._trying,
+                    unreachable_text(state.outcome.exception() if state.outcome else None),
+                    state.next_action.sleep if state.next_action else 0.0),
             )
             async for attempt in retrying:
                 with attempt:
@@ -141,11 +153,13 @@ class MasterLink:
     async def _connect_once(self) -> None:
         masters = self._cfg.masters
         address, self._leader_hint = self._leader_hint, ""
+        self._trying = address or masters[self._master_index % len(masters)]
         hinted = bool(address)
         if not address or not self._may_try(address):
             turn = [masters[(self._master_index + i) % len(masters)] for i in range(len(masters))]
             address = next((a for a in turn if self._may_try(a)), turn[0])
             self._master_index = masters.index(address) + 1
+        self._trying = address
         probing = address in self._silent and len(masters) > 1
         if probing:
             self._silent[address] = self._clock.monotonic() + self._terms.heartbeat_s
@@ -253,8 +267,9 @@ class MasterLink:
         self.connection.registered(stream.outbound)
         self.connections += 1
         self.registered.set()
-        log.info("registered with master %s as %s (slots %d, group %s, lease %.0fs, heartbeat %.0fs)", address,
-                 self._cfg.worker_id, self._cfg.slots, self._cfg.group, self._terms.lease_s, self._terms.heartbeat_s)
+        log.info("registered with master %s as %s (slots %d, group %s, lease %.0fs, heartbeat %.0fs); readiness %s",
+                 address, self._cfg.worker_id, self._cfg.slots, self._cfg.group, self._terms.lease_s,
+                 self._terms.heartbeat_s, pb.Readiness.Name(self._readiness[0]).removeprefix("READINESS_"))
         self._ledger.resend_all()
 
     def _ask(self) -> int:
@@ -342,8 +357,15 @@ class MasterLink:
             now = await self._runners.changed()
             if now != self._readiness:
                 self._readiness = now
-                log.info("readiness %s%s (%d of %d slots)", pb.Readiness.Name(now[0]).removeprefix("READINESS_"),
-                         f": {now[1]}" if now[1] else "", now[2], self._cfg.slots)
+                # The runners' readiness; with no master registered yet no slot is offered to anyone, so the
+                # worker is not READY whatever its runners are (the registration's line says when it is).
+                name = pb.Readiness.Name(now[0]).removeprefix("READINESS_")
+                if self.registered.is_set():
+                    log.info("readiness %s%s (%d of %d slots)", name, f": {now[1]}" if now[1] else "", now[2],
+                             self._cfg.slots)
+                else:
+                    log.info("not ready: not registered with a master yet (runners %s%s, %d of %d slots)", name,
+                             f": {now[1]}" if now[1] else "", now[2], self._cfg.slots)
                 if self.registered.is_set():
                     self.send_heartbeat()
 

@@ -50,12 +50,20 @@ def _only(spec: pb.JobSpec, keep: str, names: list[str]) -> pb.JobSpec:
     return out
 
 
+def _pipelines(jobs: Sequence[pb.Job]) -> list[pb.Job]:
+    return [j for j in jobs if j.spec.steps and j.state in (pb.JOB_ACTIVE, pb.JOB_PAUSED)]
+
+
 def apply(client: Client, paths: Sequence[str], *, prune: bool = False, dry_run: bool = False) -> list[Change]:
     pipelines = load(paths)
-    existing: dict[str, list[pb.Job]] = {}
-    for job in client.jobs(limit=LISTED):
-        if job.spec.steps and job.state in (pb.JOB_ACTIVE, pb.JOB_PAUSED):
-            existing.setdefault(job.spec.name, []).append(job)
+    # Each pipeline is found by its name (one read of the master's name index, at any number of jobs); only
+    # --prune needs the list of every pipeline, from the newest LISTED jobs.
+    existing: dict[str, list[pb.Job]] = {p.name: _pipelines(client.jobs(name=p.name)) for p in pipelines}
+    if prune:
+        for job in _pipelines(client.jobs(limit=LISTED)):
+            existing.setdefault(job.spec.name, [])
+            if all(j.id != job.id for j in existing[job.spec.name]):
+                existing[job.spec.name].append(job)
     changes: list[Change] = []
     for pipeline in pipelines:
         spec, bundles = pipeline.to_spec()

@@ -37,6 +37,14 @@ RESTART_MAX_S = 60.0
 PLAINTEXT_DROPS = ("SPARKYARD_TLS_",)
 
 
+class StartInterrupted(BaseException):
+    """SIGINT or SIGTERM while the cluster starts (a BaseException: no ``except Exception`` eats it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 @dataclass
 class LocalCluster:
     workers: int = 2
@@ -45,6 +53,7 @@ class LocalCluster:
     data_dir: Path = Path(".sparkyard/local")
     runner: str = DEFAULT_RUNNER
     token: str = ""
+    http: str = ""  # HOST:PORT of the master's console and /metrics ('' for none)
     extra_master_args: list[str] = field(default_factory=list)
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     address: str = ""
@@ -53,6 +62,8 @@ class LocalCluster:
     _started_at: dict[int, float] = field(default_factory=dict)  # worker number → when it was started
     _quick_exits: dict[int, int] = field(default_factory=dict)  # exits in a row within STABLE_S of a start
     _restart_at: dict[int, float] = field(default_factory=dict)  # dead workers waiting for their restart
+    _spawning: bool = False
+    _held_signal: int = 0
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         logs = self.data_dir / "logs"
@@ -61,10 +72,32 @@ class LocalCluster:
         if self.token:
             env["SPARKYARD_TOKEN"] = self.token
         out = (logs / f"{name}.log").open("ab")
-        proc = subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.PIPE if name == "master" else out,
-                                stderr=out, stdin=subprocess.DEVNULL, env=env)
-        self.processes.append(proc)
+        # A Ctrl-C arriving between the start of a process and its place in the list would leave it running
+        # after stop(): interrupt() holds it until the process is listed.
+        self._spawning = True
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", *args],
+                                    stdout=subprocess.PIPE if name == "master" else out,
+                                    stderr=out, stdin=subprocess.DEVNULL, env=env)
+            self.processes.append(proc)
+        finally:
+            self._spawning = False
+        if self._held_signal:
+            raise StartInterrupted(self._held_signal)
         return proc
+
+    def interrupt(self, signum: int) -> None:
+        """Leave :meth:`start` at once (for a SIGINT/SIGTERM handler): raises StartInterrupted now, or as
+        soon as the process being started is listed, so that :meth:`stop` stops it too."""
+        if self._spawning:
+            self._held_signal = signum
+            return
+        raise StartInterrupted(signum)
+
+    @property
+    def logs(self) -> Path:
+        """Where the processes log (absolute, so a message naming it is right from any directory)."""
+        return self.data_dir.resolve() / "logs"
 
     def start(self) -> str:
         """Start everything; returns the master's address once every worker is registered."""
@@ -77,13 +110,14 @@ class LocalCluster:
     def start_master(self) -> str:
         """Start the master (and its embedded Redis); returns its address once it listens."""
         self.data_dir = self.data_dir.resolve()
+        http = ["--http", self.http] if self.http else []
         master = self._spawn("master", ["sparkyard.master.main", "--listen", self.listen, "--data-dir",
-                                        str(self.data_dir), *self.extra_master_args])
+                                        str(self.data_dir), *http, *self.extra_master_args])
         assert master.stdout is not None
         line = master.stdout.readline().decode()
         if "listening on" not in line:
             master.wait(timeout=30)
-            tail = (self.data_dir / "logs" / "master.log").read_text(errors="replace")[-3000:]
+            tail = (self.logs / "master.log").read_text(errors="replace")[-3000:]
             self.stop()
             raise SparkyardError(f"the master did not start (exit {master.returncode}):\n{tail}")
         self.address = line.split("listening on", 1)[1].split()[0]
@@ -108,7 +142,7 @@ class LocalCluster:
                 delay = self._restart_delay(i, now)
                 self._restart_at[i] = now + delay
                 when = "again" if delay == 0 else f"again in {delay:g}s (it keeps exiting soon after its start)"
-                print(f"sparkyard: worker local-{i} exited with code {proc.returncode}; starting it {when}",
+                print(f"sparkyard local: worker local-{i} exited with code {proc.returncode}; starting it {when}",
                       file=sys.stderr, flush=True)
             if now >= self._restart_at[i]:
                 del self._restart_at[i]
@@ -135,7 +169,7 @@ class LocalCluster:
                     if proc.poll() is not None:
                         self.stop()
                         raise SparkyardError(f"a cluster process exited with code {proc.returncode}; "
-                                             f"see {self.data_dir / 'logs'}")
+                                             f"see {self.logs}")
                 try:
                     if len([w for w in client.workers() if w.alive]) >= self.workers:
                         return
@@ -144,7 +178,7 @@ class LocalCluster:
                 if time.monotonic() > deadline:
                     self.stop()
                     raise SparkyardError(f"workers did not register within {START_TIMEOUT_S:.0f}s; "
-                                         f"see {self.data_dir / 'logs'}")
+                                         f"see {self.logs}")
                 time.sleep(0.2)  # polling the cluster's state from outside, with a deadline
 
     def stop(self) -> None:

@@ -3,19 +3,20 @@
 Every verb takes ``--json``; the master is ``--master HOST:PORT`` or ``SPARKYARD_MASTER`` (default
 127.0.0.1:7070), the token ``--token``, ``--token-file`` or ``SPARKYARD_TOKEN``, and TLS ``--tls-ca``
 (``--tls-cert``/``--tls-key`` for mutual TLS) or ``SPARKYARD_TLS_*``. Errors print one line on stderr and
-exit non-zero (2 for bad input, 1 otherwise); ``wait`` exits 0 when the run SUCCEEDED, 1 when it ended
-otherwise, 124 when the wait timed out.
+exit non-zero (2 for bad input, 69 when no master could be reached, 1 otherwise); ``wait`` exits 0 when the
+run SUCCEEDED, 1 when it ended otherwise, 124 when the wait timed out.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from rich.console import Console
 
@@ -32,6 +33,10 @@ from sparkyard.timeutil import rfc3339_ms
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 EXIT_TIMEOUT = 124
+# No master could be reached (or none could serve the call): not the same as a run that failed (1), so that a
+# script can tell "try again later" from "the job is broken". sysexits.h's EX_UNAVAILABLE.
+EXIT_UNREACHABLE = 69
+JOB_REF = "a job id, or a job's name when one job has it"
 
 
 # The connection options every verb takes: (flag, help).
@@ -59,6 +64,10 @@ class _Parser(argparse.ArgumentParser):
         kwargs["allow_abbrev"] = False
         super().__init__(**kwargs)
 
+    def error(self, message: str) -> NoReturn:
+        """One line naming the verb (``sparkyard submit: …``), exit 2: not the usage of every option."""
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="sparkyard", description="Submit and watch PySpark jobs on Sparkyard.")
@@ -75,26 +84,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     u = sub.add_parser("update", help="change a job from its next firing on (only the options given)")
     _common(u)
-    u.add_argument("job_id")
+    u.add_argument("job_id", metavar="JOB", help=JOB_REF)
     u.add_argument("--entrypoint", default="", help="ship the job's code anew from this entrypoint (with "
                                                     "--py-files, --files, --bundle as given)")
     JobOptions.add_arguments(u)
 
     j = sub.add_parser("jobs", help="list jobs (newest first)")
     _common(j)
-    j.add_argument("--state", choices=["active", "paused", "completed", "cancelled"], default="")
+    j.add_argument("--state", choices=["active", "paused", "completed", "failed", "cancelled"], default="",
+                   help="failed: completed jobs (they fire no more) whose last run failed")
     j.add_argument("--group", default="")
+    j.add_argument("--name", default="", help="only the jobs with this name")
     j.add_argument("--limit", type=int, default=50)
 
     for verb, text in (("job", "show a job"), ("pause", "pause a job"), ("resume", "resume a job"),
                        ("trigger", "run a job now")):
         p = sub.add_parser(verb, help=text)
         _common(p)
-        p.add_argument("job_id")
+        p.add_argument("job_id", metavar="JOB", help=JOB_REF)
 
     b = sub.add_parser("backfill", help="run a recurring job's past fire times in a range")
     _common(b)
-    b.add_argument("job_id")
+    b.add_argument("job_id", metavar="JOB", help=JOB_REF)
     b.add_argument("--from", dest="start", required=True, metavar="TIME",
                    help="first fire time, inclusive (ISO 8601 with an offset, e.g. 2026-11-01T00:00:00Z)")
     b.add_argument("--to", dest="end", required=True, metavar="TIME",
@@ -109,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("runs", help="list a job's runs (newest first)")
     _common(r)
-    r.add_argument("job_id")
+    r.add_argument("job_id", metavar="JOB", help=JOB_REF)
     r.add_argument("--limit", type=int, default=20)
 
     ap = sub.add_parser("apply", help="make the master's pipelines match definition files (docs/pipelines.md)")
@@ -129,12 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("cancel", help="cancel a job, run or task")
     _common(c)
-    c.add_argument("id")
+    c.add_argument("id", help="a job, run or task id, or a job's name")
     c.add_argument("--reason", default="")
 
     d = sub.add_parser("delete", help="delete a job (its history is deleted in the background)")
     _common(d)
-    d.add_argument("job_id")
+    d.add_argument("job_id", metavar="JOB", help=JOB_REF)
     d.add_argument("--force", action="store_true", help="cancel the job's active runs first (else refused)")
 
     w = sub.add_parser("workers", help="list workers and their slots")
@@ -162,11 +173,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     lc = sub.add_parser("local", help="run Redis, a master and workers here until Ctrl-C")
     _common(lc)
-    lc.add_argument("--workers", type=int, default=2)
-    lc.add_argument("--slots", type=int, default=2)
-    lc.add_argument("--listen", default=DEFAULT_LISTEN)
-    lc.add_argument("--data-dir", default=".sparkyard/local")
-    lc.add_argument("--runner", choices=RUNNER_NAMES, default=DEFAULT_RUNNER)
+    lc.add_argument("--workers", type=int, default=2, metavar="N", help="how many workers to start (default 2)")
+    lc.add_argument("--slots", type=int, default=2, metavar="N", help="task slots of each worker (default 2)")
+    lc.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
+                    help=f"the master's gRPC address (default {DEFAULT_LISTEN})")
+    lc.add_argument("--http", default="", metavar="HOST:PORT",
+                    help="serve the web console and /metrics here (default: none), e.g. 127.0.0.1:8080")
+    lc.add_argument("--data-dir", default=".sparkyard/local", metavar="DIR",
+                    help="Redis data, worker dirs and logs/ (default .sparkyard/local)")
+    lc.add_argument("--runner", choices=RUNNER_NAMES, default=DEFAULT_RUNNER,
+                    help=f"how workers run tasks (default {DEFAULT_RUNNER})")
     return parser
 
 
@@ -214,9 +230,20 @@ def _wait_code(run: pb.Run, timed_out: bool) -> int:
 
 
 def cmd_logs(client: Client, args: argparse.Namespace) -> int:
+    """The log as it is; with --json one object ``{"task", "attempt" (when given), "log"}``, or with -f one a
+    line per chunk as it comes (the log's bytes as UTF-8, a bad byte replaced)."""
+    chunks = client.logs(args.task_id, attempt=args.attempt, follow=args.follow)
+    head: dict[str, Any] = {"task": args.task_id, **({"attempt": args.attempt} if args.attempt else {})}
+    if args.json and not args.follow:
+        render.print_json({**head, "log": b"".join(chunks).decode(errors="replace")})
+        return 0
     stream = sys.stdout.buffer
-    for chunk in client.logs(args.task_id, attempt=args.attempt, follow=args.follow):
-        stream.write(chunk)
+    for chunk in chunks:
+        if args.json:
+            line = json.dumps({**head, "log": chunk.decode(errors="replace")})
+            stream.write(line.encode() + b"\n")
+        else:
+            stream.write(chunk)
         stream.flush()
     return 0
 
@@ -227,7 +254,7 @@ def cmd_certs(args: argparse.Namespace) -> int:
     try:
         certs = make_dev_certs(Path(args.dir), args.host)
     except CertsError as exc:
-        print(f"sparkyard: {exc}", file=sys.stderr)
+        print(f"sparkyard certs: {exc}", file=sys.stderr)
         return 2
     if args.json:
         render.print_json({"ca": str(certs.ca), "server_cert": str(certs.server_cert),
@@ -243,29 +270,39 @@ def cmd_certs(args: argparse.Namespace) -> int:
 
 
 def cmd_local(args: argparse.Namespace) -> int:
-    from sparkyard.cli.local import LocalCluster
+    from sparkyard.cli.local import LocalCluster, StartInterrupted
 
     cluster = LocalCluster(workers=args.workers, slots=args.slots, listen=args.listen, data_dir=Path(args.data_dir),
-                           runner=args.runner,
+                           runner=args.runner, http=args.http,
                            token=args.token or (read_secret(args.token_file, "token") if args.token_file else ""))
-    stop = {"now": False}
+    stop = {"now": False, "starting": True}
 
     def on_signal(signum: int, frame: Any) -> None:
         stop["now"] = True
+        if stop["starting"]:  # start-up blocks (a master coming up, workers warming): leave it at once
+            cluster.interrupt(signum)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    address = cluster.start()
+    try:
+        address = cluster.start()
+        stop["starting"] = False
+    except StartInterrupted as interrupted:
+        stop["starting"] = False
+        print("sparkyard local: stopped while starting; stopping what was started", file=sys.stderr, flush=True)
+        cluster.stop()
+        return 128 + interrupted.signum
     if args.json:
         render.print_json({"master": address, "workers": args.workers, "slots": args.slots,
                            "data_dir": str(cluster.data_dir), "pids": [p.pid for p in cluster.processes]})
     else:
-        print(f"local cluster ready: master {address}, {args.workers} workers x {args.slots} slots "
-              f"(logs in {cluster.data_dir / 'logs'}); Ctrl-C stops it", flush=True)
+        console = f", console http://{args.http}/" if args.http else ""
+        print(f"local cluster ready: master {address}{console}, {render.plural(args.workers, 'worker')} x "
+              f"{render.plural(args.slots, 'slot')} (logs in {cluster.logs}); Ctrl-C stops it", flush=True)
     try:
         while not stop["now"]:
             if not cluster.supervise():
-                print("sparkyard: the master exited; stopping the cluster", file=sys.stderr)
+                print("sparkyard local: the master exited; stopping the cluster", file=sys.stderr)
                 break
             time.sleep(0.5)  # waiting for Ctrl-C / SIGTERM
     finally:
@@ -299,9 +336,9 @@ def dispatch(args: argparse.Namespace) -> int:
             job = client.update_spec(args.job_id, change, fields)
             _warn_unhonoured(job)
             out(job, lambda c: c.print(f"updated job {job.id} to spec version {job.spec_version} "
-                                       f"({', '.join(fields)}); from its next firing on"))
+                                       f"({render.field_words(fields)}); from its next firing on"))
         elif verb == "jobs":
-            jobs = client.jobs(limit=args.limit, state=args.state, group=args.group)
+            jobs = client.jobs(limit=args.limit, state=args.state, group=args.group, name=args.name)
             out(jobs, lambda c: render.jobs_table(c, jobs))
         elif verb in ("job", "pause", "resume"):
             job = {"job": client.job, "pause": client.pause, "resume": client.resume}[verb](args.job_id)
@@ -321,7 +358,7 @@ def dispatch(args: argparse.Namespace) -> int:
         elif verb == "rerun":
             rerun = client.rerun(args.run_id, failed_only=args.failed_only)
             what = (f"{sum(s.state != pb.STEP_SUCCEEDED for s in rerun.steps)} of {len(rerun.steps)} steps"
-                    if rerun.steps else f"{rerun.task_count} tasks")
+                    if rerun.steps else render.plural(rerun.task_count, "task"))
             out(rerun, lambda c: c.print(f"run {rerun.id} reruns {args.run_id} with {what}"))
         elif verb == "runs":
             runs = client.runs(args.job_id, limit=args.limit, with_tasks=args.json)
@@ -341,7 +378,7 @@ def dispatch(args: argparse.Namespace) -> int:
             run, timed_out = _wait(client, args.run_id, args.timeout, args)
             out(run, lambda c: render.run_detail(c, run))
             if timed_out and not args.json:
-                print(f"sparkyard: run {args.run_id} still {pb.RunState.Name(run.state)} after {args.timeout}",
+                print(f"sparkyard wait: run {args.run_id} still {pb.RunState.Name(run.state)} after {args.timeout}",
                       file=sys.stderr)
             return _wait_code(run, timed_out)
         elif verb == "cancel":
@@ -374,14 +411,22 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:  # said by the verb they were given to, not by the top parser's usage
+        print(f"sparkyard {args.verb}: unrecognized arguments: {' '.join(unknown)} (see sparkyard {args.verb} --help)",
+              file=sys.stderr)
+        return 2
+    said = f"sparkyard {args.verb}"  # every error names the verb it came from
     try:
         return dispatch(args)
     except (errors.InvalidArgument, ConfigError) as exc:
-        print(f"sparkyard: {exc}", file=sys.stderr)
+        print(f"{said}: {exc}", file=sys.stderr)
         return 2
+    except errors.Unavailable as exc:
+        print(f"{said}: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     except errors.SparkyardError as exc:
-        print(f"sparkyard: {exc}", file=sys.stderr)
+        print(f"{said}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -390,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: one line for the user, the traceback on request
         if os.environ.get("SPARKYARD_DEBUG"):
             raise
-        print(f"sparkyard: internal error: {type(exc).__name__}: {exc} (SPARKYARD_DEBUG=1 shows the traceback)",
+        print(f"{said}: internal error: {type(exc).__name__}: {exc} (SPARKYARD_DEBUG=1 shows the traceback)",
               file=sys.stderr)
         return 1
 

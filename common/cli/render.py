@@ -19,6 +19,19 @@ from sparkyard.timeutil import format_duration, rfc3339_ms
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 
+def plural(n: int, word: str) -> str:
+    """``1 task``, ``2 tasks``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+# JobSpec field paths an update names, as a person calls them.
+_FIELD_WORDS = {"trigger.kind": "trigger", "code": "code (entrypoint, py-files, files, bundle)"}
+
+
+def field_words(fields: Sequence[str]) -> str:
+    return ", ".join(_FIELD_WORDS.get(f, f.replace("_", "-")) for f in fields)
+
+
 def console() -> Console:
     """A console for tables: wide enough for full ids when the output is a pipe or a file."""
     import sys
@@ -87,8 +100,10 @@ def pipeline_graph(console: Console, job: Any) -> None:
 def runs_table(console: Console, runs: Sequence[Any]) -> None:
     table = _table("run", "state", "scheduled", "late", "took", "tasks ok/failed/cancelled", "reason")
     for run in runs:
-        # A rerun keeps its original's scheduled time: its firing was asked for, not late.
-        late = "-" if run.rerun_of or run.after_run else _elapsed(run, "scheduled_at", "fired_at")
+        # Late: from the scheduled time to the start (the firing, then the wait for a slot or a warm driver),
+        # or to the firing while it has not started. A rerun keeps its original's scheduled time: not late.
+        began = "started_at" if run.HasField("started_at") else "fired_at"
+        late = "-" if run.rerun_of or run.after_run else _elapsed(run, "scheduled_at", began)
         table.add_row(run.id, _state(run), _ts(run, "scheduled_at"), late, _elapsed(run, "started_at", "finished_at"),
                       f"{run.tasks_succeeded}/{run.tasks_failed}/{run.tasks_cancelled} of {run.task_count}",
                       run.reason or (f"rerun of {run.rerun_of}" if run.rerun_of else "")

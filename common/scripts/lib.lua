@@ -270,6 +270,8 @@ local function unlink_job(job_id, now)
     if redis.call('SCARD', K.job_children(parent)) == 0 then redis.call('SREM', K.parents, parent) end
   end
   redis.call('SREM', K.parents, job_id)
+  local name = redis.call('HGET', K.job(job_id), 'name')
+  if name then redis.call('SREM', K.job_name(name), job_id) end
   -- A pipeline's step jobs (of every version) go with it; their runs are purged as its own are.
   for _, step_job in ipairs(redis.call('SMEMBERS', K.job_steps(job_id))) do
     local bundle = redis.call('HGET', K.job(step_job), 'bundle')

@@ -13,6 +13,7 @@
 --         — a one-shot job due now fires here, in the same step as its submission: it is COMPLETED (no
 --         more firings) with its run already queued.
 --         A child job's block index names its runs' block (master/children.py), stored as its cblock.
+--         names (optional) the jobs' names, in the order of jobs, indexed in P:name:{name} ('' for none).
 -- ARGV[2] idempotency TTL ms
 -- Returns per job a flat group of 5: job id, duplicate (0|1, or 2: the id is taken by another job —
 -- nothing was written, submit again with a new id; 3: a child job's parent does not exist — nothing was
@@ -35,7 +36,7 @@ local now = now_ms()
 local ttl = tonumber(ARGV[2])
 local out = {}
 local bulk = cjson.decode(ARGV[1])
-for _, j in ipairs(bulk.jobs) do
+for i, j in ipairs(bulk.jobs) do
   local id, spec, mode, fire, idem, run, scheduled = j[1], bulk.specs[j[2] + 1], j[3], j[4], j[5], j[6], j[7]
   local bundle = j[9]
   local existing = idem ~= '' and redis.call('GET', K.idem(idem))
@@ -55,6 +56,11 @@ for _, j in ipairs(bulk.jobs) do
     redis.call('ZADD', KEYS[1], now, id)
     if idem ~= '' then redis.call('SET', K.idem(idem), id, 'PX', ttl) end
     if bundle ~= '' then redis.call('SADD', K.bundle_jobs(bundle), id) end
+    local name = bulk.names and bulk.names[i] or ''
+    if name ~= '' then
+      redis.call('SADD', K.job_name(name), id)
+      redis.call('HSET', job_key, 'name', name)
+    end
     -- A pipeline's step jobs (j[10]: [id, spec index, bundle digest] each) are stored with it, never alone.
     for _, step in ipairs(j[10] or {}) do
       redis.call('HSET', K.job(step[1]), 'spec', bulk.specs[step[2] + 1], 'state', 'ACTIVE', 'created_ms', now,

@@ -6,6 +6,7 @@
 --         the schedule is unchanged)   ARGV[5] the digest of the new spec's bundle ('' for none)
 -- ARGV[6] a pipeline's new step jobs, JSON [[id, spec text, bundle digest ('' for none)], ...] ([] for a job)
 -- ARGV[7] a child job's new run block (master/children.py; '' for other jobs)
+-- ARGV[8] the new spec's name (moves the job's entry in P:name:{name}; absent: unchanged)
 -- Returns {status, state, spec version, next_fire_ms}: status 'ok' | 'missing' | 'ended' (the job is
 -- COMPLETED or CANCELLED: it fires no more) | 'conflict' (another update came first: read it again) |
 -- 'bundle_missing' (the new spec's bundle is not stored: upload it again; nothing was written).
@@ -55,5 +56,12 @@ if tonumber(ARGV[4]) >= 0 then
   redis.call('SREM', KEYS[3], ARGV[1])
   redis.call('HDEL', KEYS[1], 'awaits')
 end
+local old_name = redis.call('HGET', KEYS[1], 'name') or ''
+local new_name = ARGV[8] or old_name
+if new_name ~= old_name then
+  if old_name ~= '' then redis.call('SREM', K.job_name(old_name), ARGV[1]) end
+  if new_name ~= '' then redis.call('SADD', K.job_name(new_name), ARGV[1]) end
+end
+if new_name ~= '' then push(fields, 'name', new_name) else redis.call('HDEL', KEYS[1], 'name') end
 redis.call('HSET', KEYS[1], unpack(fields))
 return {'ok', v[1], version + 1, next_fire}

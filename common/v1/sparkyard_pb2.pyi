@@ -548,14 +548,16 @@ class GetJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("limit", "state", "group")
+    __slots__ = ("limit", "state", "group", "name")
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
     limit: int
     state: JobState
     group: str
-    def __init__(self, limit: _Optional[int] = ..., state: _Optional[_Union[JobState, str]] = ..., group: _Optional[str] = ...) -> None: ...
+    name: str
+    def __init__(self, limit: _Optional[int] = ..., state: _Optional[_Union[JobState, str]] = ..., group: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs",)

@@ -67,10 +67,12 @@ function seconds(x) {
 
 function took(o) { return o.started_at && o.finished_at ? (ms(o.finished_at) - ms(o.started_at)) / 1000 : null; }
 
-// Trigger lateness, as `sparkyard runs` shows it: from the scheduled time to the firing.
+// Lateness, as `sparkyard runs` shows it: from the scheduled time to the start (the firing and then the
+// queueing: waiting for a slot, a warm driver), or to the firing while it has not started.
 // A rerun keeps its original's scheduled time: its firing was asked for, not late.
 function late(run) {
-  return run.scheduled_at && run.fired_at && !run.rerun_of && !run.after_run ? (ms(run.fired_at) - ms(run.scheduled_at)) / 1000 : null;
+  const end = run.started_at || run.fired_at;
+  return run.scheduled_at && end && !run.rerun_of && !run.after_run ? (ms(end) - ms(run.scheduled_at)) / 1000 : null;
 }
 
 // ---- the API ----------------------------------------------------------------------------------------
@@ -148,7 +150,7 @@ async function render() {
   try {
     const content = await (pages[page] || jobsPage)(id, query);
     document.getElementById("login").hidden = true;
-    main.replaceChildren(...content);
+    main.replaceChildren(...content.filter((c) => c !== null && c !== undefined && c !== false));
   } catch (err) {
     if (err.name === "AbortError") return;
     if (!(err instanceof ApiError)) console.warn(err);
@@ -203,12 +205,12 @@ async function jobsPage(_, query) {
     location.hash = `#/jobs?${chosen}`;
   } }, state, field("group", "group"), field("name", "name"), field("label", "label K or K=V"),
   field("q", "search id, name, entrypoint, args"), h("button", { type: "submit" }, "Filter"));
-  const rows = data.jobs.map(({ job, schedule, runs }) => {
+  const rows = data.jobs.map(({ job, schedule, runs, shown_state }) => {
     const oldest = [...runs].reverse();
     return h("tr", {},
       h("td", {}, h("a", { href: `#/job/${encodeURIComponent(job.id)}` }, job.spec.name || job.id),
         h("div", { class: "muted mono" }, job.id)),
-      h("td", {}, badge(job.state)),
+      h("td", {}, badge(shown_state)),
       h("td", {}, job.spec.group),
       h("td", {}, schedule),
       h("td", {}, when(job.next_fire_at)),
@@ -279,7 +281,7 @@ async function jobPage(jobId) {
   return [
     h("h1", {}, job.spec.name || job.id), actions, edit,
     h("div", { class: "grid" },
-      h("div", { class: "panel" }, facts([["id", h("span", { class: "mono" }, job.id)], ["state", badge(job.state)],
+      h("div", { class: "panel" }, facts([["id", h("span", { class: "mono" }, job.id)], ["state", badge(view.shown_state)],
         ["schedule", schedule], ["next fire", when(job.next_fire_at)], ["entrypoint", h("span", { class: "mono" }, job.spec.entrypoint)],
         ["args", h("span", { class: "mono" }, JSON.stringify(job.spec.args))], ["group", job.spec.group],
         ["priority", job.spec.priority], ["labels", Object.entries(job.spec.labels).map(([k, v]) => `${k}=${v}`).join(", ") || "-"],
@@ -350,8 +352,9 @@ async function followLog(pre, taskId, attempt, follow) {
 
 async function runPage(runId, query) {
   const run = await api(`/api/runs/${encodeURIComponent(runId)}`);
-  const logBox = h("pre", { class: "log", id: "log" });
-  const logTitle = h("h2", {}, "Log");
+  // Shown once an attempt's "log" is clicked: an empty box before that says nothing.
+  const logBox = h("pre", { class: "log", id: "log", hidden: true });
+  const logTitle = h("h2", { hidden: true }, "Log");
   const rows = [];
   for (const task of run.tasks) {
     const attempts = task.attempts.length ? task.attempts : [null];
@@ -361,6 +364,7 @@ async function runPage(runId, query) {
         e.currentTarget.closest("tr").classList.add("picked");
         const live = !TERMINAL_ATTEMPTS.has(a.state);
         logTitle.textContent = `Log of ${task.id}, attempt ${a.number}${live ? " (following)" : ""}`;
+        logTitle.hidden = logBox.hidden = false;
         followLog(logBox, task.id, a.number, live);
       } }, "log") : null;
       rows.push(h("tr", { "data-task": task.id }, h("td", { class: "mono" }, task.id), h("td", {}, badge(task.state)),

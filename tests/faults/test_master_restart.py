@@ -66,12 +66,19 @@ def test_running_tasks_keep_their_leases_across_a_master_restart(make_cluster: o
     jobs = [client.submit(f"{TASKS}:sleep_python", args=["3", str(markers)]) for _ in range(2)]
     wait_for(lambda: len(list(markers.glob("*.started"))) == 2, 90, "both tasks to start")
     # A CI script's `sparkyard wait` keeps waiting through the restart: the run goes on without a master.
-    waiting = subprocess.Popen([sys.executable, "-m", "sparkyard.cli.main", "wait", first_run_id(jobs[0]),
-                                "--master", cluster.address, "--timeout", "5m"],
+    # So does `sparkyard logs -f`: it follows the log to the attempt's end, all of it once.
+    cli = [sys.executable, "-m", "sparkyard.cli.main", "--master", cluster.address]
+    waiting = subprocess.Popen([*cli, "wait", first_run_id(jobs[0]), "--timeout", "5m"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    followed = f"{first_run_id(jobs[1])}.00000"
+    following = subprocess.Popen([*cli, "logs", "-f", followed], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
     client = _restart_master(cluster, down_s=MASTER_DOWN_S)
     out, err = waiting.communicate(timeout=120)
     assert waiting.returncode == 0, f"sparkyard wait exited {waiting.returncode}: {out}{err}"
+    log, err = following.communicate(timeout=120)
+    assert following.returncode == 0, f"sparkyard logs -f exited {following.returncode}: {err}"
+    assert f"of task {followed}" in log and "sleeping 3 s" in log, log  # followed to the attempt's end
     for job in jobs:
         run, _ = client.wait(first_run_id(job), timeout=60)
         assert run.state == pb.RUN_SUCCEEDED

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 
 from harness import EXAMPLES, Cluster, wait_for
 from sparkyard import errors
@@ -68,6 +69,35 @@ def test_bad_after_values_are_refused_naming_the_option(shared_cluster: Cluster)
     cli = [sys.executable, "-m", "sparkyard.cli.main", "--master", shared_cluster.address, "submit", f"{TASKS}:noop"]
     for after, says in (("j19a8c2f3a1b2c3d4e5f65:sometimes", "after: 'sometimes' is not one of"),
                         ("j19a8c2f3a1b2c3d4e5f65", "trigger.after.job_id: job j19a8c2f3a1b2c3d4e5f65 not found"),
-                        ("nightly", "trigger.after.job_id: 'nightly' is not a job id")):
+                        ("no-job-has-this-name", "after: 'no-job-has-this-name' is neither a job id nor the name of a job")):
         done = subprocess.run([*cli, "--after", after], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and says in done.stderr, (after, done.returncode, done.stderr)
+
+
+def test_a_job_s_name_works_wherever_its_id_does(shared_cluster: Cluster) -> None:
+    """``--after NAME``, ``trigger NAME``, ``runs NAME``, ``jobs --name NAME``; a shared name is refused."""
+    name = f"named-{uuid.uuid4().hex[:8]}"
+    cli = [sys.executable, "-m", "sparkyard.cli.main", "--master", shared_cluster.address]
+
+    def run(*args: str, code: int = 0) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([*cli, *args], capture_output=True, text=True, timeout=60)
+        assert done.returncode == code, (args, done.returncode, done.stderr)
+        return done
+
+    parent = json.loads(run("submit", f"{TASKS}:noop", "--cron", FAR_CRON, "--name", name, "--json").stdout)
+    child = json.loads(run("submit", f"{TASKS}:noop", "--after", name, "--name", f"{name}-child", "--json").stdout)
+    assert child["spec"]["trigger"]["after"]["job_id"] == parent["id"]
+    assert [j["id"] for j in json.loads(run("jobs", "--name", name, "--json").stdout)] == [parent["id"]]
+    fired = json.loads(run("trigger", name, "--json").stdout)
+    assert fired["id"].startswith(parent["id"])
+    assert [r["id"] for r in json.loads(run("runs", name, "--json").stdout)] == [fired["id"]]
+    assert run("wait", fired["id"], "--timeout", "120s").returncode == 0
+    wait_for(lambda: len(json.loads(run("runs", f"{name}-child", "--json").stdout)) == 1, 120, "the child's run")
+
+    twin = json.loads(run("submit", f"{TASKS}:noop", "--cron", FAR_CRON, "--name", name, "--json").stdout)
+    refused = run("pause", name, code=2)
+    assert refused.stderr.strip() == (f"sparkyard pause: ambiguous: 2 jobs named '{name}' ({twin['id']}, {parent['id']}); "
+                                      "give a job id"), refused.stderr
+    for job_id in (twin["id"], child["id"], parent["id"]):
+        run("delete", job_id, "--force")
+    assert run("jobs", "--name", name, "--json").stdout.strip() == "[]"

@@ -293,3 +293,44 @@ def test_token_prompt_bad_input_and_a_standby_that_forwards_actions(make_cluster
         assert http(standby_http, f"/api/jobs/{job.id}/resume", "POST")[0] == 401
     finally:
         standby.stop()
+
+
+def test_a_failed_one_shot_job_shows_failed_a_child_names_its_parent_and_nothing_stray_shows(
+        shared_cluster: Cluster, tab: Tab) -> None:
+    """Issue 25 item 11: no stray text under the jobs table, no empty log box before a log is asked for, a
+    child job described by its parent's name, a one-shot job whose only run failed shown FAILED (and found by
+    `sparkyard jobs --state failed`), and lateness counted to the start."""
+    client = shared_cluster.client()
+    page, base = tab.page, f"http://{shared_cluster.http['master']}/"
+    failed = client.submit(f"{TASKS}:always_fail", name="console-fails", retries=0)
+    run, _ = client.wait(first_run_id(failed), timeout=120)
+    assert run.state == pb.RUN_FAILED and client.job(failed.id).state == pb.JOB_COMPLETED
+    parent = client.submit(f"{TASKS}:noop", name="console-parent", cron="0 3 1 1 *")
+    child = client.submit(f"{TASKS}:noop", name="console-child", after=parent.id)
+
+    page.goto(base)
+    expect(page.locator("#jobs tr", has_text=failed.id).locator(".badge")).to_have_text("FAILED")
+    expect(page.locator("#jobs tr", has_text=child.id)).to_contain_text(
+        f"After each run of job console-parent ({parent.id}) that succeeds")
+    assert "null" not in page.locator("#main").inner_text()
+
+    page.goto(f"{base}#/run/{run.id}")
+    expect(page.locator("#tasks tbody tr")).to_have_count(1)
+    assert not page.locator("#log").is_visible()
+    page.locator("button.show-log").first.click()
+    expect(page.locator("#log")).to_be_visible()
+    listed = cli_main_json(["jobs", "--state", "failed", "--master", shared_cluster.address])
+    assert failed.id in [j["id"] for j in listed] and parent.id not in [j["id"] for j in listed]
+    for job in (child, parent, failed):
+        client.delete(job.id)
+
+
+def cli_main_json(argv: list[str]) -> Any:
+    """`sparkyard … --json` run in this process; its stdout as JSON."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli_main([*argv, "--json"]) == 0
+    return json.loads(out.getvalue())

@@ -192,6 +192,10 @@ def cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     (["submit", f"{TASKS}:count", "--timeout", "5x"], "timeout"),
     (["submit", f"{TASKS}:count", "--conf", "novalue"], "is not key=value"),
     (["job", "j000000000000000000000"], "not found"),
+    (["submit", f"{TASKS}:count", "--cron", "61 * * * *"], "its minute field '61' is not valid (takes 0-59"),
+    (["submit", f"{TASKS}:count", "--at", "2020-01-01T00:00:00Z"], "at: 2020-01-01T00:00:00.000Z is in the past"),
+    (["submit", f"{TASKS}:count", "--bogus"], "sparkyard submit: unrecognized arguments: --bogus"),
+    (["runs", "no-job-is-named-this"], "sparkyard runs: job_id: 'no-job-is-named-this' is neither a job id nor"),
 ])
 def test_cli_bad_input_prints_one_line_and_fails(shared_cluster: Cluster, args: list[str], message: str) -> None:
     done = cli(shared_cluster, *args)
@@ -203,7 +207,7 @@ def test_cli_bad_input_prints_one_line_and_fails(shared_cluster: Cluster, args: 
 def test_cli_without_a_reachable_master_says_so() -> None:
     done = subprocess.run([sys.executable, "-m", "sparkyard.cli.main", "--master", "127.0.0.1:1", "jobs"],
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1
+    assert done.returncode == 69  # not 1: a script tells "no master" from "the run failed"
     assert "no master listening at 127.0.0.1:1 (connection refused)" in done.stderr
     assert "--tls-ca" not in done.stderr  # a refused connection is not a TLS problem
     assert len(done.stderr.strip().splitlines()) == 1
@@ -234,3 +238,5 @@ def test_a_session_job_is_told_at_submit_and_in_its_log_which_resources_it_canno
     (task,) = json.loads(done.stdout)["tasks"]
     log = cli(shared_cluster, "logs", task["id"])
     assert f"sparkyard: warning: {said}" in log.stdout, log.stdout
+    as_json = json.loads(cli(shared_cluster, "logs", task["id"], "--json").stdout)
+    assert as_json["task"] == task["id"] and as_json["log"] == log.stdout

@@ -118,5 +118,5 @@ def test_a_bad_definition_is_one_line_naming_the_problem(shared_cluster: Cluster
     err = capsys.readouterr().err
     assert code == 2
     assert err.strip().splitlines() == [
-        f"sparkyard: {bad}: pipeline 'it-bad': steps[0].after: step 'a' comes after 'b', which "
+        f"sparkyard apply: {bad}: pipeline 'it-bad': steps[0].after: step 'a' comes after 'b', which "
         "is not a step of the pipeline"]

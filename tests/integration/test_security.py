@@ -171,10 +171,10 @@ def test_the_cli_takes_a_token_file_and_tls_from_flags_or_the_environment(secure
     assert listed.returncode == 0, listed.stderr
     flags = [f"--{name.replace('_', '-')}" if i % 2 == 0 else name for pair in secured.tls().items()
              for i, name in enumerate(pair)]
-    cancel = secured.cli("cancel", "some-job", "--token-file", str(secured.token_files["viewer"]), *flags,
+    cancel = secured.cli("cancel", "j19a8c2f3a1b2c3d4e5f65", "--token-file", str(secured.token_files["viewer"]), *flags,
                          env={"SPARKYARD_TOKEN_FILE": "/nonexistent"})
     assert cancel.returncode == 1
-    assert cancel.stderr.strip() == "sparkyard: Cancel needs the admin role; this token has the viewer role"
+    assert cancel.stderr.strip() == "sparkyard cancel: Cancel needs the admin role; this token has the viewer role"
     secret = secured.token_files["viewer"].read_text().strip()
     missing = secured.cli("jobs", "--token-file", str(secured.token_files["viewer"]) + ".gone", env=env)
     assert missing.returncode == 2 and "token_file" in missing.stderr and "No such file" in missing.stderr

@@ -166,6 +166,7 @@ ID_KEYS = {
     "run_gate": "P:run:X:gate",
     "run_steps": "P:run:X:steps",
     "job_steps": "P:job:X:steps",
+    "job_name": "P:name:X",
     "task": "P:task:X",
     "attempts": "P:task:X:attempts",
     "ready": "P:ready:X",

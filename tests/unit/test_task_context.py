@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import fields
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -32,6 +34,14 @@ def test_env_carries_the_whole_context() -> None:
     env = _context().env()
     assert TaskContext.from_json(env["SPARKYARD_TASK"]) == _context()
     assert env["SPARKYARD_TASK_INDEX"] == "3" and env["SPARKYARD_FENCING_TOKEN"] == "41"
+    assert env["SPARKYARD_SCHEDULED_AT"] == "2026-11-24T01:02:03.000Z"  # the logical time, for plain scripts
+
+
+def test_the_readme_lists_every_variable_a_plain_script_gets() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = [line for line in readme.splitlines() if line.startswith("| `SPARKYARD_")]
+    listed = set(re.findall(r"`(SPARKYARD_[A-Z_]+)`", "\n".join(table)))
+    assert listed == set(_context().env())
 
 
 def test_current_context_is_one_object_in_every_thread_so_outputs_staged_in_one_are_committed_in_another(

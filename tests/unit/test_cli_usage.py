@@ -1,0 +1,73 @@
+"""The CLI's usage errors (issue 25 item 10): one line on stderr naming the verb, exit 2, said before any
+master is dialled (the address here listens nowhere)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparkyard.cli import render
+from sparkyard.cli.main import main
+from sparkyard.spec import SpecError, validate_cron
+
+TASKS = str(Path(__file__).resolve().parents[2] / "examples" / "wordcount.py") + ":main"
+NOWHERE = ["--master", "127.0.0.1:1"]
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["submit", TASKS, "--bogus"], "sparkyard submit: unrecognized arguments: --bogus (see sparkyard submit --help)"),
+    (["jobs", "--state", "lost"], "sparkyard jobs: argument --state: invalid choice: 'lost' (choose from 'active', "
+                                  "'paused', 'completed', 'failed', 'cancelled') (see sparkyard jobs --help)"),
+    (["backfill", "J", "--from", "2026-11-01T00:00:00Z"],
+     "sparkyard backfill: the following arguments are required: --to (see sparkyard backfill --help)"),
+    (["submit", TASKS, "--at", "2020-01-01T00:00:00Z"],
+     "sparkyard submit: at: 2020-01-01T00:00:00.000Z is in the past; give a later time, or no --at to run it now"),
+])
+def test_a_usage_error_is_one_line_naming_the_verb(argv: list[str], line: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        code = main([*NOWHERE, *argv])
+    except SystemExit as exited:  # argparse's errors exit from inside the parser
+        code = exited.code  # type: ignore[assignment]
+    assert code == 2
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [line] and captured.out == ""
+
+
+def test_no_master_to_reach_exits_69_not_1_which_says_the_run_failed(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*NOWHERE, "wait", "j19a8c2f3a1b2c3d4e5f65.1732262400000", "--timeout", "0.5s"]) == 69
+    assert main([*NOWHERE, "jobs"]) == 69
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(": ", 1)[0] for line in lines] == ["sparkyard wait", "sparkyard jobs"]
+    assert all("no master listening at 127.0.0.1:1" in line for line in lines)
+
+
+@pytest.mark.parametrize("expr, field", [("61 * * * *", "minute field '61' is not valid (takes 0-59"),
+                                         ("0 0 24 * * *", "hour field '24' is not valid (takes 0-23"),
+                                         ("* * 0 * *", "day of month field '0'"),
+                                         ("* * * 13 *", "month field '13'")])
+def test_a_bad_cron_names_its_field(expr: str, field: str) -> None:
+    with pytest.raises(SpecError, match=field.replace("(", r"\(")):
+        validate_cron(expr, "")
+
+
+def test_counts_are_said_in_the_singular_when_one() -> None:
+    assert render.plural(1, "task") == "1 task" and render.plural(3, "task") == "3 tasks"
+    assert render.field_words(["trigger.kind", "priority"]) == "trigger, priority"
+
+
+def test_late_counts_the_queueing_to_the_start_not_only_the_firing() -> None:
+    import io
+
+    from rich.console import Console
+
+    from sparkyard.v1 import sparkyard_pb2 as pb
+
+    run = pb.Run(id="j19a8c2f3a1b2c3d4e5f65.1732262400000", state=pb.RUN_RUNNING)
+    run.scheduled_at.FromMilliseconds(1_732_262_400_000)
+    run.fired_at.FromMilliseconds(1_732_262_400_005)  # fired 5 ms late, then waited 16 s for a warm driver
+    run.started_at.FromMilliseconds(1_732_262_416_005)
+    out = io.StringIO()
+    render.runs_table(Console(file=out, width=240), [run])
+    assert "│ 16.005s │" in out.getvalue(), out.getvalue()
