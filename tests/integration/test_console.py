@@ -223,7 +223,7 @@ def test_drain_from_the_workers_page(make_cluster: Any, tab: Tab) -> None:
     cluster.start_master("--http", address)
     worker = cluster.start_worker("drained", slots=1, runner="submit")
     cluster.wait_workers("drained")
-    with pytest.raises(errors.NotFound, match="worker nobody is not connected"):
+    with pytest.raises(errors.NotFound, match="worker 'nobody' is not connected"):
         cluster.client().drain("nobody")
     assert cli_main(["drain", "nobody", "--master", cluster.address]) == 1
     page = tab.page
