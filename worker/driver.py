@@ -12,7 +12,8 @@ Protocol on the socket FD (newline-delimited JSON, one object per line):
 
 * driver → worker: ``{"op": "ready", "version": …}`` once Spark is up; ``{"op": "start_failed",
   "error": …}`` if it cannot start; ``{"op": "done", "id": …, "ok": …, "result_json", "error",
-  "traceback", "exit_code"}`` per attempt;
+  "traceback", "exit_code", "recycle"}`` per attempt (``recycle``: why this process must run no other attempt,
+  '' when it may);
 * worker → driver: ``{"op": "run", "id": …, …}`` (see :func:`_run`), ``{"op": "cancel", "id": …}`` (cancel
   the attempt's Spark jobs and interrupt its Python code; the worker kills the process if that is not
   enough within its grace), ``{"op": "exit"}``.
@@ -182,6 +183,7 @@ class Driver:
         finally:
             set_current(None)
             self.shared.end()
+            reply["recycle"] = self.shared.dirty()
             sys.stdout.flush()
             sys.stderr.flush()
             os.dup2(saved_fds[0], 1)

@@ -13,7 +13,8 @@ and ``stop()`` work against the shared context). Task code never runs in the wor
   Python code; a driver that has not answered within ``KILL_GRACE_S`` is killed with its process group.
 
 A driver is recycled after ``max_tasks`` attempts (a replacement is warmed first, so capacity does not
-dip), after any crash, and when an attempt's ``--files`` use a name its SparkContext already serves from
+dip), after any crash, at once after an attempt whose program added files to the SparkContext itself
+(the driver says so when the attempt ends: worker/spark_reset.py), and when an attempt's ``--files`` use a name its SparkContext already serves from
 another path (Spark keys added files by name, so executors would see the other job's file). The pool's
 readiness — how many drivers can take an attempt now — is what the worker offers the master as slots: a
 worker whose drivers are still warming is offered no task.
@@ -317,7 +318,12 @@ class SessionRunner:
             driver.send({"op": "exit"})
         else:
             driver.state = "ready"
-            if driver.tasks_run == self._max_tasks and not self._closing:
+            recycle = message.get("recycle", "")
+            if recycle:
+                log.info("session driver %d retires after task=%s: %s", driver.number,
+                         job.attempt.assignment.task_id, recycle)
+                self._leave(driver)
+            if (recycle or driver.tasks_run == self._max_tasks) and not self._closing and not driver.retiring:
                 driver.retiring = True  # it keeps serving until its replacement is warm
                 self._spawn_driver()
         if message.get("ok"):
