@@ -56,10 +56,13 @@ DRIVER_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "fal
                "spark.sql.shuffle.partitions": "8", "spark.python.worker.reuse": "false"}
 # On a cluster (any master but local[…]) a warm driver is a long-lived application that runs nothing
 # between attempts: it holds executors only while it has work (dynamic allocation, shuffle files tracked
-# by the driver, no external shuffle service needed), one core each, so the drivers of a worker's slots
+# by the driver, no external shuffle service needed; an idle executor that holds shuffle files goes after
+# 30 s too, where Spark would keep it as long as the driver's JVM references the shuffle, which a warm
+# driver's may do for good), one core each, so the drivers of a worker's slots
 # share the cluster's cores instead of the first one taking them all.
 CLUSTER_CONF = {"spark.dynamicAllocation.enabled": "true", "spark.dynamicAllocation.shuffleTracking.enabled": "true",
                 "spark.dynamicAllocation.minExecutors": "0", "spark.dynamicAllocation.executorIdleTimeout": "30s",
+                "spark.dynamicAllocation.shuffleTracking.timeout": "30s",
                 "spark.executor.cores": "1"}
 
 log = logging.getLogger("sparkyard.driver")

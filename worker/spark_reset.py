@@ -23,7 +23,6 @@ the session runner retires that driver instead of handing it another attempt.
 
 from __future__ import annotations
 
-import gc
 import logging
 from typing import Any
 
@@ -78,7 +77,7 @@ class Reset:
         does not leave the others undone."""
         steps = [("streaming queries", lambda: self._stop_streams(session)),
                  ("cached data", self._uncache), ("catalog", self._forget_catalog),
-                 ("local properties", self._reset_properties), ("shuffles", self._release)]
+                 ("local properties", self._reset_properties)]
         for what, step in steps:
             try:
                 step()
@@ -120,16 +119,6 @@ class Reset:
         default = databases.apply("default")
         default.tables().clear()
         default.functions().clear()
-
-    def _release(self) -> None:
-        """Let Spark clean the attempt's shuffles now. On a cluster a warm driver holds an executor while
-        it tracks shuffle files on it (dynamic allocation with shuffle tracking); they are dropped when the
-        JVM collects their RDDs, which an idle driver's JVM may not do for many minutes (Spark's periodic GC
-        runs every 30 minutes), so an executor stayed taken long after its job. With the attempt's Python
-        objects gone, a collection in both processes frees them, and the executor goes after its idle
-        timeout."""
-        gc.collect()
-        self.jvm.java.lang.System.gc()
 
     def _reset_properties(self) -> None:
         self.sc._jsc.sc().setLocalProperties(self._props.clone())
