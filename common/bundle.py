@@ -10,6 +10,10 @@ Layout — the bundle root mirrors the directory the user submits from:
 * with ``--bundle DIR`` every file under DIR is in the bundle, except what ``DIR/.sparkyardignore``
   (gitignore syntax) and the built-in ignores (``.git/``, ``__pycache__/``, ``*.pyc``, ``.sparkyard/``,
   ``.venv/``) exclude;
+* a script's sibling modules — the ``.py`` files beside it and the packages (directories with an
+  ``__init__.py``) beside it, minus that directory's ``.sparkyardignore`` and the built-in ignores — go
+  with it, placed beside it, as spark-submit finds them on ``sys.path`` (at most ``SIBLINGS_MAX_BYTES``
+  in all; beyond that none go, and ``--bundle``/``--py-files`` say what to ship);
 * the entrypoint file, each ``--py-files`` entry and each ``--files`` entry is stored at its path relative
   to R when it lies inside R, else under its base name at the root;
 * the job's spec then names the entrypoint, py-files and files relative to the bundle root.
@@ -37,6 +41,9 @@ BUILTIN_IGNORES = (".git/", "__pycache__/", "*.pyc", ".sparkyard/", ".venv/")
 # Chunks of an upload or a fetch (well inside gRPC's message limits).
 CHUNK_BYTES = 1024 * 1024
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+# The most a script's sibling modules may weigh to go with it unasked (a script in a big directory of
+# unrelated code ships alone, as before).
+SIBLINGS_MAX_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -55,12 +62,16 @@ def _relative(path: Path, root: Path) -> str:
         return path.name
 
 
-def _walk(directory: Path) -> list[Path]:
+def _ignores(directory: Path) -> pathspec.GitIgnoreSpec:
     patterns = list(BUILTIN_IGNORES)
     ignore_file = directory / IGNORE_FILE
     if ignore_file.is_file():
         patterns += ignore_file.read_text().splitlines()
-    spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
+
+
+def _walk(directory: Path) -> list[Path]:
+    spec = _ignores(directory)
     files = []
     for base, dirs, names in os.walk(directory):  # symlinked directories are not followed
         rel_base = Path(base).relative_to(directory)
@@ -76,7 +87,24 @@ def build(entry_path: Path | None, func: str, *, submit_dir: Path, bundle_dir: P
     listed = (entry_path,) if entry_path is not None else ()
     stamps = tuple((str(p), _stamp(p)) for p in (*listed, *py_files, *files))
     tree = _tree_stamp(bundle_dir) if bundle_dir is not None else ()
-    return _build(entry_path, func, submit_dir, bundle_dir, py_files, files, stamps, tree)
+    near = siblings(entry_path) if entry_path is not None and bundle_dir is None else ()
+    return _build(entry_path, func, submit_dir, bundle_dir, py_files, files, stamps, tree, near)
+
+
+def siblings(entry_path: Path) -> tuple[tuple[str, int, int], ...]:
+    """The Python modules and packages beside a script (with their versions), or none if they weigh more
+    than SIBLINGS_MAX_BYTES."""
+    directory = entry_path.parent
+    spec = _ignores(directory)
+    found: list[Path] = []
+    for base, dirs, names in os.walk(directory):  # into packages only: a home directory is not walked
+        rel_base = Path(base).relative_to(directory)
+        dirs[:] = sorted(d for d in dirs if (Path(base, d) / "__init__.py").is_file()
+                         and not spec.match_file(f"{(rel_base / d).as_posix()}/"))
+        found += [Path(base, n) for n in names if n.endswith(".py") and Path(base, n) != entry_path
+                  and not spec.match_file((rel_base / n).as_posix())]
+    stamped = tuple((str(p), *_stamp(p)) for p in sorted(found))
+    return stamped if sum(size for _, _, size in stamped) <= SIBLINGS_MAX_BYTES else ()
 
 
 def _stamp(path: Path) -> tuple[int, int]:
@@ -97,7 +125,8 @@ def _tree_stamp(directory: Path) -> tuple[tuple[str, int, int], ...]:
 
 @functools.lru_cache(maxsize=32)
 def _build(entry_path: Path | None, func: str, submit_dir: Path, bundle_dir: Path | None, py_files: tuple[Path, ...],
-           files: tuple[Path, ...], stamps: object, tree: tuple[tuple[str, int, int], ...]) -> Bundle:
+           files: tuple[Path, ...], stamps: object, tree: tuple[tuple[str, int, int], ...],
+           near: tuple[tuple[str, int, int], ...] = ()) -> Bundle:
     """Cached per set of files and their versions: a bulk submit of one entrypoint packs it once."""
     root = bundle_dir or submit_dir
     members: dict[str, Path] = {Path(name).relative_to(root).as_posix(): Path(name) for name, _, _ in tree}
@@ -113,6 +142,10 @@ def _build(entry_path: Path | None, func: str, submit_dir: Path, bundle_dir: Pat
         return name
 
     entry = place(entry_path) if entry_path is not None else ""
+    if entry_path is not None:
+        beside = Path(entry).parent
+        for name, _, _ in near:  # placed beside the entrypoint; a file also given by name is placed once
+            members.setdefault((beside / Path(name).relative_to(entry_path.parent)).as_posix(), Path(name))
     shipped_py = tuple(place(p) for p in py_files)
     shipped_files = tuple(place(p) for p in files)
     by_name: dict[str, str] = {}

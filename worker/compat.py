@@ -26,6 +26,11 @@ program written for ``spark-submit`` must not be able to tell — or break — t
   second file of the same name, so it cannot isolate attempts; session-scoped artifacts are Spark
   Connect's.)
 
+* what an attempt leaves in the context that Spark shares between sessions — the catalog's tables and
+  databases, cached data, streaming queries, local properties — is put back when it ends, and its
+  relative paths (warehouse, checkpoints, readers and writers) resolve in its working directory on every
+  thread (worker/spark_reset.py).
+
 Outside an attempt every patched call behaves exactly as PySpark's own, so the driver's start-up and
 shutdown are untouched. One attempt at a time runs in a driver, on its main thread.
 """
@@ -39,6 +44,8 @@ import shutil
 import sys
 from pathlib import Path
 from typing import Any, Callable
+
+from sparkyard.worker.spark_reset import WAREHOUSE_CONF, Reset, warehouse_of
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +91,9 @@ class SharedSpark:
         self._conf: dict[str, str] = {}
         self._warn: Callable[[str], None] = log.warning
         self._jvm_cwd = ""
+        self._cwd = ""
+        self._internal = False  # the driver itself adds files to the context (not the program)
+        self.reset = Reset(root)  # what the attempt leaves in the context, put back when it ends
         self._includes = list(self.sc._python_includes)  # the driver's own (a worker's spark.submit.pyFiles)
         self._shipped: set[str] = set()  # archives added to the context, by served name
         self._files: set[str] = set()  # --files added to the context, by source path
@@ -118,8 +128,11 @@ class SharedSpark:
         self._session = None
         self._conf = task["conf"]
         self._warn = warn
+        self._cwd = task["cwd"]
+        self.reset.added = []
         if task["cwd"] != self._jvm_cwd:
-            self._set_jvm_cwd(task["cwd"])
+            self.reset.enter(task["cwd"])
+            self._jvm_cwd = task["cwd"]
         includes = list(task["executor_path"])
         if task["archive"]:
             self._ship(task["archive"], os.path.basename(task["archive"]))
@@ -143,7 +156,11 @@ class SharedSpark:
         # addPyFile puts the archive on this process's sys.path too. The attempt must import from its bundle
         # root instead, where the driver forgets the modules it loaded when it ends.
         path = list(sys.path)
-        self.sc.addPyFile(str(served))
+        self._internal = True
+        try:
+            self.sc.addPyFile(str(served))
+        finally:
+            self._internal = False
         sys.path[:] = path
         self._shipped.add(name)
         return name
@@ -153,17 +170,12 @@ class SharedSpark:
         an attempt whose file's name this driver serves from another path; it warms a fresh driver."""
         if path in self._files:
             return
-        self.sc.addFile(str(_serve(path, f"sparkyard-files/{_served_name(path)}", os.path.basename(path))))
+        self._internal = True
+        try:
+            self.sc.addFile(str(_serve(path, f"sparkyard-files/{_served_name(path)}", os.path.basename(path))))
+        finally:
+            self._internal = False
         self._files.add(path)
-
-    def _set_jvm_cwd(self, cwd: str) -> None:
-        """Relative paths given to Spark (``spark.read.csv("data/x.csv")``, ``sc.textFile``) resolve in the
-        JVM against the local filesystem's working directory, not Python's: point it at the attempt's. (The
-        JVM's own ``user.dir`` cannot change; Hadoop's local filesystem has a working directory of its own.)"""
-        jvm = self.sc._jvm
-        local_fs = jvm.org.apache.hadoop.fs.FileSystem.getLocal(self.sc._jsc.hadoopConfiguration())
-        local_fs.setWorkingDirectory(jvm.org.apache.hadoop.fs.Path(f"file://{cwd}"))
-        self._jvm_cwd = cwd
 
     def session(self) -> Any:
         """The attempt's session, created on first use (a task that never touches Spark costs nothing)."""
@@ -173,11 +185,14 @@ class SharedSpark:
 
             session = self.root.newSession()
             for key, value in self._conf.items():
+                if key == WAREHOUSE_CONF:
+                    continue
                 try:
                     session.conf.set(key, value)
                 except Exception as exc:
                     self._warn(f"conf {key}={value} cannot change in a warm driver ({str(exc).splitlines()[0]}); "
                                "use --runner submit for it")
+            self.reset.use_warehouse(session, warehouse_of(self._cwd, self._conf.get(WAREHOUSE_CONF)))
             self._session = session
             SparkSession._instantiatedSession = session
             SparkSession._activeSession = session
@@ -187,7 +202,8 @@ class SharedSpark:
         return self._session
 
     def end(self) -> None:
-        """After an attempt: cancel what it left running, and make the root session the default again."""
+        """After an attempt: cancel what it left running, put back what it changed in the context
+        (worker/spark_reset.py), and make the root session the default again."""
         from pyspark.sql import SparkSession
 
         self.in_attempt = False
@@ -197,6 +213,7 @@ class SharedSpark:
                 self.sc.cancelAllJobs()  # jobs started from threads the attempt left behind
             except Exception:
                 log.debug("cancelAllJobs after the attempt failed", exc_info=True)
+            self.reset.clear(self._session)
         if self._session is not None:
             SparkSession._instantiatedSession = self.root
             SparkSession._activeSession = self.root
@@ -204,6 +221,10 @@ class SharedSpark:
             jvm_session.setDefaultSession(self.root._jsparkSession)
             jvm_session.setActiveSession(self.root._jsparkSession)
         self._session = None
+
+    def dirty(self) -> str:
+        """Why the context must not run another attempt ('' when it may): worker/spark_reset.py."""
+        return self.reset.dirty()
 
     # ---- the patches ---------------------------------------------------------------------------------------
 
@@ -228,9 +249,17 @@ class SharedSpark:
             options = dict(builder._options)
             options.pop("spark.app.name", None)  # the attempt's name is Sparkyard's, as under any scheduler
             master = options.pop("spark.master", None)
+            warehouse = options.pop(WAREHOUSE_CONF, None)
+            if warehouse is not None:  # static in Spark, but each attempt's session has a warehouse of its own
+                shared.reset.use_warehouse(session, warehouse_of(shared._cwd, warehouse))
             if master not in (None, shared.sc.master):
                 shared._warn(f"spark.master {master} set by the program is ignored: this task runs in a warm "
                              f"driver ({shared.sc.master}); use --runner submit to choose it")
+            for key, value in options.items():
+                if not session.conf.isModifiable(key) and session.conf.get(key, None) != value:
+                    shared._warn(f"{key}={value} set by the program's builder is ignored: the warm driver's "
+                                 "JVM started without it and it cannot change while the JVM runs; use --runner "
+                                 "submit for it")
             if options:
                 module = SparkSession._get_j_spark_session_module(session._jvm)
                 module.applyModifiableSettings(session._jsparkSession, options)
@@ -271,6 +300,15 @@ class SharedSpark:
                 return
             original_sc_stop(sc)
 
+        def added(method: Any) -> Any:
+            def add(sc: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+                if shared.in_attempt and not shared._internal:
+                    shared.reset.added.append(os.path.basename(str(path)))
+                    if ":" not in str(path):  # the JVM resolves a relative path in its own start directory
+                        path = os.path.abspath(path)
+                return method(sc, path, *args, **kwargs)
+            return add
+
         def sc_get_or_create(cls: Any, conf: Any = None) -> Any:
             if shared.in_attempt:
                 shared.touched = True
@@ -281,7 +319,8 @@ class SharedSpark:
             builder_cls: {"getOrCreate": get_or_create},
             SparkSession: {"getActiveSession": classmethod(get_active), "stop": session_stop},
             SparkContext: {"__new__": sc_new, "__init__": sc_init, "stop": sc_stop,
-                           "getOrCreate": classmethod(sc_get_or_create)},
+                           "getOrCreate": classmethod(sc_get_or_create), "addFile": added(SparkContext.addFile),
+                           "addPyFile": added(SparkContext.addPyFile), "addArchive": added(SparkContext.addArchive)},
         }
         for owner, methods in patches.items():
             for name, method in methods.items():

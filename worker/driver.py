@@ -12,7 +12,8 @@ Protocol on the socket FD (newline-delimited JSON, one object per line):
 
 * driver → worker: ``{"op": "ready", "version": …}`` once Spark is up; ``{"op": "start_failed",
   "error": …}`` if it cannot start; ``{"op": "done", "id": …, "ok": …, "result_json", "error",
-  "traceback", "exit_code"}`` per attempt;
+  "traceback", "exit_code", "recycle"}`` per attempt (``recycle``: why this process must run no other attempt,
+  '' when it may);
 * worker → driver: ``{"op": "run", "id": …, …}`` (see :func:`_run`), ``{"op": "cancel", "id": …}`` (cancel
   the attempt's Spark jobs and interrupt its Python code; the worker kills the process if that is not
   enough within its grace), ``{"op": "exit"}``.
@@ -63,10 +64,13 @@ DRIVER_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "fal
                "spark.sql.shuffle.partitions": "8", "spark.python.worker.reuse": "false"}
 # On a cluster (any master but local[…]) a warm driver is a long-lived application that runs nothing
 # between attempts: it holds executors only while it has work (dynamic allocation, shuffle files tracked
-# by the driver, no external shuffle service needed), one core each, so the drivers of a worker's slots
+# by the driver, no external shuffle service needed; an idle executor that holds shuffle files goes after
+# 30 s too, where Spark would keep it as long as the driver's JVM references the shuffle, which a warm
+# driver's may do for good), one core each, so the drivers of a worker's slots
 # share the cluster's cores instead of the first one taking them all.
 CLUSTER_CONF = {"spark.dynamicAllocation.enabled": "true", "spark.dynamicAllocation.shuffleTracking.enabled": "true",
                 "spark.dynamicAllocation.minExecutors": "0", "spark.dynamicAllocation.executorIdleTimeout": "30s",
+                "spark.dynamicAllocation.shuffleTracking.timeout": "30s",
                 "spark.executor.cores": "1"}
 
 # A worker seen stopped this long has its running attempt stopped by the driver: shorter than any lease a
@@ -223,6 +227,7 @@ class Driver:
         finally:
             set_current(None)
             self.shared.end()
+            reply["recycle"] = self.shared.dirty()
             sys.stdout.flush()
             sys.stderr.flush()
             os.dup2(saved_fds[0], 1)

@@ -140,6 +140,10 @@ class RemoteSpark:
         if session is not None:
             session.interruptTag(self._task["connect"]["tag"])
 
+    def dirty(self) -> str:
+        """Nothing an attempt does outlives its own Spark Connect session: this process may run the next."""
+        return ""
+
     def end(self) -> None:
         """After an attempt: interrupt what it left running and release its session on the server."""
         self.in_attempt = False

@@ -21,7 +21,7 @@ from typing import Any, Callable, NoReturn
 from rich.console import Console
 
 from sparkyard import errors, resources
-from sparkyard.cli import render
+from sparkyard.cli import render, submit_line
 from sparkyard.channel import TLS_FLAGS
 from sparkyard.client import Client, first_run_id
 from sparkyard.config import DEFAULT_LISTEN, ClientConfig, ConfigError, read_secret
@@ -69,18 +69,21 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def _submit_options(s: argparse.ArgumentParser) -> None:
+    _common(s)
+    JobOptions.add_arguments(s)
+    s.add_argument("--idempotency-key", help="a retried submit with the same key returns the same job")
+    s.add_argument("--wait", action="store_true", default=None, help="wait for the first run to end")
+    s.add_argument("--wait-timeout", help="with --wait: give up after this long")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="sparkyard", description="Submit and watch PySpark jobs on Sparkyard.")
     _common(parser, default=None)
     sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")  # its verbs are _Parsers too
 
     s = sub.add_parser("submit", help="submit a job")
-    _common(s)
-    s.add_argument("entrypoint", help="path/to/job.py[:function] or package.module:function")
-    JobOptions.add_arguments(s)
-    s.add_argument("--idempotency-key", help="a retried submit with the same key returns the same job")
-    s.add_argument("--wait", action="store_true", help="wait for the first run to end")
-    s.add_argument("--wait-timeout", help="with --wait: give up after this long")
+    submit_line.add_arguments(s, _submit_options)
 
     u = sub.add_parser("update", help="change a job from its next firing on (only the options given)")
     _common(u)

@@ -57,8 +57,8 @@ def test_shipped_job_runs_on_a_worker_without_the_files(net_cluster: NetCluster)
     assert run.state == pb.RUN_SUCCEEDED, run
     assert [r["exists"] for r in results(run)] == [False, False]
 
-    submit = cluster.cli("submit", "job.py", "--bundle", ".", "--py-files", "deps.zip", "--files", "data/input.csv",
-                         "--arg", "X", "--wait", "--json")
+    submit = cluster.cli("submit", "--bundle", ".", "--py-files", "deps.zip", "--files", "data/input.csv",
+                         "--wait", "--json", "job.py", "X")
     assert submit.returncode == 0, f"exit {submit.returncode}\n{submit.stdout}\n{submit.stderr}"
     shipped = json.loads(submit.stdout)
     assert shipped["state"] == "SUCCEEDED", shipped

@@ -174,6 +174,6 @@ def test_a_verb_s_flag_is_never_read_as_an_abbreviation_of_another() -> None:
 def test_a_one_value_flag_given_twice_is_refused_naming_both(flag: str, first: str, second: str,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
-        build_parser().parse_args(["submit", "x.py", flag, first, flag, second])
+        build_parser().parse_args(["submit", flag, first, flag, second, "x.py"])
     assert exit_.value.code == 2
     assert f"{flag} given twice ('{first}' and '{second}')" in capsys.readouterr().err

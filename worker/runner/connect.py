@@ -29,7 +29,8 @@ from sparkyard.worker.children import Children
 from sparkyard.worker.connect_server import ConnectServer
 from sparkyard.worker.remote_spark import CONNECT_MODE
 from sparkyard.worker.runner.base import AttemptRun
-from sparkyard.worker.runner.session import SessionRunner, _Driver, _Job
+from sparkyard.worker.runner.driver_process import DriverProcess, Job
+from sparkyard.worker.runner.session import SessionRunner
 
 
 class ConnectRunner(SessionRunner):
@@ -69,7 +70,7 @@ class ConnectRunner(SessionRunner):
         if self.server.ready:  # attempts wait for the server, not fail against it
             super()._dispatch()
 
-    def driver_conf(self, driver: _Driver) -> dict[str, str]:
+    def driver_conf(self, driver: DriverProcess) -> dict[str, str]:
         return self.conf  # a client process has no JVM
 
     def notices(self, attempt: AttemptRun) -> list[str]:
@@ -77,7 +78,7 @@ class ConnectRunner(SessionRunner):
         notice = resources.shared_app_notice(attempt.assignment.spec, self.name)
         return [notice] if notice else []
 
-    def _run_message(self, job: _Job) -> dict[str, Any]:
+    def _run_message(self, job: Job) -> dict[str, Any]:
         message = super()._run_message(job)
         attempt = job.attempt
         ws = attempt.workspace

@@ -1,6 +1,6 @@
 """The session runner: a pool of warm driver processes, one attempt at a time in each.
 
-Each driver (worker/driver.py) is a Python process holding a ready SparkSession; an attempt is handed to
+Each driver (worker/driver.py, its process handled by worker/runner/driver_process.py) is a Python process holding a ready SparkSession; an attempt is handed to
 an idle one over its socket and runs there with its own ``newSession()``, working directory, argv,
 environment and log (worker/compat.py makes a spark-submit program's ``getOrCreate()``, ``SparkContext(…)``
 and ``stop()`` work against the shared context). Task code never runs in the worker process, so:
@@ -13,7 +13,8 @@ and ``stop()`` work against the shared context). Task code never runs in the wor
   Python code; a driver that has not answered within ``KILL_GRACE_S`` is killed with its process group.
 
 A driver is recycled after ``max_tasks`` attempts (a replacement is warmed first, so capacity does not
-dip), after any crash, and when an attempt's ``--files`` use a name its SparkContext already serves from
+dip), after any crash, at once after an attempt whose program added files to the SparkContext itself
+(the driver says so when the attempt ends: worker/spark_reset.py), and when an attempt's ``--files`` use a name its SparkContext already serves from
 another path (Spark keys added files by name, so executors would see the other job's file). The pool's
 readiness — how many drivers can take an attempt now — is what the worker offers the master as slots: a
 worker whose drivers are still warming is offered no task.
@@ -22,15 +23,10 @@ worker whose drivers are still warming is offered no task.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
-import signal
-import socket
-import sys
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,13 +34,12 @@ from sparkyard import resources
 from sparkyard.config import DEFAULT_DRIVER_MAX_TASKS, DEFAULT_RUNNER_WAIT_MAX_S
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker import jvm_temp
-from sparkyard.worker.children import Children, tree_rss
+from sparkyard.worker.children import Children
 from sparkyard.worker.runner.base import AttemptRun, Outcome, log_tail
+from sparkyard.worker.runner.driver_process import KILL_GRACE_S, DriverProcess, Job, describe_exit
 
 log = logging.getLogger(__name__)
 
-# How long a cancelled attempt may take to stop before its driver is killed (and replaced).
-KILL_GRACE_S = 3.0
 # How often the memory of busy drivers is measured.
 MEMORY_CHECK_S = 0.5
 # A driver that failed to start is tried again after this pause, doubling up to the maximum.
@@ -52,119 +47,8 @@ RESTART_BACKOFF_S = 1.0
 RESTART_BACKOFF_MAX_S = 60.0
 # Lines of the attempt's log quoted in the error when its driver died.
 ERROR_TAIL_LINES = 20
-# The longest line on a driver's socket (a result is at most the result limit, plus a traceback).
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # How long close() lets drivers exit on their own before killing them.
 CLOSE_TIMEOUT_S = 10.0
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "ended"
-    if code < 0:
-        try:
-            return f"was killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with exit code {code}"
-
-
-@dataclass(eq=False)
-class _Job:
-    attempt: AttemptRun
-    done: Callable[[Outcome], None]
-    key: str
-    driver: _Driver | None = None
-    failure: str = ""  # why the runner ended it (memory limit, kill); set before the driver is killed
-    queued_at: float = field(default_factory=time.monotonic)
-
-
-class _Driver:
-    """One driver process and the attempt it runs."""
-
-    def __init__(self, runner: SessionRunner, number: int) -> None:
-        self.runner = runner
-        self.number = number
-        self.proc: asyncio.subprocess.Process | None = None
-        self.writer: asyncio.StreamWriter | None = None
-        self.state = "starting"  # starting | ready | busy | leaving (told to exit) | dead
-        self.retiring = False  # ran its share of attempts: leaves once a replacement is warm
-        self.tasks_run = 0
-        self.job: _Job | None = None
-        self.start_error = ""
-        self.log_path = runner.drivers_dir / f"driver-{number}.log"
-        self.temp_dir = runner.drivers_dir / f"driver-{number}.tmp"  # its JVM's (worker/jvm_temp.py)
-        # The --files its SparkContext serves, by name (Spark keys them by name alone, for the context's life).
-        self.files: dict[str, str] = {}
-
-    def clashes(self, files: tuple[str, ...]) -> bool:
-        """Whether one of ``files`` has a name this driver already serves from another path."""
-        return any(self.files.get(os.path.basename(p), p) != p for p in files)
-
-    async def start(self) -> None:
-        runner = self.runner
-        ours, theirs = socket.socketpair()
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-        with open(self.log_path, "ab") as logf:
-            self.proc = await runner.children.spawn(
-                sys.executable, "-m", "sparkyard.worker.driver", str(theirs.fileno()), str(os.getpid()),
-                runner.spark_master, json.dumps(runner.driver_conf(self)), what="session driver",
-                pass_fds=(theirs.fileno(),), stdin=asyncio.subprocess.DEVNULL, stdout=logf,
-                stderr=asyncio.subprocess.STDOUT, env=env, cwd=runner.drivers_dir,
-            )
-        theirs.close()
-        reader, self.writer = await asyncio.open_unix_connection(sock=ours, limit=MAX_MESSAGE_BYTES)
-        log.info("session driver %d starting (pid %d)", self.number, self.proc.pid)
-        await self._read(reader)
-
-    async def _read(self, reader: asyncio.StreamReader) -> None:
-        """Messages from the driver until it ends; then the runner hears of its end."""
-        try:
-            while line := await reader.readline():
-                message = json.loads(line)
-                op = message.get("op")
-                if op == "ready":
-                    self.state = "ready"
-                    log.info("session driver %d ready (pid %d, Spark %s)", self.number, message.get("pid", 0),
-                             message.get("version", "?"))
-                    self.runner.driver_ready(self)
-                elif op == "start_failed":
-                    self.start_error = message.get("error", "unknown error")
-                elif op == "done":
-                    self.runner.driver_done(self, message)
-        except (ConnectionError, ValueError) as exc:
-            log.warning("session driver %d: broken channel: %s", self.number, exc)
-        finally:
-            code = await self._ended()
-            self.runner.driver_ended(self, code)
-
-    async def _ended(self) -> int | None:
-        if self.writer is not None:
-            self.writer.close()
-        proc = self.proc
-        if proc is None:
-            return None
-        if proc.returncode is None:
-            try:
-                await asyncio.wait_for(proc.wait(), KILL_GRACE_S)
-            except asyncio.TimeoutError:
-                Children.kill_group(proc.pid)
-                await proc.wait()
-        Children.kill_group(proc.pid)  # its JVM and anything the attempt started
-        self.runner.children.forget(proc.pid)
-        await asyncio.to_thread(jvm_temp.remove, self.temp_dir)
-        return proc.returncode
-
-    def send(self, message: dict[str, Any]) -> None:
-        if self.writer is not None and not self.writer.is_closing():
-            self.writer.write((json.dumps(message) + "\n").encode())
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            Children.kill_group(self.proc.pid)
-
-    def rss_bytes(self) -> int:
-        return tree_rss(self.proc.pid) if self.proc is not None else 0
 
 
 class SessionRunner:
@@ -187,9 +71,9 @@ class SessionRunner:
         self._task_memory_mb = task_memory_mb
         self._max_tasks = max_tasks
         self._on_readiness = on_readiness or (lambda: None)
-        self._drivers: list[_Driver] = []
-        self._queue: deque[_Job] = deque()
-        self._jobs: dict[str, _Job] = {}  # by attempt tag: every attempt begun here and not yet done
+        self._drivers: list[DriverProcess] = []
+        self._queue: deque[Job] = deque()
+        self._jobs: dict[str, Job] = {}  # by attempt tag: every attempt begun here and not yet done
         self._numbers = 0
         self._failures = 0  # drivers in a row that failed to start
         self._last_error = ""
@@ -213,17 +97,17 @@ class SessionRunner:
         self._spawn_driver()
         self._monitor = asyncio.create_task(self._watch(), name="session-runner-watch")
 
-    def driver_conf(self, driver: _Driver) -> dict[str, str]:
+    def driver_conf(self, driver: DriverProcess) -> dict[str, str]:
         """The Spark conf a driver process starts with: the worker's, its JVM's temporary files its own."""
         return jvm_temp.temp_conf(self.conf, driver.temp_dir)
 
     def _spawn_driver(self, delay: float = 0.0) -> None:
         self._numbers += 1
-        driver = _Driver(self, self._numbers)
+        driver = DriverProcess(self, self._numbers)
         self._drivers.append(driver)
         self._background(self._start_driver(driver, delay))
 
-    async def _start_driver(self, driver: _Driver, delay: float) -> None:
+    async def _start_driver(self, driver: DriverProcess, delay: float) -> None:
         if delay:
             await asyncio.sleep(delay)
         if self._closing:
@@ -280,7 +164,7 @@ class SessionRunner:
             self._jobs.pop(attempt.tag, None)
             done(outcome)
 
-        job = self._jobs[attempt.tag] = _Job(attempt, finished, f"{a.task_id}.a{a.attempt}.t{a.fencing_token}")
+        job = self._jobs[attempt.tag] = Job(attempt, finished, f"{a.task_id}.a{a.attempt}.t{a.fencing_token}")
         self._queue.append(job)
         self._dispatch()
         if not self._started:
@@ -318,7 +202,7 @@ class SessionRunner:
         notice = resources.shared_app_notice(attempt.assignment.spec, self.name)
         return [notice] if notice else []
 
-    def _run_message(self, job: _Job) -> dict[str, Any]:
+    def _run_message(self, job: Job) -> dict[str, Any]:
         attempt = job.attempt
         a = attempt.assignment
         ws = attempt.workspace
@@ -353,7 +237,7 @@ class SessionRunner:
                                               f"killed: {job.attempt.kill_reason} (it did not stop within "
                                               f"{KILL_GRACE_S:g}s of its cancel)")
 
-    def _kill_if_running(self, job: _Job, reason: str) -> None:
+    def _kill_if_running(self, job: Job, reason: str) -> None:
         driver = job.driver
         if driver is not None and driver.job is job:
             job.failure = reason
@@ -361,7 +245,7 @@ class SessionRunner:
                         driver.number, driver.proc.pid if driver.proc else "?", reason)
             driver.kill()
 
-    def _memory_limit_bytes(self, job: _Job) -> int:
+    def _memory_limit_bytes(self, job: Job) -> int:
         mb = job.attempt.assignment.spec.task_memory_mb or self._task_memory_mb
         return mb * 1024 * 1024
 
@@ -401,7 +285,7 @@ class SessionRunner:
 
     # ---- driver events ---------------------------------------------------------------------------------------
 
-    def driver_ready(self, driver: _Driver) -> None:
+    def driver_ready(self, driver: DriverProcess) -> None:
         self._failures = 0
         self._last_error = ""
         if not self._warm:
@@ -416,14 +300,14 @@ class SessionRunner:
         self._on_readiness()
         self._dispatch()
 
-    def _leave(self, driver: _Driver) -> None:
+    def _leave(self, driver: DriverProcess) -> None:
         """Retire a driver: at once when idle, else when its attempt ends."""
         idle = driver.state == "ready"
         driver.state = "leaving"
         if idle:
             driver.send({"op": "exit"})
 
-    def driver_done(self, driver: _Driver, message: dict[str, Any]) -> None:
+    def driver_done(self, driver: DriverProcess, message: dict[str, Any]) -> None:
         job = driver.job
         if job is None or message.get("id") != job.key:
             return
@@ -434,7 +318,12 @@ class SessionRunner:
             driver.send({"op": "exit"})
         else:
             driver.state = "ready"
-            if driver.tasks_run == self._max_tasks and not self._closing:
+            recycle = message.get("recycle", "")
+            if recycle:
+                log.info("session driver %d retires after task=%s: %s", driver.number,
+                         job.attempt.assignment.task_id, recycle)
+                self._leave(driver)
+            if (recycle or driver.tasks_run == self._max_tasks) and not self._closing and not driver.retiring:
                 driver.retiring = True  # it keeps serving until its replacement is warm
                 self._spawn_driver()
         if message.get("ok"):
@@ -443,7 +332,7 @@ class SessionRunner:
             job.done(Outcome("FAILED", error=message.get("error", "failed"), traceback=message.get("traceback", "")))
         self._dispatch()
 
-    def driver_ended(self, driver: _Driver, code: int | None) -> None:
+    def driver_ended(self, driver: DriverProcess, code: int | None) -> None:
         was_ready = driver.state in ("ready", "busy", "leaving")
         driver.state = "dead"
         if driver in self._drivers:
@@ -453,7 +342,7 @@ class SessionRunner:
         if job is not None:
             job.driver = None
             tail = log_tail(job.attempt.log_path, ERROR_TAIL_LINES)
-            error = job.failure or f"the task's driver process {_describe_exit(code)}"
+            error = job.failure or f"the task's driver process {describe_exit(code)}"
             job.done(Outcome("FAILED", error=error, traceback=tail))
         if driver.log_path.exists() and (was_ready or self._closing):
             driver.log_path.unlink(missing_ok=True)
@@ -462,7 +351,7 @@ class SessionRunner:
         if not was_ready and driver.tasks_run == 0:
             self._failures += 1
             tail = log_tail(str(driver.log_path), 3).replace("\n", " | ")
-            self._last_error = driver.start_error or f"driver {_describe_exit(code)}: {tail}"
+            self._last_error = driver.start_error or f"driver {describe_exit(code)}: {tail}"
             delay = min(RESTART_BACKOFF_MAX_S, RESTART_BACKOFF_S * 2 ** (self._failures - 1))
             log.error("session driver %d failed to start (%s); retrying in %.0fs", driver.number, self._last_error,
                       delay)
@@ -470,6 +359,6 @@ class SessionRunner:
         elif len([d for d in self._drivers if d.state != "leaving"]) < self.slots:
             if job is not None:
                 log.warning("session driver %d %s while running task=%s; warming a replacement", driver.number,
-                            _describe_exit(code), job.attempt.assignment.task_id)
+                            describe_exit(code), job.attempt.assignment.task_id)
             self._spawn_driver()
         self._on_readiness()

@@ -1,0 +1,80 @@
+"""``sparkyard submit``'s command line read as spark-submit's: replace the word ``spark-submit`` with
+``sparkyard submit`` and the line works.
+
+* Everything after a script (``app.py``, no ``:function``) is the application's, unchanged, as under
+  spark-submit: ``sparkyard submit --conf k=v etl.py --date 2026-11-01 data/in.csv`` runs ``etl.py`` with
+  ``sys.argv[1:] == ["--date", "2026-11-01", "data/in.csv"]``. Sparkyard's own options go before it.
+  After a ``module:function`` entrypoint (no such thing under spark-submit) options are read as
+  Sparkyard's, as before, and arguments are given with ``--arg``.
+* spark-submit's options that Sparkyard has no field for become the Spark conf spark-submit would set:
+  ``--jars`` (``spark.jars``), ``--packages`` (``spark.jars.packages``), ``--archives`` (``spark.archives``),
+  ``--total-executor-cores`` (``spark.cores.max``). The submit runner hands them to spark-submit; a warm
+  driver cannot take them and says so in the attempt's log (docs/runners.md).
+* ``--master`` is the address of Sparkyard's master: a Spark master URL given there (``yarn``,
+  ``local[*]``, ``spark://…``, ``k8s://…``) is refused with the reason; ``--deploy-mode`` is accepted and
+  has no effect (a job's driver always runs on a worker), with a warning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from typing import Callable
+
+# spark-submit option → the Spark conf key it sets (spark-submit's own SparkSubmitArguments mapping).
+CONF_ALIASES = {"--jars": "spark.jars", "--packages": "spark.jars.packages", "--archives": "spark.archives",
+                "--total-executor-cores": "spark.cores.max"}
+# Options whose values are local paths, which spark-submit resolves from the directory it runs in.
+_LOCAL_PATHS = ("--jars", "--archives")
+_SPARK_MASTER = re.compile(r"^(yarn|local(\[[^\]]*\])?|spark://.*|k8s://.*|mesos://.*)$")
+
+
+def add_arguments(parser: argparse.ArgumentParser, options: Callable[[argparse.ArgumentParser], None]) -> None:
+    """The entrypoint, the application's arguments after it, and spark-submit's extra options; ``options``
+    adds Sparkyard's own options (also used to read them after a ``module:function`` entrypoint)."""
+    parser.add_argument("entrypoint", help="path/to/app.py (everything after it is the application's "
+                                           "arguments, as under spark-submit) or module:function")
+    parser.add_argument("app_args", nargs=argparse.REMAINDER, action=_AppArgs, help=argparse.SUPPRESS)
+    trailing = argparse.ArgumentParser(prog=parser.prog, allow_abbrev=False, add_help=False)
+    for target in (parser, trailing):
+        options(target)
+        for flag, key in CONF_ALIASES.items():
+            target.add_argument(flag, dest=f"alias_{key}", action="append", metavar="N" if key == "spark.cores.max" else "LIST",
+                                help=f"spark-submit's option: sets {key} (see docs/runners.md)")
+        target.add_argument("--deploy-mode", dest="deploy_mode",
+                            help="spark-submit's option, without effect: a job's driver always runs on a worker")
+    parser.set_defaults(_trailing=trailing)
+
+
+class _AppArgs(argparse.Action):
+    """Everything after the entrypoint (the last thing parsed: every option before it has been read)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        _finish(parser, namespace, list(values) if isinstance(values, list) else [])
+
+
+def _finish(parser: argparse.ArgumentParser, args: argparse.Namespace, app_args: list[str]) -> None:
+    """Read what followed the entrypoint, turn spark-submit's options into conf, and refuse a Spark master."""
+    if ":" in os.path.basename(args.entrypoint):  # module:function or file.py:function
+        args._trailing.parse_args(app_args, namespace=args)
+    else:
+        args.args = [*(args.args or []), *app_args]
+    master = getattr(args, "master", None) or ""
+    if _SPARK_MASTER.match(master):
+        parser.error(f"--master {master} is a Spark master, but here --master is the Sparkyard master's address: "
+                     "the workers' engine (their --spark-master) decides where a job runs; drop it, or choose "
+                     "workers with --group")
+    if args.deploy_mode:
+        print(f"sparkyard: warning: --deploy-mode {args.deploy_mode} has no effect: a job's driver always runs on "
+              "a Sparkyard worker", file=sys.stderr)
+    for flag, key in CONF_ALIASES.items():
+        values = getattr(args, f"alias_{key}", None)
+        if not values:
+            continue
+        items = [v for value in values for v in value.split(",") if v]
+        if flag in _LOCAL_PATHS:
+            items = [v if "://" in v or v.startswith("/") else os.path.abspath(v) for v in items]
+        args.conf = [*(args.conf or []), f"{key}={','.join(items)}"]

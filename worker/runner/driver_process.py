@@ -1,0 +1,144 @@
+"""One warm driver process of the session runner's pool: its start, its socket and its end.
+
+The pool (worker/runner/session.py) decides which driver runs which attempt; this module only speaks the
+driver's protocol (worker/driver.py) and cleans up after its process: the process group (its JVM and
+anything an attempt started) and its JVM's temporary files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from sparkyard.worker import jvm_temp
+from sparkyard.worker.children import Children, tree_rss
+from sparkyard.worker.runner.base import AttemptRun, Outcome
+
+if TYPE_CHECKING:
+    from sparkyard.worker.runner.session import SessionRunner
+
+log = logging.getLogger(__name__)
+
+# How long a cancelled attempt may take to stop before its driver is killed (and replaced).
+KILL_GRACE_S = 3.0
+# The longest line on a driver's socket (a result is at most the result limit, plus a traceback).
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "ended"
+    if code < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with exit code {code}"
+
+
+@dataclass(eq=False)
+class Job:
+    attempt: AttemptRun
+    done: Callable[[Outcome], None]
+    key: str
+    driver: DriverProcess | None = None
+    failure: str = ""  # why the runner ended it (memory limit, kill); set before the driver is killed
+    queued_at: float = field(default_factory=time.monotonic)
+
+
+class DriverProcess:
+    """One driver process and the attempt it runs."""
+
+    def __init__(self, runner: SessionRunner, number: int) -> None:
+        self.runner = runner
+        self.number = number
+        self.proc: asyncio.subprocess.Process | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.state = "starting"  # starting | ready | busy | leaving (told to exit) | dead
+        self.retiring = False  # ran its share of attempts: leaves once a replacement is warm
+        self.tasks_run = 0
+        self.job: Job | None = None
+        self.start_error = ""
+        self.log_path = runner.drivers_dir / f"driver-{number}.log"
+        self.temp_dir = runner.drivers_dir / f"driver-{number}.tmp"  # its JVM's (worker/jvm_temp.py)
+        # The --files its SparkContext serves, by name (Spark keys them by name alone, for the context's life).
+        self.files: dict[str, str] = {}
+
+    def clashes(self, files: tuple[str, ...]) -> bool:
+        """Whether one of ``files`` has a name this driver already serves from another path."""
+        return any(self.files.get(os.path.basename(p), p) != p for p in files)
+
+    async def start(self) -> None:
+        runner = self.runner
+        ours, theirs = socket.socketpair()
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        with open(self.log_path, "ab") as logf:
+            self.proc = await runner.children.spawn(
+                sys.executable, "-m", "sparkyard.worker.driver", str(theirs.fileno()), str(os.getpid()),
+                runner.spark_master, json.dumps(runner.driver_conf(self)), what="session driver",
+                pass_fds=(theirs.fileno(),), stdin=asyncio.subprocess.DEVNULL, stdout=logf,
+                stderr=asyncio.subprocess.STDOUT, env=env, cwd=runner.drivers_dir,
+            )
+        theirs.close()
+        reader, self.writer = await asyncio.open_unix_connection(sock=ours, limit=MAX_MESSAGE_BYTES)
+        log.info("session driver %d starting (pid %d)", self.number, self.proc.pid)
+        await self._read(reader)
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        """Messages from the driver until it ends; then the runner hears of its end."""
+        try:
+            while line := await reader.readline():
+                message = json.loads(line)
+                op = message.get("op")
+                if op == "ready":
+                    self.state = "ready"
+                    log.info("session driver %d ready (pid %d, Spark %s)", self.number, message.get("pid", 0),
+                             message.get("version", "?"))
+                    self.runner.driver_ready(self)
+                elif op == "start_failed":
+                    self.start_error = message.get("error", "unknown error")
+                elif op == "done":
+                    self.runner.driver_done(self, message)
+        except (ConnectionError, ValueError) as exc:
+            log.warning("session driver %d: broken channel: %s", self.number, exc)
+        finally:
+            code = await self._ended()
+            self.runner.driver_ended(self, code)
+
+    async def _ended(self) -> int | None:
+        if self.writer is not None:
+            self.writer.close()
+        proc = self.proc
+        if proc is None:
+            return None
+        if proc.returncode is None:
+            try:
+                await asyncio.wait_for(proc.wait(), KILL_GRACE_S)
+            except asyncio.TimeoutError:
+                Children.kill_group(proc.pid)
+                await proc.wait()
+        Children.kill_group(proc.pid)  # its JVM and anything the attempt started
+        self.runner.children.forget(proc.pid)
+        await asyncio.to_thread(jvm_temp.remove, self.temp_dir)
+        return proc.returncode
+
+    def send(self, message: dict[str, Any]) -> None:
+        if self.writer is not None and not self.writer.is_closing():
+            self.writer.write((json.dumps(message) + "\n").encode())
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            Children.kill_group(self.proc.pid)
+
+    def rss_bytes(self) -> int:
+        return tree_rss(self.proc.pid) if self.proc is not None else 0
+
+

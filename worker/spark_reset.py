@@ -1,0 +1,124 @@
+"""What one attempt can leave behind in a warm driver's JVM, and how it is put back before the next one.
+
+A warm driver (worker/driver.py) runs attempt after attempt against one SparkContext. Each attempt has a
+``newSession()`` of its own (SQL conf, temporary views and functions, current database), but Spark keeps
+some state per context or per JVM, shared by every session. Under spark-submit each program starts with
+all of it empty, so between attempts this module empties it:
+
+* the session catalog's databases, tables and functions (Spark's in-memory catalog belongs to the
+  context): they are forgotten, never dropped — the data of a managed table stays on disk where the
+  attempt wrote it, as it does after spark-submit's JVM exits;
+* global temporary views; cached tables and persisted RDDs;
+* streaming queries still running (stopped, as spark-submit's JVM would at exit);
+* the main thread's local properties (job group, description, scheduler pool);
+* where relative paths resolve: the default database's location is the attempt's
+  ``./spark-warehouse`` (``spark.sql.warehouse.dir`` of its session), and the JVM's ``user.dir`` and
+  Hadoop's local working directory are its working directory, so that checkpoints and file sinks (written
+  through Hadoop's ``FileContext``, on Spark's own threads) land beside the program.
+
+What cannot be put back — a file the program added to the context itself (``addFile``, ``addPyFile``,
+``addArchive``: Spark keys them by name for the context's life) — is reported by :meth:`Reset.dirty`, and
+the session runner retires that driver instead of handing it another attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+WAREHOUSE_CONF = "spark.sql.warehouse.dir"
+
+
+def warehouse_of(cwd: str, configured: str | None) -> str:
+    """The warehouse of an attempt in ``cwd``: spark-submit's default ``./spark-warehouse``, or the
+    program's or job's own ``spark.sql.warehouse.dir`` (relative to ``cwd`` if relative)."""
+    path = configured or "spark-warehouse"
+    if "://" in path or path.startswith("file:"):
+        return path
+    if not path.startswith("/"):
+        path = f"{cwd.rstrip('/')}/{path}"
+    return f"file:{path}"
+
+
+class Reset:
+    """The pristine state of one context (taken when the driver starts) and the means to return to it."""
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.sc = root.sparkContext
+        self.jvm = self.sc._jvm
+        self._catalog = root._jsparkSession.sharedState().externalCatalog().unwrapped()
+        self._default_db = self._catalog.getDatabase("default")
+        self._props = self.sc._jsc.sc().getLocalProperties().clone()
+        self._rdds = set(self.sc._jsc.getPersistentRDDs().keySet())
+        self.added: list[str] = []  # files the current attempt added to the context itself
+
+    def enter(self, cwd: str) -> None:
+        """Relative paths of the JVM resolve in ``cwd`` (Hadoop's local filesystem and ``FileContext``, which
+        reads ``user.dir`` each time it starts; ``java.io.File`` keeps the JVM's start directory)."""
+        jvm = self.jvm
+        jvm.java.lang.System.setProperty("user.dir", cwd)
+        local_fs = jvm.org.apache.hadoop.fs.FileSystem.getLocal(self.sc._jsc.hadoopConfiguration())
+        local_fs.setWorkingDirectory(jvm.org.apache.hadoop.fs.Path(f"file://{cwd}"))
+
+    def use_warehouse(self, session: Any, location: str) -> None:
+        """Make ``location`` the attempt's warehouse: new databases go under it and the default database
+        (which Spark created under the driver's warehouse) lives there, so ``saveAsTable("t")`` writes
+        ``<location>/t`` as under spark-submit."""
+        session._jsparkSession.sessionState().conf().setConfString(WAREHOUSE_CONF, location)
+        db = self._default_db
+        self._catalog.alterDatabase(db.copy(db.name(), db.description(), self.jvm.java.net.URI(location),
+                                            db.properties()))
+
+    def clear(self, session: Any | None) -> None:
+        """Put the context back as the driver started it; each step on its own, so one failing (logged)
+        does not leave the others undone."""
+        steps = [("streaming queries", lambda: self._stop_streams(session)),
+                 ("cached data", self._uncache), ("catalog", self._forget_catalog),
+                 ("local properties", self._reset_properties)]
+        for what, step in steps:
+            try:
+                step()
+            except Exception:
+                log.warning("resetting the attempt's %s failed", what, exc_info=True)
+
+    def dirty(self) -> str:
+        """Why this context must not run another attempt ('' when it may)."""
+        if self.added:
+            names = ", ".join(sorted(set(self.added)))
+            return f"the program added files to the SparkContext ({names}), which Spark serves by name until it stops"
+        return ""
+
+    def _stop_streams(self, session: Any | None) -> None:
+        if session is None:
+            return
+        for query in session.streams.active:
+            query.stop()
+
+    def _uncache(self) -> None:
+        self.root.catalog.clearCache()  # the cache manager is the context's, shared by every session
+        rdds = self.sc._jsc.getPersistentRDDs()
+        for key in set(rdds.keySet()) - self._rdds:
+            rdds.get(key).unpersist(False)
+
+    def _forget_catalog(self) -> None:
+        """Databases, tables and functions out of the in-memory catalog, their files left where they are
+        (``dropTable``/``dropDatabase`` would delete a managed table's data)."""
+        self._catalog.alterDatabase(self._default_db)
+        self.root._jsparkSession.sharedState().globalTempViewManager().clear()
+        field = self._catalog.getClass().getDeclaredField("catalog")
+        field.setAccessible(True)
+        databases = field.get(self._catalog)
+        names = self._catalog.listDatabases()
+        for i in range(names.length()):
+            name = names.apply(i)
+            if name != "default":
+                databases.remove(name)
+        default = databases.apply("default")
+        default.tables().clear()
+        default.functions().clear()
+
+    def _reset_properties(self) -> None:
+        self.sc._jsc.sc().setLocalProperties(self._props.clone())
