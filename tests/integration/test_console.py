@@ -379,5 +379,9 @@ def test_a_pipeline_graph_its_runs_and_a_steps_log(shared_cluster: Cluster, tab:
     expect(page.locator("#pipeline-link")).to_contain_text(run.id)
     expect(page.locator("#tasks tbody tr")).to_have_count(2)
     tab.shot("pipeline-step-run")
+
+    # Timeline: the steps' attempts, named pipeline.step (step jobs are not listed as jobs).
+    page.click("header nav a[data-page=timeline]")
+    expect(page.locator("#gantt rect.bar title", has_text="console-etl.broken").first).to_be_attached()
     assert tab.errors == []
 
