@@ -296,10 +296,11 @@ def test_token_prompt_bad_input_and_a_standby_that_forwards_actions(make_cluster
         standby.stop()
 
 
-def test_a_pipeline_graph_its_runs_and_a_steps_log(shared_cluster: Cluster, tab: Tab) -> None:
+def test_a_pipeline_graph_its_runs_and_a_steps_log(shared_cluster: Cluster, tab: Tab, tmp_path: Path) -> None:
     """A pipeline is marked on the jobs page; its page draws the graph with the states of the chosen run;
     a run's page draws it too, lists the steps, and a click on a step shows its attempts and log."""
     client = shared_cluster.client()
+    stop = tmp_path / "stop"
     p = Pipeline("console-etl", base_dir=TASKS.parent)
     extract = p.step("extract", f"{TASKS}:noop")
     clean = p.step("clean", f"{TASKS}:noop", after=[extract])
@@ -383,5 +384,21 @@ def test_a_pipeline_graph_its_runs_and_a_steps_log(shared_cluster: Cluster, tab:
     # Timeline: the steps' attempts, named pipeline.step (step jobs are not listed as jobs).
     page.click("header nav a[data-page=timeline]")
     expect(page.locator("#gantt rect.bar title", has_text="console-etl.broken").first).to_be_attached()
+
+    # A running pipeline run's page redraws as its steps change.
+    live = Pipeline("console-live", base_dir=TASKS.parent)
+    wait = live.step("wait", f"{TASKS}:print_until", args=[str(stop)])
+    live.step("then", f"{TASKS}:noop", after=[wait])
+    spec, bundles = live.to_spec()
+    for packed in bundles:
+        client.upload(packed)
+    live_run = client.trigger(client.submit_spec(spec).job.id).id
+    page.goto(f"{base}#/run/{live_run}")
+    expect(page.locator("#dag g.step[data-step=wait]")).to_have_attribute("data-state", "RUNNING")
+    expect(page.locator("#dag g.step[data-step=then]")).to_have_attribute("data-state", "PENDING")
+    tab.shot("pipeline-running")
+    stop.write_text("stop")
+    expect(page.locator("#dag g.step[data-step=then]")).to_have_attribute("data-state", "SUCCEEDED")
+    expect(page.locator(".facts .badge").first).to_have_text("SUCCEEDED")
     assert tab.errors == []
 
