@@ -248,16 +248,18 @@ class ConsoleApi:
 
     async def timeline(self, request: web.Request) -> web.Response:
         """The runs that had a task on a worker in the last hour, with their tasks and attempts (the page
-        draws one bar per attempt), and the names of their jobs."""
+        draws one bar per attempt), and the names of their jobs. A pipeline's tasks run in its step jobs,
+        which are not listed: those of its current version are looked at too, named ``pipeline.step``."""
         until_ms = int(self._clock.now() * 1000)
         since_ms = until_ms - TIMELINE_S * 1000
         jobs = await self._jobs.list_jobs(TIMELINE_JOBS, None, "")
-        per_job = await asyncio.gather(*(self._store.list_runs(j.id, TIMELINE_RUNS, with_tasks=True)
-                                         for j in jobs))
+        names = {j.id: j.spec.name for j in jobs}
+        names.update({s.job_id: f"{j.spec.name}.{s.name}" for j in jobs for s in j.spec.steps})
+        per_job = await asyncio.gather(*(self._store.list_runs(job_id, TIMELINE_RUNS, with_tasks=True)
+                                         for job_id in names))
         runs = [r for runs in per_job for r in runs
                 if r.started_ms and (not r.finished_ms or r.finished_ms >= since_ms)]
-        return web.json_response({"since_ms": since_ms, "until_ms": until_ms,
-                                  "names": {j.id: j.spec.name for j in jobs},
+        return web.json_response({"since_ms": since_ms, "until_ms": until_ms, "names": names,
                                   "runs": [to_dict(run_to_proto(r)) for r in runs]})
 
     # ---- what needs the leader (a standby forwards it) ------------------------------------------------

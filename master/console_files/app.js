@@ -208,7 +208,7 @@ async function jobsPage(_, query) {
   const rows = data.jobs.map(({ job, schedule, runs, shown_state }) => {
     const oldest = [...runs].reverse();
     return h("tr", {},
-      h("td", {}, h("a", { href: `#/job/${encodeURIComponent(job.id)}` }, job.spec.name || job.id),
+      h("td", {}, h("a", { href: `#/job/${encodeURIComponent(job.id)}` }, job.spec.name || job.id), pipelineMark(job),
         h("div", { class: "muted mono" }, job.id)),
       h("td", {}, badge(shown_state)),
       h("td", {}, job.spec.group),
@@ -251,7 +251,7 @@ function facts(pairs) {
   return h("dl", { class: "facts" }, pairs.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
 }
 
-async function jobPage(jobId) {
+async function jobPage(jobId, query) {
   const [view, runs] = await Promise.all([api(`/api/jobs/${encodeURIComponent(jobId)}`),
     api(`/api/jobs/${encodeURIComponent(jobId)}/runs?limit=50`)]);
   const { job, schedule } = view;
@@ -273,13 +273,14 @@ async function jobPage(jobId) {
     h("input", { name: "tz", placeholder: "time zone (cron; default UTC)", value: trigger.cron ? trigger.cron.tz : "" }),
     h("button", { type: "submit", disabled: !editable }, "Change schedule"));
   const oldest = [...runs].reverse();
+  const graph = isPipeline(job) ? await pipelinePanel(job, runs, query) : pipelineBacklink(job);
   const rows = runs.map((r) => h("tr", {},
     h("td", {}, h("a", { href: `#/run/${encodeURIComponent(r.id)}` }, r.id)), h("td", {}, badge(r.state)),
     h("td", {}, when(r.scheduled_at)), h("td", { class: "num" }, seconds(late(r))), h("td", { class: "num" }, seconds(took(r))),
     h("td", {}, `${r.tasks_succeeded}/${r.tasks_failed}/${r.tasks_cancelled} of ${r.task_count}`), h("td", {}, r.reason)));
   refreshIn(REFRESH_MS);
   return [
-    h("h1", {}, job.spec.name || job.id), actions, edit,
+    h("h1", {}, job.spec.name || job.id), actions, edit, graph,
     h("div", { class: "grid" },
       h("div", { class: "panel" }, facts([["id", h("span", { class: "mono" }, job.id)], ["state", badge(view.shown_state)],
         ["schedule", schedule], ["next fire", when(job.next_fire_at)], ["entrypoint", h("span", { class: "mono" }, job.spec.entrypoint)],
@@ -352,6 +353,7 @@ async function followLog(pre, taskId, attempt, follow) {
 
 async function runPage(runId, query) {
   const run = await api(`/api/runs/${encodeURIComponent(runId)}`);
+  if (run.steps.length) return pipelineRunPage(run, query);
   // Shown once an attempt's "log" is clicked: an empty box before that says nothing.
   const logBox = h("pre", { class: "log", id: "log", hidden: true });
   const logTitle = h("h2", { hidden: true }, "Log");
@@ -388,7 +390,7 @@ async function runPage(runId, query) {
       disabled: !ended || run.tasks_failed + run.tasks_cancelled === 0 }, "Rerun failed tasks"),
     h("button", { id: "rerun", onclick: act(base, reran), disabled: !ended }, "Rerun all"));
   return [
-    h("h1", {}, run.id), actions,
+    h("h1", {}, run.id), pipelineBacklink(run), actions,
     h("div", { class: "panel" }, facts([["job", h("a", { href: `#/job/${encodeURIComponent(run.job_id)}` }, run.job_id)],
       ["state", badge(run.state)], ["scheduled", when(run.scheduled_at)], ["fired", when(run.fired_at)],
       ["rerun of", run.rerun_of ? h("a", { href: `#/run/${encodeURIComponent(run.rerun_of)}` }, run.rerun_of) : "-"],
@@ -481,6 +483,188 @@ async function timelinePage() {
   refreshIn(REFRESH_MS * 2);
   return [h("h1", {}, "Timeline"), h("p", { class: "muted" }, `Attempts per worker, ${when(new Date(data.since_ms))} to ${when(new Date(data.until_ms))}; a bar links to its run.`),
     bars.length ? chart : h("div", { class: "empty" }, "No task ran in the last hour.")];
+}
+
+// Pipelines -------------------------------------------------------------------------------------------
+// A pipeline is a job whose spec has steps; a pipeline run's `steps` give each step's state and run.
+// The graph is laid out by depth (a step is one column right of its deepest upstream step).
+
+const STEP_W = 168, STEP_H = 46, STEP_GAP_X = 56, STEP_GAP_Y = 14, DAG_PAD = 10;
+
+function isPipeline(job) { return job.spec.steps && job.spec.steps.length > 0; }
+
+function pipelineMark(job) {
+  return isPipeline(job) ? h("div", { class: "pipeline-mark" }, `pipeline · ${job.spec.steps.length} steps`) : null;
+}
+
+// Each step's box position: columns by depth, rows ordered by their upstream steps' rows, centred.
+function dagLayout(steps) {
+  const byName = new Map(steps.map((st) => [st.name, st]));
+  const depth = new Map();
+  const depthOf = (name) => {
+    if (!depth.has(name)) {
+      depth.set(name, 0);
+      const ups = (byName.get(name) || { after: [] }).after.filter((u) => byName.has(u));
+      depth.set(name, ups.length ? 1 + Math.max(...ups.map(depthOf)) : 0);
+    }
+    return depth.get(name);
+  };
+  const columns = [];
+  for (const st of steps) (columns[depthOf(st.name)] ||= []).push(st);
+  const tallest = Math.max(...columns.map((c) => c.length));
+  const pos = new Map();
+  columns.forEach((column, d) => {
+    const centre = (st) => {
+      const ys = st.after.filter((u) => pos.has(u)).map((u) => pos.get(u).y);
+      return ys.length ? ys.reduce((a, b) => a + b, 0) / ys.length : 0;
+    };
+    const ordered = d ? [...column].sort((a, b) => centre(a) - centre(b)) : column;
+    const offset = ((tallest - column.length) * (STEP_H + STEP_GAP_Y)) / 2;
+    ordered.forEach((st, i) => pos.set(st.name, { x: DAG_PAD + d * (STEP_W + STEP_GAP_X),
+      y: DAG_PAD + offset + i * (STEP_H + STEP_GAP_Y) }));
+  });
+  return { pos, width: 2 * DAG_PAD + columns.length * STEP_W + (columns.length - 1) * STEP_GAP_X,
+    height: 2 * DAG_PAD + tallest * STEP_H + (tallest - 1) * STEP_GAP_Y };
+}
+
+function clip(text, n) { return text.length > n ? `${text.slice(0, n - 1)}…` : text; }
+
+// steps: [{name, after, state, attempts}] (state "" when no run is shown); href(step): where a box leads.
+function pipelineGraph(steps, href, picked) {
+  const { pos, width, height } = dagLayout(steps);
+  const edges = steps.flatMap((st) => st.after.filter((u) => pos.has(u)).map((u) => {
+    const a = pos.get(u), b = pos.get(st.name);
+    const x1 = a.x + STEP_W, y1 = a.y + STEP_H / 2, x2 = b.x - 3, y2 = b.y + STEP_H / 2, mid = (x1 + x2) / 2;
+    return s("path", { class: "edge", d: `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`, "marker-end": "url(#dag-arrow)",
+      "data-edge": `${u}>${st.name}` });
+  }));
+  const boxes = steps.map((st) => {
+    const p = pos.get(st.name);
+    const state = st.state || "NOT_RUN";
+    const label = st.state ? `${st.state}${st.attempts > 1 ? ` · ${st.attempts} attempts` : ""}` : "no run";
+    const box = s("g", { class: `step${st.name === picked ? " picked" : ""}`, "data-step": st.name, "data-state": state },
+      title(`${st.name}: ${label}${st.after.length ? ` (after ${st.after.join(", ")})` : ""}`),
+      s("rect", { x: p.x, y: p.y, width: STEP_W, height: STEP_H, rx: 6 }),
+      s("text", { x: p.x + 10, y: p.y + 19, class: "step-name" }, clip(st.name, 22)),
+      s("text", { x: p.x + 10, y: p.y + 36, class: "step-state" }, label));
+    const link = href(st);
+    return link ? s("a", { href: link }, box) : box;
+  });
+  return s("svg", { class: "dag", id: "dag", width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
+    "aria-label": "pipeline graph" },
+  s("defs", {}, s("marker", { id: "dag-arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7,
+    orient: "auto-start-reverse" }, s("path", { d: "M0,0 L10,5 L0,10 z", class: "arrow" }))), edges, boxes);
+}
+
+function stepHref(runId) { return (st) => `#/run/${encodeURIComponent(runId)}?step=${encodeURIComponent(st.name)}`; }
+
+// The job page of a pipeline: its graph with the states of one run (the newest, or ?run=), and its runs to pick.
+async function pipelinePanel(job, runs, query) {
+  const chosen = query.get("run") || (runs[0] && runs[0].id) || "";
+  const run = chosen ? await api(`/api/runs/${encodeURIComponent(chosen)}`) : null;
+  const states = new Map(run ? run.steps.map((st) => [st.name, st]) : []);
+  const steps = job.spec.steps.map((st) => ({ name: st.name, after: st.after, state: (states.get(st.name) || {}).state || "",
+    attempts: (states.get(st.name) || {}).attempts || 0 }));
+  const pick = runs.slice(0, 12).map((r) => h("a", { href: `#/job/${encodeURIComponent(job.id)}?run=${encodeURIComponent(r.id)}`,
+    class: `run-pick${run && r.id === run.id ? " current" : ""}`, title: r.id }, badge(r.state), ` ${when(r.scheduled_at)}`));
+  return h("div", { class: "panel", id: "pipeline" },
+    h("h2", {}, run ? ["Graph of run ", h("a", { href: `#/run/${encodeURIComponent(run.id)}` }, run.id), " ", badge(run.state)]
+      : `Graph (${job.spec.steps.length} steps; no run yet)`),
+    h("div", { class: "dag-box" }, pipelineGraph(steps, run ? stepHref(run.id) : () => "", "")),
+    pick.length ? h("div", { class: "run-picks" }, h("span", { class: "muted" }, "show run: "), pick) : null);
+}
+
+// A step job's or a step run's way back to its pipeline.
+function pipelineBacklink(thing) {
+  if (thing.pipeline_run) {
+    return h("p", { class: "muted", id: "pipeline-link" }, "A step's run of pipeline run ",
+      h("a", { href: `#/run/${encodeURIComponent(thing.pipeline_run)}` }, thing.pipeline_run));
+  }
+  if (thing.spec && thing.spec.pipeline) {
+    return h("p", { class: "muted", id: "pipeline-link" }, "A step of pipeline ",
+      h("a", { href: `#/job/${encodeURIComponent(thing.spec.pipeline)}` }, thing.spec.pipeline));
+  }
+  return null;
+}
+
+// A pipeline run's page: the graph with this run's states, every step, and the picked step's attempts and log.
+async function pipelineRunPage(run, query) {
+  const job = await api(`/api/jobs/${encodeURIComponent(run.job_id)}`).then((v) => v.job, () => null);
+  const picked = query.get("step") || "";
+  const rows = run.steps.map((st) => h("tr", { "data-step": st.name, class: st.name === picked ? "picked" : null },
+    h("td", {}, h("a", { href: stepHref(run.id)(st) }, st.name)), h("td", {}, badge(st.state)),
+    h("td", {}, st.after.join(", ") || "-"), h("td", { class: "num" }, st.attempts),
+    h("td", {}, when(st.started_at)), h("td", { class: "num" }, seconds(took(st))),
+    h("td", { class: "mono" }, st.run_id ? h("a", { href: `#/run/${encodeURIComponent(st.run_id)}` }, st.run_id) : "-")));
+  const active = run.state === "RUNNING" || run.state === "SCHEDULED";
+  const reran = (r) => {
+    keepNotice = true;
+    location.hash = `#/run/${encodeURIComponent(r.id)}`;
+    return `Run ${r.id} reruns ${run.id}`;
+  };
+  const base = `/api/runs/${encodeURIComponent(run.id)}/rerun`;
+  const actions = h("div", { class: "actions" },
+    h("button", { id: "rerun-failed", onclick: act(`${base}?failed=1`, reran),
+      disabled: active || run.steps.every((st) => st.state === "SUCCEEDED") }, "Rerun failed steps"),
+    h("button", { id: "rerun", onclick: act(base, reran), disabled: active }, "Rerun all"));
+  const step = run.steps.find((st) => st.name === picked);
+  if (active) refreshWhileStepsChange(run);
+  return [
+    h("h1", {}, run.id), actions,
+    h("div", { class: "panel" }, facts([
+      ["pipeline", h("a", { href: `#/job/${encodeURIComponent(run.job_id)}` }, job ? job.spec.name : run.job_id)],
+      ["state", badge(run.state)], ["scheduled", when(run.scheduled_at)], ["fired", when(run.fired_at)],
+      ["rerun of", run.rerun_of ? h("a", { href: `#/run/${encodeURIComponent(run.rerun_of)}` }, run.rerun_of) : "-"],
+      ["took", seconds(took(run))], ["reason", run.reason || "-"]])),
+    h("h2", {}, "Graph"), h("div", { class: "dag-box panel" }, pipelineGraph(run.steps, stepHref(run.id), picked)),
+    h("h2", {}, "Steps"),
+    h("table", { id: "steps" }, h("thead", {}, h("tr", {}, ["step", "state", "after", "attempts", "start", "took", "step's run"]
+      .map((c) => h("th", {}, c)))), h("tbody", {}, rows)),
+    step ? await stepDetail(step) : h("p", { class: "muted" }, "Click a step to see its attempts and log."),
+  ];
+}
+
+// A step's attempts (every task of its run) and the log of its latest attempt; the step run's own page has the rest.
+async function stepDetail(step) {
+  const head = h("h2", { id: "step-detail" }, `Step ${step.name} `, badge(step.state));
+  if (!step.run_id) return h("div", {}, head, h("p", { class: "muted" }, "This step has no run: it did not start."));
+  const stepRun = await api(`/api/runs/${encodeURIComponent(step.run_id)}`);
+  const logBox = h("pre", { class: "log", id: "step-log" });
+  const logTitle = h("h2", {}, "Log");
+  const show = (task, a) => {
+    const live = !TERMINAL_ATTEMPTS.has(a.state);
+    logTitle.textContent = `Log of ${task.id}, attempt ${a.number}${live ? " (following)" : ""}`;
+    followLog(logBox, task.id, a.number, live);
+  };
+  const rows = stepRun.tasks.flatMap((task) => task.attempts.map((a) => h("tr", {},
+    h("td", { class: "mono" }, task.id), h("td", {}, `${a.number} `, badge(a.state)), h("td", {}, a.worker),
+    h("td", {}, when(a.started_at)), h("td", { class: "num" }, seconds(took(a))),
+    h("td", { class: "mono" }, (a.error || (a.result !== null ? JSON.stringify(a.result) : "")).slice(0, 300)),
+    h("td", {}, h("button", { class: "show-log", onclick: () => show(task, a) }, "log")))));
+  const last = stepRun.tasks.length && stepRun.tasks[0].attempts.length ? stepRun.tasks[0] : null;
+  if (last) show(last, last.attempts[last.attempts.length - 1]);
+  return h("div", { class: "panel step-detail" }, head,
+    h("p", {}, "Its run: ", h("a", { id: "step-run", href: `#/run/${encodeURIComponent(step.run_id)}` }, step.run_id),
+      " (tasks, attempts, fencing tokens, rerun)"),
+    rows.length ? h("table", { id: "step-attempts" }, h("thead", {}, h("tr", {}, ["task", "attempt", "worker", "start", "took",
+      "result / exit reason", ""].map((c) => h("th", {}, c)))), h("tbody", {}, rows))
+      : h("p", { class: "muted" }, "No attempt yet."),
+    logTitle, logBox);
+}
+
+// A running pipeline run's page is redrawn when a step changes, unless a live log is being followed.
+function refreshWhileStepsChange(run) {
+  const signal = pageAbort.signal;
+  const shape = (r) => JSON.stringify([r.state, r.steps.map((st) => [st.state, st.attempts])]);
+  const poll = async () => {
+    if (signal.aborted) return;
+    try {
+      const now = await api(`/api/runs/${encodeURIComponent(run.id)}`, { signal });
+      if (shape(now) !== shape(run) && !document.querySelector("#step-log:not([data-ended])")) { render(); return; }
+    } catch (err) { if (err.name === "AbortError") return; }
+    refreshTimer = setTimeout(poll, REFRESH_MS);
+  };
+  refreshTimer = setTimeout(poll, REFRESH_MS);
 }
 
 // ---- start ------------------------------------------------------------------------------------------

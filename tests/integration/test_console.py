@@ -18,6 +18,7 @@ from harness import EXAMPLES, ROOT, Cluster, free_port, wait_for
 from sparkyard import errors
 from sparkyard.cli.main import main as cli_main
 from sparkyard.client import first_run_id
+from sparkyard.pipeline import Pipeline
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -44,9 +45,9 @@ class Tab:
         if message.type == "error" and not any(a in message.text for a in self._allowed):
             self.errors.append(message.text)
 
-    def shot(self, name: str) -> None:
+    def shot(self, name: str, full_page: bool = True) -> None:
         SHOTS.mkdir(parents=True, exist_ok=True)
-        self.page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+        self.page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=full_page)
 
 
 @pytest.fixture(scope="module")
@@ -334,3 +335,113 @@ def cli_main_json(argv: list[str]) -> Any:
     with contextlib.redirect_stdout(out):
         assert cli_main([*argv, "--json"]) == 0
     return json.loads(out.getvalue())
+
+
+def test_a_pipeline_graph_its_runs_and_a_steps_log(shared_cluster: Cluster, tab: Tab, tmp_path: Path) -> None:
+    """A pipeline is marked on the jobs page; its page draws the graph with the states of the chosen run;
+    a run's page draws it too, lists the steps, and a click on a step shows its attempts and log."""
+    client = shared_cluster.client()
+    stop = tmp_path / "stop"
+    p = Pipeline("console-etl", base_dir=TASKS.parent)
+    extract = p.step("extract", f"{TASKS}:noop")
+    clean = p.step("clean", f"{TASKS}:noop", after=[extract])
+    broken = p.step("broken", f"{TASKS}:always_fail", after=[extract], retries=1, backoff="0.1s")
+    maybe = p.step("maybe", f"{TASKS}:skip_step", after=[extract])
+    p.step("join", f"{TASKS}:noop", after=[clean, broken])
+    p.step("alert", f"{TASKS}:noop", after=[broken], trigger_rule="one_failed")
+    p.step("after_maybe", f"{TASKS}:noop", after=[maybe])
+    spec, bundles = p.to_spec()
+    for packed in bundles:
+        client.upload(packed)
+    pipeline = client.submit_spec(spec).job
+    run, timed_out = client.wait(client.trigger(pipeline.id).id, timeout=180)
+    assert not timed_out and run.state == pb.RUN_FAILED
+    want = {"extract": "SUCCEEDED", "clean": "SUCCEEDED", "broken": "FAILED", "maybe": "SKIPPED",
+            "join": "UPSTREAM_FAILED", "alert": "SUCCEEDED", "after_maybe": "SKIPPED"}
+    # The API gives the page each step's state, upstream steps and run (the proto's steps, as JSON).
+    status, shown, _ = http(shared_cluster.http["master"], f"/api/runs/{run.id}")
+    assert status == 200 and {s["name"]: s["state"] for s in shown["steps"]} == want
+    assert {s["name"]: s["after"] for s in shown["steps"]}["join"] == ["clean", "broken"]
+    page, base = tab.page, f"http://{shared_cluster.http['master']}/"
+
+    # Jobs: the pipeline is marked; its step jobs are not listed.
+    page.goto(base)
+    row = page.locator("#jobs tr", has_text=pipeline.id)
+    expect(row.locator(".pipeline-mark")).to_have_text("pipeline · 7 steps")
+    expect(page.locator("#jobs tr", has_text="console-etl.extract")).to_have_count(0)
+    tab.shot("pipelines")
+
+    # Pipeline: the graph with the states of its newest run, one box per step, an edge per upstream step.
+    row.locator("a").first.click()
+    graph = page.locator("#pipeline #dag")
+    expect(graph.locator("g.step")).to_have_count(7)
+    for name, state in want.items():
+        box = graph.locator(f"g.step[data-step={name}]")
+        expect(box).to_have_attribute("data-state", state)
+        expect(box.locator("text.step-state")).to_contain_text(state)
+    expect(graph.locator("g.step[data-step=broken] text.step-state")).to_have_text("FAILED · 2 attempts")
+    assert graph.locator("path.edge").count() == 7
+    expect(graph.locator("path[data-edge='broken>alert']")).to_have_count(1)
+    # Columns by depth: extract, then clean/broken/maybe, then join/alert/after_maybe.
+    xs = {name: graph.locator(f"g.step[data-step={name}] rect").get_attribute("x") for name in want}
+    assert float(xs["extract"]) < float(xs["clean"]) == float(xs["broken"]) < float(xs["join"]) == float(xs["alert"])
+    expect(page.locator("#runs tbody tr")).to_have_count(1)
+    expect(page.locator("#runs tbody tr")).to_contain_text("FAILED")
+    tab.shot("pipeline", full_page=False)  # the top: a pipeline's spec below is long
+
+    # A new run (the job actions work on a pipeline) is drawn as it runs; the older one can be picked.
+    page.click("#trigger")
+    expect(page.locator("#notice")).to_contain_text("Triggered: run")
+    expect(page.locator("#runs tbody tr")).to_have_count(2)
+    second = next(r.id for r in client.runs(pipeline.id) if r.id != run.id)
+    client.wait(second, timeout=180)
+    page.locator(f".run-picks a[title='{run.id}']").click()
+    expect(page.locator("#pipeline h2")).to_contain_text(run.id)
+    page.click("#pause")
+    expect(page.locator("#notice")).to_have_text("Job is PAUSED")
+    page.click("#resume")
+    expect(page.locator("#notice")).to_have_text("Job is ACTIVE")
+
+    # Pipeline run: the same graph for that run, a table of its steps; a click on a step shows its attempts
+    # and log, and leads to the step's run page (the ordinary task and attempt view).
+    page.locator("#pipeline h2 a").click()
+    expect(page.locator("h1")).to_have_text(run.id)
+    expect(page.locator("#dag g.step[data-step=join]")).to_have_attribute("data-state", "UPSTREAM_FAILED")
+    steps = page.locator("#steps tbody tr")
+    expect(steps).to_have_count(7)
+    expect(page.locator("#steps tr[data-step=broken]")).to_contain_text("FAILED")
+    expect(page.locator("#steps tr[data-step=broken] td.num").first).to_have_text("2")
+    page.locator("#dag g.step[data-step=broken]").click()
+    expect(page.locator("#step-detail")).to_contain_text("Step broken")
+    expect(page.locator("#step-attempts tbody tr")).to_have_count(2)
+    expect(page.locator("#step-log")).to_contain_text("this task always fails")
+    expect(page.locator("#dag g.step.picked")).to_have_attribute("data-step", "broken")
+    tab.shot("pipeline-run")
+    page.click("#step-run")
+    expect(page.locator("#pipeline-link")).to_contain_text(run.id)
+    expect(page.locator("#tasks tbody tr")).to_have_count(2)
+    tab.shot("pipeline-step-run")
+
+    # Timeline: the steps' attempts, named pipeline.step (step jobs are not listed as jobs).
+    page.click("header nav a[data-page=timeline]")
+    expect(page.locator("#gantt rect.bar title", has_text="console-etl.broken").first).to_be_attached()
+
+    # A running pipeline run's page redraws as its steps change.
+    live = Pipeline("console-live", base_dir=TASKS.parent)
+    wait = live.step("wait", f"{TASKS}:print_until", args=[str(stop)])
+    live.step("then", f"{TASKS}:noop", after=[wait])
+    spec, bundles = live.to_spec()
+    for packed in bundles:
+        client.upload(packed)
+    live_run = client.trigger(client.submit_spec(spec).job.id).id
+    page.goto(f"{base}#/run/{live_run}")
+    expect(page.locator("#dag g.step[data-step=wait]")).to_have_attribute("data-state", "RUNNING")
+    expect(page.locator("#dag g.step[data-step=then]")).to_have_attribute("data-state", "PENDING")
+    tab.shot("pipeline-running")
+    stop.write_text("stop")
+    # The step still has to be leased and run, and the page redraws on its refresh: wait as for anything else.
+    expect(page.locator("#dag g.step[data-step=then]")).to_have_attribute("data-state", "SUCCEEDED",
+                                                                          timeout=UI_WAIT_MS)
+    expect(page.locator(".facts .badge").first).to_have_text("SUCCEEDED", timeout=UI_WAIT_MS)
+    assert tab.errors == []
+
