@@ -37,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser, options: Callable[[argparse.A
     parser.add_argument("entrypoint", help="path/to/app.py (everything after it is the application's "
                                            "arguments, as under spark-submit) or module:function")
     parser.add_argument("app_args", nargs=argparse.REMAINDER, action=_AppArgs, help=argparse.SUPPRESS)
-    trailing = argparse.ArgumentParser(prog=parser.prog, allow_abbrev=False, add_help=False)
+    # Of the verb's own class, so a bad option after a module:function says one line, as before it.
+    trailing = type(parser)(prog=parser.prog, allow_abbrev=False, add_help=False)
     for target in (parser, trailing):
         options(target)
         for flag, key in CONF_ALIASES.items():
