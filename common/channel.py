@@ -7,14 +7,19 @@ the address dialled (``sparkyard certs --host`` puts every master address in the
 ``tls_cert`` and ``tls_key`` the caller also shows a certificate of its own, for a master started with
 ``--tls-client-ca`` (mutual TLS). Without a CA the channel is plaintext, which a master accepts on
 loopback (or with ``--insecure``).
+
+What a caller's channel does with failures lives here too: gRPC's own retry of UNAVAILABLE
+(:data:`SERVICE_CONFIG`) and the mapping of a failed call to a Sparkyard error (:func:`translate`).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Literal, Protocol, Sequence, overload
 
 import grpc
 
+from sparkyard import errors
 from sparkyard.config import ClientConfig, read_file
 from sparkyard.flags import flag_help, flag_of
 
@@ -66,3 +71,36 @@ def open_channel(address: str, cfg: TlsSettings, options: Options = (), *,
     if creds is None:
         return grpc.insecure_channel(address, options=opts)
     return grpc.secure_channel(address, creds, options=opts)
+
+
+# gRPC's own retry of UNAVAILABLE (master restarting, Redis restarting): attempts and backoff. Bundle
+# calls too (a submit asks HasBundle first, which reads Redis; an upload is content-addressed, so a retry
+# stores the same bytes): without them the first submit after a Redis restart failed at once.
+SERVICE_CONFIG = json.dumps({
+    "methodConfig": [{
+        "name": [{"service": "sparkyard.v1.JobService"}, {"service": "sparkyard.v1.ClusterService"},
+                 {"service": "sparkyard.v1.BundleService"}],
+        "retryPolicy": {
+            "maxAttempts": 5,
+            "initialBackoff": "0.2s",
+            "maxBackoff": "3s",
+            "backoffMultiplier": 2,
+            "retryableStatusCodes": ["UNAVAILABLE"],
+        },
+    }]
+})
+
+
+def translate(exc: grpc.RpcError, master: str, hint: str = "") -> errors.SparkyardError:
+    """A gRPC error as the matching Sparkyard error (``hint``: what to check when no master is reachable)."""
+    code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    if code == grpc.StatusCode.UNAVAILABLE:
+        if "Connection refused" in details:  # nothing listens there: TLS settings are not the cause
+            return errors.Unavailable(f"no master listening at {master} (connection refused): is it running, "
+                                      "and is this its address?")
+        return errors.Unavailable(f"no master reachable at {master}: {details}{hint}")
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return errors.Unavailable(f"master {master} did not answer in time: {details}")
+    cls = errors.BY_CODE_NAME.get(code.name, errors.SparkyardError)
+    return cls(details or code.name)

@@ -13,7 +13,6 @@ gRPC errors are raised as :mod:`sparkyard.errors` classes carrying the server's 
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
@@ -23,7 +22,7 @@ from typing import Any, Callable, Iterator, Sequence
 import grpc
 
 from sparkyard import errors, resources
-from sparkyard.channel import credentials, open_channel
+from sparkyard.channel import SERVICE_CONFIG, credentials, open_channel, translate
 from sparkyard.config import ClientConfig, ConfigError, load, master_addresses
 from sparkyard.job_names import resolve_after, resolve_job, resolve_target
 from sparkyard.bundle import Bundle, built, chunks
@@ -37,22 +36,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["Client", "JobOptions", "build_spec", "first_run_id", "translate"]
 
-# gRPC's own retry of UNAVAILABLE (master restarting, Redis restarting): attempts and backoff. Bundle
-# calls too (a submit asks HasBundle first, which reads Redis; an upload is content-addressed, so a retry
-# stores the same bytes): without them the first submit after a Redis restart failed at once.
-_SERVICE_CONFIG = json.dumps({
-    "methodConfig": [{
-        "name": [{"service": "sparkyard.v1.JobService"}, {"service": "sparkyard.v1.ClusterService"},
-                 {"service": "sparkyard.v1.BundleService"}],
-        "retryPolicy": {
-            "maxAttempts": 5,
-            "initialBackoff": "0.2s",
-            "maxBackoff": "3s",
-            "backoffMultiplier": 2,
-            "retryableStatusCodes": ["UNAVAILABLE"],
-        },
-    }]
-})
 # WaitRun calls are chained in steps of at most this long (the server caps one call too).
 WAIT_STEP_S = 300.0
 # With a progress callback, the run is looked at this often (each look returns the run with its tasks).
@@ -67,21 +50,6 @@ ELECTION_POLL_S = 0.25
 # made again on the next master. Calls safe to repeat only: a manual trigger is not.
 PROBE_TIMEOUT_S = 1.0
 _NOT_REPEATED = {"TriggerJob"}
-
-def translate(exc: grpc.RpcError, master: str, hint: str = "") -> errors.SparkyardError:
-    """A gRPC error as the matching Sparkyard error (``hint``: what to check when no master is reachable)."""
-    code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
-    details = exc.details() if hasattr(exc, "details") else str(exc)
-    if code == grpc.StatusCode.UNAVAILABLE:
-        if "Connection refused" in details:  # nothing listens there: TLS settings are not the cause
-            return errors.Unavailable(f"no master listening at {master} (connection refused): is it running, "
-                                      "and is this its address?")
-        return errors.Unavailable(f"no master reachable at {master}: {details}{hint}")
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return errors.Unavailable(f"master {master} did not answer in time: {details}")
-    cls = errors.BY_CODE_NAME.get(code.name, errors.SparkyardError)
-    return cls(details or code.name)
-
 
 def first_run_id(job: pb.Job) -> str:
     """The id the job's next firing will have (a run id is job id + scheduled time)."""
@@ -115,7 +83,7 @@ class Client:
         """The stub of a service on the current master (channels are made once per address)."""
         if self.master not in self._channels:
             channel = open_channel(self.master, self.config, [
-                ("grpc.service_config", _SERVICE_CONFIG), ("grpc.enable_retries", 1),
+                ("grpc.service_config", SERVICE_CONFIG), ("grpc.enable_retries", 1),
                 ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ])
             stubs = {"jobs": pbg.JobServiceStub(channel), "cluster": pbg.ClusterServiceStub(channel),

@@ -30,6 +30,7 @@ from sparkyard.clock import Clock
 from sparkyard.protojson import to_dict
 from sparkyard.errors import InvalidArgument
 from sparkyard.httpserve import Access, Handler, Route
+from sparkyard.master.console_params import flag_param, int_param, label_param, matches, state_param
 from sparkyard.master.convert import job_to_proto, run_to_proto
 from sparkyard.master.jobs import JobManager
 from sparkyard.master.leader import Leadership
@@ -96,61 +97,6 @@ def _mapped(handler: Handler) -> Handler:
             return _error(exc, handler.__name__)
 
     return wrapper
-
-
-def _int(request: web.Request, name: str, default: int, low: int = 0, high: int | None = None) -> int:
-    text = request.query.get(name, "")
-    if not text:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise InvalidArgument(f"{name}: {text!r} is not a whole number") from None
-    if value < low or (high is not None and value > high):
-        raise InvalidArgument(f"{name}: {value} is out of range {low}..{high if high is not None else ''}")
-    return value
-
-
-def _flag(request: web.Request, name: str) -> bool:
-    text = request.query.get(name, "").lower()
-    if text not in ("", "0", "1", "true", "false"):
-        raise InvalidArgument(f"{name}: {text!r} is not one of 0, 1, true, false")
-    return text in ("1", "true")
-
-
-def _state(request: web.Request) -> JobState | None:
-    text = request.query.get("state", "").upper()
-    if not text:
-        return None
-    try:
-        return JobState(text)
-    except ValueError:
-        choices = ", ".join(s.value.lower() for s in JobState)
-        raise InvalidArgument(f"state: {text.lower()!r} is not one of {choices}") from None
-
-
-def _label(request: web.Request) -> tuple[str, str | None] | None:
-    """``label=K=V`` (that value) or ``label=K`` (any value)."""
-    text = request.query.get("label", "")
-    if not text:
-        return None
-    key, sep, value = text.partition("=")
-    if not key:
-        raise InvalidArgument(f"label: {text!r} has no key (use KEY or KEY=VALUE)")
-    return key, value if sep else None
-
-
-def _matches(job: JobRecord, name: str, text: str, label: tuple[str, str | None] | None) -> bool:
-    spec = job.spec
-    if name and name.lower() not in spec.name.lower():
-        return False
-    if text and not any(text.lower() in s.lower() for s in (job.id, spec.name, spec.entrypoint, *spec.args)):
-        return False
-    if label is not None:
-        key, value = label
-        if key not in spec.labels or (value is not None and spec.labels[key] != value):
-            return False
-    return True
 
 
 def _authorization(request: web.Request) -> str:
@@ -226,12 +172,12 @@ class ConsoleApi:
     async def list_jobs(self, request: web.Request) -> web.Response:
         """``state``, ``group``, ``name`` (part of it), ``label`` (K or K=V), ``q`` (part of the id, name,
         entrypoint or an argument), ``limit``; each job with its schedule in words and its latest runs."""
-        limit = _int(request, "limit", JOBS_DEFAULT, 1, JOBS_MAX)
-        state, label = _state(request), _label(request)
+        limit = int_param(request, "limit", JOBS_DEFAULT, 1, JOBS_MAX)
+        state, label = state_param(request), label_param(request)
         name, text = request.query.get("name", ""), request.query.get("q", "")
         filtered = bool(name or text or label)
         jobs = await self._jobs.list_jobs(JOBS_SCANNED if filtered else limit, state, request.query.get("group", ""))
-        chosen = [j for j in jobs if _matches(j, name, text, label)][:limit]
+        chosen = [j for j in jobs if matches(j, name, text, label)][:limit]
         views = await asyncio.gather(*(self._job_view(j, RECENT_RUNS) for j in chosen))
         return web.json_response({"jobs": views, "scanned": len(jobs) if filtered else None})
 
@@ -239,7 +185,7 @@ class ConsoleApi:
         return web.json_response(await self._job_view(await self._jobs.get_job(request.match_info["job_id"]), 0))
 
     async def runs(self, request: web.Request) -> web.Response:
-        limit = _int(request, "limit", RUNS_DEFAULT, 1, JOBS_MAX)
+        limit = int_param(request, "limit", RUNS_DEFAULT, 1, JOBS_MAX)
         runs = await self._jobs.list_runs(request.match_info["job_id"], limit, with_tasks=False)
         return web.json_response([to_dict(run_to_proto(r)) for r in runs])
 
@@ -301,7 +247,7 @@ class ConsoleApi:
 
     async def delete(self, request: web.Request) -> web.Response:
         """``force=1`` cancels the job's active runs first (else a job with one is refused, 409)."""
-        job_id, force = request.match_info["job_id"], _flag(request, "force")
+        job_id, force = request.match_info["job_id"], flag_param(request, "force")
 
         async def local() -> Message:
             return pb.DeleteJobResponse(cancelled=await self._jobs.delete(job_id, force))
@@ -330,7 +276,7 @@ class ConsoleApi:
 
     async def rerun(self, request: web.Request) -> web.Response:
         """A new run of the ended run's job: ``failed=1`` only its failed and cancelled tasks (RerunRun)."""
-        run_id, failed_only = request.match_info["run_id"], _flag(request, "failed")
+        run_id, failed_only = request.match_info["run_id"], flag_param(request, "failed")
 
         async def local() -> Message:
             return run_to_proto(await self._jobs.rerun(run_id, failed_only))
@@ -349,7 +295,7 @@ class ConsoleApi:
         return web.json_response({"draining": worker_id})
 
     async def workers(self, request: web.Request) -> web.Response:
-        everyone = _flag(request, "all")
+        everyone = flag_param(request, "all")
         if self._leadership.leading:
             workers = await worker_infos(self._store, self._registry, everyone)
         else:
@@ -362,9 +308,9 @@ class ConsoleApi:
         """An attempt's log as plain text, streamed; ``follow=1`` keeps the response open until the attempt
         ends (as ``sparkyard logs -f``). ``attempt`` (0: latest) and ``offset`` as in StreamTaskLog."""
         task_id = request.match_info["task_id"]
-        attempt = _int(request, "attempt", 0)
-        offset = _int(request, "offset", 0)
-        follow = _flag(request, "follow")
+        attempt = int_param(request, "attempt", 0)
+        offset = int_param(request, "offset", 0)
+        follow = flag_param(request, "follow")
         chunks: AsyncIterator[pb.LogChunk]
         if self._leadership.leading:
             chunks = self._logs.attempt_log(await self._jobs.get_task(task_id), attempt, offset, follow)
