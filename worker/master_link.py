@@ -39,9 +39,10 @@ from sparkyard.worker.slots import AttemptSlots
 
 log = logging.getLogger(__name__)
 
-# Reconnect backoff: first pause and cap (jittered).
+# Reconnect backoff: first pause and cap (jittered). The cap is short: a master that restarts or fails over
+# must find its workers back well within their tasks' lease, and a connection attempt costs next to nothing.
 RECONNECT_INITIAL_S = 0.2
-RECONNECT_MAX_S = 5.0
+RECONNECT_MAX_S = 1.0
 # How long to wait for Registered after opening a stream; and, for a master this worker left for being
 # silent while another is there to ask, how long one probe of it may take (a live master answers in ms).
 REGISTER_TIMEOUT_S = 10.0

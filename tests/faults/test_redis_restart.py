@@ -116,3 +116,47 @@ def test_kill_9_of_redis_restarted_with_its_aof_loses_nothing_and_the_master_car
           f"(the leader stepped down and took its lease back, epoch now {status.epoch}): {figures[1]}; "
           f"{len(acknowledged)} of {len(acknowledged)} acknowledged submits kept; the task running across both "
           f"ended with attempts {[pb.AttemptState.Name(s) for s in outcomes]}")
+
+
+def test_kill_9_of_redis_in_the_middle_of_pipeline_runs_loses_no_step_and_runs_none_twice(
+        aof_redis: RedisServer, make_cluster: object, tmp_path: Path) -> None:
+    """Issue 24 point 4: a 6-step pipeline with fan-out and fan-in, 5 runs under way, Redis `kill -9`'d at a
+    seeded moment and restarted from its AOF. Every run ends SUCCEEDED with each step made once, and each
+    step's task succeeded once: the step releases live in the scripts Redis ran (or did not) as a whole."""
+    import random
+
+    from sparkyard.pipeline import Pipeline
+
+    cluster: Cluster = make_cluster()  # type: ignore[operator]
+    cluster.redis_url = aof_redis.url
+    cluster.start_master(*ARGS)
+    cluster.start_worker("w", slots=2)
+    client = cluster.client()
+    p = Pipeline("redis-killed", base_dir=TASKS.parent)
+    extract = p.step("extract", f"{TASKS}:scheduled_at", args=["0.3"])
+    parts = [p.step(f"part{i}", f"{TASKS}:scheduled_at", args=["0.3"], after=[extract]) for i in range(3)]
+    join = p.step("join", f"{TASKS}:scheduled_at", args=["0.3"], after=parts)
+    p.step("publish", f"{TASKS}:scheduled_at", args=["0.3"], after=[join])
+    spec, bundles = p.to_spec()
+    for packed in bundles:
+        client.upload(packed)
+    job = client.submit_spec(spec).job
+    cluster.wait_workers("w")
+    runs = [client.trigger(job.id).id for _ in range(5)]
+    time.sleep(random.Random(24).uniform(0.5, 3.0))  # the fault's moment, seeded: while steps are being released
+    aof_redis.process.kill()
+    aof_redis.process.wait(timeout=10)
+    aof_redis.restart()
+    for run_id in runs:
+        run, timed_out = client.wait(run_id, timeout=180)
+        assert not timed_out and run.state == pb.RUN_SUCCEEDED, run
+        assert [s.state for s in run.steps] == [pb.STEP_SUCCEEDED] * 6, run
+    step_jobs = [s.job_id for s in client.job(job.id).spec.steps]
+    made = sorted(r.pipeline_run for j in step_jobs for r in client.runs(j, limit=100, with_tasks=True))
+    assert made == sorted(runs * 6)
+    for j in step_jobs:
+        for r in client.runs(j, limit=100, with_tasks=True):
+            succeeded = [a for a in r.tasks[0].attempts if a.state == pb.ATTEMPT_SUCCEEDED]
+            assert len(succeeded) == 1, r
+    print(f"Redis kill -9 under {len(runs)} pipeline runs of 6 steps: every run SUCCEEDED, {len(made)} step runs, "
+          "each step's task succeeded once")
