@@ -137,7 +137,9 @@ function route() {
   return { page, id: decodeURIComponent(rest.join("/")), query: new URLSearchParams(query || "") };
 }
 
-async function render() {
+// ``refresh``: the page's own periodic rebuild (not a navigation), which must not replace a form the user
+// began filling in while it was being built.
+async function render(refresh = false) {
   pageAbort.abort();
   pageAbort = new AbortController();
   clearTimeout(refreshTimer);
@@ -149,6 +151,7 @@ async function render() {
   const main = document.getElementById("main");
   try {
     const content = await (pages[page] || jobsPage)(id, query);
+    if (refresh && editing()) return;  // the page function armed the next refresh already
     document.getElementById("login").hidden = true;
     main.replaceChildren(...content.filter((c) => c !== null && c !== undefined && c !== false));
   } catch (err) {
@@ -175,7 +178,7 @@ function editing() {
 }
 
 function refreshIn(delay) {
-  refreshTimer = setTimeout(() => { if (!document.hidden && !editing()) render(); else refreshIn(delay); }, delay);
+  refreshTimer = setTimeout(() => { if (!document.hidden && !editing()) render(true); else refreshIn(delay); }, delay);
 }
 
 // Jobs ------------------------------------------------------------------------------------------------
