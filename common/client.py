@@ -175,8 +175,10 @@ class Client:
         return job
 
     def _upload_for(self, specs: Sequence[pb.JobSpec]) -> None:
-        """Upload the bundles these specs name that this process built (each digest once)."""
-        for digest in dict.fromkeys(s.bundle.digest for s in specs if s.bundle.digest):
+        """Upload the bundles these specs (and a pipeline's steps) name that this process built, each digest
+        once: a pipeline ships its steps' code the way a job ships its own."""
+        named = [b for s in specs for b in (s.bundle, *(step.spec.bundle for step in s.steps))]
+        for digest in dict.fromkeys(b.digest for b in named if b.digest):
             packed = built(digest)
             if packed is not None:
                 self.upload(packed)

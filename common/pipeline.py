@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from sparkyard import errors
-from sparkyard.bundle import Bundle
 from sparkyard.options import JobOptions
 from sparkyard.pipeline_spec import RULES, check_graph, normalize_pipeline
 from sparkyard.spec import SpecError
@@ -122,24 +121,21 @@ class Pipeline:
         return self.step(name, SDP_ENTRYPOINT, after=after, trigger_rule=trigger_rule, args=args,
                          bundle=str(project), **options)
 
-    def to_spec(self) -> tuple[pb.JobSpec, list[Bundle]]:
-        """The pipeline's spec, checked as the master checks it, and the bundles its steps ship."""
+    def to_spec(self) -> pb.JobSpec:
+        """The pipeline's spec, checked as the master checks it (the client uploads its steps' bundles)."""
         where = f"pipeline {self.name!r}"
         own, _ = _options(where, {**self.options, "name": self.name, "base_dir": str(self.base_dir)}).to_spec("")
         if own.trigger.WhichOneof("kind") == "now":  # no trigger given: runs start by hand or by a backfill
             own.trigger.manual = True
-        bundles: list[Bundle] = []
         for s in self.steps:
-            spec, packed = _options(f"{where}, step {s.name!r}",
-                                    {**s.options, "base_dir": str(self.base_dir)}).to_spec(s.entrypoint)
-            if packed is not None:
-                bundles.append(packed)
+            spec, _ = _options(f"{where}, step {s.name!r}",
+                               {**s.options, "base_dir": str(self.base_dir)}).to_spec(s.entrypoint)
             own.steps.add(name=s.name, spec=spec, after=s.after, trigger_rule=RULES[s.trigger_rule])
         try:
             normalize_pipeline(own)
         except SpecError as exc:
             raise errors.InvalidArgument(f"{where}: {exc}") from None
-        return own, bundles
+        return own
 
 
 def _options(where: str, options: dict[str, Any]) -> JobOptions:

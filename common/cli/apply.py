@@ -66,7 +66,7 @@ def apply(client: Client, paths: Sequence[str], *, prune: bool = False, dry_run:
                 existing[job.spec.name].append(job)
     changes: list[Change] = []
     for pipeline in pipelines:
-        spec, bundles = pipeline.to_spec()
+        spec = pipeline.to_spec()
         try:
             norm = normalize_pipeline(spec)
         except SpecError as exc:
@@ -78,8 +78,6 @@ def apply(client: Client, paths: Sequence[str], *, prune: bool = False, dry_run:
         if not found:
             job_id = ""
             if not dry_run:
-                for packed in bundles:
-                    client.upload(packed)
                 job_id = client.submit_spec(spec).job.id
             changes.append(Change("create", pipeline.name, job_id, f"{len(spec.steps)} steps"))
             continue
@@ -89,8 +87,6 @@ def apply(client: Client, paths: Sequence[str], *, prune: bool = False, dry_run:
             continue
         fields = _changed_fields(norm, old.spec)
         if not dry_run:
-            for packed in bundles:
-                client.upload(packed)
             client.update_spec(old.id, spec, _update_fields(fields))
         changes.append(Change("update", pipeline.name, old.id, ", ".join(fields)))
     if prune:

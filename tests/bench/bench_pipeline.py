@@ -46,9 +46,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def submit(client: Client, pipeline: Pipeline) -> pb.Job:
-    spec, bundles = pipeline.to_spec()
-    for packed in bundles:
-        client.upload(packed)
+    spec = pipeline.to_spec()
     return client.submit_spec(spec).job
 
 
@@ -102,10 +100,7 @@ def held(client: Client, master: psutil.Process, store: redis.Redis, n: int) -> 
         a = p.step("a", NOOP)
         p.step("b", NOOP, after=[a])
         p.step("c", NOOP, after=[a])
-        spec, bundles = p.to_spec()
-        if i == 0:
-            for packed in bundles:
-                client.upload(packed)
+        spec = p.to_spec()
         specs.append(spec)
     for start in range(0, n, 500):
         client.submit_many(specs[start:start + 500])

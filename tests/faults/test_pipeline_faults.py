@@ -92,7 +92,7 @@ def test_a_pipeline_loses_no_step_and_runs_none_twice_when_the_leader_and_a_work
     parts = [step(f"part{i}", [extract]) for i in range(3)]
     join = step("join", parts)
     step("publish", [join])
-    spec, _ = p.to_spec()
+    spec = p.to_spec()
     job = client.submit_spec(spec).job
     step_jobs = [s.job_id for s in job.spec.steps]
 

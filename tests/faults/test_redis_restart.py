@@ -137,9 +137,7 @@ def test_kill_9_of_redis_in_the_middle_of_pipeline_runs_loses_no_step_and_runs_n
     parts = [p.step(f"part{i}", f"{TASKS}:scheduled_at", args=["0.3"], after=[extract]) for i in range(3)]
     join = p.step("join", f"{TASKS}:scheduled_at", args=["0.3"], after=parts)
     p.step("publish", f"{TASKS}:scheduled_at", args=["0.3"], after=[join])
-    spec, bundles = p.to_spec()
-    for packed in bundles:
-        client.upload(packed)
+    spec = p.to_spec()
     job = client.submit_spec(spec).job
     cluster.wait_workers("w")
     runs = [client.trigger(job.id).id for _ in range(5)]

@@ -180,9 +180,7 @@ def test_a_spark_declarative_pipeline_runs_as_a_step_with_each_dataset_s_outcome
     p = Pipeline("sdp-it", base_dir=tmp_path)
     marts = p.sdp_step("marts", "sdp/spark-pipeline.yml")
     p.step("after", f"{TASKS}:upstream_echo", after=[marts])
-    spec, bundles = p.to_spec()
-    for packed in bundles:
-        client.upload(packed)
+    spec = p.to_spec()
     job = client.submit_spec(spec).job
     run, timed_out = client.wait(client.trigger(job.id).id, timeout=300)
     assert not timed_out and run.state == pb.RUN_SUCCEEDED, run

@@ -350,9 +350,7 @@ def test_a_pipeline_graph_its_runs_and_a_steps_log(shared_cluster: Cluster, tab:
     p.step("join", f"{TASKS}:noop", after=[clean, broken])
     p.step("alert", f"{TASKS}:noop", after=[broken], trigger_rule="one_failed")
     p.step("after_maybe", f"{TASKS}:noop", after=[maybe])
-    spec, bundles = p.to_spec()
-    for packed in bundles:
-        client.upload(packed)
+    spec = p.to_spec()
     pipeline = client.submit_spec(spec).job
     run, timed_out = client.wait(client.trigger(pipeline.id).id, timeout=180)
     assert not timed_out and run.state == pb.RUN_FAILED
@@ -430,9 +428,7 @@ def test_a_pipeline_graph_its_runs_and_a_steps_log(shared_cluster: Cluster, tab:
     live = Pipeline("console-live", base_dir=TASKS.parent)
     wait = live.step("wait", f"{TASKS}:print_until", args=[str(stop)])
     live.step("then", f"{TASKS}:noop", after=[wait])
-    spec, bundles = live.to_spec()
-    for packed in bundles:
-        client.upload(packed)
+    spec = live.to_spec()
     live_run = client.trigger(client.submit_spec(spec).job.id).id
     page.goto(f"{base}#/run/{live_run}")
     expect(page.locator("#dag g.step[data-step=wait]")).to_have_attribute("data-state", "RUNNING")
