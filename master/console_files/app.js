@@ -286,8 +286,9 @@ async function jobPage(jobId, query) {
     h("h1", {}, job.spec.name || job.id), actions, edit, graph,
     h("div", { class: "grid" },
       h("div", { class: "panel" }, facts([["id", h("span", { class: "mono" }, job.id)], ["state", badge(view.shown_state)],
-        ["schedule", schedule], ["next fire", when(job.next_fire_at)], ["entrypoint", h("span", { class: "mono" }, job.spec.entrypoint)],
-        ["args", h("span", { class: "mono" }, JSON.stringify(job.spec.args))], ["group", job.spec.group],
+        ["schedule", schedule], ["next fire", when(job.next_fire_at)], ...(isPipeline(job) ? [["steps", job.spec.steps.length]]
+          : [["entrypoint", h("span", { class: "mono" }, job.spec.entrypoint)],
+            ["args", h("span", { class: "mono" }, JSON.stringify(job.spec.args))]]), ["group", job.spec.group],
         ["priority", job.spec.priority], ["labels", Object.entries(job.spec.labels).map(([k, v]) => `${k}=${v}`).join(", ") || "-"],
         ["runs", job.runs], ["created", when(job.created_at)]])),
       h("div", { class: "panel" }, h("h2", {}, "Duration (start to end)"), barChart("run durations", oldest, took, (r) => r.state),

@@ -385,6 +385,9 @@ def test_a_pipeline_graph_its_runs_and_a_steps_log(shared_cluster: Cluster, tab:
     assert float(xs["extract"]) < float(xs["clean"]) == float(xs["broken"]) < float(xs["join"]) == float(xs["alert"])
     expect(page.locator("#runs tbody tr")).to_have_count(1)
     expect(page.locator("#runs tbody tr")).to_contain_text("FAILED")
+    # Its facts name the steps; a pipeline has no entrypoint or args of its own to show.
+    expect(page.locator("dl.facts dt", has_text="steps").locator("+ dd")).to_have_text("7")
+    expect(page.locator("dl.facts dt", has_text="entrypoint")).to_have_count(0)
     tab.shot("pipeline", full_page=False)  # the top: a pipeline's spec below is long
 
     # A new run (the job actions work on a pipeline) is drawn as it runs; the older one can be picked.
