@@ -75,6 +75,11 @@ P:bundle:{digest}                     hash    a shipped bundle: size, created_ms
 P:bundle:{digest}:jobs                set     ids of the jobs that name the bundle (its references)
 P:bundles                             zset    digest → created or last looked-at ms (the garbage
                                               collector's list, oldest first)
+P:webhooks                            zset    run id → when its webhook is next due (ms): deliveries not
+                                              yet made, written by the script that ended the run
+P:webhook_tries                       hash    run id → failed tries of its webhook so far (absent = 0)
+P:webhook_defaults                    hash    F, S → 1 when the leader has a default URL for failed,
+                                              succeeded runs (--on-failure, --on-success)
 ====================================  ======  =========================================================
 
 Ids: a job id is ``j`` + 11 hex digits of creation ms + 10 random hex digits; a run id is
@@ -245,6 +250,18 @@ class Keys:
     def masters(self) -> str:
         return f"{self.namespace}:masters"
 
+    @property
+    def webhooks(self) -> str:
+        return f"{self.namespace}:webhooks"
+
+    @property
+    def webhook_tries(self) -> str:
+        return f"{self.namespace}:webhook_tries"
+
+    @property
+    def webhook_defaults(self) -> str:
+        return f"{self.namespace}:webhook_defaults"
+
     def lua_prelude(self) -> str:
         """Lua functions ``K.job(id)``, ``K.task(id)``… that build the same keys as this class."""
         lines = ["local K = {}"]
@@ -254,6 +271,7 @@ class Keys:
                 f"K.{name} = function(id) return '{self.namespace}:{head}' .. id .. '{tail}' end"
             )
         for name in ("jobs", "schedule", "awaiting", "purge", "groups", "delayed", "leases", "timeouts", "workers",
-                     "fence", "bundles", "leader", "epoch", "masters", "backfills", "parents"):
+                     "fence", "bundles", "leader", "epoch", "masters", "backfills", "parents", "webhooks",
+                     "webhook_tries", "webhook_defaults"):
             lines.append(f"K.{name} = '{getattr(self, name)}'")
         return "\n".join(lines)

@@ -147,7 +147,7 @@ def build_master(cfg: MasterConfig, store: Store, clock: Clock, timer: SystemTim
                           cfg.misfire_threshold_s)
     backfiller = Backfiller(store, preloader, timer, background)
     pipeline_runs = PipelineRuns(store, outcomes, background, metrics)
-    webhooks = Webhooks(store, background, clock, metrics, cfg.on_failure, cfg.on_success)
+    webhooks = Webhooks(store, clock, metrics, cfg.on_failure, cfg.on_success)
     reaper = Reaper(store, registry, outcomes, timer, background, cfg)
     submissions = Submissions(cfg, store, clock, outcomes, arming, bundles, metrics)
     jobs = JobManager(cfg, store, clock, outcomes, purgatory, arming, preloader, submissions)

@@ -50,8 +50,8 @@ class MasterMetrics:
                                            registry=r)
         self.firings = Counter("sparkyard_firings", "Firings, by what they did (created, skipped, ...)", ["status"],
                                registry=r)
-        self.webhooks = Counter("sparkyard_webhooks", "Webhook deliveries by result: delivered, failed (every "
-                                "try), dropped (too many pending)", ["result"], registry=r)
+        self.webhooks = Counter("sparkyard_webhooks", "Webhook tries by result: delivered, retried (a try "
+                                "failed, another is due), failed (the last try failed: given up)", ["result"], registry=r)
         self.lateness = Histogram("sparkyard_trigger_lateness_seconds", "Firing time minus scheduled time",
                                   buckets=LATENESS_BUCKETS, registry=r)
         self.duration = Histogram("sparkyard_task_duration_seconds", "Attempt run time as the worker measured it, "

@@ -79,6 +79,13 @@ class RedisReads:
     async def backfill_pending(self, job_id: str, limit: int) -> list[int]:
         return [int(t) for t in await self.redis.zrange(self.keys.job_backfill(job_id), 0, limit - 1)]
 
+    async def due_webhooks(self, until_ms: int, limit: int) -> list[tuple[str, int]]:
+        rows = await self.redis.zrangebyscore(self.keys.webhooks, "-inf", until_ms, start=0, num=limit)
+        if not rows:
+            return []
+        tries = await self.redis.hmget(self.keys.webhook_tries, rows)
+        return [(run_id, int(n or 0)) for run_id, n in zip(rows, tries)]
+
     # ---- jobs, specs, runs and tasks -------------------------------------------------------------
 
     async def get_job(self, job_id: str) -> JobRecord | None:

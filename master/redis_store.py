@@ -280,6 +280,17 @@ class RedisStore(RedisReads, Store):
     async def backfill_drop(self, job_id: str) -> None:
         await self._lua("backfill", self._backfill_keys(job_id), ["drop", job_id])
 
+    # ---- webhook deliveries ----------------------------------------------------------------------------
+
+    async def webhook_defaults(self, on_failure: bool, on_success: bool) -> None:
+        await self._lua("webhook", [], ["defaults", int(on_failure), int(on_success)])
+
+    async def webhook_retry(self, run_id: str, due_ms: int) -> int:
+        return int(await self._lua("webhook", [], ["retry", run_id, due_ms]))
+
+    async def webhook_done(self, run_id: str) -> bool:
+        return bool(await self._lua("webhook", [], ["done", run_id]))
+
     # ---- delete and retention -----------------------------------------------------------------------
 
     async def delete_job(self, job_id: str, bundle_digests: Sequence[str] = ()) -> outcomes.Deletion:

@@ -12,13 +12,29 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, urlsplit
 
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
+from redis.backoff import ExponentialBackoff
 
 SENTINEL_SCHEME = "redis+sentinel"
 # How long a call waits for a free connection before failing (calls beyond the pool queue up).
 POOL_WAIT_S = 20.0
 # Sentinels answer in milliseconds; a dead one is skipped after this.
 SENTINEL_TIMEOUT_S = 1.0
+
+
+# A command that fails with a ConnectionError (or TimeoutError) is sent again on a new connection, up to
+# this many times. After a Redis restart every pooled connection is stale, and without this each one failed
+# the first call made on it (UNAVAILABLE to the client: tests/faults/test_redis_restart.py); a pool made
+# from a URL has no retry unless given one. A command is repeated only when its connection failed; one
+# that ran but whose reply was lost is repeated too, which the scripts bear as they bear the client's own
+# repeat of an UNAVAILABLE call: they are decided by what they find (tokens, states, run ids, job ids), so
+# the second run changes nothing (a submit finds its id taken and says so).
+REDIS_RETRIES = 3
+
+
+def _retry() -> Retry:
+    return Retry(ExponentialBackoff(cap=1.0, base=0.05), REDIS_RETRIES)
 
 
 class RedisUrlError(ValueError):
@@ -58,7 +74,7 @@ def connect(url: str, *, decode: bool, max_connections: int) -> Redis:
         s = parse_sentinel_url(url)
         sentinel = Sentinel(list(s.sentinels), sentinel_kwargs={"socket_timeout": SENTINEL_TIMEOUT_S})
         return sentinel.master_for(s.service, decode_responses=decode, password=s.password, db=s.db,
-                                   max_connections=max_connections, health_check_interval=30)
+                                   max_connections=max_connections, health_check_interval=30, retry=_retry())
     pool = BlockingConnectionPool.from_url(url, decode_responses=decode, health_check_interval=30,
-                                           max_connections=max_connections, timeout=POOL_WAIT_S)
+                                           max_connections=max_connections, timeout=POOL_WAIT_S, retry=_retry())
     return Redis(connection_pool=pool)

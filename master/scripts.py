@@ -39,7 +39,7 @@ from sparkyard.states import lua_tables
 SCRIPT_NAMES = (
     "submit", "fire", "peek", "claim", "renew", "report", "release", "reap", "cancel", "job_state",
     "reschedule", "update", "bundle_gc", "bundle_upload", "leader", "master", "worker", "delete_job", "retention",
-    "backfill", "queue_depth",
+    "backfill", "queue_depth", "webhook",
 )
 # Scripts that only read: not fenced (tests/contract/test_one_door.py checks they write nothing).
 READ_ONLY = frozenset({"peek", "queue_depth"})

@@ -199,6 +199,27 @@ class Store(Protocol):
         """The child jobs of a job (those whose trigger is --after it), sorted."""
         ...
 
+    # ---- webhook deliveries (master/webhooks.py) -----------------------------------------------------
+
+    async def webhook_defaults(self, on_failure: bool, on_success: bool) -> None:
+        """Whether the leader has a default URL for failed, succeeded runs: runs that end from now on
+        without a URL of their own get a delivery recorded when it has."""
+        ...
+
+    async def due_webhooks(self, until_ms: int, limit: int) -> list[tuple[str, int]]:
+        """The earliest ``limit`` pending deliveries due by ``until_ms``: (run id, failed tries so far)."""
+        ...
+
+    async def webhook_retry(self, run_id: str, due_ms: int) -> int:
+        """A try failed: the delivery is next due at ``due_ms``. The failed tries so far, or 0 when it is no
+        longer pending (nothing changed)."""
+        ...
+
+    async def webhook_done(self, run_id: str) -> bool:
+        """The delivery is made, given up or has nothing to deliver: it leaves the pending set (True if it
+        was there)."""
+        ...
+
     # ---- delete and retention -----------------------------------------------------------------------
 
     async def delete_job(self, job_id: str, bundle_digests: Sequence[str] = ()) -> Deletion:

@@ -117,6 +117,7 @@ class RunBlock:
     spec_version: int = 1  # the job's spec version the run is made from (recorded unless 1)
     rerun_of: str = ""  # the run this one runs again (recorded when set)
     after_run: str = ""  # the parent's run that fired this one (recorded when set)
+    hooks: str = ""  # F, S: the spec has its own webhook URL for a failed, succeeded run (recorded when set)
 
     @classmethod
     def of(cls, spec: pb.JobSpec, scheduled_ms: int, inputs: Sequence[Sequence[Any]],
@@ -132,7 +133,7 @@ class RunBlock:
             cap=spec.split.max_concurrent, score=ready_score(spec.priority, scheduled_ms, aging_ms),
             recurring=spec.trigger.WhichOneof("kind") in ("cron", "every"),
             tasks=tuple(inputs_to_json(list(x)) for x in inputs), spec_version=spec_version, rerun_of=rerun_of,
-            after_run=after_run,
+            after_run=after_run, hooks=("F" if spec.on_failure else "") + ("S" if spec.on_success else ""),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -143,6 +144,7 @@ class RunBlock:
             "timeout_ms": self.timeout_ms, "route": self.route, "routing": self.routing, "cap": self.cap,
             "score": self.score, "recurring": self.recurring, "tasks": list(self.tasks),
             "spec_v": self.spec_version, "rerun_of": self.rerun_of, "after_run": self.after_run,
+            "hooks": self.hooks,
         }
 
 

@@ -98,12 +98,27 @@ end
 local step_ended  -- defined with the pipeline functions below: a step's end may make the next steps' runs
 local fire_children  -- defined after create_run: a parent run's end fires its child jobs
 
+-- ---- Webhooks (master/webhooks.py) ------------------------------------------------------------------
+--
+-- Invariant: a run that ends FAILED or SUCCEEDED and wants a webhook for it (its own URL, recorded as
+-- the run's `hooks` letters F and S, or the leader's default, K.webhook_defaults) gets its delivery
+-- recorded in K.webhooks in the script that ended it, due at once; whoever leads delivers it from there and
+-- removes it (webhook.lua), so neither a change of leader nor a master's crash loses it.
+local HOOK_LETTER = {FAILED = 'F', SUCCEEDED = 'S'}
+local function record_webhook(run_id, state, hooks, now)
+  local letter = HOOK_LETTER[state]
+  if not letter then return end
+  if (hooks and string.find(hooks, letter, 1, true)) or redis.call('HEXISTS', K.webhook_defaults, letter) == 1 then
+    redis.call('ZADD', K.webhooks, now, run_id)
+  end
+end
+
 -- Move a run to a terminal state if all its tasks are terminal. Returns the run's terminal state or ''.
 -- A pipeline run counts its steps as a run counts its tasks; a step's run that ends ends its step.
 local function settle_run(run_id, now)
   local rkey = K.run(run_id)
   local r = redis.call('HMGET', rkey, 'state', 'task_count', 'succeeded', 'dead', 'cancelled', 'job_id',
-                       'max_concurrent', 'prun', 'step', 'scheduled_ms')
+                       'max_concurrent', 'prun', 'step', 'scheduled_ms', 'hooks')
   if not r[1] then return '' end
   if r[7] then promote_gated(run_id) end
   local succeeded, dead, cancelled = tonumber(r[3] or 0), tonumber(r[4] or 0), tonumber(r[5] or 0)
@@ -113,6 +128,7 @@ local function settle_run(run_id, now)
   if not may('run', r[1], target) then return '' end
   redis.call('HSET', rkey, 'state', target, 'finished_ms', now)
   redis.call('SREM', K.job_active(r[6]), run_id)
+  record_webhook(run_id, target, r[11], now)
   if r[8] then step_ended(r[8], r[9], run_id, target, now) end
   if redis.call('EXISTS', K.job_children(r[6])) == 1 then fire_children(r[6], run_id, target, r[10], now) end
   return target
@@ -192,6 +208,7 @@ end
 -- (decoded JSON): {group, max_attempts, backoff_ms, backoff_mult, backoff_max_ms, timeout_ms, route,
 -- routing ('' = default), cap, score, recurring, spec_v (the job's spec version; recorded unless 1),
 -- rerun_of and after_run (the run this one runs again, the parent's run that fired it; recorded when set),
+-- hooks (letters F, S: the spec has its own --on-failure, --on-success URL; recorded when set),
 -- tasks = [inputs JSON of task 0, of task 1, ...]} (task i's
 -- id is task_id(run_id, i)). Settings shared by
 -- the tasks live in the run hash, and only when they differ from the defaults (no retries, no timeout, no
@@ -223,9 +240,13 @@ local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job
   if b.after_run ~= '' then push(fields, 'after_run', b.after_run) end
   if b.prun then push(fields, 'prun', b.prun, 'step', b.step) end
   if b.upstream then push(fields, 'upstream', b.upstream) end
+  if b.hooks and b.hooks ~= '' then push(fields, 'hooks', b.hooks) end
   if b.graph then return create_pipeline_run(job_id, run_id, now, b, fields) end
   redis.call('HSET', K.run(run_id), unpack(fields))
-  if n == 0 then return state end
+  if n == 0 then
+    record_webhook(run_id, state, b.hooks, now)
+    return state
+  end
   redis.call('SADD', K.job_active(job_id), run_id)
   local ready = K.ready(b.group)
   -- The block's score was made from the run's scheduled time; a run waits its turn by when it was queued,

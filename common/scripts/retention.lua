@@ -33,10 +33,13 @@ local function terminal(kind, state)
 end
 
 -- Delete run `run_id` of job `job_id` (terminal): its tasks from the highest index down while the budget
--- lasts, then the run. Returns true when the run is gone.
+-- lasts, then the run with the keys it has: a capped run's gate, a pipeline run's steps. A pipeline run
+-- (field graph) has no tasks: its task_count counts its steps, whose runs are runs of the step jobs,
+-- deleted with those jobs' history. Returns true when the run is gone.
 local function delete_run(job_id, run_id)
   local rkey = K.run(run_id)
-  local n = tonumber(redis.call('HGET', rkey, 'task_count') or '0')
+  local v = redis.call('HMGET', rkey, 'task_count', 'graph', 'max_concurrent')
+  local n = v[2] and 0 or tonumber(v[1] or '0')
   while n > 0 and budget > 2 do
     n = n - 1
     local id = task_id(run_id, n)
@@ -54,7 +57,8 @@ local function delete_run(job_id, run_id)
     redis.call('HSET', rkey, 'task_count', n)
     return false
   end
-  keys_deleted = keys_deleted + redis.call('DEL', rkey, K.run_gate(run_id), K.run_steps(run_id))
+  local own = v[2] and K.run_steps(run_id) or (v[3] and K.run_gate(run_id))
+  keys_deleted = keys_deleted + (own and redis.call('DEL', rkey, own) or redis.call('DEL', rkey))
   redis.call('ZREM', K.job_runs(job_id), run_id)
   budget = budget - 2
   runs_deleted = runs_deleted + 1

@@ -9,11 +9,15 @@ loaded 2-core machine), the tight figures are what the prints report.
 
 from __future__ import annotations
 
+import json
 import signal
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from harness import EXAMPLES, Cluster, free_port, no_duplicate_firings, wait_for
-from sparkyard.client import Client
+from sparkyard.client import Client, first_run_id
+from sparkyard.v1 import sparkyard_pb2 as pb
 
 TASKS = EXAMPLES / "tasks.py"
 # Task leases long enough to outlast a change of leader (leader lease 3 s; workers self-fence at lease - 2 s).
@@ -103,3 +107,53 @@ def test_two_masters_started_at_the_same_moment_elect_one_leader(make_cluster: o
         no_duplicate_firings(client, job.id)
         assert client.master == leaders[0]
     print(f"two masters started at once: {leaders[0]} leads (epoch {standby.epoch}), the other stands by naming it")
+
+
+class _Hooks(BaseHTTPRequestHandler):
+    """Records each POST's Idempotency-Key and body on its server (``server.posts``)."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.posts.append((self.headers["Idempotency-Key"], body))  # type: ignore[attr-defined]
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        return None
+
+
+def test_a_webhook_the_killed_leader_could_not_deliver_is_delivered_by_the_next(make_cluster: object) -> None:
+    """Issue 22: the receiver is down while the leader is kill -9'd after a failed try; it comes up after the
+    standby leads, and the delivery, recorded in Redis by the script that ended the run, arrives."""
+    first, second, client = two_masters(make_cluster)
+    standby = first.address.split(",")[1]
+    port = free_port()  # the receiver's, nothing listening on it yet: connection refused
+    first.start_worker("w", slots=1)
+    first.wait_workers("w")
+    job = client.submit(f"{TASKS}:always_fail", on_failure=f"http://127.0.0.1:{port}/hook")
+    run, _ = client.wait(first_run_id(job), timeout=120)
+    assert run.state == pb.RUN_FAILED
+    assert first.master is not None
+    wait_for(lambda: f"webhook for run={run.id}" in first.master.log(), 60, "the leader's failed try")  # type: ignore[union-attr]
+    killed_at = time.monotonic()
+    first.master.process.kill()
+    first.master.process.wait(timeout=10)
+    wait_for(lambda: role(standby) == "leader", 60, "the standby to lead")
+    led = time.monotonic() - killed_at
+    server = ThreadingHTTPServer(("127.0.0.1", port), _Hooks)
+    server.posts = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    up_at = time.monotonic()
+    try:
+        posts = wait_for(lambda: server.posts, 120, "the delivery by the new leader")  # type: ignore[attr-defined]
+        arrived = time.monotonic() - up_at
+    finally:
+        server.shutdown()
+        server.server_close()
+    key, body = posts[0]
+    assert key == f"{run.id}:run.failed"
+    assert (body["event"], body["run"]["id"], body["run"]["state"]) == ("run.failed", run.id, "FAILED")
+    print(f"webhook across a kill -9 of the leader (receiver down until the standby led, {led:.1f}s after the "
+          f"kill): delivered {arrived:.1f}s after the receiver came up, {len(posts)} POST(s) taken")
+    assert arrived < 120

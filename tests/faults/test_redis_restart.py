@@ -158,3 +158,48 @@ def test_kill_9_of_redis_in_the_middle_of_pipeline_runs_loses_no_step_and_runs_n
             assert len(succeeded) == 1, r
     print(f"Redis kill -9 under {len(runs)} pipeline runs of 6 steps: every run SUCCEEDED, {len(made)} step runs, "
           "each step's task succeeded once")
+
+
+def test_calls_after_a_redis_restart_succeed_the_first_time_on_the_master_s_pooled_connections(
+        aof_redis: RedisServer, make_cluster: object) -> None:
+    """Issue 22: the master's pooled Redis connections all go stale when Redis restarts. Calls made on them
+    right after the restart must not fail: each is made once, on a channel without gRPC's retry, reads
+    (GetJob) and writes (PauseJob, ResumeJob: scripts, whose cache Redis lost too) alike."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import grpc
+
+    from sparkyard.v1 import sparkyard_pb2_grpc as pbg
+
+    cluster: Cluster = make_cluster()  # type: ignore[operator]
+    cluster.redis_url = aof_redis.url
+    cluster.start_master()
+    client = cluster.client()
+    jobs = [client.submit(f"{TASKS}:noop", delay="1h").id for _ in range(16)]
+    channel = cluster.channel()
+    stub = pbg.JobServiceStub(channel)
+
+    def calls(job_id: str) -> list[str]:
+        """Each call once; the failures, as 'Method: CODE details'."""
+        failed = []
+        for name, call in (("GetJob", lambda: stub.GetJob(pb.GetJobRequest(job_id=job_id), timeout=30)),
+                           ("PauseJob", lambda: stub.PauseJob(pb.JobIdRequest(job_id=job_id), timeout=30)),
+                           ("ResumeJob", lambda: stub.ResumeJob(pb.JobIdRequest(job_id=job_id), timeout=30))):
+            try:
+                call()
+            except grpc.RpcError as exc:
+                failed.append(f"{name}: {exc.code().name} {exc.details()}")
+        return failed
+
+    try:
+        with ThreadPoolExecutor(len(jobs)) as pool:
+            assert sum(pool.map(calls, jobs), []) == []  # the pool holds many connections now
+            aof_redis.process.kill()
+            aof_redis.process.wait(timeout=10)
+            aof_redis.restart()
+            failures = sum(pool.map(calls, jobs), [])
+    finally:
+        channel.close()
+    print(f"after a Redis restart: {3 * len(jobs)} calls made once each on stale pooled connections, "
+          f"{len(failures)} failed")
+    assert failures == []

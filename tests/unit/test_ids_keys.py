@@ -192,6 +192,9 @@ FIXED_KEYS = {
     "leader": "P:leader",
     "epoch": "P:epoch",
     "masters": "P:masters",
+    "webhooks": "P:webhooks",
+    "webhook_tries": "P:webhook_tries",
+    "webhook_defaults": "P:webhook_defaults",
 }
 # Lua builder name → Python method name (where they differ).
 LUA_TO_PYTHON = {"idem": "idempotency"}

@@ -11,7 +11,7 @@ from sparkyard import ids
 from sparkyard.clock import FakeClock
 from sparkyard.errors import FailedPrecondition, InvalidArgument
 from sparkyard.master.events import RunEnded
-from sparkyard.master.store_values import Claim, Report
+from sparkyard.master.store_values import Claim, Report, RetentionBounds
 from sparkyard.pipeline_spec import normalize_pipeline
 from sparkyard.spec import SpecError
 from sparkyard.states import RunState, StepState
@@ -215,3 +215,32 @@ async def test_a_rerun_of_failed_steps_keeps_what_succeeded_and_runs_the_rest_fo
     assert record is not None and record.state is RunState.SUCCEEDED
     with pytest.raises(FailedPrecondition, match="no failed, skipped or cancelled step"):
         await rig.master.jobs.rerun(again.id, failed_only=True)
+
+
+async def test_retention_deletes_a_pipeline_run_with_its_steps_and_looks_for_no_tasks_it_never_had(
+        rig: Rig) -> None:
+    """A pipeline run's task_count counts its steps; it has no tasks of its own. Retention deletes the run and
+    its run:{run}:steps, at once, its task_count never rewritten as if tasks had gone (it used to look for
+    task_count nonexistent tasks, spending its budget on them and leaving a run with a wrong step count)."""
+    job = (await rig.master.jobs.submit(pipeline(("a", [], OK), ("b", [], OK), ("c", [], OK), ("d", [], OK)))).job
+    runs = []
+    for _ in range(2):
+        rig.clock.advance(60)
+        run = (await rig.master.jobs.trigger(job.id)).id
+        for step in "abcd":
+            await rig.finish(run, step)
+        runs.append(run)
+    old, kept = runs
+    keys = rig.store.keys
+    bounds = RetentionBounds(keep_runs=0, max_age_ms=10**12, jobs_per_step=100, budget=4)
+    cursor, counts = 0, set()
+    for _ in range(100):
+        count = await rig.store.redis.hget(keys.run(old), "task_count")
+        if count is None:
+            break
+        counts.add(count)
+        cursor = (await rig.store.purge_history(cursor, bounds)).cursor
+    assert counts == {"4"}
+    assert not await rig.store.redis.exists(keys.run(old), keys.run_steps(old))
+    record = await rig.store.get_run(kept)  # the job's last run stays, with its steps
+    assert record is not None and [s.state for s in record.steps] == [StepState.SUCCEEDED] * 4
