@@ -24,7 +24,7 @@ async def rig(clocked_stores: ClockedStores) -> MasterRig:
 
 
 async def named(rig: MasterRig, name: str, group: str = "") -> list[str]:
-    return [j.id for j in await rig.master.jobs.list_jobs(0, None, group, name)]
+    return [j.id for j in (await rig.master.jobs.list_jobs(0, None, group, name)).jobs]
 
 
 async def test_the_listing_by_name_follows_submit_update_and_delete(rig: MasterRig) -> None:
