@@ -197,6 +197,7 @@ function sparkline(values) {
 async function jobsPage(_, query) {
   const params = new URLSearchParams();
   for (const key of ["state", "group", "name", "label", "q"]) if (query.get(key)) params.set(key, query.get(key));
+  if (query.get("limit")) params.set("limit", query.get("limit"));  // jobs a page shows (100 unless given)
   const filters = params.toString();
   if (query.get("after")) params.set("after", query.get("after"));
   const data = await api(`/api/jobs?${params}`);

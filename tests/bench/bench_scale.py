@@ -94,6 +94,7 @@ def minute_spec(i: int) -> pb.JobSpec:
 def submit_all(client_for: Callable[[], Client], specs: Callable[[int], pb.JobSpec], n: int) -> list[str]:
     """Bulk submits of BULK jobs, from SUBMIT_THREADS clients at once; the job ids in order."""
     local = threading.local()
+    specs(0)  # the entrypoint's check parses its file once (cached); Python 3.11's ast is not thread-safe
 
     def chunk(start: int) -> list[str]:
         if not hasattr(local, "client"):
