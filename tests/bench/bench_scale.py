@@ -11,7 +11,8 @@ jobs with a daily cron schedule, their fire times spread over the day's seconds 
 Europe/Berlin), and ``--every-minute`` jobs firing every minute, spread over the minute's seconds. Each job
 has its own name. Then, in order:
 
-* submit time; Redis ``used_memory`` per job; the leader's RSS;
+* submit time; Redis ``used_memory`` per job (measured over the daily jobs, before the every-minute jobs
+  start making runs); the leader's RSS;
 * ``--minutes`` minutes of firing: lateness of every every-minute run, scheduled time → attempt started
   (the worker's report), p50/p99/max; Redis ``used_memory`` each half minute (retention keeps ``--keep-runs``
   runs per job, so it should stay flat once every job has that many);
@@ -201,13 +202,16 @@ def part_hold(daily: int, minute: int, minutes: int, keep_runs: int) -> dict[str
             r = redis.client()
             assert leader.master is not None
             out["master_before"], out["redis_before"] = rss_mb(leader.master.pid), used_mb(r)
+            # The daily jobs first: Redis per job is measured before the every-minute jobs start making runs.
             t0 = time.perf_counter()
-            minute_ids = submit_all(client_for, minute_spec, minute)
             submit_all(client_for, lambda i: daily_spec(i, daily), daily)
-            out["submit_s"] = time.perf_counter() - t0
+            daily_s = time.perf_counter() - t0
+            out["bytes_per_job"] = (used_mb(r) - out["redis_before"]) * 2**20 / max(daily, 1)
+            t1 = time.perf_counter()
+            minute_ids = submit_all(client_for, minute_spec, minute)
+            out["submit_s"] = daily_s + time.perf_counter() - t1
             out["jobs"] = r.zcard("sy:schedule")
             out["redis_after"], out["master_after"] = used_mb(r), rss_mb(leader.master.pid)
-            out["bytes_per_job"] = (out["redis_after"] - out["redis_before"]) * 2**20 / max(out["jobs"], 1)
 
             # Firing: from the next whole minute on, for `minutes` minutes.
             start_ms = (int(time.time()) // 60 + 1) * 60_000
@@ -248,6 +252,9 @@ def part_hold(daily: int, minute: int, minutes: int, keep_runs: int) -> dict[str
             wait_for(lambda: time.time() * 1000 > check_until + 10_000, 120, "half a minute past the kill", 1)
             out["failover"] = failover_check(r, minute_ids, kill_ms - 30_000, check_until)
             return out
+        except BaseException:
+            print(leader.logs(), standby.logs(), sep="\n", file=sys.stderr)
+            raise
         finally:
             pool.close()
             for c in clients:
