@@ -124,7 +124,10 @@ class RedisReads:
         return (await self.get_specs([(job_id, version)])).get((job_id, version))
 
     async def job_ids_named(self, name: str) -> list[str]:
-        return sorted(await self.redis.smembers(self.keys.job_name(name)))
+        key = self.keys.job_name(name)
+        if await self.redis.type(key) == "set":  # as an earlier version kept it (lib.lua name_index)
+            return sorted(await self.redis.smembers(key))
+        return list(await self.redis.zrange(key, 0, -1))
 
     async def list_jobs(self, limit: int, state: JobState | None = None, group: str = "") -> list[JobRecord]:
         """Filters are applied while scanning pages of the jobs index, so ``limit`` counts matching jobs. A

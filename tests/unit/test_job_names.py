@@ -57,6 +57,28 @@ async def test_bulk_submits_index_every_job_and_step_jobs_are_not_indexed(rig: M
     assert await named(rig, "extract") == []
 
 
+async def test_a_name_index_is_a_compact_sorted_set_and_one_an_earlier_version_left_is_converted(
+        rig: MasterRig) -> None:
+    """Issue 23 item 4: a set of strings never takes Redis's compact encoding before 7.2 (240 bytes for a
+    name's one job); a small sorted set does. An index kept as a set before is read, then converted when
+    next written."""
+    redis, keys, jobs = rig.store.redis, rig.store.keys, rig.master.jobs
+    one = (await jobs.submit_many([(spec("compact"), "")]))[0].job.id
+    assert await redis.type(keys.job_name("compact")) == "zset"
+    assert await redis.object("encoding", keys.job_name("compact")) in ("ziplist", "listpack")
+    older = (await jobs.submit_many([(spec("legacy"), "")]))[0].job.id
+    await redis.delete(keys.job_name("legacy"))
+    await redis.sadd(keys.job_name("legacy"), older)  # as the index was kept before
+    assert await named(rig, "legacy") == [older]
+    rig.clock.advance(0.01)
+    newer = (await jobs.submit_many([(spec("legacy"), "")]))[0].job.id
+    assert await redis.type(keys.job_name("legacy")) == "zset"
+    assert await named(rig, "legacy") == [newer, older]
+    await jobs.update(one, pb.JobSpec(name="legacy"), ["name"])
+    await jobs.delete(older)
+    assert sorted(await named(rig, "legacy")) == sorted([newer, one]) and await named(rig, "compact") == []
+
+
 def lister(jobs: list[pb.Job]):  # type: ignore[no-untyped-def]
     def list_named(name: str, limit: int) -> list[pb.Job]:
         return [j for j in jobs if j.spec.name == name][:limit]
