@@ -1,7 +1,7 @@
 """Scale: a million schedules on one master and one Redis; bursts of jobs due in the same second.
 
     .venv/bin/python tests/bench/bench_scale.py [--daily 990000] [--every-minute 10000] [--minutes 3]
-        [--keep-runs 3] [--bursts 10000,100000] [--leader-lease 0]
+        [--keep-runs 3] [--bursts 10000,100000] [--leader-lease 0] [--list-repeats 100]
 
 Part 1 (issue 23 item 4) — a fresh Redis, a leader and a standby master (default configuration but
 ``--keep-runs``), two protocol-level workers (tests/bench/protocol_worker.py: they speak the worker protocol
@@ -106,9 +106,9 @@ def submit_all(client_for: Callable[[], Client], specs: Callable[[int], pb.JobSp
         return [job_id for ids in pool.map(chunk, range(0, n, BULK)) for job_id in ids]
 
 
-def timed(call: Callable[[], object], repeats: int = LIST_REPEATS) -> list[float]:
+def timed(call: Callable[[], object], repeats: int = 0) -> list[float]:
     out = []
-    for _ in range(repeats):
+    for _ in range(repeats or LIST_REPEATS):
         t0 = time.perf_counter()
         call()
         out.append((time.perf_counter() - t0) * 1000)
@@ -322,15 +322,18 @@ def report_hold(h: dict[str, Any]) -> None:
 
 
 def main() -> int:
+    global LIST_REPEATS
     parser = argparse.ArgumentParser()
     parser.add_argument("--daily", type=int, default=990_000)
     parser.add_argument("--every-minute", type=int, default=10_000)
     parser.add_argument("--minutes", type=int, default=3)
     parser.add_argument("--keep-runs", type=int, default=3)
     parser.add_argument("--bursts", default="10000,100000", help="comma-separated sizes; empty: none")
+    parser.add_argument("--list-repeats", type=int, default=LIST_REPEATS, help="requests timed per listing")
     parser.add_argument("--leader-lease", type=float, default=0,
                         help="seconds (0: the default); on a machine so loaded that a 3 s lease is lost")
     args = parser.parse_args()
+    LIST_REPEATS = args.list_repeats
     commit = os.popen("git rev-parse --short HEAD").read().strip()
     print(f"commit {commit}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.1f}",
           flush=True)
