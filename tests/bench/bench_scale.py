@@ -75,6 +75,8 @@ def pct(values: list[float], q: float) -> float:
 
 
 def spread(values: list[float]) -> str:
+    if not values:
+        return "none"
     return f"{statistics.median(values):.0f} / {pct(values, 0.99):.0f} / {max(values):.0f}"
 
 
