@@ -50,6 +50,8 @@ ELECTION_POLL_S = 0.25
 # made again on the next master. Calls safe to repeat only: a manual trigger is not.
 PROBE_TIMEOUT_S = 1.0
 _NOT_REPEATED = {"TriggerJob"}
+# Jobs listed when no limit is given: the master's default (master/jobs.py DEFAULT_LIST_LIMIT).
+LISTED_BY_DEFAULT = 50
 
 def first_run_id(job: pb.Job) -> str:
     """The id the job's next firing will have (a run id is job id + scheduled time)."""
@@ -246,8 +248,15 @@ class Client:
             done = self.jobs(limit=limit, state="completed", group=group, name=name)
             return [j for j in done if j.last_run_id and self.run(j.last_run_id).state == pb.RUN_FAILED]
         enum = pb.JobState.Value(f"JOB_{state.upper()}") if state else pb.JOB_STATE_UNSPECIFIED
-        request = pb.ListJobsRequest(limit=limit, state=enum, group=group, name=name)
-        return list(self._call("jobs", "ListJobs", request).jobs)
+        wanted, token = limit or LISTED_BY_DEFAULT, ""
+        out: list[pb.Job] = []
+        while True:  # a filter that matches few jobs is answered page by page (ListJobsRequest.page_token)
+            request = pb.ListJobsRequest(limit=wanted - len(out), state=enum, group=group, name=name, page_token=token)
+            reply = self._call("jobs", "ListJobs", request)
+            out += reply.jobs
+            token = reply.next_page_token
+            if not token or len(out) >= wanted:
+                return out
 
     def cancel(self, target_id: str, reason: str = "") -> list[str]:
         request = pb.CancelRequest(id=resolve_target(target_id, self._named), reason=reason)

@@ -36,7 +36,7 @@ from sparkyard.master.jobs import JobManager
 from sparkyard.master.leader import Leadership
 from sparkyard.master.leader_link import LeaderLink
 from sparkyard.master.logs import LogRelay
-from sparkyard.master.records import JobRecord
+from sparkyard.master.records import JobRecord, RunRecord
 from sparkyard.master.registry import WorkerRegistry
 from sparkyard.master.schedule_text import describe
 from sparkyard.options import JobOptions
@@ -53,7 +53,7 @@ FILES = Path(__file__).resolve().parent / "console_files"
 JOBS_DEFAULT = 100
 JOBS_MAX = 1000
 RECENT_RUNS = 12
-# Name, label and search filters look at this many of the newest jobs (state and group filter in Redis).
+# A filtered page (state, group, name, label, search) looks at this many jobs at most, from its cursor on.
 JOBS_SCANNED = 1000
 # Job page: runs shown by default.
 RUNS_DEFAULT = 50
@@ -149,10 +149,9 @@ class ConsoleApi:
 
     # ---- reads from Redis (any master) ----------------------------------------------------------------
 
-    async def _job_view(self, job: JobRecord, runs: int) -> dict[str, Any]:
-        recent = await self._store.list_runs(job.id, runs) if runs else []
+    async def _job_view(self, job: JobRecord, recent: list[RunRecord]) -> dict[str, Any]:
         return {"job": to_dict(job_to_proto(job)), "schedule": describe(job.spec.trigger, await self._parent_name(job)),
-                "runs": [to_dict(run_to_proto(r)) for r in recent], "shown_state": await self._shown_state(job)}
+                "runs": [to_dict(run_to_proto(r)) for r in recent], "shown_state": await self._shown_state(job, recent)}
 
     async def _parent_name(self, job: JobRecord) -> str:
         """A child job's parent's name ('' when it has none, or for other jobs)."""
@@ -161,28 +160,33 @@ class ConsoleApi:
         parent = await self._store.get_job(job.spec.trigger.after.job_id)
         return parent.spec.name if parent else ""
 
-    async def _shown_state(self, job: JobRecord) -> str:
+    async def _shown_state(self, job: JobRecord, recent: list[RunRecord]) -> str:
         """The job's state as a person reads it: a COMPLETED job (it fires no more) whose last run FAILED
         shows FAILED; a one-shot job whose only run failed did not complete anything."""
         if job.state is not JobState.COMPLETED or not job.last_run_id:
             return job.state.value
-        last = await self._store.get_run(job.last_run_id, with_tasks=False)
+        last = next((r for r in recent if r.id == job.last_run_id), None)
+        if last is None:
+            last = await self._store.get_run(job.last_run_id, with_tasks=False)
         return "FAILED" if last is not None and last.state is RunState.FAILED else job.state.value
 
     async def list_jobs(self, request: web.Request) -> web.Response:
         """``state``, ``group``, ``name`` (part of it), ``label`` (K or K=V), ``q`` (part of the id, name,
-        entrypoint or an argument), ``limit``; each job with its schedule in words and its latest runs."""
+        entrypoint or an argument), ``limit``, ``after`` (the ``next`` of the previous page); each job with
+        its schedule in words and its latest runs. A filtered page looks at JOBS_SCANNED jobs at most."""
         limit = int_param(request, "limit", JOBS_DEFAULT, 1, JOBS_MAX)
-        state, label = state_param(request), label_param(request)
+        state, label, group = state_param(request), label_param(request), request.query.get("group", "")
         name, text = request.query.get("name", ""), request.query.get("q", "")
-        filtered = bool(name or text or label)
-        jobs = await self._jobs.list_jobs(JOBS_SCANNED if filtered else limit, state, request.query.get("group", ""))
-        chosen = [j for j in jobs if matches(j, name, text, label)][:limit]
-        views = await asyncio.gather(*(self._job_view(j, RECENT_RUNS) for j in chosen))
-        return web.json_response({"jobs": views, "scanned": len(jobs) if filtered else None})
+        filtered = bool(name or text or label or state or group)
+        page = await self._jobs.list_jobs(limit, state, group, after=request.query.get("after", ""),
+                                          budget=JOBS_SCANNED if filtered else limit,
+                                          keep=lambda j: matches(j, name, text, label))
+        recent = await self._store.recent_runs([j.id for j in page.jobs], RECENT_RUNS)
+        views = await asyncio.gather(*(self._job_view(j, runs) for j, runs in zip(page.jobs, recent)))
+        return web.json_response({"jobs": views, "scanned": page.scanned if filtered else None, "next": page.next})
 
     async def job(self, request: web.Request) -> web.Response:
-        return web.json_response(await self._job_view(await self._jobs.get_job(request.match_info["job_id"]), 0))
+        return web.json_response(await self._job_view(await self._jobs.get_job(request.match_info["job_id"]), []))
 
     async def runs(self, request: web.Request) -> web.Response:
         limit = int_param(request, "limit", RUNS_DEFAULT, 1, JOBS_MAX)
@@ -198,7 +202,7 @@ class ConsoleApi:
         which are not listed: those of its current version are looked at too, named ``pipeline.step``."""
         until_ms = int(self._clock.now() * 1000)
         since_ms = until_ms - TIMELINE_S * 1000
-        jobs = await self._jobs.list_jobs(TIMELINE_JOBS, None, "")
+        jobs = (await self._jobs.list_jobs(TIMELINE_JOBS, None, "")).jobs
         names = {j.id: j.spec.name for j in jobs}
         names.update({s.job_id: f"{j.spec.name}.{s.name}" for j in jobs for s in j.spec.steps})
         per_job = await asyncio.gather(*(self._store.list_runs(job_id, TIMELINE_RUNS, with_tasks=True)

@@ -2,7 +2,8 @@
 
 A scheduler that loses its queue on a crash is worse than none, so the embedded server is configured
 for durability, not speed: AOF on (fsync every second), ``maxmemory-policy noeviction`` (a full Redis
-refuses writes rather than silently dropping jobs), no RDB snapshots competing with the AOF.
+refuses writes rather than silently dropping jobs), no RDB snapshots competing with the AOF; hashes with
+values up to 1 KB (a job's spec) kept in Redis's compact encoding.
 
 The server listens on a unix socket inside the data dir (no port to collide with, no network exposure),
 falling back to a free loopback port when the socket path would exceed the kernel's ~107-byte limit.
@@ -107,6 +108,9 @@ class EmbeddedRedis:
             "--appendfilename", "sparkyard.aof",
             "--save", "",
             "--maxmemory-policy", "noeviction",
+            # A job's hash holds its spec (a few hundred bytes): above Redis's default of 64 bytes per value
+            # the hash leaves the compact encoding and costs twice the memory (docs/benchmarks.md, "Scale").
+            "--hash-max-ziplist-value", "1024",
             "--daemonize", "no",
             "--protected-mode", "yes",
             "--logfile", str((self.data_dir / "redis.log").resolve()),

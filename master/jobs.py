@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Callable
 
 from sparkyard import ids
 from sparkyard.clock import Clock
 from sparkyard.config import MasterConfig
 from sparkyard.errors import FailedPrecondition, InvalidArgument, NotFound
 from sparkyard.master.arming import Arming
+from sparkyard.master.job_listing import JobPage, job_page
 from sparkyard.master.names import jobs_named
 from sparkyard.master.outcomes import Outcomes
 from sparkyard.master.pipelines import with_step_jobs
@@ -35,6 +37,9 @@ log = logging.getLogger(__name__)
 # Listing defaults and caps.
 DEFAULT_LIST_LIMIT = 50
 MAX_LIST_LIMIT = 10_000
+# Index entries one ListJobs request looks at, at most (master/job_listing.py): a filter that matches few
+# of a million jobs answers what it found there and the cursor to go on from, instead of reading them all.
+LIST_SCAN_BUDGET = 10_000
 # A job cancel re-reads the job's active runs this many times if firings keep racing it.
 CANCEL_ATTEMPTS = 5
 # An update re-reads the job and merges its change again this many times if other updates keep coming first.
@@ -100,10 +105,19 @@ class JobManager:
             raise NotFound(f"job {job_id} not found")
         return job
 
-    async def list_jobs(self, limit: int, state: JobState | None, group: str, name: str = "") -> list[JobRecord]:
+    async def list_jobs(self, limit: int, state: JobState | None, group: str, name: str = "", *,
+                        after: str = "", budget: int = LIST_SCAN_BUDGET,
+                        keep: Callable[[JobRecord], bool] = lambda _: True) -> JobPage:
+        """Newest first. By name: the name index, whole. Otherwise a page from at most ``budget`` index
+        entries after cursor ``after``; ``keep`` filters further (the console's search)."""
         if name:
-            return await jobs_named(self._store, name, self._limit(limit), state, group)
-        return await self._store.list_jobs(self._limit(limit), state, group)
+            named = await jobs_named(self._store, name, self._limit(limit), state, group)
+            return JobPage(named, "", len(named))
+
+        def wanted(job: JobRecord) -> bool:
+            return (state is None or job.state == state) and (not group or job.spec.group == group) and keep(job)
+
+        return await job_page(self._store, self._limit(limit), wanted, after, budget)
 
     async def get_run(self, run_id: str) -> RunRecord:
         self._check_id(run_id, ids.IdKind.RUN)

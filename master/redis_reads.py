@@ -131,32 +131,43 @@ class RedisReads:
         return (await self.get_specs([(job_id, version)])).get((job_id, version))
 
     async def job_ids_named(self, name: str) -> list[str]:
-        return sorted(await self.redis.smembers(self.keys.job_name(name)))
+        key = self.keys.job_name(name)
+        if await self.redis.type(key) == "set":  # as an earlier version kept it (lib.lua name_index)
+            return sorted(await self.redis.smembers(key))
+        return list(await self.redis.zrange(key, 0, -1))
 
     async def list_jobs(self, limit: int, state: JobState | None = None, group: str = "") -> list[JobRecord]:
         """Filters are applied while scanning pages of the jobs index, so ``limit`` counts matching jobs. A
         pipeline's step jobs are not listed (the pipeline is; its runs show its steps)."""
         out: list[JobRecord] = []
-        start, page = 0, max(limit, 100)
+        after, page = "", max(limit, 100)
         while len(out) < limit:
-            job_ids = await self.redis.zrevrange(self.keys.jobs, start, start + page - 1)
-            if not job_ids:
+            found, after = await self.scan_jobs(after, page)
+            out += [j for j, _ in found if (state is None or j.state == state) and (not group or j.spec.group == group)]
+            if not after:
                 break
-            pipe = self.redis.pipeline(transaction=False)
-            for job_id in job_ids:
-                pipe.hgetall(self.keys.job(job_id))
-            for job_id, h in zip(job_ids, await pipe.execute()):
-                if not h:
-                    continue
-                rec = readable(job_id, lambda: JobRecord.from_hash(job_id, h))
-                if rec is None or "pipeline" in h:
-                    continue
-                if (state is None or rec.state == state) and (not group or rec.spec.group == group):
-                    out.append(rec)
-                    if len(out) == limit:
-                        break
-            start += page
-        return out
+        return out[:limit]
+
+    async def scan_jobs(self, after: str, count: int) -> tuple[list[tuple[JobRecord, str]], str]:
+        """The ``count`` entries of the jobs index after cursor ``after`` (newest first; '' from the newest):
+        a count and a range, whatever the number of jobs, plus the jobs made in the cursor's millisecond.
+        The cursor (``created_ms:job_id``) holds its place even when its job was deleted since."""
+        start = 0
+        if after:
+            ms, job_id = after.split(":")
+            higher = await self.redis.zcount(self.keys.jobs, f"({ms}", "+inf")
+            same = await self.redis.zrangebyscore(self.keys.jobs, ms, ms)
+            start = higher + sum(1 for j in same if j >= job_id)  # the index orders a millisecond's ids downwards
+        rows = await self.redis.zrevrange(self.keys.jobs, start, start + count - 1, withscores=True)
+        pipe = self.redis.pipeline(transaction=False)
+        for job_id, _ in rows:
+            pipe.hgetall(self.keys.job(job_id))
+        out = []
+        for (job_id, score), h in zip(rows, await pipe.execute()):
+            rec = readable(job_id, lambda: JobRecord.from_hash(job_id, h)) if h else None
+            if rec is not None and "pipeline" not in h:
+                out.append((rec, f"{int(score)}:{job_id}"))
+        return out, f"{int(rows[-1][1])}:{rows[-1][0]}" if len(rows) == count else ""
 
     async def get_run(self, run_id: str, *, with_tasks: bool = True) -> RunRecord | None:
         h = await self.redis.hgetall(self.keys.run(run_id))
@@ -202,16 +213,28 @@ class RedisReads:
         return outcomes.PipelineEnd(prun, RunState(state), int(finished or 0) - int(fired or 0))
 
     async def list_runs(self, job_id: str, limit: int, *, with_tasks: bool = False) -> list[RunRecord]:
-        run_ids = await self.redis.zrevrange(self.keys.job_runs(job_id), 0, limit - 1)
-        pipe = self.redis.pipeline(transaction=False)
-        for run_id in run_ids:
-            pipe.hgetall(self.keys.run(run_id))
-        read = (readable(r, lambda: RunRecord.from_hash(r, h)) for r, h in zip(run_ids, await pipe.execute()) if h)
-        runs = [run for run in read if run is not None]
+        runs = (await self.recent_runs([job_id], limit))[0]
         if with_tasks:
             for run in runs:
                 run.tasks = await self.get_tasks([ids.task_id(run.id, i) for i in range(run.task_count)])
         return runs
+
+    async def recent_runs(self, job_ids: Sequence[str], limit: int) -> list[list[RunRecord]]:
+        """Each job's latest ``limit`` runs (no tasks), in two round trips whatever the number of jobs (a
+        page of the console's jobs list shows a hundred jobs' runs)."""
+        pipe = self.redis.pipeline(transaction=False)
+        for job_id in job_ids:
+            pipe.zrevrange(self.keys.job_runs(job_id), 0, limit - 1)
+        per_job = await pipe.execute()
+        for run_ids in per_job:
+            for run_id in run_ids:
+                pipe.hgetall(self.keys.run(run_id))
+        hashes = iter(await pipe.execute())
+        out = []
+        for run_ids in per_job:
+            read = [readable(r, lambda: RunRecord.from_hash(r, h)) for r, h in zip(run_ids, hashes) if h]
+            out.append([run for run in read if run is not None])
+        return out
 
     async def get_tasks(self, task_ids: Sequence[str]) -> list[TaskRecord]:
         pipe = self.redis.pipeline(transaction=False)

@@ -98,9 +98,9 @@ class JobService(pbg.JobServiceServicer):
 
     @mapped
     async def ListJobs(self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext) -> pb.ListJobsResponse:
-        jobs = await self._jobs.list_jobs(request.limit, _state_filter(request.state), request.group,
-                                              request.name)
-        return pb.ListJobsResponse(jobs=[job_to_proto(j) for j in jobs])
+        page = await self._jobs.list_jobs(request.limit, _state_filter(request.state), request.group, request.name,
+                                          after=request.page_token)
+        return pb.ListJobsResponse(jobs=[job_to_proto(j) for j in page.jobs], next_page_token=page.next)
 
     @mapped
     async def Cancel(self, request: pb.CancelRequest, context: grpc.aio.ServicerContext) -> pb.CancelResponse:

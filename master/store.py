@@ -262,6 +262,12 @@ class Store(Protocol):
         """Newest first; filters are applied before ``limit`` counts."""
         ...
 
+    async def scan_jobs(self, after: str, count: int) -> tuple[list[tuple[JobRecord, str]], str]:
+        """``count`` entries of the jobs index after cursor ``after`` ('' from the newest), newest first, as
+        records (a pipeline's step jobs left out) each with the cursor that goes on after it; and the cursor
+        after the last entry ('' at the end)."""
+        ...
+
     async def pipeline_run_ended_by(self, run_id: str) -> PipelineEnd | None:
         """The pipeline run (and its end state) that the end of step run ``run_id`` ended, if it did."""
         ...
@@ -271,6 +277,10 @@ class Store(Protocol):
 
     async def list_runs(self, job_id: str, limit: int, *, with_tasks: bool = False) -> list[RunRecord]:
         """A job's runs, latest scheduled first."""
+        ...
+
+    async def recent_runs(self, job_ids: Sequence[str], limit: int) -> list[list[RunRecord]]:
+        """Each job's latest ``limit`` runs, latest scheduled first, without their tasks."""
         ...
 
     async def get_tasks(self, task_ids: Sequence[str]) -> list[TaskRecord]:

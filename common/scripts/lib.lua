@@ -284,6 +284,24 @@ end
 -- bounded batch at a time. Nothing can fire it afterwards: fire.lua finds no job. The caller has made sure it
 -- has no active run. A parent unlinked by retention (it ended long ago: it will not run again) takes its
 -- children index with it; its children stay, and never fire.
+-- The name index P:name:{name} is a sorted set (every score 0: ids in order, and ids sort by creation): a
+-- name usually has one job, and a small sorted set takes Redis's compact encoding where a set of strings
+-- (before Redis 7.2) never does — 240 bytes less per job. A set an earlier version left is turned into a
+-- sorted set the first time it is touched (master/redis_reads.py reads either).
+local function name_index(name)
+  local key = K.job_name(name)
+  if redis.call('TYPE', key).ok == 'set' then
+    local members = redis.call('SMEMBERS', key)
+    redis.call('DEL', key)
+    for _, id in ipairs(members) do redis.call('ZADD', key, 0, id) end
+  end
+  return key
+end
+
+local function name_add(name, job_id) redis.call('ZADD', name_index(name), 0, job_id) end
+
+local function name_remove(name, job_id) redis.call('ZREM', name_index(name), job_id) end
+
 local function unlink_job(job_id, now)
   local parent = redis.call('HGET', K.job(job_id), 'after')
   if parent then
@@ -292,7 +310,7 @@ local function unlink_job(job_id, now)
   end
   redis.call('SREM', K.parents, job_id)
   local name = redis.call('HGET', K.job(job_id), 'name')
-  if name then redis.call('SREM', K.job_name(name), job_id) end
+  if name then name_remove(name, job_id) end
   -- A pipeline's step jobs (of every version) go with it; their runs are purged as its own are.
   for _, step_job in ipairs(redis.call('SMEMBERS', K.job_steps(job_id))) do
     local bundle = redis.call('HGET', K.job(step_job), 'bundle')

@@ -197,6 +197,9 @@ function sparkline(values) {
 async function jobsPage(_, query) {
   const params = new URLSearchParams();
   for (const key of ["state", "group", "name", "label", "q"]) if (query.get(key)) params.set(key, query.get(key));
+  if (query.get("limit")) params.set("limit", query.get("limit"));  // jobs a page shows (100 unless given)
+  const filters = params.toString();
+  if (query.get("after")) params.set("after", query.get("after"));
   const data = await api(`/api/jobs?${params}`);
   const field = (name, placeholder) => h("input", { name, placeholder, value: query.get(name) || "" });
   const state = h("select", { name: "state" }, ["", "active", "paused", "completed", "cancelled"].map(
@@ -226,8 +229,18 @@ async function jobsPage(_, query) {
     ["job", "state", "group", "schedule", "next fire", "last runs", "duration", "runs"].map((c) => h("th", {}, c)))),
   h("tbody", {}, rows)) : h("div", { class: "empty" }, "No job matches.");
   refreshIn(REFRESH_MS);
-  return [h("h1", {}, "Jobs"), form, table,
-    data.scanned !== null ? h("p", { class: "muted" }, `Filters looked at the newest ${data.scanned} jobs.`) : null];
+  return [h("h1", {}, "Jobs"), form, table, jobsPaging(data, filters, query.get("after"))];
+}
+
+// Under the jobs table: what a filtered page looked at, and links to the newest and the next jobs (a page
+// looks at a bounded number of jobs; the next one goes on from where it stopped).
+function jobsPaging(data, filters, after) {
+  const looked = data.scanned !== null
+    ? `Filters looked at ${data.scanned} jobs${after ? " after the previous page" : " from the newest"}. ` : "";
+  const link = (label, extra) => h("a", { href: `#/jobs?${new URLSearchParams([...new URLSearchParams(filters), ...extra])}` }, label);
+  if (!looked && !after && !data.next) return null;
+  return h("p", { class: "muted paging" }, looked, after ? link("newest", []) : null, after && data.next ? " · " : null,
+    data.next ? link("next page", [["after", data.next]]) : null);
 }
 
 // Job -------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_play
 from harness import EXAMPLES, ROOT, Cluster, free_port, wait_for
 from sparkyard import errors
 from sparkyard.cli.main import main as cli_main
-from sparkyard.client import first_run_id
+from sparkyard.client import build_spec, first_run_id
 from sparkyard.pipeline import Pipeline
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -324,6 +324,38 @@ def test_a_failed_one_shot_job_shows_failed_a_child_names_its_parent_and_nothing
     assert failed.id in [j["id"] for j in listed] and parent.id not in [j["id"] for j in listed]
     for job in (child, parent, failed):
         client.delete(job.id)
+
+
+def test_the_jobs_page_pages_through_a_filter_that_looks_at_a_bounded_number_of_jobs(
+        shared_cluster: Cluster, tab: Tab) -> None:
+    """Issue 23 item 4: a page of the jobs list reads a bounded part of the jobs index and links to the next
+    page, which goes on where it stopped; nothing stray (no ``null``) shows under the table."""
+    client = shared_cluster.client()
+    page, base = tab.page, f"http://{shared_cluster.http['master']}/"
+    made = client.submit_many([build_spec(f"{TASKS}:noop", name=f"console-page-{i}", cron="0 3 1 1 *")
+                               for i in range(3)])
+    newest_first = sorted((j.id for j in made), reverse=True)
+    try:
+        page.goto(f"{base}#/jobs?q=console-page&limit=2")
+        expect(page.locator("#jobs tbody tr")).to_have_count(2)
+        for job_id in newest_first[:2]:
+            expect(page.locator("#jobs tr", has_text=job_id)).to_have_count(1)
+        paging = page.locator("p.paging")
+        expect(paging).to_contain_text("from the newest")
+        assert "null" not in page.locator("#main").inner_text()
+        paging.locator("a", has_text="next page").click()
+        expect(page.locator("#jobs tr", has_text=newest_first[2])).to_have_count(1)
+        expect(page.locator("#jobs tbody tr")).to_have_count(1)
+        expect(paging).to_contain_text("after the previous page")
+        assert "null" not in page.locator("#main").inner_text()
+        paging.locator("a", has_text="newest").click()
+        expect(page.locator("#jobs tbody tr")).to_have_count(2)
+        status, body, _ = http(shared_cluster.http["master"], "/api/jobs?after=nonsense")
+        assert status == 400 and "is not a page cursor" in json.dumps(body)
+        assert tab.errors == []
+    finally:
+        for job in made:
+            client.delete(job.id)
 
 
 def cli_main_json(argv: list[str]) -> Any:
