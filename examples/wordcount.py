@@ -1,6 +1,8 @@
 """Count the words of a text file with Spark: the "hello world" of Sparkyard.
 
-    sparkyard submit examples/wordcount.py:main --arg README.md --wait
+    sparkyard submit examples/wordcount.py:main --arg README.md --files README.md --wait
+
+A relative path is read where the job's files are on the worker: README.md must be shipped with --files.
 """
 
 from __future__ import annotations

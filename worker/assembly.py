@@ -3,7 +3,8 @@
 
 Its parts, each owning its own state and given at construction what it uses: the connection to a master
 (worker/connection.py), the result ledger (worker/ledger.py: pending results, the outbox, report
-sending), the runners (worker/runners.py), the attempt slots (worker/slots.py), the master link
+sending), the runners (worker/runners.py) and the reachability of their Spark cluster manager (worker/engine.py:
+while it is gone every attempt is handed back and no slot offered), the attempt slots (worker/slots.py), the master link
 (worker/master_link.py: connect, register, heartbeats, messages), the fence desk, log retention and the
 ``/metrics`` endpoint. They start in the order of one lifecycle list and stop in the reverse order, so
 each stops while what it uses still runs: the link first (no new work), then the slots (every attempt
@@ -29,6 +30,7 @@ from sparkyard.httpserve import Access, HttpEndpoint, Route, metrics_response
 from sparkyard.worker.bundles import BundleCache, fetch_over
 from sparkyard.worker.children import Children
 from sparkyard.worker.connection import Connection
+from sparkyard.worker.engine import Engine
 from sparkyard.worker.fence_desk import FenceDesk, desk_address
 from sparkyard.worker.ledger import ResultLedger
 from sparkyard.worker.logs import LogFiles, Retention
@@ -88,7 +90,7 @@ class Background:
             await asyncio.gather(self._task, return_exceptions=True)
 
 
-def build_runners(cfg: WorkerConfig, children: Children) -> Runners:
+def build_runners(cfg: WorkerConfig, children: Children, engine: Engine) -> Runners:
     """Every runner a job may ask for; each tells of its readiness changing through one event."""
     changed = asyncio.Event()
     runners: dict[str, Runner] = {
@@ -101,7 +103,7 @@ def build_runners(cfg: WorkerConfig, children: Children) -> Runners:
                                  conf=cfg.conf, task_memory_mb=cfg.task_memory_mb, max_tasks=cfg.driver_max_tasks,
                                  wait_max_s=cfg.runner_wait_max_s, on_readiness=changed.set),
     }
-    return Runners(cfg, runners, changed)
+    return Runners(cfg, runners, changed, engine)
 
 
 def build_worker(cfg: WorkerConfig, *, clock: Clock | None = None) -> Worker:
@@ -110,7 +112,8 @@ def build_worker(cfg: WorkerConfig, *, clock: Clock | None = None) -> Worker:
     connection = Connection(cfg.token)
     ledger = ResultLedger(work_dir, clock, connection.send)
     children = Children(work_dir)
-    runners = build_runners(cfg, children)
+    engine = Engine(cfg.spark_master)
+    runners = build_runners(cfg, children, engine)
     logs = LogFiles(work_dir)
     bundles = BundleCache(work_dir / "bundles", cfg.bundle_cache_bytes,
                           fetch_over(lambda: connection.channel, connection.metadata))
@@ -119,6 +122,15 @@ def build_worker(cfg: WorkerConfig, *, clock: Clock | None = None) -> Worker:
     slots = AttemptSlots(cfg, clock, logs, bundles, runners, ledger, Prefetch(cfg.prefetch_max), metrics,
                          connection.terms, fence_address)
     drain_requested = asyncio.Event()
+
+    def engine_changed(problem: str) -> None:
+        # Attempts first, handed back (RELEASED, no attempt used up), so the runners' dropping the
+        # processes bound to the lost application does not fail them.
+        if problem:
+            slots.kill_all(f"handed back: {problem}")
+        runners.engine_changed(problem)
+
+    engine.listen(engine_changed)
     link = MasterLink(cfg, clock, connection, slots, ledger, runners, logs, drain_requested)
     retention = Retention(logs, work_dir / "attempts", cfg.log_retention_s, clock, slots.task_ids)
     return Worker(cfg, logs=logs, ledger=ledger, runners=runners, slots=slots, link=link, retention=retention,
@@ -154,6 +166,7 @@ class Worker:
             Step(stop=runners.close),
             # Only the default runner starts now; another starts when a job first asks for it.
             Background("start-runner", runners.start_default),
+            Background("engine-probe", runners.engine.run),
             Step(stop=slots.stop),
             Background("self-fence", slots.watch),
             link,

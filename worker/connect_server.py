@@ -13,7 +13,9 @@ started in its own process group and recorded (worker/children.py); it is tied t
 ``PR_SET_PDEATHSIG`` (set by a Python step that then execs spark-submit, which execs the JVM: one pid
 throughout), so a worker killed with -9 takes it along. It is ready once its port accepts a connection;
 when it dies it is started again after ``RESTART_BACKOFF_S``, doubling up to ``RESTART_BACKOFF_MAX_S``
-while it keeps failing to come up. Until it is ready the runner offers no slot.
+while it keeps failing to come up. Until it is ready the runner offers no slot. When the worker's Spark
+cluster manager stops answering (worker/engine.py) the server is stopped — its application is lost with the
+manager — and started again once the manager answers.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Callable
 from sparkyard.config import connect_address
 from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children, tied_command
+from sparkyard.worker.engine import answers
 from sparkyard.worker.runner.submit import spark_submit_path
 
 log = logging.getLogger(__name__)
@@ -67,16 +70,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def _answers(host: str, port: int) -> str:
-    """'' when something accepts connections on (host, port), else why not."""
-    try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2.0)
-    except (OSError, asyncio.TimeoutError) as exc:
-        return str(exc) or type(exc).__name__
-    writer.close()
-    return ""
-
-
 class ConnectServer:
     def __init__(self, url: str, spark_master: str, conf: dict[str, str], work_dir: Path, children: Children,
                  on_change: Callable[[], None]) -> None:
@@ -95,6 +88,8 @@ class ConnectServer:
         self.starts = 0
         self.proc: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task[None] | None = None
+        self._engine_up = asyncio.Event()  # cleared while the cluster manager of its --spark-master is gone
+        self._engine_up.set()
 
     @property
     def supervised(self) -> bool:
@@ -116,15 +111,29 @@ class ConnectServer:
     async def _probe_external(self) -> None:
         host, port = connect_address(self._given)
         while True:
-            problem = await _answers(host, port)
+            problem = await answers(host, port)
             self._set(not problem, f"Spark Connect server {self._given} does not answer ({problem})" if problem else "")
             await asyncio.sleep(EXTERNAL_PROBE_S)
 
     # ---- a supervised server ----------------------------------------------------------------------------
 
+    def engine_changed(self, problem: str) -> None:
+        if not self.supervised:
+            return
+        if not problem:
+            self._engine_up.set()
+            return
+        self._engine_up.clear()
+        if self.proc is not None and self.proc.returncode is None:
+            Children.kill_group(self.proc.pid, signal.SIGTERM)
+
     async def _supervise(self) -> None:
         failures = 0
         while True:
+            if not self._engine_up.is_set():
+                self._set(False, f"Spark Connect server waits for its Spark master {self._master}")
+                await self._engine_up.wait()
+                failures = 0
             try:
                 came_up, how = await self._run_once()
             except OSError as exc:  # cannot even be started (no pyspark home, an unusable work directory)
@@ -178,7 +187,7 @@ class ConnectServer:
     async def _until_up(self, proc: asyncio.subprocess.Process, began: float) -> bool:
         deadline = began + START_TIMEOUT_S
         while proc.returncode is None and time.monotonic() < deadline:
-            if not await _answers("127.0.0.1", self._port):
+            if not await answers("127.0.0.1", self._port):
                 self.started_in_s = time.monotonic() - began
                 self.url = f"sc://127.0.0.1:{self._port}"
                 log.info("Spark Connect server ready at %s in %.1fs (pid %d)", self.url, self.started_in_s, proc.pid)

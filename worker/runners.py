@@ -2,7 +2,8 @@
 
 The slots offered are those of the default runner (``--runner``): it starts with the worker, retried with
 backoff until it can run a task, and until then no slot is offered; another runner starts when a job first
-asks for it. A runner tells of a change in its readiness through the ``on_readiness`` it was built with,
+asks for it. No slot is offered either while the worker's Spark cluster manager does not answer
+(worker/engine.py): every runner runs its Spark there. A runner tells of a change in its readiness through the ``on_readiness`` it was built with,
 which sets the event this object is given; :meth:`Runners.changed` hands the change to the master link.
 """
 
@@ -14,6 +15,7 @@ import logging
 from sparkyard.config import WorkerConfig
 from sparkyard.runners import runner_name
 from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.worker.engine import Engine
 from sparkyard.worker.runner.base import Runner
 
 log = logging.getLogger(__name__)
@@ -24,8 +26,9 @@ RUNNER_RETRY_MAX_S = 60.0
 
 
 class Runners:
-    def __init__(self, cfg: WorkerConfig, runners: dict[str, Runner], changed: asyncio.Event) -> None:
+    def __init__(self, cfg: WorkerConfig, runners: dict[str, Runner], changed: asyncio.Event, engine: Engine) -> None:
         self._cfg = cfg
+        self.engine = engine
         self._runners = runners
         self._changed = changed  # set by a runner (its on_readiness) or here
         self._error = ""  # the default runner failed to start (retried with backoff)
@@ -44,8 +47,16 @@ class Runners:
         """(pb.Readiness, reason, slots that can take a task now), from the default runner."""
         if self._error:
             return pb.READINESS_DEGRADED, self._error, 0
+        if self.engine.problem:
+            return pb.READINESS_DEGRADED, self.engine.problem, 0
         state, reason, ready = self._runners[self._cfg.runner].readiness()
         return state, reason, min(ready, self._cfg.slots)
+
+    def engine_changed(self, problem: str) -> None:
+        """The cluster manager went away or came back: every runner hears of it, the master at once."""
+        for runner in self._runners.values():
+            runner.engine_changed(problem)
+        self._changed.set()
 
     async def changed(self) -> tuple[int, str, int]:
         """The readiness, once a runner says it may have changed."""

@@ -207,6 +207,25 @@ def sleep_in_udf(spark: Any, ctx: Any) -> int:
     return int(spark.range(1).select(udf(nap, "long")("id")).collect()[0][0])
 
 
+def gated_spark_job(spark: Any, ctx: Any) -> str:
+    """Once the file ctx.args[0] exists, returns at once on the driver; before that runs a Spark job whose
+    Python UDF waits up to 300 s for it (on a cluster without workers: waits for an executor that never
+    comes). Returns the attempt that got through."""
+    from pyspark.sql.functions import udf
+
+    gate = Path(ctx.args[0])
+
+    def wait(x: int) -> int:
+        deadline = time.monotonic() + 300
+        while not gate.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return x
+
+    if not gate.exists():
+        spark.range(1).select(udf(wait, "long")("id")).collect()
+    return f"through on attempt {ctx.attempt}"
+
+
 def echo_args(spark: Any, ctx: Any) -> list[str]:
     """Returns its args as the task saw them (a pipeline step's {ds} filled in)."""
     return list(ctx.args)

@@ -120,5 +120,11 @@ class Runner(Protocol):
         its ``done``; an attempt that already ended is left alone."""
         ...
 
+    def engine_changed(self, problem: str) -> None:
+        """The worker's Spark cluster manager stopped answering (``problem`` says why) or answers again ('').
+        The worker has already handed back every attempt it held; the runner drops what is bound to the old
+        application and starts afresh once the manager is back (worker/engine.py)."""
+        ...
+
     async def close(self) -> None:
         ...

@@ -62,6 +62,10 @@ class ConnectRunner(SessionRunner):
             return state, reason, ready
         return pb.READINESS_DEGRADED if self.server.failed else pb.READINESS_STARTING, self.server.reason, 0
 
+    def engine_changed(self, problem: str) -> None:
+        """The client processes have no Spark of their own; the server's application is what is lost."""
+        self.server.engine_changed(problem)
+
     def _server_changed(self) -> None:
         self._on_readiness()
         self._dispatch()

@@ -80,6 +80,7 @@ class SessionRunner:
         self._started = False
         self._warm = False  # every driver was ready once (before that the pool is STARTING, after DEGRADED)
         self._closing = False
+        self._engine_problem = ""  # the cluster manager does not answer: no driver is started (worker/engine.py)
         self._tasks: set[asyncio.Task[None]] = set()
         self._monitor: asyncio.Task[None] | None = None
 
@@ -102,6 +103,8 @@ class SessionRunner:
         return jvm_temp.temp_conf(self.conf, driver.temp_dir)
 
     def _spawn_driver(self, delay: float = 0.0) -> None:
+        if self._engine_problem:  # it could not register its application; started when the manager is back
+            return
         self._numbers += 1
         driver = DriverProcess(self, self._numbers)
         self._drivers.append(driver)
@@ -110,7 +113,7 @@ class SessionRunner:
     async def _start_driver(self, driver: DriverProcess, delay: float) -> None:
         if delay:
             await asyncio.sleep(delay)
-        if self._closing:
+        if self._closing or self._engine_problem:
             self._drivers.remove(driver)
             return
         try:
@@ -137,6 +140,20 @@ class SessionRunner:
                 driver.kill()
             if pending:
                 await asyncio.wait(pending, timeout=KILL_GRACE_S * 2)
+
+    def engine_changed(self, problem: str) -> None:
+        """Without its cluster manager a driver's application is lost for good (Spark does not register it
+        again with a restarted master): every driver goes now, and a fresh pool warms once it answers."""
+        self._engine_problem = problem
+        if not self._started or self._closing:
+            return
+        if problem:
+            for driver in list(self._drivers):
+                driver.kill()
+            return
+        self._failures, self._last_error, self._warm = 0, "", False
+        if not any(d.state != "leaving" for d in self._drivers):
+            self._spawn_driver()
 
     # ---- readiness -----------------------------------------------------------------------------------------
 
@@ -347,6 +364,9 @@ class SessionRunner:
         if driver.log_path.exists() and (was_ready or self._closing):
             driver.log_path.unlink(missing_ok=True)
         if self._closing:
+            return
+        if self._engine_problem:  # killed with its lost application: replaced when the manager is back
+            self._on_readiness()
             return
         if not was_ready and driver.tasks_run == 0:
             self._failures += 1

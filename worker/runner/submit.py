@@ -83,6 +83,8 @@ class SubmitRunner:
             return pb.READINESS_STARTING, "looking for spark-submit", 0
         return pb.READINESS_READY, "", self._slots
 
+    def engine_changed(self, problem: str) -> None:
+        return None  # each attempt is an application of its own: nothing outlives the attempts handed back
 
     async def close(self) -> None:
         return None

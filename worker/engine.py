@@ -1,0 +1,105 @@
+"""Whether the Spark cluster manager of the worker's ``--spark-master`` answers: the worker's engine.
+
+Why the worker watches it: a warm driver whose standalone master went away does not notice in a way the
+worker sees — its application keeps asking for executors ("Unable to reach the cluster manager", thousands
+of lines a minute) and its attempt hangs until its timeout, while the worker kept offering slots. And a
+driver that outlived its cluster manager is useless even once the manager is back at the same address:
+Spark does not register an application again with a restarted master (without master recovery the new
+master does not know it). So while the manager does not answer the worker offers no slot, says
+``degraded`` with the reason, hands back the attempts it holds, and its runners drop what is bound to the
+old application; when the manager answers again they start afresh.
+
+Only ``spark://HOST:PORT[,HOST:PORT…]`` (standalone, reachable when any of its masters accepts a TCP
+connection) and ``k8s://…`` (the API server) name an address; ``local[…]`` has no manager and ``yarn``
+finds its ResourceManager through the Hadoop configuration, so neither is probed. A manager is declared
+gone after ``DOWN_AFTER`` failed probes in a row (a short hiccup does not cost the warm drivers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
+
+# How often the cluster manager is probed, and how long one probe may take.
+PROBE_S = 1.0
+PROBE_TIMEOUT_S = 2.0
+# Failed probes in a row before the manager is declared unreachable.
+DOWN_AFTER = 3
+
+
+async def answers(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S) -> str:
+    """'' when something accepts connections on (host, port), else why not (one line)."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+    except (OSError, asyncio.TimeoutError) as exc:
+        return str(exc) or type(exc).__name__
+    writer.close()
+    return ""
+
+
+def manager_addresses(spark_master: str) -> list[tuple[str, int]]:
+    """The (host, port) pairs of the cluster manager a Spark master URL names; [] when it names none."""
+    if spark_master.startswith("spark://"):
+        pairs = []
+        for part in spark_master.removeprefix("spark://").split(","):
+            host, _, port = part.rpartition(":")
+            if host and port.isdigit():
+                pairs.append((host.strip("[]"), int(port)))
+        return pairs
+    if spark_master.startswith("k8s://"):
+        url = urlsplit(spark_master.removeprefix("k8s://"))
+        if url.hostname:
+            return [(url.hostname, url.port or (443 if url.scheme != "http" else 80))]
+    return []
+
+
+class Engine:
+    """The cluster manager's reachability: ``problem`` is '' while it answers (or is not probed), else one
+    line naming it and why it does not. ``on_change`` is called on every change of ``problem``."""
+
+    def __init__(self, spark_master: str, on_change: Callable[[str], None] | None = None) -> None:
+        self.spark_master = spark_master
+        self.addresses = manager_addresses(spark_master)
+        self.problem = ""
+        self._on_change = on_change or (lambda problem: None)
+        self._failures = 0
+
+    def listen(self, on_change: Callable[[str], None]) -> None:
+        self._on_change = on_change
+
+    async def probe(self) -> str:
+        """'' when one of the manager's addresses accepts a connection, else why none does."""
+        reasons = []
+        for host, port in self.addresses:
+            reason = await answers(host, port)
+            if not reason:
+                return ""
+            reasons.append(reason)
+        return "; ".join(reasons)
+
+    def observed(self, reason: str) -> None:
+        """The outcome of one probe ('' = answered)."""
+        self._failures = self._failures + 1 if reason else 0
+        if reason and self._failures < DOWN_AFTER:
+            return
+        problem = f"Spark master {self.spark_master} unreachable ({reason})" if reason else ""
+        if problem == self.problem or (problem and self.problem):  # a new reason for the same outage is not news
+            return
+        self.problem = problem
+        if problem:
+            log.warning("%s: no slot offered, held tasks handed back, until it answers again", problem)
+        else:
+            log.info("Spark master %s answers again", self.spark_master)
+        self._on_change(problem)
+
+    async def run(self) -> None:
+        """Probe until cancelled (returns at once when the master names no address)."""
+        if not self.addresses:
+            return
+        while True:
+            self.observed(await self.probe())
+            await asyncio.sleep(PROBE_S)
