@@ -299,8 +299,8 @@ class WorkerConfig(_TlsClient):
                                      "directories are kept, e.g. 7d")
     task_memory_mb: Megabytes = Field(0, description="memory limit of one attempt's processes, e.g. 2g; 0 = none "
                                       "(a job's --task-memory wins)")
-    driver_max_tasks: int = Field(DEFAULT_DRIVER_MAX_TASKS, description="session runner: replace a warm driver "
-                                  "after this many attempts")
+    driver_max_tasks: int = Field(DEFAULT_DRIVER_MAX_TASKS, description="session runner: a warm driver runs at "
+                                  "most this many attempts (1: a fresh driver for every attempt)")
     runner_wait_max_s: Seconds = Field(DEFAULT_RUNNER_WAIT_MAX_S, description="how long an attempt waits for a "
                                        "runner that cannot run it (no driver starts, no Spark Connect server) "
                                        "before it fails with the reason, to be retried")

@@ -88,7 +88,8 @@ DEFAULT_DRAIN_TIMEOUT_S = 60.0
 DEFAULT_SELF_FENCE_MARGIN_S = 2.0
 # Worker, session runner: a warm driver process is replaced after this many attempts (bounds what user
 # code can leak into a long-lived process). A replacement costs a JVM start (~10 CPU-seconds on a small
-# machine), so for short tasks this is ~1 ms per task amortised; the old driver serves until it is warm.
+# machine), so for short tasks this is ~1 ms per task amortised; it warms during the old driver's last
+# attempt. 1 gives every attempt a fresh driver.
 DEFAULT_DRIVER_MAX_TASKS = 10_000
 # How long an attempt waits for a runner that cannot run it (no driver starts, no Spark Connect server)
 # before it fails with the runner's reason, so that its retry can go to another worker.

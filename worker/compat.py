@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparkyard.worker.spark_reset import WAREHOUSE_CONF, Reset, warehouse_of
+from sparkyard.worker.warm_conf import PER_ATTEMPT, cannot_apply
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,7 @@ class SharedSpark:
         self._includes = list(self.sc._python_includes)  # the driver's own (a worker's spark.submit.pyFiles)
         self._shipped: set[str] = set()  # archives added to the context, by served name
         self._files: set[str] = set()  # --files added to the context, by source path
+        self._started_with = dict(self.sc.getConf().getAll())  # the conf the context started with
 
     @classmethod
     def build(cls, master: str, conf: dict[str, str], *, warm: bool) -> SharedSpark:
@@ -143,6 +145,11 @@ class SharedSpark:
             self._add_file(path)
         self.sc._python_includes[:] = [*self._includes, *includes]
 
+    def cannot_apply(self, conf: dict[str, str]) -> list[str]:
+        """The items of a job's conf this context cannot give its attempt (worker/warm_conf.py)."""
+        is_static = self.sc._jvm.org.apache.spark.sql.internal.SQLConf.isStaticConfigKey
+        return cannot_apply(conf, self._started_with, is_static)
+
     def cancel(self) -> None:
         """Cancel the attempt's Spark jobs (a driver runs one attempt: all of its jobs are the attempt's)."""
         self.sc.cancelAllJobs()
@@ -185,7 +192,7 @@ class SharedSpark:
 
             session = self.root.newSession()
             for key, value in self._conf.items():
-                if key == WAREHOUSE_CONF:
+                if key in PER_ATTEMPT or self._started_with.get(key) == value:  # a fresh driver started with it
                     continue
                 try:
                     session.conf.set(key, value)

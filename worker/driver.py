@@ -13,7 +13,9 @@ Protocol on the socket FD (newline-delimited JSON, one object per line):
 * driver → worker: ``{"op": "ready", "version": …}`` once Spark is up; ``{"op": "start_failed",
   "error": …}`` if it cannot start; ``{"op": "done", "id": …, "ok": …, "result_json", "error",
   "traceback", "exit_code", "recycle"}`` per attempt (``recycle``: why this process must run no other attempt,
-  '' when it may);
+  '' when it may), or ``{"op": "done", "id": …, "fresh": [items]}`` without running it when the job's conf
+  has items this driver's JVM did not start with and cannot take (worker/warm_conf.py; a run message
+  with ``"fresh": true`` is for a driver started with them and is always run);
 * worker → driver: ``{"op": "run", "id": …, …}`` (see :func:`_run`), ``{"op": "cancel", "id": …}`` (cancel
   the attempt's Spark jobs and interrupt its Python code; the worker kills the process if that is not
   enough within its grace), ``{"op": "exit"}``.
@@ -192,6 +194,10 @@ class Driver:
     def _run(self, task: dict[str, Any]) -> dict[str, Any]:
         """One attempt, with every piece of process state it may change put back afterwards."""
         attempt_id = task["id"]
+        if not task.get("fresh"):
+            refused = self.shared.cannot_apply(task["conf"])
+            if refused:  # before anything of the attempt runs: the worker gives it a fresh driver
+                return {"op": "done", "id": attempt_id, "fresh": refused}
         saved_cwd, saved_path, saved_argv = os.getcwd(), list(sys.path), list(sys.argv)
         saved_env = _environ_snapshot()
         modules_before = set(sys.modules)

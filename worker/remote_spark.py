@@ -134,6 +134,10 @@ class RemoteSpark:
         self._cls._default_session = session
         self._cls._active_session.session = session
 
+    def cannot_apply(self, conf: dict[str, str]) -> list[str]:
+        """Nothing: the server's session takes what it can, and what it refuses is said in the log."""
+        return []
+
     def cancel(self) -> None:
         """Interrupt the attempt's operations (called from the driver's reader thread)."""
         session = self._session

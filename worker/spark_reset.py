@@ -11,6 +11,7 @@ all of it empty, so between attempts this module empties it:
 * global temporary views; cached tables and persisted RDDs;
 * streaming queries still running (stopped, as spark-submit's JVM would at exit);
 * the main thread's local properties (job group, description, scheduler pool);
+* the context's checkpoint directory (``sc.setCheckpointDir``) and the JVM's log level (``sc.setLogLevel``);
 * where relative paths resolve: the default database's location is the attempt's
   ``./spark-warehouse`` (``spark.sql.warehouse.dir`` of its session), and the JVM's ``user.dir`` and
   Hadoop's local working directory are its working directory, so that checkpoints and file sinks (written
@@ -53,6 +54,8 @@ class Reset:
         self._default_db = self._catalog.getDatabase("default")
         self._props = self.sc._jsc.sc().getLocalProperties().clone()
         self._rdds = set(self.sc._jsc.getPersistentRDDs().keySet())
+        self._checkpoint_dir = self.sc._jsc.sc().checkpointDir()  # a Scala Option
+        self._log_level = self._root_logger().getLevel().name()
         self.added: list[str] = []  # files the current attempt added to the context itself
 
     def enter(self, cwd: str) -> None:
@@ -77,7 +80,8 @@ class Reset:
         does not leave the others undone."""
         steps = [("streaming queries", lambda: self._stop_streams(session)),
                  ("cached data", self._uncache), ("catalog", self._forget_catalog),
-                 ("local properties", self._reset_properties)]
+                 ("local properties", self._reset_properties),
+                 ("checkpoint directory and log level", self._reset_settings)]
         for what, step in steps:
             try:
                 step()
@@ -122,3 +126,11 @@ class Reset:
 
     def _reset_properties(self) -> None:
         self.sc._jsc.sc().setLocalProperties(self._props.clone())
+
+    def _root_logger(self) -> Any:
+        return self.jvm.org.apache.logging.log4j.LogManager.getRootLogger()
+
+    def _reset_settings(self) -> None:
+        getattr(self.sc._jsc.sc(), "checkpointDir_$eq")(self._checkpoint_dir)
+        if self._root_logger().getLevel().name() != self._log_level:
+            self.sc.setLogLevel(self._log_level)

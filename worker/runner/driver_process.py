@@ -51,15 +51,43 @@ class Job:
     key: str
     driver: DriverProcess | None = None
     failure: str = ""  # why the runner ended it (memory limit, kill); set before the driver is killed
+    fresh: list[str] = field(default_factory=list)  # conf a warm driver cannot give it: it runs on a fresh one
     queued_at: float = field(default_factory=time.monotonic)
+
+
+def run_message(job: Job, kind: str, notices: list[str]) -> dict[str, Any]:
+    """The driver's run message for ``job``, with the first lines of its log: where it runs (``kind``: what
+    the log calls its process) and what the runner cannot do for it (``notices``)."""
+    attempt = job.attempt
+    a = attempt.assignment
+    ws = attempt.workspace
+    ctx = attempt.context()
+    header = (f"sparkyard: attempt {a.attempt} of task {a.task_id} (token {a.fencing_token}) on worker "
+              f"{attempt.worker_id}, {kind} {job.driver.number if job.driver else '?'} "
+              f"(pid {job.driver.proc.pid if job.driver and job.driver.proc else '?'}), cwd {ws.cwd}\n")
+    if job.fresh:
+        header += (f"sparkyard: this driver was started for this attempt with the job's conf: a warm driver's "
+                   f"JVM cannot take {', '.join(job.fresh)}\n")
+    header += "".join(f"sparkyard: warning: {notice}\n" for notice in notices)
+    return {
+        "op": "run", "id": job.key, "entrypoint": ws.entrypoint, "sys_path": list(ws.sys_path), "cwd": ws.cwd,
+        "archive": ws.archive, "executor_path": list(ws.executor_path), "py_files": list(ws.py_files),
+        "files": list(ws.files), "fresh": bool(job.fresh),
+        # The context travels once, as the SPARKYARD_TASK variable the driver sets anyway.
+        "env": {**dict(a.spec.env), **ctx.env()}, "conf": dict(a.spec.conf),
+        "context_id": f"{a.task_id}.a{a.attempt}", "log_path": attempt.log_path, "header": header,
+        "result_max_bytes": attempt.result_max_bytes,
+    }
 
 
 class DriverProcess:
     """One driver process and the attempt it runs."""
 
-    def __init__(self, runner: SessionRunner, number: int) -> None:
+    def __init__(self, runner: SessionRunner, number: int, dedicated: Job | None = None) -> None:
         self.runner = runner
         self.number = number
+        # The one job this driver was started for, with its conf (worker/warm_conf.py); None: a pool driver.
+        self.dedicated = dedicated
         self.proc: asyncio.subprocess.Process | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.state = "starting"  # starting | ready | busy | leaving (told to exit) | dead

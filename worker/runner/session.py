@@ -36,7 +36,8 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children
 from sparkyard.worker.runner.base import AttemptRun, Outcome, log_tail
-from sparkyard.worker.runner.driver_process import KILL_GRACE_S, DriverProcess, Job, describe_exit
+from sparkyard.worker.runner.driver_process import KILL_GRACE_S, DriverProcess, Job, describe_exit, run_message
+from sparkyard.worker.warm_conf import fresh_driver_conf, master_notice
 
 log = logging.getLogger(__name__)
 
@@ -99,14 +100,21 @@ class SessionRunner:
         self._monitor = asyncio.create_task(self._watch(), name="session-runner-watch")
 
     def driver_conf(self, driver: DriverProcess) -> dict[str, str]:
-        """The Spark conf a driver process starts with: the worker's, its JVM's temporary files its own."""
-        return jvm_temp.temp_conf(self.conf, driver.temp_dir)
+        """The Spark conf a driver process starts with: the worker's (and the job's, for a fresh driver of
+        one job), its JVM's temporary files its own."""
+        job = driver.dedicated
+        conf = fresh_driver_conf(self.conf, dict(job.attempt.assignment.spec.conf)) if job else self.conf
+        return jvm_temp.temp_conf(conf, driver.temp_dir)
 
-    def _spawn_driver(self, delay: float = 0.0) -> None:
+    def _pool(self) -> list[DriverProcess]:
+        """The drivers that serve any attempt (not those started for one job's conf)."""
+        return [d for d in self._drivers if d.dedicated is None]
+
+    def _spawn_driver(self, delay: float = 0.0, dedicated: Job | None = None) -> None:
         if self._engine_problem:  # it could not register its application; started when the manager is back
             return
         self._numbers += 1
-        driver = DriverProcess(self, self._numbers)
+        driver = DriverProcess(self, self._numbers, dedicated)
         self._drivers.append(driver)
         self._background(self._start_driver(driver, delay))
 
@@ -152,7 +160,7 @@ class SessionRunner:
                 driver.kill()
             return
         self._failures, self._last_error, self._warm = 0, "", False
-        if not any(d.state != "leaving" for d in self._drivers):
+        if not any(d.state != "leaving" for d in self._pool()):
             self._spawn_driver()
 
     # ---- readiness -----------------------------------------------------------------------------------------
@@ -161,7 +169,7 @@ class SessionRunner:
         """(pb.Readiness, reason, slots that can take an attempt now)."""
         if not self._started:
             return pb.READINESS_STARTING, f"{self.name} runner not started", 0
-        ready = min(self.slots, sum(1 for d in self._drivers if d.state in ("ready", "busy")))
+        ready = min(self.slots, sum(1 for d in self._pool() if d.state in ("ready", "busy")))
         if ready >= self.slots:
             return pb.READINESS_READY, "", self.slots
         if self._failures:
@@ -194,11 +202,11 @@ class SessionRunner:
                 self._queue.popleft()
                 job.done(Outcome("FAILED", error=f"killed: {job.attempt.kill_reason}"))
                 continue
-            ready = [d for d in self._drivers if d.state == "ready"]
+            ready = [d for d in self._pool() if d.state == "ready"]
             files = job.attempt.workspace.files
             driver = next((d for d in ready if not d.clashes(files)), None)
             if driver is None:
-                if ready and not any(d.retiring for d in self._drivers):
+                if ready and not any(d.retiring for d in self._pool()):
                     # Every idle driver serves another file under a name this attempt's --files use: one
                     # makes way for a fresh driver, which the attempt (first in line) then takes.
                     log.info("session driver %d retires: task=%s ships --files whose names it already serves "
@@ -207,36 +215,28 @@ class SessionRunner:
                     self._spawn_driver()
                 return
             self._queue.popleft()
-            driver.state = "busy"
-            driver.job = job
-            job.driver = driver
-            if self.files_by_name:
-                driver.files.update((os.path.basename(p), p) for p in files)
-            driver.send(self._run_message(job))
+            self._hand(driver, job)
+            if driver.tasks_run + 1 >= self._max_tasks and not driver.retiring and not self._closing:
+                # Its last attempt: the replacement warms meanwhile, and it runs no other (driver_done).
+                driver.retiring = True
+                self._spawn_driver()
+
+    def _hand(self, driver: DriverProcess, job: Job) -> None:
+        driver.state = "busy"
+        driver.job = job
+        job.driver = driver
+        if self.files_by_name:
+            driver.files.update((os.path.basename(p), p) for p in job.attempt.workspace.files)
+        driver.send(self._run_message(job))
 
     def notices(self, attempt: AttemptRun) -> list[str]:
         """What a warm driver cannot do for this attempt, said in its log rather than silently skipped."""
-        notice = resources.shared_app_notice(attempt.assignment.spec, self.name)
-        return [notice] if notice else []
+        spec = attempt.assignment.spec
+        notices = (resources.shared_app_notice(spec, self.name), master_notice(spec.conf, self.spark_master))
+        return [notice for notice in notices if notice]
 
     def _run_message(self, job: Job) -> dict[str, Any]:
-        attempt = job.attempt
-        a = attempt.assignment
-        ws = attempt.workspace
-        ctx = attempt.context()
-        header = (f"sparkyard: attempt {a.attempt} of task {a.task_id} (token {a.fencing_token}) on worker "
-                  f"{attempt.worker_id}, {self.process_kind} {job.driver.number if job.driver else '?'} "
-                  f"(pid {job.driver.proc.pid if job.driver and job.driver.proc else '?'}), cwd {ws.cwd}\n")
-        header += "".join(f"sparkyard: warning: {notice}\n" for notice in self.notices(attempt))
-        return {
-            "op": "run", "id": job.key, "entrypoint": ws.entrypoint, "sys_path": list(ws.sys_path), "cwd": ws.cwd,
-            "archive": ws.archive, "executor_path": list(ws.executor_path), "py_files": list(ws.py_files),
-            "files": list(ws.files),
-            # The context travels once, as the SPARKYARD_TASK variable the driver sets anyway.
-            "env": {**dict(a.spec.env), **ctx.env()}, "conf": dict(a.spec.conf),
-            "context_id": f"{a.task_id}.a{a.attempt}", "log_path": attempt.log_path, "header": header,
-            "result_max_bytes": attempt.result_max_bytes,
-        }
+        return run_message(job, "fresh driver" if job.fresh else self.process_kind, self.notices(job.attempt))
 
     def kill(self, attempt: AttemptRun) -> None:
         """A cancel, timeout or lost lease: ask the driver, then kill it if it does not stop in time."""
@@ -248,6 +248,9 @@ class SessionRunner:
             if job in self._queue:
                 self._queue.remove(job)
                 job.done(Outcome("FAILED", error=f"killed: {job.attempt.kill_reason}"))
+            for warming in [d for d in self._drivers if d.dedicated is job]:  # its fresh driver is starting
+                job.failure = f"killed: {job.attempt.kill_reason}"
+                warming.kill()
             return
         driver.send({"op": "cancel", "id": job.key})
         asyncio.get_running_loop().call_later(KILL_GRACE_S, self._kill_if_running, job,
@@ -303,14 +306,22 @@ class SessionRunner:
     # ---- driver events ---------------------------------------------------------------------------------------
 
     def driver_ready(self, driver: DriverProcess) -> None:
+        job = driver.dedicated
+        if job is not None:  # started for one job's conf: it runs that attempt alone, then leaves
+            if job.failure:
+                driver.state = "leaving"
+                driver.send({"op": "exit"})
+            else:
+                self._hand(driver, job)
+            return
         self._failures = 0
         self._last_error = ""
         if not self._warm:
-            if len(self._drivers) < self.slots:
+            if len(self._pool()) < self.slots:
                 self._spawn_driver()
             else:
-                self._warm = all(d.state in ("ready", "busy") for d in self._drivers)
-        retiring = sorted((d for d in self._drivers if d.retiring and d.state in ("ready", "busy")),
+                self._warm = all(d.state in ("ready", "busy") for d in self._pool())
+        retiring = sorted((d for d in self._pool() if d.retiring and d.state in ("ready", "busy")),
                           key=lambda d: d.state == "busy")
         if retiring:  # a warmed replacement takes over: the old one goes now, or after its attempt
             self._leave(retiring[0])
@@ -330,8 +341,19 @@ class SessionRunner:
             return
         driver.job = None
         job.driver = None
+        if message.get("fresh"):  # refused before running anything: a fresh driver with the job's conf runs it
+            driver.state = "ready" if driver.state == "busy" else driver.state
+            if driver.state == "leaving":
+                driver.send({"op": "exit"})
+            job.fresh = list(message["fresh"])
+            log.info("task=%s needs a fresh driver: a warm driver's JVM cannot take %s",
+                     job.attempt.assignment.task_id, ", ".join(job.fresh))
+            self._spawn_driver(dedicated=job)
+            self._dispatch()
+            return
         driver.tasks_run += 1
-        if driver.state == "leaving":
+        if driver.dedicated is not None or driver.state == "leaving":
+            driver.state = "leaving"
             driver.send({"op": "exit"})
         else:
             driver.state = "ready"
@@ -339,15 +361,25 @@ class SessionRunner:
             if recycle:
                 log.info("session driver %d retires after task=%s: %s", driver.number,
                          job.attempt.assignment.task_id, recycle)
+            if recycle or driver.tasks_run >= self._max_tasks:
+                if not driver.retiring and not self._closing:
+                    driver.retiring = True
+                    self._spawn_driver()
                 self._leave(driver)
-            if (recycle or driver.tasks_run == self._max_tasks) and not self._closing and not driver.retiring:
-                driver.retiring = True  # it keeps serving until its replacement is warm
-                self._spawn_driver()
         if message.get("ok"):
             job.done(Outcome("SUCCEEDED", result_json=message.get("result_json", "")))
         else:
             job.done(Outcome("FAILED", error=message.get("error", "failed"), traceback=message.get("traceback", "")))
         self._dispatch()
+
+    def _fail_unstarted(self, job: Job, driver: DriverProcess, code: int | None) -> None:
+        """The fresh driver started for ``job`` ended before it ran it (a bad conf, a kill while warming)."""
+        if job.attempt.tag not in self._jobs:  # already ended (killed while its driver warmed)
+            return
+        why = driver.start_error or f"{describe_exit(code)}: {log_tail(str(driver.log_path), 3)}".replace("\n", " | ")
+        job.done(Outcome("FAILED", error=job.failure or (
+            f"the fresh driver started with the job's conf ({', '.join(job.fresh)}) did not start: {why}"),
+            traceback=log_tail(str(driver.log_path), ERROR_TAIL_LINES)))
 
     def driver_ended(self, driver: DriverProcess, code: int | None) -> None:
         was_ready = driver.state in ("ready", "busy", "leaving")
@@ -361,9 +393,11 @@ class SessionRunner:
             tail = log_tail(job.attempt.log_path, ERROR_TAIL_LINES)
             error = job.failure or f"the task's driver process {describe_exit(code)}"
             job.done(Outcome("FAILED", error=error, traceback=tail))
-        if driver.log_path.exists() and (was_ready or self._closing):
+        elif driver.dedicated is not None:
+            self._fail_unstarted(driver.dedicated, driver, code)
+        if driver.log_path.exists() and (was_ready or self._closing or driver.dedicated is not None):
             driver.log_path.unlink(missing_ok=True)
-        if self._closing:
+        if self._closing or driver.dedicated is not None:
             return
         if self._engine_problem:  # killed with its lost application: replaced when the manager is back
             self._on_readiness()
@@ -376,7 +410,7 @@ class SessionRunner:
             log.error("session driver %d failed to start (%s); retrying in %.0fs", driver.number, self._last_error,
                       delay)
             self._spawn_driver(delay)
-        elif len([d for d in self._drivers if d.state != "leaving"]) < self.slots:
+        elif len([d for d in self._pool() if d.state != "leaving"]) < self.slots:
             if job is not None:
                 log.warning("session driver %d %s while running task=%s; warming a replacement", driver.number,
                             describe_exit(code), job.attempt.assignment.task_id)

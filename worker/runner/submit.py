@@ -33,6 +33,7 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children, tree_rss
 from sparkyard.worker.runner.base import AttemptRun, Outcome, log_tail
+from sparkyard.worker.warm_conf import MASTER_CONF, master_notice
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,8 @@ class SubmitRunner:
     def command(self, attempt: AttemptRun, work_dir: Path, task_file: Path, result_file: Path) -> list[str]:
         spec = attempt.assignment.spec
         cmd = [self._spark_submit or spark_submit_path(), "--master", self._master, "--name", attempt.tag]
-        conf = jvm_temp.temp_conf({**DEFAULT_CONF, **self._conf, **dict(spec.conf)}, work_dir / "spark-local")
+        job_conf = {k: v for k, v in spec.conf.items() if k != MASTER_CONF}  # the worker's engine decides
+        conf = jvm_temp.temp_conf({**DEFAULT_CONF, **self._conf, **job_conf}, work_dir / "spark-local")
         for key, value in sorted(conf.items()):
             cmd += ["--conf", f"{key}={value}"]
         cmd += resources.submit_args(spec)
@@ -149,6 +151,9 @@ class SubmitRunner:
                "SPARKYARD_WORKER_PID": str(os.getpid())}
         with open(attempt.log_path, "ab") as logf:
             logf.write(f"sparkyard: in {ws.cwd}: {' '.join(cmd)}\n".encode())
+            notice = master_notice(a.spec.conf, self._master)
+            if notice:
+                logf.write(f"sparkyard: warning: {notice}\n".encode())
             logf.flush()
             proc = await self._children.spawn(
                 *cmd, what="spark-submit", stdin=asyncio.subprocess.DEVNULL, stdout=logf,

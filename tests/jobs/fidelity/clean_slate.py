@@ -1,4 +1,5 @@
-"""What a fresh spark-submit sees: no tables, databases, views, functions, cache, job group or set conf."""
+"""What a fresh spark-submit sees: no tables, databases, views, functions, cache, job group, set conf,
+checkpoint directory or changed log level."""
 from report import parser, write
 from pyspark.sql import SparkSession
 
@@ -15,5 +16,8 @@ write(args.out, {
     "job_group": sc.getLocalProperty("spark.jobGroup.id"),
     "pool": sc.getLocalProperty("spark.scheduler.pool"),
     "time_zone_set": spark.conf.get("spark.sql.session.timeZone") == "Asia/Tokyo",
+    "ansi": spark.conf.get("spark.sql.ansi.enabled"),  # builder_conf.py sets it to false
     "streams": len(spark.streams.active),
+    "checkpoint_dir": sc.getCheckpointDir(),
+    "log_level_set": sc._jvm.org.apache.logging.log4j.LogManager.getRootLogger().getLevel().name() == "ERROR",
 })

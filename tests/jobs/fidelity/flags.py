@@ -1,5 +1,8 @@
-"""The program's own flags and positional arguments, as spark-submit hands them."""
+"""A command-line ETL script: its own flags and positional arguments as spark-submit hands them, relative
+paths and globs (Spark's readers and Python's own file access), then spark.stop() and an exit code of its
+own choosing."""
 import argparse
+import glob
 import sys
 
 from report import write
@@ -12,6 +15,14 @@ p.add_argument("--limit", type=int, default=0)
 p.add_argument("inputs", nargs="*")
 args = p.parse_args()
 spark = SparkSession.builder.getOrCreate()
-write(args.out, {"date": args.date, "limit": args.limit, "inputs": args.inputs,
-                 "argv": [a for a in sys.argv[1:] if a != args.out],
-                 "rows": spark.range(args.limit).count()})
+with open(args.inputs[0]) as f:
+    first = f.readline().strip()
+result = {"date": args.date, "limit": args.limit, "inputs": args.inputs,
+          "argv": [a for a in sys.argv[1:] if a != args.out], "rows": spark.range(args.limit).count(),
+          "input_lines": spark.read.text(args.inputs).count(), "spark_lines": spark.read.text("data/part-*.txt").count(),
+          "python_files": sorted(glob.glob("data/*.txt")), "first": first,
+          "words": sorted(spark.sparkContext.textFile("data/*.txt").flatMap(str.split).distinct().collect()),
+          "total": spark.range(6).selectExpr("sum(id)").first()[0]}
+spark.stop()
+write(args.out, result)
+sys.exit(3)

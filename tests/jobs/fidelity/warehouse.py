@@ -17,6 +17,8 @@ spark.sparkContext.setJobGroup("group-1", "a job group")
 spark.sparkContext.setLocalProperty("spark.scheduler.pool", "pool-1")
 spark.conf.set("spark.sql.session.timeZone", "Asia/Tokyo")
 spark.sql("USE sales")
+spark.sparkContext.setCheckpointDir("checkpoints")
+spark.sparkContext.setLogLevel("ERROR")
 write(args.out, {
     "events_dir": os.path.isdir("spark-warehouse/events"),
     "orders_dir": os.path.isdir("spark-warehouse/sales.db/orders"),
