@@ -95,6 +95,7 @@ def main() -> int:
     parser.add_argument("--slots", type=int, default=2)
     args = parser.parse_args()
     spec = pb.JobSpec.FromString(args.spec_file.read_bytes())
+    del spec.split.inputs[:]  # as the master sends it: each assignment carries its own inputs only
     args.work_dir.mkdir(parents=True, exist_ok=True)
     print(json.dumps(asyncio.run(feed(spec, args.bundle_root, args.work_dir, args.tasks, args.slots))), flush=True)
     return 0
