@@ -310,7 +310,7 @@ def main() -> int:
             for name in ("w1", "w2"):
                 cluster.start_worker(name, slots=args.slots, runner="session",
                                      extra=("--log-level", "WARNING", *args.worker_arg))
-            cluster.wait_workers()
+            cluster.wait_workers(timeout=900)  # four JVMs warming on a loaded 2-core machine
             client = cluster.client()
             for _ in range(3):  # warm-up: the drivers' first tasks (and both workers' copy of the bundle)
                 client.wait(first_run_id(client.submit(shape.entry, parallelism=4, base_dir=str(shape.app))),
