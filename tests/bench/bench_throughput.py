@@ -236,7 +236,7 @@ def measure(args: argparse.Namespace, cluster: Cluster, redis: Any, shape: Shape
 def cluster_cpu(cluster: Cluster, redis: Any) -> dict[str, float]:
     """CPU seconds so far: master, Redis, this process, the worker processes and their drivers."""
     workers = [p.pid for p in cluster.workers.values()]
-    return {"master": cpu_s(cluster.master.pid), "redis": cpu_s(redis.process.pid),  # type: ignore[union-attr]
+    return {"master": cpu_s(cluster.master.pid), "redis": cpu_s(redis.process.pid),
             "client": cpu_s(os.getpid()), "workers": sum(cpu_s(p) for p in workers),
             "drivers": sum(descendants_cpu_s(p) for p in workers)}
 
@@ -259,11 +259,13 @@ def measure_cli(args: argparse.Namespace, cluster: Cluster, redis: Any, shape: S
             "printed_bytes": out["printed_bytes"], "argv": out["argv"]}
 
 
-def stored_bundle(cluster: Cluster, job_id: str) -> tuple[bytes, Path]:
+def stored_bundle(cluster: Cluster, job_id: str) -> tuple[bytes, Path | None]:
     """The stored spec of the measured job and the bundle a worker extracted for it."""
     spec = cluster.client().job(job_id).spec
+    if not spec.bundle.digest:  # --entry path: nothing shipped
+        return spec.SerializeToString(), None
     root = cluster.root / "w1" / "bundles" / spec.bundle.digest
-    if spec.bundle.digest and not root.is_dir():
+    if not root.is_dir():
         raise SystemExit(f"bench: no extracted bundle at {root}")
     return spec.SerializeToString(), root
 

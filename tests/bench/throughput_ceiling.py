@@ -5,7 +5,7 @@
 One process as a worker would be, minus everything that talks to a master: a ``SessionRunner`` with S warm
 drivers (the worker's own runner, its own driver processes) is handed N attempts of the job whose stored
 ``JobSpec`` is in SPEC_FILE (the same bundled no-op entrypoint, placed in the bundle the worker extracted,
-BUNDLE_ROOT, one input each), all at once, and runs them to the end. Prints one JSON line: the time of the
+BUNDLE_ROOT, '' when it ships none, one input each), all at once, and runs them to the end. Prints one JSON line: the time of the
 first ``begin`` and of the last outcome (it prints ``ready`` once its drivers are warm and begins when
 a line arrives on stdin, so the parent starts every feeder at once), this process's own CPU seconds over that stretch and its drivers'
 (with their JVMs). What it does not do — leases, fencing tokens, reports, gRPC, Redis — is what the
@@ -44,7 +44,7 @@ def drivers_cpu_s() -> float:
     return total
 
 
-async def feed(spec: pb.JobSpec, bundle_root: Path, work: Path, tasks: int, slots: int) -> dict[str, float]:
+async def feed(spec: pb.JobSpec, bundle_root: Path | None, work: Path, tasks: int, slots: int) -> dict[str, float]:
     runner = SessionRunner("local[1]", slots, work, Children(work))
     await runner.start()
     deadline = time.monotonic() + READY_TIMEOUT_S
@@ -89,7 +89,7 @@ async def feed(spec: pb.JobSpec, bundle_root: Path, work: Path, tasks: int, slot
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("spec_file", type=Path)
-    parser.add_argument("bundle_root", type=Path)
+    parser.add_argument("bundle_root", help="the extracted bundle ('' for a job that ships none)")
     parser.add_argument("work_dir", type=Path)
     parser.add_argument("--tasks", type=int, required=True)
     parser.add_argument("--slots", type=int, default=2)
@@ -97,7 +97,8 @@ def main() -> int:
     spec = pb.JobSpec.FromString(args.spec_file.read_bytes())
     del spec.split.inputs[:]  # as the master sends it: each assignment carries its own inputs only
     args.work_dir.mkdir(parents=True, exist_ok=True)
-    print(json.dumps(asyncio.run(feed(spec, args.bundle_root, args.work_dir, args.tasks, args.slots))), flush=True)
+    bundle_root = Path(args.bundle_root) if args.bundle_root else None
+    print(json.dumps(asyncio.run(feed(spec, bundle_root, args.work_dir, args.tasks, args.slots))), flush=True)
     return 0
 
 

@@ -76,13 +76,13 @@ def cli_start_s(env: dict[str, str], times: int = 5) -> tuple[float, float]:
     return statistics.median(taken), min(taken)
 
 
-def ceiling(spec_bytes: bytes, bundle_root: Path, work: Path, tasks: int, workers: int, slots: int) -> dict[str, float]:
+def ceiling(spec_bytes: bytes, bundle_root: Path | None, work: Path, tasks: int, workers: int, slots: int) -> dict[str, float]:
     """Tasks/s and CPU per task of ``workers`` feeder processes × ``slots`` warm drivers, no master."""
     work.mkdir(parents=True, exist_ok=True)
     spec_file = work / "spec.bin"
     spec_file.write_bytes(spec_bytes)
     share = [tasks // workers + (1 if i < tasks % workers else 0) for i in range(workers)]
-    procs = [subprocess.Popen([sys.executable, str(HERE / "throughput_ceiling.py"), str(spec_file), str(bundle_root),
+    procs = [subprocess.Popen([sys.executable, str(HERE / "throughput_ceiling.py"), str(spec_file), str(bundle_root or ""),
                                str(work / f"feeder{i}"), "--tasks", str(n), "--slots", str(slots)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
