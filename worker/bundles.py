@@ -98,6 +98,16 @@ class BundleCache:
             if not entry.with_suffix("").is_dir():
                 entry.unlink(missing_ok=True)
 
+    def acquire_cached(self, ref: pb.BundleRef) -> Path | None:
+        """The bundle's root, pinned until :meth:`release`, when it is on disk already (else None: no pin)
+        — every attempt after a digest's first is placed here without a task of its own."""
+        digest = ref.digest
+        if digest not in self._sizes:
+            return None
+        self._pins[digest] = self._pins.get(digest, 0) + 1
+        self._used[digest] = time.monotonic()
+        return self._root / digest
+
     async def acquire(self, ref: pb.BundleRef) -> Path:
         """The bundle's root directory, fetched if needed; pinned until :meth:`release`."""
         digest = ref.digest

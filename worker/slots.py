@@ -205,7 +205,11 @@ class AttemptSlots:
         self.executions[assignment.task_id] = execution
         self._idle.clear()
         self.queue.append(execution)
-        if assignment.spec.bundle.digest:  # fetched while it waits for a slot
+        ref = assignment.spec.bundle
+        root = self._bundles.acquire_cached(ref) if ref.digest else None
+        if root is not None:
+            execution.bundle, execution.bundle_root, execution.placed = ref, root, True
+        elif ref.digest:  # fetched while it waits for a slot
             self._spawn(self._place(execution))
         else:
             execution.placed = True

@@ -132,13 +132,19 @@ async def test_a_corrupt_or_escaping_bundle_is_refused_and_nothing_is_cached(tmp
     assert not (tmp_path / "escape.py").exists()
 
 
-async def test_least_recently_used_bundles_go_beyond_the_cap_but_never_one_in_use(tmp_path: Path) -> None:
+def _three_stored() -> tuple[_Master, list[pb.BundleRef]]:
+    """A master holding three bundles of ~1 KB each."""
     master = _Master()
     refs = []
     for i in range(3):
         ref, data = _archive({"big.bin": str(i) * 1000})
         master.stored[ref.digest] = data
         refs.append(ref)
+    return master, refs
+
+
+async def test_least_recently_used_bundles_go_beyond_the_cap_but_never_one_in_use(tmp_path: Path) -> None:
+    master, refs = _three_stored()
     cache = BundleCache(tmp_path / "bundles", 2500, master.fetch)
     pinned = await cache.acquire(refs[0])  # in use throughout
     await cache.acquire(refs[1])
@@ -148,3 +154,17 @@ async def test_least_recently_used_bundles_go_beyond_the_cap_but_never_one_in_us
     assert pinned.exists() and not (tmp_path / "bundles" / refs[1].digest).exists()
     assert not archive_of(tmp_path / "bundles" / refs[1].digest).exists()
     assert (tmp_path / "bundles" / refs[2].digest).exists()
+
+
+async def test_a_cached_bundle_is_taken_without_waiting_and_pinned_like_any(tmp_path: Path) -> None:
+    master, refs = _three_stored()
+    cache = BundleCache(tmp_path / "bundles", 1500, master.fetch)
+    assert cache.acquire_cached(refs[0]) is None  # not on disk yet: no pin taken, the attempt fetches it
+    root = await cache.acquire(refs[0])
+    cache.release(refs[0])
+    assert cache.acquire_cached(refs[0]) == root and master.fetches == 1
+    await cache.acquire(refs[1])  # over the cap: the one pinned by acquire_cached stays
+    assert root.exists()
+    cache.release(refs[0])
+    await cache.acquire(refs[2])  # its pin released: now it goes (refs[1] is still in use)
+    assert not root.exists() and (tmp_path / "bundles" / refs[1].digest).exists()

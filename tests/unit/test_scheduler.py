@@ -119,6 +119,22 @@ async def test_an_assignment_carries_the_claims_token_attempt_spec_and_inputs(cl
     assert w1.leased == {task_id: task.token}
 
 
+async def test_an_assignment_carries_its_own_inputs_not_the_splits_whole_list(clocked_stores: ClockedStores) -> None:
+    rig = await Rig.make(clocked_stores)
+    spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", split=pb.SplitSpec(
+        inputs=[pb.SplitInput(value=f"/in/{i}") for i in range(3)], max_concurrent=5)))
+    inputs = [[pb.SplitInput(value=f"/in/{i}")] for i in range(3)]
+    await rig.store.submit_many([NewJob(job_id(1), spec, "abs", 1_000, fire_now=inputs)], 60_000)
+    w1 = connect(rig.registry, rig.clock, "w1", 3)
+    await rig.scheduler.dispatch_round()
+    assignments = sent(w1)
+    assert [[i.value for i in a.inputs] for a in assignments] == [["/in/0"], ["/in/1"], ["/in/2"]]
+    assert all(not a.spec.split.inputs and a.spec.split.max_concurrent == 5 for a in assignments)
+    assert all(a.spec.entrypoint == "/jobs/x.py:main" for a in assignments)
+    stored = (await rig.store.get_specs([(job_id(1), 1)]))[(job_id(1), 1)]
+    assert len(stored.split.inputs) == 3  # what the job holds is left whole
+
+
 async def test_a_round_says_more_may_be_placed_when_it_filled_a_whole_batch(clocked_stores: ClockedStores) -> None:
     rig = await Rig.make(clocked_stores, batch=2)
     tasks = await submit(rig.store, 1, tasks=5)
