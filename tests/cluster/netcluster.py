@@ -289,6 +289,25 @@ class NetCluster:
         self._clients.append(client)
         return client
 
+    def failover_client(self, timeout: float = 5) -> Client:
+        """A client given every master (it follows whichever leads); its calls time out after ``timeout`` (the
+        default is 30 s), so a call to a paused leader soon moves on to the next master. The caller closes it."""
+        return Client(",".join(self.master_address(m) for m in self.masters), token=self.token, timeout=timeout,
+                      **self.tls())
+
+    def role(self, name: str) -> str:
+        """Master ``name``'s role as it answers it (``leader``, ``standby``), or ``unreachable``."""
+        try:
+            with Client(self.master_address(name), token=self.token, timeout=2, **self.tls()) as c:
+                return c.status().role
+        except Exception:
+            return "unreachable"
+
+    def leader(self, timeout: float = 60) -> str:
+        """The name of the master that leads, once one does."""
+        return wait_until(lambda: next((m for m in self.masters if self.role(m) == "leader"), None), timeout,
+                          "a master to lead")
+
     def cli(self, *args: str, cwd: Path | None = None, timeout: float = 240,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         """``sparkyard ARGS`` on the client host, in ``cwd`` (default the submit directory), with
