@@ -59,6 +59,9 @@ class Workload:
                     self.unanswered.append(f"{what}: {exc}")
                     return None
                 time.sleep(0.5)
+            except errors.SparkyardError as exc:  # refused for good: not acknowledged; the workload goes on
+                self.unanswered.append(f"{what}: refused: {exc}")
+                return None
 
     def _submit(self, kind: str, key: str, entrypoint: str, **options: object) -> str | None:
         job = self._answered(lambda: self.client.submit(entrypoint, idempotency_key=key, base_dir=self.net.submit_dir,
