@@ -62,7 +62,7 @@ class Findings:
     by_kind: Counter[str] = field(default_factory=Counter)  # violations by KINDS entry
 
     def add(self, kind: str, message: str) -> None:
-        assert kind in KINDS, kind
+        """A violation of ``kind`` (one of KINDS, or of a checker built on this one: tests/soak/verdict.py)."""
         self.by_kind[kind] += 1
         self.violations.append(message)
 
