@@ -113,6 +113,7 @@ class NetCluster:
     masters: dict[str, HostProcess] = field(default_factory=dict)
     workers: dict[str, HostProcess] = field(default_factory=dict)
     cli_calls: list[CliCall] = field(default_factory=list)
+    master_args: dict[str, tuple[str, ...]] = field(default_factory=dict)  # each master's extra arguments
     redis_url: str = ""  # what masters are given (default: redis:// of the ``redis`` host; a sentinel URL for HA)
     _clients: list[Client] = field(default_factory=list)
     _stopped: list[HostProcess] = field(default_factory=list)  # earlier processes of restarted hosts, for logs
@@ -207,8 +208,11 @@ class NetCluster:
         return f"{self.redis.host.address}:{REDIS_PORT}"
 
     def start_master(self, *extra: str, name: str = "master") -> str:
-        """A master on host ``name`` listening on its host address (port 7070): mutual TLS, role tokens."""
+        """A master on host ``name`` listening on its host address (port 7070): mutual TLS, role tokens. A
+        restart with no ``extra`` gets the arguments of the master's first start."""
         assert self.certs is not None, "create_network() first"
+        extra = extra or self.master_args.get(name, ())
+        self.master_args[name] = extra
         host = self._host(name)
         address = f"{host.address}:{MASTER_PORT}"
         old = self.masters.get(name)
