@@ -2,8 +2,9 @@
 # Installs Sparkyard with its test tools into ./.venv and runs the whole test suite:
 # generated code current, type check, every import a declared dependency (deptry), package seams
 # (import-linter), then the fast tier (tests/unit), then contract, integration, fault and cluster tests (real
-# Redis, gRPC, Spark); each in two processes (pytest-xdist; a test file stays on one, see tests/conftest.py).
-# Extra arguments go to pytest instead (e.g. deploy/test.sh tests/unit -x; -n 0 runs in this process alone).
+# Redis, gRPC, Spark); each in two processes (pytest-xdist; a test file stays on one, see tests/conftest.py);
+# then a 3-minute nemesis soak (tests/soak). Extra arguments go to pytest instead, and the soak is not run
+# (e.g. deploy/test.sh tests/unit -x; -n 0 runs in this process alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deploy/install.sh --test
@@ -26,4 +27,8 @@ fi
 # The fast tier first (no Spark, no master or worker processes; about a minute on 2 cores): a broken unit
 # fails the run before the slow tiers start.
 .venv/bin/python -m pytest -n 2 tests/unit
-exec .venv/bin/python -m pytest -n 2 tests/contract tests/integration tests/faults tests/cluster
+.venv/bin/python -m pytest -n 2 tests/contract tests/integration tests/faults tests/cluster
+# The nemesis soak, outside pytest (its own minutes; docs/reliability.md): random overlapping faults for 3
+# minutes with a fixed seed, then the ledger checked. Without CAP_NET_ADMIN it says why it skips.
+echo "==== nemesis soak: 3 minutes, seed 22 (tests/soak/soak.py) ===="
+.venv/bin/python tests/soak/soak.py --minutes 3 --seed 22

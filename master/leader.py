@@ -106,6 +106,16 @@ class Leadership:
             self._renewed_at = self._clock.monotonic()
         return self.leading
 
+    async def first_election(self) -> bool:
+        """:meth:`acquire` at start. A Redis that answers but does not take the call — a primary refusing
+        writes (NOREPLICAS: its replica is not back yet), a connection dropped — leaves this master standing
+        by, and :meth:`run` tries again, rather than ending the process (found by the nemesis soak)."""
+        try:
+            return await self.acquire()
+        except redis.exceptions.RedisError as exc:
+            log.warning("first election: redis did not take the call (%s); standing by, trying again", exc)
+            return False
+
     async def renew(self) -> bool:
         """Extend the lease; False if this master no longer holds it."""
         held = await self._call("renew")

@@ -171,7 +171,7 @@ class MasterServer:
             raise StartupError(f"cannot listen on {cfg.listen} (address in use?)")
         leadership = self.leadership
         assert leadership is not None
-        if await leadership.acquire():  # lead before the port opens when nobody else leads
+        if await leadership.first_election():  # lead before the port opens when nobody else leads
             await master.lead(leadership.epoch)
         await server.start()
         self._election = asyncio.create_task(leadership.run(), name="leader-election")

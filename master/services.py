@@ -31,6 +31,9 @@ from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
+# Redis errors that pass with a failover: a primary without its replicas (min-replicas-to-write), a node
+# demoted under the caller, a replica that lost its primary.
+REDIS_REFUSALS_FOR_NOW = ("NOREPLICAS", "READONLY", "MASTERDOWN")
 
 
 def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
@@ -42,6 +45,8 @@ def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
         return grpc.StatusCode.UNAVAILABLE, f"this master no longer leads ({exc}); retry: another one does"
     if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
         return grpc.StatusCode.UNAVAILABLE, f"redis unavailable: {exc}"
+    if isinstance(exc, redis.exceptions.ResponseError) and any(w in str(exc) for w in REDIS_REFUSALS_FOR_NOW):
+        return grpc.StatusCode.UNAVAILABLE, f"redis refuses writes for now (a failover?); retry: {exc}"
     if isinstance(exc, redis.exceptions.ResponseError) and "OOM" in str(exc):
         return grpc.StatusCode.RESOURCE_EXHAUSTED, f"redis is out of memory (noeviction): {exc}"
     return None

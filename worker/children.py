@@ -109,9 +109,15 @@ class Children:
     async def spawn(self, *cmd: str, what: str, **kwargs: Any) -> asyncio.subprocess.Process:
         """Start ``cmd`` in a new session (its own process group) and record it."""
         proc = await asyncio.create_subprocess_exec(*cmd, start_new_session=True, **kwargs)
-        self._dir.mkdir(parents=True, exist_ok=True)
-        record = {"pid": proc.pid, "pgid": proc.pid, "start": start_time(proc.pid), "what": what}
-        (self._dir / f"{proc.pid}.json").write_text(json.dumps(record))
+        try:
+            self._dir.mkdir(parents=True, exist_ok=True)
+            record = {"pid": proc.pid, "pgid": proc.pid, "start": start_time(proc.pid), "what": what}
+            (self._dir / f"{proc.pid}.json").write_text(json.dumps(record))
+        except OSError:
+            # Unrecorded (a full disk), the caller never gets the process: end it rather than leave it running.
+            self.kill_group(proc.pid)
+            await proc.wait()
+            raise
         return proc
 
     def forget(self, pid: int) -> None:

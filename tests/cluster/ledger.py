@@ -17,16 +17,22 @@ fault test runs its load through it, then :func:`check` asserts the suite's four
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sparkyard import errors
 from sparkyard.client import Client
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 # Two executions overlap if the later one started before the earlier one's last sign of life by more than
 # this: the two hosts write with the same clock, but a beat lands up to one beat interval late.
 OVERLAP_SLACK_S = 0.15
+
+
+# The invariants, as the soak's report counts their violations (tests/soak).
+KINDS = ("lost firing", "duplicate firing", "task succeeded twice", "success nobody ran", "overlapping executions",
+         "run not ended")
 
 
 @dataclass
@@ -53,6 +59,12 @@ class Findings:
     tasks: int = 0
     reruns: int = 0  # tasks executed under more than one token
     violations: list[str] = field(default_factory=list)
+    by_kind: Counter[str] = field(default_factory=Counter)  # violations by KINDS entry
+
+    def add(self, kind: str, message: str) -> None:
+        """A violation of ``kind`` (one of KINDS, or of a checker built on this one: tests/soak/verdict.py)."""
+        self.by_kind[kind] += 1
+        self.violations.append(message)
 
     def summary(self) -> str:
         return (f"ledger: {self.runs} runs, {self.tasks} tasks, {self.executions} executions, {self.reruns} re-run; "
@@ -80,6 +92,14 @@ def check(ledger: Path, client: Client, job_ids: list[str], *, period_ms: dict[s
     """The four invariants over ``job_ids`` (every run of them must have ended); ``period_ms``: the recurring
     jobs among them and their period, whose scheduled times must have no gap. Raises AssertionError naming
     every violation; returns the figures."""
+    found = audit(ledger, client, job_ids, period_ms=period_ms)
+    if found.violations:
+        raise AssertionError(f"{found.summary()}:\n" + "\n".join(found.violations))
+    return found
+
+
+def audit(ledger: Path, client: Client, job_ids: list[str], *, period_ms: dict[str, int] | None = None) -> Findings:
+    """:func:`check`'s findings, violations included, without raising."""
     found = Findings()
     executions = read(ledger)
     found.executions = len(executions)
@@ -90,46 +110,52 @@ def check(ledger: Path, client: Client, job_ids: list[str], *, period_ms: dict[s
     firings: dict[tuple[str, int], set[str]] = defaultdict(set)
     for ex in executions:
         firings[(ex.job, ex.scheduled_ms)].add(ex.run)
-    found.violations += [f"duplicate firing in the ledger: job {job} at {ms} ran as {sorted(runs)}"
-                         for (job, ms), runs in firings.items() if len(runs) > 1]
+    for (job, ms), runs in firings.items():
+        if len(runs) > 1:
+            found.add("duplicate firing", f"duplicate firing in the ledger: job {job} at {ms} ran as {sorted(runs)}")
     for task, exs in by_task.items():
         found.reruns += len(exs) > 1
         for a, b in zip(exs, exs[1:]):
             if b.started < a.last - OVERLAP_SLACK_S:
-                found.violations.append(
-                    f"task {task} ran twice at once: token {a.token} on {a.worker} until {a.last:.2f}, token "
-                    f"{b.token} on {b.worker} from {b.started:.2f}")
+                found.add("overlapping executions",
+                          f"task {task} ran twice at once: token {a.token} on {a.worker} until {a.last:.2f}, token "
+                          f"{b.token} on {b.worker} from {b.started:.2f}")
     # The scheduler, against the ledger.
     for job_id in job_ids:
-        runs = client.runs(job_id, limit=100_000, with_tasks=True)
+        try:
+            runs = client.runs(job_id, limit=100_000, with_tasks=True)
+        except errors.NotFound:
+            found.add("lost firing", f"job {job_id}: the scheduler has no such job any more")
+            continue
         scheduled = sorted(r.scheduled_at.ToMilliseconds() for r in runs)
+        for ms in sorted({ms for job, ms in firings if job == job_id} - set(scheduled)):
+            found.add("lost firing", f"job {job_id}: the firing at {ms} ran (in the ledger), the scheduler has no run")
         if len(scheduled) != len(set(scheduled)):
-            found.violations.append(f"duplicate firing in the scheduler: job {job_id}: {scheduled}")
+            found.add("duplicate firing", f"duplicate firing in the scheduler: job {job_id}: {scheduled}")
         period = (period_ms or {}).get(job_id)
         if period:
             gaps = [(a, b) for a, b in zip(scheduled, scheduled[1:]) if b - a != period]
-            found.violations += [f"job {job_id}: scheduled times {a} → {b}, not {period} ms apart (a lost firing)"
-                                 for a, b in gaps]
+            for a, b in gaps:
+                found.add("lost firing", f"job {job_id}: scheduled times {a} → {b}, not {period} ms apart")
         for run in runs:
             found.runs += 1
             if run.state != pb.RUN_SUCCEEDED:
-                found.violations.append(f"run {run.id}: {pb.RunState.Name(run.state)} ({run.reason}), not SUCCEEDED")
+                kind = "run not ended" if run.state in (pb.RUN_SCHEDULED, pb.RUN_RUNNING) else "lost firing"
+                found.add(kind, f"run {run.id}: {pb.RunState.Name(run.state)} ({run.reason}), not SUCCEEDED")
             for task in run.tasks:
                 found.tasks += 1
                 _check_task(task, by_task.get(task.id, []), found)
-    if found.violations:
-        raise AssertionError(f"{found.summary()}:\n" + "\n".join(found.violations))
     return found
 
 
 def _check_task(task: pb.Task, exs: list[Execution], found: Findings) -> None:
     succeeded = [a for a in task.attempts if a.state == pb.ATTEMPT_SUCCEEDED]
     if len(succeeded) > 1:
-        found.violations.append(f"task {task.id} succeeded {len(succeeded)} times: tokens "
-                                f"{[a.fencing_token for a in succeeded]}")
+        found.add("task succeeded twice",
+                  f"task {task.id} succeeded {len(succeeded)} times: tokens {[a.fencing_token for a in succeeded]}")
     for attempt in succeeded:
         if not any(ex.token == attempt.fencing_token and ex.ended for ex in exs):
-            found.violations.append(f"task {task.id}: attempt {attempt.number} (token {attempt.fencing_token}) is "
-                                    f"SUCCEEDED but the ledger has no ended execution under that token")
+            found.add("success nobody ran", f"task {task.id}: attempt {attempt.number} (token {attempt.fencing_token}) "
+                                            "is SUCCEEDED but the ledger has no ended execution under that token")
     if not any(ex.ended for ex in exs):
-        found.violations.append(f"task {task.id} ({pb.TaskState.Name(task.state)}) never ran to its end (lost)")
+        found.add("lost firing", f"task {task.id} ({pb.TaskState.Name(task.state)}) never ran to its end (lost)")

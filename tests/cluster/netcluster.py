@@ -113,6 +113,8 @@ class NetCluster:
     masters: dict[str, HostProcess] = field(default_factory=dict)
     workers: dict[str, HostProcess] = field(default_factory=dict)
     cli_calls: list[CliCall] = field(default_factory=list)
+    master_args: dict[str, tuple[str, ...]] = field(default_factory=dict)  # each master's extra arguments
+    redis_url: str = ""  # what masters are given (default: redis:// of the ``redis`` host; a sentinel URL for HA)
     _clients: list[Client] = field(default_factory=list)
     _stopped: list[HostProcess] = field(default_factory=list)  # earlier processes of restarted hosts, for logs
     certs: DevCerts | None = None
@@ -163,6 +165,10 @@ class NetCluster:
         env.update(extra)
         return env
 
+    def spawn(self, name: str, host: Host, argv: list[str], env: dict[str, str] | None = None) -> HostProcess:
+        """``argv`` on ``host``, logging to ``root/NAME.log`` (appended to across restarts)."""
+        return self._spawn(name, host, argv, env if env is not None else self._env())
+
     def _spawn(self, name: str, host: Host, argv: list[str], env: dict[str, str]) -> HostProcess:
         log_path = self.root / f"{name}.log"
         with log_path.open("ab") as log:
@@ -172,6 +178,10 @@ class NetCluster:
             process = subprocess.Popen(host.exec_argv(*argv), stdin=subprocess.DEVNULL, stdout=log,
                                        stderr=subprocess.STDOUT, env=env, start_new_session=True)
         return HostProcess(name, host, process, log_path)
+
+    def add_host(self, name: str) -> Host:
+        """Host ``name`` on the network (made on first use)."""
+        return self._host(name)
 
     def _host(self, name: str) -> Host:
         return self.network.hosts.get(name) or self.network.add_host(name)
@@ -198,8 +208,11 @@ class NetCluster:
         return f"{self.redis.host.address}:{REDIS_PORT}"
 
     def start_master(self, *extra: str, name: str = "master") -> str:
-        """A master on host ``name`` listening on its host address (port 7070): mutual TLS, role tokens."""
+        """A master on host ``name`` listening on its host address (port 7070): mutual TLS, role tokens. A
+        restart with no ``extra`` gets the arguments of the master's first start."""
         assert self.certs is not None, "create_network() first"
+        extra = extra or self.master_args.get(name, ())
+        self.master_args[name] = extra
         host = self._host(name)
         address = f"{host.address}:{MASTER_PORT}"
         old = self.masters.get(name)
@@ -211,7 +224,7 @@ class NetCluster:
             "--token-file", self.token_file("admin"), "--worker-token-file", self.token_file("worker"),
             "--tls-cert", str(self.certs.server_cert), "--tls-key", str(self.certs.server_key),
             "--tls-client-ca", str(self.certs.ca),
-            "--redis-url", f"redis://{self.redis_address}/0", "--namespace", self.namespace,
+            "--redis-url", self.redis_url or f"redis://{self.redis_address}/0", "--namespace", self.namespace,
             "--lease", str(self.lease_s), "--heartbeat", str(self.heartbeat_s), "--reaper-interval", "0.5",
             "--data-dir", str(self.root / name / "data"), *extra,
         ], self._env())
@@ -288,6 +301,27 @@ class NetCluster:
         client = Client(address or self.address, token=self.token, **self.tls())
         self._clients.append(client)
         return client
+
+    def failover_client(self, timeout: float = 5) -> Client:
+        """A client given every master (it follows whichever leads); its calls time out after ``timeout`` (the
+        default is 30 s), so a call to a paused leader soon moves on to the next master. The caller closes it."""
+        return Client(",".join(self.master_address(m) for m in self.masters), token=self.token, timeout=timeout,
+                      **self.tls())
+
+    def role(self, name: str) -> str:
+        """Master ``name``'s role as it answers it (``leader``, ``standby``), or ``unreachable``."""
+        try:
+            with Client(self.master_address(name), token=self.token, timeout=2, **self.tls()) as c:
+                return c.status().role
+        except Exception:
+            return "unreachable"
+
+    def leader(self, timeout: float = 60) -> str:
+        """The name of the master that leads, once one does."""
+        name = wait_until(lambda: next((m for m in self.masters if self.role(m) == "leader"), None), timeout,
+                          "a master to lead")
+        assert name is not None
+        return name
 
     def cli(self, *args: str, cwd: Path | None = None, timeout: float = 240,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -402,17 +436,7 @@ class NetCluster:
         for client in self._clients:
             client.close()
         self._clients.clear()
-        procs = [*self.workers.values(), *self.masters.values(), *([self.redis] if self.redis else [])]
-        for proc in procs:
-            proc.signal(signal.SIGCONT)
-            proc.signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for proc in procs:
-            try:
-                proc.process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.signal(signal.SIGKILL)
-                proc.process.wait(timeout=10)
+        stop_all([*self.workers.values(), *self.masters.values(), *([self.redis] if self.redis else [])])
         try:
             errors = self.network.close()
         except NetError as exc:
@@ -421,6 +445,24 @@ class NetCluster:
         if leftovers:
             errors.append(f"left behind: {leftovers}")
         return errors
+
+
+def stop_all(procs: list[HostProcess], timeout: float = 10) -> list[HostProcess]:
+    """SIGCONT and SIGTERM to each (by pid), then wait; those still running at ``timeout`` get SIGKILL and are
+    returned."""
+    for proc in procs:
+        proc.signal(signal.SIGCONT)
+        proc.signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    killed = []
+    for proc in procs:
+        try:
+            proc.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            killed.append(proc)
+            proc.signal(signal.SIGKILL)
+            proc.process.wait(timeout=10)
+    return killed
 
 
 def results(run: pb.Run) -> list[Any]:

@@ -32,10 +32,8 @@ def net(net_cluster: NetCluster) -> NetCluster:
 
 @pytest.fixture
 def client(net: NetCluster) -> Iterator[Client]:
-    """A client given both masters (it follows whichever leads); calls time out after 5 s, so a call to a
-    paused leader moves on to the other master soon (the default is 30 s)."""
-    c = Client(f"{net.master_address('master')},{net.master_address('m2')}", token=net.token, timeout=5,
-               **net.tls())
+    """A client given both masters, following whichever leads (NetCluster.failover_client)."""
+    c = net.failover_client()
     yield c
     c.close()
 
@@ -44,19 +42,6 @@ def client(net: NetCluster) -> Iterator[Client]:
 def ledger(net: NetCluster, request: pytest.FixtureRequest) -> Path:
     """This test's ledger file, where every host can write it (not in the hidden submit directory)."""
     return net.root / f"ledger-{request.node.name}.jsonl"
-
-
-def role(net: NetCluster, name: str) -> str:
-    try:
-        with Client(net.master_address(name), token=net.token, timeout=2, **net.tls()) as c:
-            return c.status().role
-    except Exception:
-        return "unreachable"
-
-
-def leader(net: NetCluster) -> str:
-    return wait_until(lambda: next((m for m in ("master", "m2") if role(net, m) == "leader"), None), 60,
-                      "a master to lead")
 
 
 def running_on(client: Client, run_id: str, worker: str) -> pb.Task | None:
@@ -190,7 +175,7 @@ def end_load(client: Client, jobs: list[str]) -> None:
 @pytest.mark.spark
 def test_masters_partitioned_from_each_other_or_briefly_from_redis_keep_their_leader_and_one_cut_longer_is_replaced(
         net: NetCluster, client: Client, ledger: Path) -> None:
-    first = leader(net)
+    first = net.leader()
     start_epoch = epoch(net, first)
     job = steady_load(client, net, ledger)
 
@@ -198,25 +183,25 @@ def test_masters_partitioned_from_each_other_or_briefly_from_redis_keep_their_le
     net.partition("master", "m2")
     time.sleep(2 * 3.0)  # two leader leases: a wrong election would happen in this window
     net.heal("master", "m2")
-    assert (leader(net), epoch(net, first)) == (first, start_epoch)
+    assert (net.leader(), epoch(net, first)) == (first, start_epoch)
 
     # The leader cut from Redis for less than its lease (3 s) renews on its return and leads on.
     net.partition(first, "redis")
     time.sleep(1.0)
     net.heal(first, "redis")
     time.sleep(3.0)  # a leader lease: a lapse would show as a new epoch
-    assert (leader(net), epoch(net, first)) == (first, start_epoch)
+    assert (net.leader(), epoch(net, first)) == (first, start_epoch)
 
     # Cut for longer: the other master takes the lease; the cut leader cannot write, steps down, and comes
     # back as a standby when the cut heals.
     net.partition(first, "redis")
     cut_at = time.time()
     second = other(first)
-    wait_until(lambda: role(net, second) == "leader", 60, f"{second} to lead")
+    wait_until(lambda: net.role(second) == "leader", 60, f"{second} to lead")
     led = time.time() - cut_at
     takeover = first_firing_after(client, job.id, cut_at)
     net.heal(first, "redis")
-    wait_until(lambda: role(net, first) == "standby", 60, f"{first} to stand by")
+    wait_until(lambda: net.role(first) == "standby", 60, f"{first} to stand by")
     assert epoch(net, second) > start_epoch
     wait_until(lambda: len(client.runs(job.id, limit=1000)) >= 3 + round(time.time() - cut_at), 60,
                "the 1 s job to catch up")
@@ -235,24 +220,24 @@ def test_kill_9_and_sigstop_of_the_leader_under_a_1s_job_and_a_split_run(
     figures = []
 
     # kill -9 of the leader: the other takes the lapsed lease; the killed one restarts as a standby.
-    first = leader(net)
+    first = net.leader()
     killed_at = time.time()
     net.kill(first)
-    wait_until(lambda: role(net, other(first)) == "leader", 60, f"{other(first)} to lead")
+    wait_until(lambda: net.role(other(first)) == "leader", 60, f"{other(first)} to lead")
     figures.append(f"kill -9: first firing by the new leader {first_firing_after(client, job.id, killed_at):.1f}s "
                    f"after the kill, both workers with it {workers_moved(net, other(first)):.2f}s after its election")
     net.start_master(name=first)
-    wait_until(lambda: role(net, first) == "standby", 60, f"{first} back as a standby")
+    wait_until(lambda: net.role(first) == "standby", 60, f"{first} back as a standby")
 
     # SIGSTOP of the new leader past its lease, then SIGCONT: it wakes fenced and comes back as a standby.
     second = other(first)
     stopped_at = time.time()
     net.freeze(second)
-    wait_until(lambda: role(net, first) == "leader", 60, f"{first} to lead again")
+    wait_until(lambda: net.role(first) == "leader", 60, f"{first} to lead again")
     figures.append(f"SIGSTOP: first firing by the new leader {first_firing_after(client, job.id, stopped_at):.1f}s "
                    f"after the pause, both workers with it {workers_moved(net, first):.2f}s after its election")
     net.thaw(second)
-    wait_until(lambda: role(net, second) == "standby", 60, f"{second} to stand by after SIGCONT")
+    wait_until(lambda: net.role(second) == "standby", 60, f"{second} to stand by after SIGCONT")
 
     run, timed_out = client.wait(first_run_id(split), timeout=180)
     assert not timed_out and run.state == pb.RUN_SUCCEEDED, run

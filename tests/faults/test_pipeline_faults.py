@@ -34,23 +34,11 @@ def net(net_cluster: NetCluster) -> NetCluster:
 
 @pytest.fixture
 def client(net: NetCluster) -> Iterator[Client]:
-    c = Client(f"{net.master_address('master')},{net.master_address('m2')}", token=net.token, timeout=5,
-               **net.tls())
+    """A client given both masters, following whichever leads (NetCluster.failover_client)."""
+    c = net.failover_client()
     yield c
     c.close()
 
-
-def role(net: NetCluster, name: str) -> str:
-    try:
-        with Client(net.master_address(name), token=net.token, timeout=2, **net.tls()) as c:
-            return c.status().role
-    except Exception:
-        return "unreachable"
-
-
-def leader(net: NetCluster) -> str:
-    return wait_until(lambda: next((m for m in ("master", "m2") if role(net, m) == "leader"), None), 60,
-                      "a master to lead")
 
 
 def retried(call: Callable[[], T], what: str) -> T:
@@ -64,12 +52,12 @@ def retried(call: Callable[[], T], what: str) -> T:
 
 
 def kill_the_leader(net: NetCluster) -> None:
-    first = leader(net)
+    first = net.leader()
     net.kill(first)
     other = "m2" if first == "master" else "master"
-    wait_until(lambda: role(net, other) == "leader", 60, f"{other} to lead")
+    wait_until(lambda: net.role(other) == "leader", 60, f"{other} to lead")
     net.start_master(name=first)
-    wait_until(lambda: role(net, first) == "standby", 60, f"{first} back as a standby")
+    wait_until(lambda: net.role(first) == "standby", 60, f"{first} back as a standby")
 
 
 def kill_a_worker(net: NetCluster, worker: str) -> None:

@@ -50,6 +50,12 @@ def ledger(spark: Any, ctx: Any) -> dict[str, Any]:
         victim, _, held = ctx.args[2].partition("=")
         if ctx.worker_id == victim and ctx.attempt == 1:
             seconds = float(held)
+    _record(ctx, path, seconds)
+    return {"worker": ctx.worker_id, "task": ctx.task_index, "token": ctx.fencing_token}
+
+
+def _record(ctx: Any, path: str, seconds: float) -> None:
+    """The ledger lines of one execution (see :func:`ledger`)."""
     scheduled_ms = int(ctx.scheduled_at.timestamp() * 1000)
 
     def note(event: str) -> None:
@@ -68,4 +74,25 @@ def ledger(spark: Any, ctx: Any) -> dict[str, Any]:
         time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
         note("beat")
     note("end")
-    return {"worker": ctx.worker_id, "task": ctx.task_index, "token": ctx.fencing_token}
+
+
+def flaky_ledger(spark: Any, ctx: Any) -> dict[str, Any]:
+    """:func:`ledger` (args: the file, seconds), whose first attempt fails once it has run: a task that
+    succeeds only on a retry (the soak's retried failing tasks)."""
+    _record(ctx, ctx.args[0], float(ctx.args[1]))
+    if ctx.attempt == 1:
+        raise RuntimeError("the first attempt fails on purpose (a retried failing task)")
+    return {"worker": ctx.worker_id, "token": ctx.fencing_token}
+
+
+def fenced_ledger(spark: Any, ctx: Any) -> dict[str, Any]:
+    """:func:`ledger` (args: the file, seconds), then its token written as fenced output at ``ctx.args[2]``
+    and committed (docs/fenced-output.md): the soak checks the published record is the token of the task's
+    SUCCEEDED attempt, never a stale one's."""
+    staging = ctx.output(ctx.args[2])
+    os.makedirs(staging)
+    with open(os.path.join(staging, "token.json"), "w") as f:
+        json.dump({"token": ctx.fencing_token, "attempt": ctx.attempt}, f)
+    _record(ctx, ctx.args[0], float(ctx.args[1]))
+    ctx.commit()
+    return {"worker": ctx.worker_id, "token": ctx.fencing_token}
