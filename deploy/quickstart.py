@@ -50,7 +50,7 @@ def main() -> int:
             raise SystemExit(f"quickstart: the local cluster did not start; see {data_dir / 'logs'}")
         print(line.strip(), flush=True)
         sparkyard("workers")
-        sparkyard("submit", "examples/wordcount.py:main", "--arg", "README.md", "--wait")
+        sparkyard("submit", "examples/wordcount.py:main", "--arg", "README.md", "--files", "README.md", "--wait")
         sparkyard("submit", "examples/backfill.py:main", "--inputs", "examples/data/day-*.csv",
                   "--parallelism", "3", "--wait")
         sparkyard("submit", "examples/flaky.py:main", "--retries", "2", "--backoff", "1s", "--wait")
