@@ -164,8 +164,12 @@ class MasterLink:
         probing = address in self._silent and len(masters) > 1
         if probing:
             self._silent[address] = self._clock.monotonic() + self._terms.heartbeat_s
+        # Each attempt dials afresh: gRPC's process-wide subchannel pool would otherwise share one subchannel,
+        # and its own reconnect backoff (1 s growing to 120 s), across our channels, so a restarted master was
+        # seen seconds late — past its tasks' leases (CI: back 3.9 s after it listened, over a 10 s lease).
         options = [("grpc.keepalive_time_ms", KEEPALIVE_MS), ("grpc.keepalive_permit_without_calls", 1),
-                   ("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+                   ("grpc.max_receive_message_length", 64 * 1024 * 1024), ("grpc.use_local_subchannel_pool", 1),
+                   ("grpc.initial_reconnect_backoff_ms", 250), ("grpc.max_reconnect_backoff_ms", 1000)]
         async with open_channel(address, self._cfg, options, asynchronous=True) as channel:
             self.connection.opened(channel)
             stream = _Stream()

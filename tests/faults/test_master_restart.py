@@ -15,8 +15,9 @@ from sparkyard.client import Client, first_run_id
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 TASKS = EXAMPLES / "tasks.py"
-# A lease long enough to outlast a master restart (the worker self-fences at lease - 2 s).
-LONG_LEASE = ("--lease", "10", "--heartbeat", "1")
+# A lease long enough to outlast a master restart on a loaded CI machine (the worker self-fences at lease - 2 s;
+# a kill -9, MASTER_DOWN_S and the new master's start took 6.5 s there, and the worker's reconnect more).
+LONG_LEASE = ("--lease", "20", "--heartbeat", "1")
 # How long the master stays down in the restart a waiting CLI must sit through (well inside LONG_LEASE).
 MASTER_DOWN_S = 4.0
 
