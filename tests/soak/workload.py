@@ -84,7 +84,7 @@ class Workload:
         extract = step("extract", [])
         parts = [step(f"part{i}", [extract]) for i in range(3)]
         step("publish", [step("join", parts)])
-        spec, _ = p.to_spec()
+        spec = p.to_spec()
         response = self._answered(lambda: self.client.submit_spec(spec, "soak-pipeline"), "the pipeline")
         assert response is not None, f"the pipeline was not acknowledged: {self.unanswered}"
         self.pipeline_job = response.job.id
