@@ -169,4 +169,20 @@ class DriverProcess:
     def rss_bytes(self) -> int:
         return tree_rss(self.proc.pid) if self.proc is not None else 0
 
+    async def enforce_memory(self, worker_limit_mb: int) -> None:
+        """Kill this driver when its process tree (Python and its JVM) uses more than its attempt's limit (the
+        job's --task-memory, else the worker's), failing the attempt with both figures."""
+        job = self.job
+        if job is None or job.failure:
+            return
+        limit = (job.attempt.assignment.spec.task_memory_mb or worker_limit_mb) * 1024 * 1024
+        if not limit:
+            return
+        rss = await asyncio.to_thread(self.rss_bytes)
+        if rss > limit and self.job is job:
+            job.failure = (f"memory limit exceeded: its driver used {rss / 2**20:.0f} MiB, over the "
+                           f"--task-memory limit of {limit / 2**20:.0f} MiB")
+            log.warning("task=%s: %s", job.attempt.assignment.task_id, job.failure)
+            self.kill()
+
 

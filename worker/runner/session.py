@@ -265,10 +265,6 @@ class SessionRunner:
                         driver.number, driver.proc.pid if driver.proc else "?", reason)
             driver.kill()
 
-    def _memory_limit_bytes(self, job: Job) -> int:
-        mb = job.attempt.assignment.spec.task_memory_mb or self._task_memory_mb
-        return mb * 1024 * 1024
-
     def _expire_queue(self) -> None:
         """Fail the attempts that waited ``wait_max_s`` for a runner that has failed to start and still cannot
         run any (no driver, no Spark Connect server): with the reason, so that their retries can go to a
@@ -290,18 +286,7 @@ class SessionRunner:
             await asyncio.sleep(MEMORY_CHECK_S)
             self._expire_queue()
             for driver in list(self._drivers):
-                job = driver.job
-                if job is None or job.failure:
-                    continue
-                limit = self._memory_limit_bytes(job)
-                if not limit:
-                    continue
-                rss = await asyncio.to_thread(driver.rss_bytes)
-                if rss > limit and driver.job is job:
-                    job.failure = (f"memory limit exceeded: its driver used {rss / 2**20:.0f} MiB, over the "
-                                   f"--task-memory limit of {limit / 2**20:.0f} MiB")
-                    log.warning("task=%s: %s", job.attempt.assignment.task_id, job.failure)
-                    driver.kill()
+                await driver.enforce_memory(self._task_memory_mb)
 
     # ---- driver events ---------------------------------------------------------------------------------------
 
