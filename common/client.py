@@ -134,7 +134,7 @@ class Client:
         next (True: self.master now names it)."""
         code = exc.code() if hasattr(exc, "code") else None
         if code == grpc.StatusCode.DEADLINE_EXCEEDED and method not in _NOT_REPEATED and self._gone(unreachable):
-            return self._next_master(unreachable)
+            return self._next_master(unreachable, deadline)
         if code != grpc.StatusCode.UNAVAILABLE:
             return False
         trailing = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
@@ -147,7 +147,7 @@ class Client:
                 time.sleep(ELECTION_POLL_S)
                 return True
             return False
-        return self._next_master(unreachable)
+        return self._next_master(unreachable, deadline)
 
     def _gone(self, unreachable: set[str]) -> bool:
         """Whether the current master, one of several, fails to answer a status call in PROBE_TIMEOUT_S."""
@@ -159,13 +159,22 @@ class Client:
             return True
         return False
 
-    def _next_master(self, unreachable: set[str]) -> bool:
+    def _next_master(self, unreachable: set[str], deadline: float) -> bool:
+        """The next master of the list to try. Once every master of several has failed, they are tried again
+        from the first after ELECTION_POLL_S until ``deadline``: during a leader change the old leader is gone
+        and the standby may refuse connections for a moment too (restarting, or its port not yet served).
+        A single master that refuses is said at once: that is a master not running, not an election."""
         unreachable.add(self.master)
         rest = [m for m in self.masters if m not in unreachable]
         if rest:
             self.master = rest[0]
             return True
-        return False
+        if len(self.masters) < 2 or time.monotonic() >= deadline:
+            return False
+        time.sleep(ELECTION_POLL_S)
+        unreachable.clear()
+        self.master = self.masters[0]
+        return True
 
     # ---- jobs --------------------------------------------------------------------------------------------
 
