@@ -126,6 +126,29 @@ async def test_jobs_with_different_step_counts_fire_in_one_batch(rig: Rig) -> No
     assert armed.get("late") == now + 5_000 and armed.get("on-time") == now + EVERY_MS and "gone" not in armed
 
 
+async def test_a_batch_reads_the_specs_of_its_jobs_in_one_call(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new leader has no spec cached: a second of many due jobs must not wait on one read per job."""
+    now = rig.now_ms()
+    for i in range(5):
+        await rig.submit(f"j{i}", now)
+    calls: list[int] = []
+    read_many = rig.store.get_specs
+
+    async def counted(versions: object) -> object:
+        calls.append(len(list(versions)))  # type: ignore[call-overload]
+        return await read_many(versions)  # type: ignore[arg-type]
+
+    async def one_by_one(*_: object) -> None:
+        raise AssertionError("a spec read one by one")
+
+    monkeypatch.setattr(rig.store, "get_specs", counted)
+    monkeypatch.setattr(rig.store, "get_spec", one_by_one)
+    await rig.preloader.fire_batch([(f"j{i}", now) for i in range(5)])
+    assert calls == [5]
+    for i in range(5):
+        assert await rig.runs(f"j{i}") == [(now, RunState.SCHEDULED)]
+
+
 async def test_overlap_replace_cancels_the_active_run_before_firing(rig: Rig) -> None:
     due = rig.now_ms()
     await rig.submit("j1", due, overlap=pb.OVERLAP_REPLACE)
