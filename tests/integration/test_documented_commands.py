@@ -352,6 +352,7 @@ def test_the_extraction_finds_the_lines_a_reader_sees() -> None:
     assert not any(line.text.startswith("sparkyard:") for line in lines)  # an error message shown is no command
 
 
+@pytest.mark.timeout(600)  # 64 commands, three clusters started beside them: past the default 300 s on a loaded machine
 def test_every_documented_command_line_runs(workspace: Workspace) -> None:
     """Three at a time (most of a line's time is a CLI process starting, or a run to wait for), beside the
     lines that start or wait for a cluster (each in a thread from the start), but the lines that share the
