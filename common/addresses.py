@@ -4,6 +4,11 @@ may serve it without TLS or a token (docs/security.md)."""
 
 from __future__ import annotations
 
+import errno
+import socket
+
+import psutil
+
 from sparkyard.config_load import ConfigError
 from sparkyard.defaults import DEFAULT_CONNECT_PORT, DEFAULT_MASTER
 
@@ -51,3 +56,40 @@ def connect_address(url: str) -> tuple[str, int]:
     if not host or not port.isdigit() or not 0 < int(port) <= 65535:
         raise ConfigError(problem)
     return host.strip("[]"), int(port)
+
+
+def holder_of(port: int) -> str:
+    """' by pid N (its command)' of the process listening on TCP ``port``, '' when none can be seen (another
+    user's sockets show no pid to an unprivileged caller)."""
+    try:
+        connections = psutil.net_connections("tcp")
+    except (psutil.Error, OSError):
+        return ""
+    for conn in connections:
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port and conn.pid:
+            try:
+                command = " ".join(psutil.Process(conn.pid).cmdline()[:4])
+            except psutil.Error:
+                command = ""
+            return f" by pid {conn.pid}" + (f" ({command})" if command else "")
+    return ""
+
+
+def in_use(host: str, port: int) -> str:
+    """'' unless something listens on ``host:port`` already; then 'address in use' and its holder when it can be
+    found. Why a server asks before it listens: gRPC's own error for a taken port is a multi-line core log
+    that names no holder (and with SO_REUSEPORT it would even share the port with the holder)."""
+    if port == 0:
+        return ""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]") or None, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except OSError:
+        return ""  # not resolvable here: the server's own error says so
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT is free to listen on
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return f"address in use{holder_of(port)}" if exc.errno == errno.EADDRINUSE else ""
+    return ""

@@ -17,6 +17,7 @@ connections (no inline script, no other origin).
 from __future__ import annotations
 
 import enum
+import errno
 import hmac
 import logging
 import ssl
@@ -25,6 +26,8 @@ from pathlib import Path
 from typing import Awaitable, Callable, Sequence
 
 from aiohttp import web
+
+from sparkyard.addresses import holder_of
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +136,8 @@ class HttpEndpoint:
         except OSError as exc:
             await self._runner.cleanup()
             self._runner = None
-            raise HttpStartError(f"cannot serve http on {self.host}:{self.port}: {exc.strerror or exc}") from None
+            holder = holder_of(self.port) if exc.errno == errno.EADDRINUSE else ""
+            raise HttpStartError(f"cannot serve http on {self.host}:{self.port}: {exc.strerror or exc}{holder}") from None
         if self.port == 0:
             server = site._server  # aiohttp keeps the listening socket here; port 0 needs the kernel's choice
             assert server is not None

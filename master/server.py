@@ -29,7 +29,7 @@ from sparkyard.config import MasterConfig, read_file
 from sparkyard.httpserve import Access, HttpEndpoint, HttpStartError, Route, metrics_response
 from sparkyard.keys import Keys
 from sparkyard.master import console
-from sparkyard.addresses import is_loopback
+from sparkyard.addresses import in_use, is_loopback
 from sparkyard.master.assembly import Master, build_master
 from sparkyard.master.auth import Role, RoleAuthInterceptor
 from sparkyard.master.embedded_redis import EmbeddedRedis
@@ -150,6 +150,10 @@ class MasterServer:
         host = cfg.listen.rpartition(":")[0]
         server_credentials = tls_credentials(cfg)
         self._listen = concrete_port(cfg.listen)
+        port = self._listen.rpartition(":")[2]
+        taken = in_use(host, int(port)) if port.isdigit() else ""
+        if taken:  # before Redis is opened or started for nothing
+            raise StartupError(f"cannot listen on {cfg.listen}: {taken}")
         redis = await self._open_redis()
         store = RedisStore(redis, Keys(cfg.namespace), priority_aging_ms=int(cfg.priority_aging_s * 1000),
                            min_replicas=cfg.redis_min_replicas, observe=self.metrics.timed_call)

@@ -30,7 +30,7 @@ from sparkyard.httpserve import Access, HttpEndpoint, Route, metrics_response
 from sparkyard.worker.bundles import BundleCache, fetch_over
 from sparkyard.worker.children import Children
 from sparkyard.worker.connection import Connection
-from sparkyard.worker.engine import Engine
+from sparkyard.worker.engine import Engine, watched_master
 from sparkyard.worker.fence_desk import FenceDesk, desk_address
 from sparkyard.worker.ledger import ResultLedger
 from sparkyard.worker.logs import LogFiles, Retention
@@ -112,7 +112,7 @@ def build_worker(cfg: WorkerConfig, *, clock: Clock | None = None) -> Worker:
     connection = Connection(cfg.token)
     ledger = ResultLedger(work_dir, clock, connection.send)
     children = Children(work_dir)
-    engine = Engine(cfg.spark_master)
+    engine = Engine(watched_master(cfg.runner, cfg.spark_master, cfg.connect_url))
     runners = build_runners(cfg, children, engine)
     logs = LogFiles(work_dir)
     bundles = BundleCache(work_dir / "bundles", cfg.bundle_cache_bytes,

@@ -13,6 +13,11 @@ Only ``spark://HOST:PORT[,HOST:PORT…]`` (standalone, reachable when any of its
 connection) and ``k8s://…`` (the API server) name an address; ``local[…]`` has no manager and ``yarn``
 finds its ResourceManager through the Hadoop configuration, so neither is probed. A manager is declared
 gone after ``DOWN_AFTER`` failed probes in a row (a short hiccup does not cost the warm drivers).
+
+The engine watched is the one the worker's default runner (``--runner``, whose slots the worker offers) runs
+its Spark on: a connect runner given ``--connect-url`` runs it on that server's cluster, not on
+``--spark-master``, so nothing is probed here (worker/connect_server.py probes the server itself, and a
+``--spark-master`` it does not use must not take its slots away).
 """
 
 from __future__ import annotations
@@ -55,6 +60,11 @@ def manager_addresses(spark_master: str) -> list[tuple[str, int]]:
         if url.hostname:
             return [(url.hostname, url.port or (443 if url.scheme != "http" else 80))]
     return []
+
+
+def watched_master(runner: str, spark_master: str, connect_url: str) -> str:
+    """The Spark master URL whose cluster manager the default runner depends on ('' for none)."""
+    return "" if runner == "connect" and connect_url else spark_master
 
 
 class Engine:

@@ -137,13 +137,18 @@ def test_a_worker_with_connect_url_uses_that_server_and_offers_no_slot_while_it_
         connect: tuple[Cluster, Client]) -> None:
     cluster, client = connect
     url = re.findall(r"Spark Connect server ready at (\S+)", cluster.workers["c"].log())[-1]
-    cluster.start_worker("e", slots=1, runner="connect", group="external", extra=("--connect-url", url))
+    # A --spark-master beside --connect-url is not the connect runner's engine (the server's cluster is):
+    # that nothing answers there must not make the worker degraded.
+    unused = f"spark://127.0.0.1:{free_port()}"
+    cluster.start_worker("e", slots=1, runner="connect", group="external",
+                         extra=("--connect-url", url, "--spark-master", unused))
     silent = f"sc://127.0.0.1:{free_port()}"
     cluster.start_worker("s", slots=1, runner="connect", group="silent", extra=("--connect-url", silent))
     try:
         cluster.wait_workers("e")
         run = _run(client, f"{TASKS}:count", args=["5"], group="external")
         assert run.state == pb.RUN_SUCCEEDED and run.tasks[0].worker == "e", run
+        assert unused not in cluster.workers["e"].log()
         info = wait_for(lambda: next((w for w in client.workers() if w.id == "s" and w.alive
                                       and w.readiness == pb.READINESS_DEGRADED), None), 60,
                         "the worker whose server does not answer to say so")

@@ -3,7 +3,8 @@
 in a project directory holding the files they name, against a cluster of this test — with the placeholders
 filled. A line fails the test with its file and line number when it exits otherwise than documented (0,
 unless its comment says ``exits N``). The lines that cannot run here are listed in ``NOT_RUN`` with the
-reason; every other line is run, and ``NOT_RUN`` may only name lines the docs still hold.
+reason (none now); every other line is run, and ``NOT_RUN`` may only name lines the docs still hold. An
+``export`` line of a code block is run before the command lines that follow it in the block, as a shell would.
 
 Filling: ``JOB``, ``ID`` and ``PIPELINE`` are a fresh job (a cron job, so ``backfill`` takes it) or pipeline for
 each line; ``RUN`` and ``TASK`` an ended run of such a job (in docs/pipelines.md a pipeline run) and its first
@@ -11,7 +12,26 @@ task; ``WORKER`` a worker started for the line; ``PORT`` a free port. ``[…]`` 
 included. ``a | b | c`` and ``a / b`` list verbs: each runs on its own. The master address the docs use
 (``127.0.0.1:7070``) is this test's master's, and ``/opt/sparkyard`` (the install directory of docs/deploy.md)
 is this checkout, ``/etc/sparkyard`` the project's ``etc`` (no line writes outside the project). A daemon's line (``sparkyard-master``, ``sparkyard-worker``) passes when the process starts
-(listens, registers) and exits 0 on SIGTERM.
+(listens, registers) and exits 0 on SIGTERM. Where the docs name other hosts:
+
+* docs/security.md's TLS set-up is made at test time (tests/integration/doc_daemons.py: a CA, server and
+  client certificates, tokens). Its master line runs twice, as on master1 and on master2 (each its own
+  ``--advertise``), on one Redis and on free ports (``0.0.0.0:7070`` keeps 0.0.0.0, which the master allows
+  only with TLS and a token); the worker line dials both, from a folder holding ca.crt, client.crt,
+  client.key and worker.token, and must register. ``master1.example.com:7070`` and
+  ``master-a.example.com:7070`` (docs/deploy.md) are the first master, ``master2``/``master-b`` the second:
+  the client lines under their ``export``s (security.md step 4, deploy.md step 7, which submits a job that
+  must succeed) run against these masters, over mutual TLS with the admin token. They and the worker are
+  stopped last, and must exit 0.
+* docs/clusters.md's worker joins a Spark standalone master and worker started here with
+  deploy/spark-standalone.sh (``spark://10.0.0.5:PORT``; ``10.0.0.1:7070`` is this test's master); it must be
+  ``ready``, its driver an application of that master.
+* ``sparkyard local`` gets a free ``--listen`` (its default, 127.0.0.1:7070, is the address the docs give
+  this test's master) and a free ``--http``; it must print that it is ready, serve the console and have its
+  workers registered; Ctrl-C (SIGINT, by pid) must stop it with exit 0 and every process it started.
+
+Workers started by a daemon line have one slot unless the line says, and serve a group no job here uses (the TLS
+worker the default group of its own masters).
 """
 
 from __future__ import annotations
@@ -21,53 +41,36 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import threading
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 import pytest
 
+from doc_daemons import Daemon, Standalone, TlsCluster, TlsFiles, run_local, run_standalone_worker
+from doc_lines import Line, documented_lines, expand, stand_ins
 from harness import ROOT, Cluster, free_port, wait_for
 from sparkyard.client import first_run_id
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 T = TypeVar("T")
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BIN = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin"
-# A command of ours at the start of a line of a code block: the CLI, a daemon, or the CLI by its path.
-# (A diagram's "sparkyard CLI" or an error's "sparkyard: …" is none: a verb or an option follows, or nothing.)
-COMMAND = re.compile(r"^(?:\$ )?(?:\S*/)?(?:\$S|sparkyard(?:-master|-worker)?)(?=\s+[a-z./$-]|$)")
 PLACEHOLDERS = ("PIPELINE", "WORKER", "TASK", "JOB", "RUN", "ID", "PORT")
-
 # (doc file, the command as extracted, without its comment) → why it does not run here. Nothing else is skipped.
-NOT_RUN = {
-    ("README.md", "sparkyard local --workers 2 --slots 2 --http 127.0.0.1:8080"):
-        "a second cluster of four warm drivers (~60 s on 2 cores); `sparkyard local` with --http is started by "
-        "tests/integration/test_local_start.py",
-    ("docs/clusters.md", "sparkyard-worker --master 10.0.0.1:7070 --spark-master spark://10.0.0.5:PORT "
-                         "--conf spark.executor.memory=2g --conf spark.dynamicAllocation.maxExecutors=4"):
-        "a worker on a Spark standalone cluster of other hosts: tests/cluster/test_standalone.py and "
-        "tests/integration/test_spark_standalone_port.py run workers on one",
-    ("docs/security.md", "sparkyard-master --listen 0.0.0.0:7070 --advertise master1.example.com:7070 "
-                         "--tls-cert /etc/sparkyard/tls/server.crt --tls-key /etc/sparkyard/tls/server.key "
-                         "--tls-client-ca /etc/sparkyard/tls/ca.crt --token-file /etc/sparkyard/admin.token "
-                         "--worker-token-file /etc/sparkyard/worker.token"):
-        "binds port 7070 on every interface with the certificates and tokens of the set-up steps; a mutual-TLS "
-        "master with tokens is run by tests/integration/test_security.py",
-    ("docs/security.md", "sparkyard-worker --master master1.example.com:7070,master2.example.com:7070 --tls-ca "
-                         "ca.crt --tls-cert client.crt --tls-key client.key --token-file worker.token"):
-        "dials the TLS masters of the set-up (master1/master2.example.com); tests/integration/test_security.py "
-        "runs a worker with --tls-ca, --tls-cert, --tls-key and a worker token",
-}
-# Where the docs name a host's paths, the test's stand-ins (the CLI by its path is this checkout's).
-# /etc/sparkyard (docs/security.md's configuration folder) is the project's etc/: nothing is written outside it.
-PATHS = {"/opt/sparkyard/.venv/bin/sparkyard": "sparkyard", "/opt/sparkyard/": f"{ROOT}/", "/etc/sparkyard": "etc"}
+NOT_RUN: dict[tuple[str, str], str] = {}
+# The master's address as the docs give it (README and most pages; docs/clusters.md's host A).
+MASTER_ADDRESSES = ("127.0.0.1:7070", "10.0.0.1:7070")
+# The TLS masters of docs/security.md and docs/deploy.md: (first, second).
+TLS_MASTERS = (re.compile(r"\bmaster(?:1|-a)\.example\.com:7070\b"), re.compile(r"\bmaster(?:2|-b)\.example\.com:7070\b"))
+STANDALONE_MASTER = "spark://10.0.0.5:PORT"
+DAEMON_GROUP = "docs-daemons"  # the group of the workers daemon lines start: no job here uses it
+# Every JVM a daemon line starts (drivers, a Spark standalone cluster) with the quick JIT only, as the suite's
+# workers' drivers (harness.TEST_DRIVER_CONF): they do tiny work, and start on a loaded 2-core machine.
+QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 # README.md's pipeline; {jobs} is the steps' folder relative to the file, {join} the last step's entrypoint.
 PIPELINES = '''\
@@ -83,78 +86,6 @@ JOB_CODE = {"fail": "def main(spark, ctx):\n    raise RuntimeError('documented t
             "sleep": "import time\n\n\ndef main(spark, ctx):\n    time.sleep(120)\n"}
 
 
-@dataclass(frozen=True)
-class Line:
-    doc: str  # relative to the repository
-    number: int
-    text: str  # the command, continuation lines joined, comment kept
-
-    @property
-    def where(self) -> str:
-        return f"{self.doc}:{self.number}"
-
-    @property
-    def command(self) -> str:
-        """The command without its comment (a '#' outside quotes that starts a word)."""
-        return _split_comment(self.text)[0]
-
-    @property
-    def expected(self) -> int:
-        found = re.search(r"\bexits (\d+)\b", _split_comment(self.text)[1])
-        return int(found.group(1)) if found else 0
-
-
-def _split_comment(text: str) -> tuple[str, str]:
-    quote = ""
-    for i, char in enumerate(text):
-        if quote:
-            quote = "" if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char == "#" and (i == 0 or text[i - 1].isspace()):
-            return text[:i].rstrip(), text[i + 1:].strip()
-    return text.rstrip(), ""
-
-
-def documented_lines() -> list[Line]:
-    """Every command line of ours in the code blocks of README.md and docs/*.md."""
-    lines = []
-    for path in DOCS:
-        doc = str(path.relative_to(ROOT))
-        in_block, pending, start = False, "", 0
-        for number, raw in enumerate(path.read_text().splitlines(), 1):
-            if raw.strip().startswith("```"):
-                in_block = not in_block
-                continue
-            if not in_block:
-                continue
-            text = raw.strip()
-            if pending:
-                pending += " " + text
-            elif COMMAND.match(text):
-                pending, start = text, number
-            else:
-                continue
-            if pending.endswith("\\"):
-                pending = pending[:-1].rstrip()
-                continue
-            lines.append(Line(doc, start, re.sub(r"\s+", " ", pending.removeprefix("$ "))))
-            pending = ""
-    return lines
-
-
-def expand(line: Line) -> list[str]:
-    """The commands one documented line stands for: its verbs listed with | or / run one by one."""
-    command = re.sub(r"\[([^\]]*)\]", r"\1", line.command)  # an optional part, included
-    if command.startswith("$S "):
-        command = "sparkyard " + command[3:]
-    for path, stand_in in PATHS.items():
-        command = command.replace(path, stand_in)
-    parts = [p.strip() for p in re.split(r" \| | / ", command)]
-    first = parts[0].split()[0]
-    return [p if p.split()[0] == first else f"{first} {p}" for p in parts]
-
-
 class Workspace:
     """The project the documented lines run in, the cluster they talk to, and the placeholders' values."""
 
@@ -165,6 +96,7 @@ class Workspace:
         self.started: list[str] = []  # workers started for WORKER
         self._made: dict[str, object] = {}  # placeholder values lines share
         self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
         self._names = itertools.count(1)
         self._make_project()
 
@@ -253,7 +185,11 @@ class Workspace:
         return values
 
     def _shared(self, key: str, make: Callable[[], T]) -> T:
+        """Made once, by the first line that needs it (one lock per value: a cluster starting for one line
+        does not hold up the lines that want another value)."""
         with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
             if key not in self._made:
                 self._made[key] = make()
             return self._made[key]  # type: ignore[return-value]
@@ -266,62 +202,102 @@ class Workspace:
         self.cluster.wait_workers(worker_id, timeout=60)
         return worker_id
 
+    # ---- the hosts the docs name --------------------------------------------------------------------------
+
+    def tls(self) -> TlsCluster:
+        """docs/security.md's masters and worker, started from their lines (once, by the first line that
+        needs them); the project gets the client files of security.md step 4 and deploy.md step 7."""
+        kinds = {kind: next(expand(line)[0] for line in documented_lines() if _tls_daemon(line.command) == kind)
+                 for kind in ("master", "worker")}
+        files = TlsFiles.make(self.root)
+        files.copy_etc(self.project)
+        return TlsCluster(files, kinds["master"], kinds["worker"], _fill_tls, self.daemon_env(),
+                          self.cluster.redis_url, f"docstls{os.getpid()}", self.root)
+
+    def standalone(self) -> Standalone:
+        return Standalone(self.root / "spark", self.daemon_env())
+
+    def addresses(self, text: str) -> str:
+        """The docs' addresses of masters and Spark masters as this test's."""
+        for address in MASTER_ADDRESSES:
+            text = text.replace(address, self.cluster.address)
+        if any(pattern.search(text) for pattern in TLS_MASTERS):
+            text = _fill_tls(text, self._shared("tls", self.tls).addresses)
+        if STANDALONE_MASTER in text:
+            text = text.replace(STANDALONE_MASTER, self._shared("standalone", self.standalone).url)
+        return text
+
+    def daemon_env(self, worker_id: str = "") -> dict[str, str]:
+        env = {**self.env(), "JAVA_TOOL_OPTIONS": QUICK_JVM}
+        if worker_id:
+            env.update(SPARKYARD_ID=worker_id, SPARKYARD_GROUP=DAEMON_GROUP, SPARKYARD_SLOTS="1")
+        return env
+
     # ---- running ----------------------------------------------------------------------------------------
 
     def fill(self, line: Line, command: str) -> str:
+        command = self.addresses(command)
         values = self.values(line, command)
         for name in PLACEHOLDERS:
             if name in values:
                 command = re.sub(rf"\b{name}\b", values[name], command)
-        return command.replace("127.0.0.1:7070", self.cluster.address)
+        return command
 
     def run(self, line: Line, command: str) -> str:
         """'' when the command did as documented, else what it did."""
-        filled = self.fill(line, command)
-        if re.search(r"(?<![\w.])/etc/", filled):
-            return f"`{filled}` would write outside the project"
+        kind = _tls_daemon(command)
+        if kind:
+            return self._shared("tls", self.tls).problems[kind]
+        if command.startswith("sparkyard local"):
+            filled = command.replace("127.0.0.1:8080", f"127.0.0.1:{free_port()}")
+            filled += "" if "--listen" in filled else f" --listen 127.0.0.1:{free_port()}"
+            return run_local(filled, self.daemon_env(), self.root)
+        filled, setup = self.fill(line, command), self.addresses(stand_ins(line.setup))
+        script = f"{setup}; {filled}" if setup else filled
+        if re.search(r"(?<![\w.])/etc/", script):
+            return f"`{script}` would write outside the project"
         if shlex.split(filled)[0] in ("sparkyard-master", "sparkyard-worker"):
             return self.run_daemon(filled)
         if " certs " in f" {filled} ":  # each makes its set of certificates where none is yet
             shutil.rmtree(self.project / "tls", ignore_errors=True)
             shutil.rmtree(self.project / "etc", ignore_errors=True)
-        done = subprocess.run(["bash", "-c", filled], cwd=self.project, env=self.env(), capture_output=True,
+        env = self.env()
+        if setup:  # step 4 of docs/security.md reads the admin token from ~/.sparkyard
+            env["HOME"] = str(self._shared("tls", self.tls).files.home)
+        done = subprocess.run(["bash", "-c", script], cwd=self.project, env=env, capture_output=True,
                               text=True, timeout=180)
         if done.returncode == line.expected:
             return ""
-        return f"`{filled}` exited {done.returncode}, documented {line.expected}:\n{done.stdout}{done.stderr}"
+        return f"`{script}` exited {done.returncode}, documented {line.expected}:\n{done.stdout}{done.stderr}"
 
     def run_daemon(self, filled: str) -> str:
         """Start a daemon as written (a master listens on a free port: SPARKYARD_LISTEN), wait until it serves,
-        then SIGTERM: it must exit 0."""
+        then SIGTERM: it must exit 0. A worker on a Spark standalone master must be ready on it."""
         number = next(self._daemons)
-        log = self.root / f"daemon-{number}.log"
-        env = self.env()
-        master = filled.startswith("sparkyard-master")
-        if master:
-            env["SPARKYARD_LISTEN"] = f"127.0.0.1:{free_port()}"
-            ready = "listening on"
+        if filled.startswith("sparkyard-worker") and "spark://" in filled:
+            return run_standalone_worker(filled, self._shared("standalone", self.standalone), self.client,
+                                         self.daemon_env(f"docs-w{number}"), f"docs-w{number}", self.root)
+        if filled.startswith("sparkyard-master"):
+            env, ready = {**self.daemon_env(), "SPARKYARD_LISTEN": f"127.0.0.1:{free_port()}"}, "listening on"
         else:
-            env["SPARKYARD_ID"] = f"docs-w{number}"
-            ready = "registered with master"
-        cwd = self.root / f"daemon-{number}"
-        cwd.mkdir()
-        with log.open("wb") as out:
-            proc = subprocess.Popen(["bash", "-c", f"exec {filled}"], cwd=cwd, env=env, stdout=out,
-                                    stderr=subprocess.STDOUT)
+            env, ready = self.daemon_env(f"docs-w{number}"), "registered with master"
+        daemon = Daemon(filled, self.root / f"daemon-{number}", env, self.root / f"daemon-{number}.log")
         try:
-            wait_for(lambda: ready in log.read_text() or proc.poll() is not None, 90, f"`{filled}` to start")
-            if proc.poll() is not None:
-                return f"`{filled}` exited {proc.returncode} before it served:\n{log.read_text()[-3000:]}"
-            proc.send_signal(signal.SIGTERM)
-            code = proc.wait(timeout=60)
+            problem = daemon.wait_output(ready)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        return "" if code == 0 else f"`{filled}` exited {code} on SIGTERM:\n{log.read_text()[-3000:]}"
+            stopped = daemon.stop()
+        return problem or stopped
+
+    def stop_daemons(self) -> list[str]:
+        """What of the TLS masters and worker did not exit 0 on SIGTERM (stopped once)."""
+        tls = self._made.pop("tls", None)
+        return tls.stop() if isinstance(tls, TlsCluster) else []
 
     def cleanup(self, before: set[str]) -> None:
+        self.stop_daemons()
+        standalone = self._made.pop("standalone", None)
+        if isinstance(standalone, Standalone):
+            standalone.stop()
         for job in self.client.jobs():
             if job.id not in before:
                 self.client.delete(job.id, force=True)
@@ -330,6 +306,19 @@ class Workspace:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def _tls_daemon(command: str) -> str:
+    """"master" or "worker" for docs/security.md's TLS daemons' lines, else ''."""
+    if command.startswith("sparkyard-master") and "--tls-cert" in command:
+        return "master"
+    return "worker" if command.startswith("sparkyard-worker") and "--tls-ca" in command else ""
+
+
+def _fill_tls(text: str, addresses: list[str]) -> str:
+    for pattern, address in zip(TLS_MASTERS, addresses):
+        text = pattern.sub(address, text)
+    return text
 
 
 @pytest.fixture
@@ -363,10 +352,12 @@ def test_the_extraction_finds_the_lines_a_reader_sees() -> None:
     assert not any(line.text.startswith("sparkyard:") for line in lines)  # an error message shown is no command
 
 
+@pytest.mark.timeout(600)  # 64 commands, three clusters started beside them: past the default 300 s on a loaded machine
 def test_every_documented_command_line_runs(workspace: Workspace) -> None:
-    """Three at a time (most of a line's time is a CLI process starting, or a run to wait for), but the lines
-    that share the project's state one after the other, last: ``certs`` (the tls folder) and ``apply``
-    (``--prune`` deletes the pipelines the others were given)."""
+    """Three at a time (most of a line's time is a CLI process starting, or a run to wait for), beside the
+    lines that start or wait for a cluster (each in a thread from the start), but the lines that share the
+    project's state one after the other, last: ``certs`` (the tls folder) and ``apply`` (``--prune`` deletes
+    the pipelines the others were given)."""
     commands = [(line, command) for line in documented_lines() if (line.doc, line.command) not in NOT_RUN
                 for command in expand(line)]
 
@@ -380,8 +371,18 @@ def test_every_documented_command_line_runs(workspace: Workspace) -> None:
         print(f"{time.monotonic() - began:5.1f}s {line.where} {command}", flush=True)
         return f"{line.where}: {problem}" if problem else ""
 
-    with ThreadPoolExecutor(3) as pool:
-        problems = list(pool.map(run, [c for c in commands if not shared(c[1])]))
+    def slow(item: tuple[Line, str]) -> bool:
+        """A line that starts a cluster or waits for one: each in a thread of its own, from the start."""
+        line, command = item
+        return (command.startswith("sparkyard local") or bool(_tls_daemon(command)) or STANDALONE_MASTER in command
+                or any(pattern.search(line.setup + command) for pattern in TLS_MASTERS))
+
+    waiting = [c for c in commands if slow(c)]
+    with ThreadPoolExecutor(len(waiting)) as slow_pool, ThreadPoolExecutor(3) as pool:
+        started = slow_pool.map(run, waiting)
+        problems = list(pool.map(run, [c for c in commands if not shared(c[1]) and not slow(c)]))
+        problems += list(started)
     problems += [run(c) for c in commands if shared(c[1])]
+    problems += [f"docs/security.md: {problem}" for problem in workspace.stop_daemons()]
     failures = [p for p in problems if p]
     assert not failures, f"{len(failures)} of {len(commands)} documented commands failed:\n" + "\n".join(failures)

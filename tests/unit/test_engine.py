@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from sparkyard.worker.engine import DOWN_AFTER, Engine, manager_addresses
+from sparkyard.worker.engine import DOWN_AFTER, Engine, manager_addresses, watched_master
 
 
 def test_the_addresses_a_spark_master_names() -> None:
@@ -14,6 +14,13 @@ def test_the_addresses_a_spark_master_names() -> None:
     assert manager_addresses("k8s://https://api.example.com:6443") == [("api.example.com", 6443)]
     assert manager_addresses("k8s://https://api.example.com") == [("api.example.com", 443)]
     assert manager_addresses("local[2]") == manager_addresses("yarn") == manager_addresses("") == []
+
+
+def test_the_engine_watched_is_the_default_runners() -> None:
+    standalone = "spark://10.0.0.5:7077"
+    assert watched_master("session", standalone, "") == watched_master("submit", standalone, "") == standalone
+    assert watched_master("connect", standalone, "") == standalone  # its own server runs there
+    assert watched_master("connect", standalone, "sc://spark:15002") == ""  # the given server's cluster is used
 
 
 def test_unreachable_after_failed_probes_in_a_row_and_back_on_an_answer() -> None:

@@ -4,6 +4,7 @@ it cannot serve."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 from pathlib import Path
 
@@ -59,7 +60,7 @@ def test_an_address_in_use_is_a_clear_error() -> None:
             taken.bind(("127.0.0.1", 0))
             taken.listen()
             port = taken.getsockname()[1]
-            with pytest.raises(HttpStartError, match=f"cannot serve http on 127.0.0.1:{port}"):
+            with pytest.raises(HttpStartError, match=f"cannot serve http on 127.0.0.1:{port}: .* by pid {os.getpid()} "):
                 await HttpEndpoint(f"127.0.0.1:{port}", [Route("GET", "/metrics", _page, Access.READ)]).start()
 
     asyncio.run(scenario())
