@@ -9,19 +9,23 @@ takes a :class:`LoggingState` before each attempt and restores it afterwards: le
 record factory; loggers the attempt created go back to a new logger's defaults, and the handlers it added
 are closed (a ``FileHandler`` flushes and lets its file go).
 
-Threads. When a program's main code ends, Python waits for its non-daemon threads before the process
-(and spark-submit's JVM) exits, and daemon threads die with it. An attempt's end does the same wait
-(:func:`join_program_threads`). A daemon thread the attempt leaves running cannot be stopped in Python: it
+Threads and exit hooks. When a program's main code ends, Python waits for its non-daemon threads, then
+runs the functions it registered with ``atexit`` (last first; one that raises is reported and the next
+runs), before the process (and spark-submit's JVM) exits; daemon threads die with it. An attempt's end
+does the same wait (:func:`join_program_threads`) and runs the attempt's own ``atexit`` functions
+(:class:`ExitHooks`), which would otherwise wait for the driver's exit. A daemon thread the attempt leaves running cannot be stopped in Python: it
 would go on into the next attempt with the Spark local properties (job group, pool) of its JVM thread and
 whatever jobs it starts, so :func:`left_running` names it and the session runner retires that driver.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import sys
 import threading
-from typing import Any
+import traceback
+from typing import Any, Callable
 
 # The format of Sparkyard's own lines in a driver's and an attempt's log.
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -109,3 +113,36 @@ def left_running(before: set[threading.Thread]) -> str:
     if not names:
         return ""
     return f"the program left threads running ({', '.join(names)}), which would go on in the next attempt"
+
+
+class ExitHooks:
+    """The ``atexit`` functions a program registers while its attempt runs, kept for the attempt's end
+    instead of the process's (``atexit.register``/``unregister`` are replaced meanwhile)."""
+
+    def __init__(self) -> None:
+        self._hooks: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
+        self._saved = atexit.register, atexit.unregister
+
+    def install(self) -> None:
+        def register(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[..., Any]:
+            self._hooks.append((func, args, kwargs))
+            return func
+
+        def unregister(func: Callable[..., Any]) -> None:
+            self._hooks[:] = [hook for hook in self._hooks if hook[0] != func]
+
+        atexit.register, atexit.unregister = register, unregister  # type: ignore[assignment]
+
+    def uninstall(self) -> None:
+        atexit.register, atexit.unregister = self._saved
+
+    def run(self) -> None:
+        """Run the program's hooks as Python does at exit: last registered first, each one's exception
+        printed (to the attempt's log) without stopping the others."""
+        while self._hooks:
+            func, args, kwargs = self._hooks.pop()
+            try:
+                func(*args, **kwargs)
+            except Exception:
+                print("Exception ignored in atexit callback", func, file=sys.stderr)
+                traceback.print_exc()

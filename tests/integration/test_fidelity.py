@@ -4,7 +4,8 @@ spark-submit user would type (`sparkyard submit [options] prog.py args…`), mus
 codes a real `spark-submit` gives, recorded by tests/fidelity_expected.py (which the record must match:
 the Spark version, the programs' digest, the cases). The session runs go one after another through one
 warm driver, so each program also runs on whatever the previous one left behind (tables, a database, a
-global view, cache, a job group, a running stream, set conf, Python's logging configured);
+global view, cache, a job group, a running stream, set conf, Python's logging configured, an atexit
+function);
 `clean_slate.py` after them checks it saw none of it. `static_conf.py` is given --conf and `sizes.py`
 spark-submit's sizes that a warm driver's JVM cannot take: each must run on a fresh driver started with
 them. `leftovers.py` leaves what no reset can take back (an added file, a Hadoop configuration key, a JVM
@@ -103,6 +104,7 @@ def test_spark_submit_itself_gives_what_the_programs_expect(recorded: dict[str, 
     assert outputs["streaming.py"] == {"checkpoint_here": True, "rows": 5, "sink_metadata_here": True}
     assert outputs["static_conf.py"] == {"global_database": "job_temp", "rows": 2, "mode": "on"}
     assert outputs["flags.py"]["argv"] == ["--out", *CASES["flags.py"][1]] and outputs["flags.py"]["input_lines"] > 0
+    assert outputs["flags.py"]["exit_hook_in_program_dir"] is True
     assert outputs["clean_slate.py"]["ansi"] == "true" and outputs["clean_slate.py"]["checkpoint_dir"] is None
     assert outputs["clean_slate.py"]["root_logger"] == [0, 30, 0] and outputs["builder_conf.py"]["root_at_start"] == [0, 30]
     assert outputs["sizes.py"]["spark.driver.memory"] == "700m" and outputs["sizes.py"]["heap_as_asked"] is True

@@ -1,12 +1,15 @@
 """What an attempt leaves in a warm driver's Python (worker/py_state.py): logging put back as it was, the
-program's non-daemon threads waited for, a daemon thread left running named."""
+program's non-daemon threads waited for, a daemon thread left running named, its atexit functions run."""
 
 from __future__ import annotations
 
 import logging
 import threading
 from pathlib import Path
-from sparkyard.worker.py_state import LoggingState, join_program_threads, left_running
+
+import pytest
+
+from sparkyard.worker.py_state import ExitHooks, LoggingState, join_program_threads, left_running
 
 
 def test_a_programs_logging_configuration_is_undone(tmp_path: Path) -> None:
@@ -54,3 +57,24 @@ def test_the_programs_non_daemon_threads_are_waited_for_and_a_daemon_one_is_name
     release.set()
     idle.join(5)
     assert left_running(before) == ""
+
+
+def test_the_programs_exit_hooks_run_when_its_attempt_ends_last_first(capsys: pytest.CaptureFixture[str]) -> None:
+    import atexit
+
+    ran: list[str] = []
+    hooks = ExitHooks()
+    hooks.install()
+    try:
+        atexit.register(ran.append, "first")
+        atexit.register(lambda: 1 / 0)  # reported, and the others still run
+        atexit.register(ran.append, "last")
+        atexit.register(ran.append, "unregistered")
+        atexit.unregister(ran.append)
+        atexit.register(ran.append, "after unregister")
+    finally:
+        hooks.uninstall()
+    assert atexit.register is not None and ran == []
+    hooks.run()
+    assert ran == ["after unregister"]
+    assert "ZeroDivisionError" in capsys.readouterr().err
