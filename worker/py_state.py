@@ -89,15 +89,22 @@ def _close(handler: logging.Handler) -> None:
         logging.getLogger(__name__).debug("closing a handler the attempt added failed", exc_info=True)
 
 
-def _is_py4j(thread: threading.Thread) -> bool:
-    """py4j's own threads (a connection for the JVM's calls back into Python: foreachBatch, listeners)."""
+# Threads that run only what they are handed, never a program's own code on their own: py4j's and
+# PySpark's (a connection for the JVM's calls back into Python: foreachBatch, listeners; the Spark Connect
+# client's release pool) and the workers of a thread pool, idle once the program has stopped handing them
+# work (Python ends a ThreadPoolExecutor's at exit by shutting every executor down, which a warm driver
+# cannot do for the next attempt: they go when the program's executor is collected).
+POOL_MODULES = ("py4j", "pyspark", "grpc", "concurrent.futures", "multiprocessing")
+
+
+def _is_pool(thread: threading.Thread) -> bool:
     target = getattr(thread, "_target", None)
-    return str(getattr(target, "__module__", "") or type(thread).__module__).startswith("py4j")
+    return str(getattr(target, "__module__", "") or type(thread).__module__).startswith(POOL_MODULES)
 
 
 def program_threads(before: set[threading.Thread]) -> list[threading.Thread]:
-    """The threads started since ``before`` that still run, py4j's own left out."""
-    return [t for t in threading.enumerate() if t not in before and t.is_alive() and not _is_py4j(t)]
+    """The threads started since ``before`` that still run, the pools' workers left out."""
+    return [t for t in threading.enumerate() if t not in before and t.is_alive() and not _is_pool(t)]
 
 
 def join_program_threads(before: set[threading.Thread]) -> None:

@@ -78,3 +78,14 @@ def test_the_programs_exit_hooks_run_when_its_attempt_ends_last_first(capsys: py
     hooks.run()
     assert ran == ["after unregister"]
     assert "ZeroDivisionError" in capsys.readouterr().err
+
+
+def test_a_thread_pools_idle_workers_are_neither_waited_for_nor_a_reason_to_retire() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    before = set(threading.enumerate())
+    pool = ThreadPoolExecutor(1, thread_name_prefix="unit-pool")  # never shut down, as a program may leave it
+    assert pool.submit(lambda: 1).result() == 1
+    join_program_threads(before)  # returns: the idle worker is not the program's own code
+    assert left_running(before) == ""
+    pool.shutdown()
