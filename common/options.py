@@ -118,14 +118,16 @@ class JobOptions:
     cwd: str = _option("", "the task's working directory on the worker, absolute (default: see docs/runners.md)")
     task_memory: int = _option(0, "memory limit of each attempt, e.g. 2g (default: the worker's)", "size",
                                spec=("task_memory_mb",))
-    driver_memory: str = _option("", "memory of the attempt's Spark driver, e.g. 2g (spark-submit's option; not "
-                                     "the session runner's)", "spark_size", metavar="MEM")
-    executor_memory: str = _option("", "memory of each Spark executor, e.g. 4g (spark-submit's option; not the "
-                                       "session runner's)", "spark_size", metavar="MEM")
-    executor_cores: int = _option(0, "cores of each Spark executor (spark-submit's option; not the session "
-                                     "runner's)", "count")
+    driver_memory: str = _option("", "memory of the attempt's Spark driver, e.g. 2g (spark-submit's option; the "
+                                     "session runner starts a driver with it; not the connect runner's)",
+                                 "spark_size", metavar="MEM")
+    executor_memory: str = _option("", "memory of each Spark executor, e.g. 4g (spark-submit's option; the "
+                                       "session runner starts a driver with it; not the connect runner's)",
+                                   "spark_size", metavar="MEM")
+    executor_cores: int = _option(0, "cores of each Spark executor (spark-submit's option; the session runner "
+                                     "starts a driver with it; not the connect runner's)", "count")
     num_executors: int = _option(0, "Spark executors to start, on YARN and Kubernetes (spark-submit's option; "
-                                    "not the session runner's)", "count")
+                                    "the session runner starts a driver with it; not the connect runner's)", "count")
     ship: bool = _option(True, "do not upload the entrypoint: it must be readable at its absolute path on the "
                                "workers", "flag", flag="--no-ship", spec=("code",))
     retries: int = _option(0, "retries after a failed attempt (default 0)", "count", spec=("retry.max_attempts",))

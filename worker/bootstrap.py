@@ -78,8 +78,10 @@ def main(argv: list[str]) -> int:
     if worker_pid:
         threading.Thread(target=_watch_worker, args=(worker_pid,), name="sparkyard-watchdog", daemon=True).start()
     task = json.loads(task_file.read_text())
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from sparkyard.worker.py_state import join_program_threads, own_logging
+
+    own_logging()  # the root logger stays as a fresh interpreter has it, for the program
+    threads_before = set(threading.enumerate())
 
     from sparkyard.worker.context import TaskContext, set_current
     from sparkyard.worker.entry import encode_result, invoke
@@ -105,6 +107,7 @@ def main(argv: list[str]) -> int:
         traceback.print_exc()
         code = 1
     finally:
+        join_program_threads(threads_before)  # as Python does before it exits, and before Spark stops
         active = SparkContext._active_spark_context
         if active is not None:
             try:

@@ -131,10 +131,10 @@ class SharedSpark:
         self._conf = task["conf"]
         self._warn = warn
         self._cwd = task["cwd"]
-        self.reset.added = []
         if task["cwd"] != self._jvm_cwd:
             self.reset.enter(task["cwd"])
             self._jvm_cwd = task["cwd"]
+        self.reset.begin()
         includes = list(task["executor_path"])
         if task["archive"]:
             self._ship(task["archive"], os.path.basename(task["archive"]))

@@ -22,7 +22,10 @@ Protocol on the socket FD (newline-delimited JSON, one object per line):
 
 Per attempt the driver changes process-wide state — working directory, ``sys.argv``, ``sys.path``,
 environment, file descriptors 1 and 2 (to the attempt's log) — and puts it all back afterwards; modules
-the attempt imported from its own code are forgotten so the next attempt loads its own version. The
+the attempt imported from its own code are forgotten so the next attempt loads its own version, and the
+logging configuration the attempt changed is restored. As at a program's exit, the attempt ends when its
+non-daemon threads and its ``atexit`` functions have run; one that leaves a daemon thread running retires
+the driver (worker/py_state.py). The
 process dies with the worker (``PR_SET_PDEATHSIG``), and the worker records it before handing it work so
 a restarted worker ends it if it was left behind.
 
@@ -56,6 +59,13 @@ from typing import Any  # noqa: E402
 from sparkyard.worker.children import die_with_parent  # noqa: E402
 from sparkyard.worker.context import ENV_TASK, TaskContext, set_current  # noqa: E402
 from sparkyard.worker.entry import LazySpark, ScriptExit, encode_result, invoke  # noqa: E402
+from sparkyard.worker.py_state import (  # noqa: E402
+    ExitHooks,
+    LoggingState,
+    join_program_threads,
+    left_running,
+    own_logging,
+)
 from sparkyard.worker.remote_spark import CONNECT_MODE  # noqa: E402
 
 # Spark settings of every driver unless the worker's config overrides them: no UI (a pool of drivers
@@ -201,6 +211,7 @@ class Driver:
         saved_cwd, saved_path, saved_argv = os.getcwd(), list(sys.path), list(sys.argv)
         saved_env = _environ_snapshot()
         modules_before = set(sys.modules)
+        logging_before, threads_before, exit_hooks = LoggingState(), set(threading.enumerate()), ExitHooks()
         log_fd = os.open(task["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.write(log_fd, task["header"].encode())
         sys.stdout.flush()
@@ -219,10 +230,17 @@ class Driver:
             self.shared.begin(task, _warn_in_log)
             with self._kill_lock:
                 self._current = attempt_id
+            exit_hooks.install()
             value = invoke(task["entrypoint"], LazySpark(self.shared.session), ctx)
+            self._program_exit(threads_before, exit_hooks)
             self._not_killable()
             reply.update(ok=True, result_json=encode_result(value, int(task["result_max_bytes"])))
         except BaseException as exc:  # the outcome of user code, whatever it raised, is the attempt's result
+            if not isinstance(exc, TaskKilled):  # Python does this however the main code ended
+                try:
+                    self._program_exit(threads_before, exit_hooks)
+                except TaskKilled:
+                    pass
             self._not_killable()
             if isinstance(exc, ScriptExit):  # an exit code is not an error with a traceback
                 reply.update(ok=False, error=str(exc), exit_code=exc.exit_code)
@@ -231,9 +249,11 @@ class Driver:
                 message = f"{type(exc).__name__}: {exc}".splitlines()[0]
                 reply.update(ok=False, error=message, traceback=traceback.format_exc(), exit_code=1)
         finally:
+            exit_hooks.uninstall()
             set_current(None)
             self.shared.end()
-            reply["recycle"] = self.shared.dirty()
+            reply["recycle"] = "; ".join(r for r in (self.shared.dirty(), left_running(threads_before)) if r)
+            logging_before.restore()
             sys.stdout.flush()
             sys.stderr.flush()
             os.dup2(saved_fds[0], 1)
@@ -246,6 +266,13 @@ class Driver:
             _restore_environ(saved_env)
             _forget_modules(set(sys.modules) - modules_before, task["sys_path"])
         return reply
+
+
+    @staticmethod
+    def _program_exit(threads_before: set[threading.Thread], exit_hooks: ExitHooks) -> None:
+        """What Python does when a program's main code ends, before its process exits (worker/py_state.py)."""
+        join_program_threads(threads_before)
+        exit_hooks.run()
 
 
 def worker_stopped(pid: int) -> bool:
@@ -294,7 +321,7 @@ def _forget_modules(names: set[str], roots: list[str]) -> None:
 def main(argv: list[str]) -> int:
     fd, worker_pid, spark_master, conf_json = int(argv[1]), int(argv[2]), argv[3], argv[4]
     die_with_parent(worker_pid)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    own_logging()  # the root logger stays as a fresh interpreter has it, for the programs (worker/py_state.py)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     sock = socket.socket(fileno=fd)
     driver = Driver(sock, spark_master, json.loads(conf_json))

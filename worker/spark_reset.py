@@ -17,9 +17,16 @@ all of it empty, so between attempts this module empties it:
   Hadoop's local working directory are its working directory, so that checkpoints and file sinks (written
   through Hadoop's ``FileContext``, on Spark's own threads) land beside the program.
 
-What cannot be put back — a file the program added to the context itself (``addFile``, ``addPyFile``,
-``addArchive``: Spark keys them by name for the context's life) — is reported by :meth:`Reset.dirty`, and
-the session runner retires that driver instead of handing it another attempt.
+What cannot be put back is reported by :meth:`Reset.dirty`, and the session runner retires that driver
+instead of handing it another attempt:
+
+* a file the program added to the context itself (``addFile``, ``addPyFile``, ``addArchive``: Spark keys
+  them by name for the context's life);
+* a change to the context's Hadoop configuration (``sc._jsc.hadoopConfiguration().set(…)``): putting the
+  keys back would not take back the ``FileSystem`` instances Hadoop made with them and caches per JVM, in
+  the driver and in every executor that ran a task;
+* a change to the JVM's system properties (``java.lang.System.setProperty``): the libraries that read one
+  (an SDK's region or credentials, a trust store) keep what they read for the JVM's life.
 """
 
 from __future__ import annotations
@@ -57,6 +64,24 @@ class Reset:
         self._checkpoint_dir = self.sc._jsc.sc().checkpointDir()  # a Scala Option
         self._log_level = self._root_logger().getLevel().name()
         self.added: list[str] = []  # files the current attempt added to the context itself
+        conf_class = self.jvm.java.lang.Class.forName("org.apache.hadoop.conf.Configuration")
+        self._overlay = conf_class.getDeclaredField("overlay")  # the keys set on a Configuration since it loaded
+        self._overlay.setAccessible(True)
+        self._system: Any = None  # the JVM's system properties and the Hadoop conf's keys when the attempt began
+        self._hadoop: Any = None
+
+    def begin(self) -> None:
+        """An attempt starts (after :meth:`enter`): what :meth:`dirty` compares with when it ends."""
+        self.added = []
+        self._system = self.jvm.java.lang.System.getProperties().clone()
+        self._hadoop = self._hadoop_keys().clone()
+
+    def _hadoop_keys(self) -> Any:
+        """The keys set on the context's Hadoop configuration (Spark's ``spark.hadoop.*``, a program's
+        ``set``): comparing them, not every property, ignores Hadoop reloading its default files."""
+        conf = self.sc._jsc.hadoopConfiguration()
+        overlay = self._overlay.get(conf)
+        return overlay if overlay is not None else self.jvm.java.util.Properties()
 
     def enter(self, cwd: str) -> None:
         """Relative paths of the JVM resolve in ``cwd`` (Hadoop's local filesystem and ``FileContext``, which
@@ -90,10 +115,21 @@ class Reset:
 
     def dirty(self) -> str:
         """Why this context must not run another attempt ('' when it may)."""
+        reasons = []
         if self.added:
             names = ", ".join(sorted(set(self.added)))
-            return f"the program added files to the SparkContext ({names}), which Spark serves by name until it stops"
-        return ""
+            reasons.append(f"the program added files to the SparkContext ({names}), which Spark serves by name "
+                           "until it stops")
+        if self._hadoop is not None:
+            keys = _changed(self._hadoop, self._hadoop_keys())
+            if keys:
+                reasons.append(f"the program changed the SparkContext's Hadoop configuration ({keys}), whose "
+                               "FileSystem instances the JVMs keep")
+        if self._system is not None:
+            keys = _changed(self._system, self.jvm.java.lang.System.getProperties())
+            if keys:
+                reasons.append(f"the program changed JVM system properties ({keys}), which libraries read once")
+        return "; ".join(reasons)
 
     def _stop_streams(self, session: Any | None) -> None:
         if session is None:
@@ -134,3 +170,12 @@ class Reset:
         getattr(self.sc._jsc.sc(), "checkpointDir_$eq")(self._checkpoint_dir)
         if self._root_logger().getLevel().name() != self._log_level:
             self.sc.setLogLevel(self._log_level)
+
+
+def _changed(before: Any, after: Any, most: int = 5) -> str:
+    """The keys of two Java maps whose values differ, named ('' when the maps are equal: one call)."""
+    if after.equals(before):
+        return ""
+    keys = sorted({str(k) for k in before.keySet()} | {str(k) for k in after.keySet()})
+    changed = [k for k in keys if before.get(k) != after.get(k)]
+    return ", ".join(changed[:most]) + (f" and {len(changed) - most} more" if len(changed) > most else "")

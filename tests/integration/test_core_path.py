@@ -226,17 +226,3 @@ def test_cli_json_output_of_runs_shows_attempts_with_rfc3339_times(shared_cluste
     workers = json.loads(cli(shared_cluster, "workers", "--json").stdout)
     assert {w["id"] for w in workers} >= {"w1", "w2"}
     assert all("slots" in w and "free_slots" in w for w in workers)
-
-
-def test_a_session_job_is_told_at_submit_and_in_its_log_which_resources_it_cannot_have(shared_cluster: Cluster) -> None:
-    done = cli(shared_cluster, "submit", f"{TASKS}:count", "--runner", "session", "--executor-memory", "2g",
-               "--driver-memory", "1g", "--wait", "--json")
-    assert done.returncode == 0, done.stderr
-    said = "the session runner cannot honour --driver-memory 1g (the driver's JVM is already running); " \
-           "--executor-memory 2g"
-    assert f"sparkyard: warning: {said}" in done.stderr
-    (task,) = json.loads(done.stdout)["tasks"]
-    log = cli(shared_cluster, "logs", task["id"])
-    assert f"sparkyard: warning: {said}" in log.stdout, log.stdout
-    as_json = json.loads(cli(shared_cluster, "logs", task["id"], "--json").stdout)
-    assert as_json["task"] == task["id"] and as_json["log"] == log.stdout

@@ -90,12 +90,21 @@ def test_executors_import_from_the_places_of_the_bundle_on_the_attempts_sys_path
     assert workspace(pb.JobSpec(entrypoint="/jobs/etl.py:main"), None, tmp_path).executor_path == ()
 
 
-def test_the_session_runner_says_which_resources_it_cannot_honour_and_why() -> None:
-    spec = pb.JobSpec(runner=pb.RUNNER_SESSION, driver_memory="4g", executor_cores=2)
-    notice = resources.submit_notice(spec)
-    assert "--driver-memory 4g (the driver's JVM is already running)" in notice
-    assert "--executor-cores 2" in notice and "--runner submit" in notice and "--executor-memory" not in notice
+def test_only_the_connect_runner_says_which_resources_it_cannot_honour_and_why() -> None:
+    assert resources.submit_notice(pb.JobSpec(runner=pb.RUNNER_SESSION, driver_memory="4g", executor_cores=2)) == ""
     assert resources.submit_notice(pb.JobSpec(runner=pb.RUNNER_SUBMIT, driver_memory="4g")) == ""
-    assert resources.shared_app_notice(pb.JobSpec(runner=pb.RUNNER_SESSION), "session") == ""
+    assert resources.shared_app_notice(pb.JobSpec(runner=pb.RUNNER_CONNECT), "connect") == ""
     connect = resources.submit_notice(pb.JobSpec(runner=pb.RUNNER_CONNECT, driver_memory="4g"))
     assert connect.startswith("the connect runner cannot honour --driver-memory 4g (the server's JVM is already running)")
+
+
+def test_a_jobs_sizes_become_the_conf_spark_submit_gives_the_cluster_manager() -> None:
+    spec = pb.JobSpec(conf={"spark.driver.memory": "1g", "spark.sql.shuffle.partitions": "3"}, driver_memory="2g",
+                      executor_memory="4g", executor_cores=2, num_executors=5)
+    sizes = {"spark.driver.memory": "2g", "spark.executor.memory": "4g", "spark.executor.cores": "2"}
+    assert resources.spark_conf(spec, "yarn") == {"spark.sql.shuffle.partitions": "3", **sizes,
+                                                  "spark.executor.instances": "5"}
+    assert resources.spark_conf(spec, "spark://m:7077") == {"spark.sql.shuffle.partitions": "3", **sizes}
+    # local mode has no executors of their own: spark-submit passes the driver's memory alone
+    assert resources.spark_conf(spec, "local[1]") == {"spark.sql.shuffle.partitions": "3", "spark.driver.memory": "2g"}
+    assert resources.spark_conf(pb.JobSpec(conf={"a": "b"}), "yarn") == {"a": "b"}

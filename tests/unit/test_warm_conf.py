@@ -20,8 +20,9 @@ def test_runtime_sql_conf_and_what_the_driver_started_with_need_no_fresh_driver(
 
 def test_static_sql_and_core_conf_need_a_jvm_started_with_them() -> None:
     conf = {"spark.sql.extensions": "org.example.Ext", "spark.jars.packages": "a:b:1", "spark.serializer": "kryo",
-            "spark.hadoop.fs.s3a.endpoint": "http://s3", "spark.myapp.mode": "on", "spark.sql.shuffle.partitions": "3"}
-    assert _cannot(conf) == ["spark.hadoop.fs.s3a.endpoint=http://s3", "spark.jars.packages=a:b:1",
+            "spark.hadoop.fs.s3a.endpoint": "http://s3", "spark.myapp.mode": "on", "spark.sql.shuffle.partitions": "3",
+            "spark.driver.memory": "2g"}
+    assert _cannot(conf) == ["spark.driver.memory=2g", "spark.hadoop.fs.s3a.endpoint=http://s3", "spark.jars.packages=a:b:1",
                              "spark.myapp.mode=on", "spark.serializer=kryo", "spark.sql.extensions=org.example.Ext"]
 
 

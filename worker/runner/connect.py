@@ -77,6 +77,10 @@ class ConnectRunner(SessionRunner):
     def driver_conf(self, driver: DriverProcess) -> dict[str, str]:
         return self.conf  # a client process has no JVM
 
+    def job_conf(self, spec: pb.JobSpec) -> dict[str, str]:
+        """The job's --conf alone: the server's application has its sizes already (said by :meth:`notices`)."""
+        return dict(spec.conf)
+
     def notices(self, attempt: AttemptRun) -> list[str]:
         """The job's resources the shared server cannot take (its --py-files do reach the server)."""
         notice = resources.shared_app_notice(attempt.assignment.spec, self.name)

@@ -55,9 +55,10 @@ class Job:
     queued_at: float = field(default_factory=time.monotonic)
 
 
-def run_message(job: Job, kind: str, notices: list[str]) -> dict[str, Any]:
+def run_message(job: Job, kind: str, notices: list[str], conf: dict[str, str]) -> dict[str, Any]:
     """The driver's run message for ``job``, with the first lines of its log: where it runs (``kind``: what
-    the log calls its process) and what the runner cannot do for it (``notices``)."""
+    the log calls its process) and what the runner cannot do for it (``notices``); ``conf``: the Spark conf
+    the job asks for."""
     attempt = job.attempt
     a = attempt.assignment
     ws = attempt.workspace
@@ -74,7 +75,7 @@ def run_message(job: Job, kind: str, notices: list[str]) -> dict[str, Any]:
         "archive": ws.archive, "executor_path": list(ws.executor_path), "py_files": list(ws.py_files),
         "files": list(ws.files), "fresh": bool(job.fresh),
         # The context travels once, as the SPARKYARD_TASK variable the driver sets anyway.
-        "env": {**dict(a.spec.env), **ctx.env()}, "conf": dict(a.spec.conf),
+        "env": {**dict(a.spec.env), **ctx.env()}, "conf": conf,
         "context_id": f"{a.task_id}.a{a.attempt}", "log_path": attempt.log_path, "header": header,
         "result_max_bytes": attempt.result_max_bytes,
     }

@@ -103,7 +103,7 @@ class SessionRunner:
         """The Spark conf a driver process starts with: the worker's (and the job's, for a fresh driver of
         one job), its JVM's temporary files its own."""
         job = driver.dedicated
-        conf = fresh_driver_conf(self.conf, dict(job.attempt.assignment.spec.conf)) if job else self.conf
+        conf = fresh_driver_conf(self.conf, self.job_conf(job.attempt.assignment.spec)) if job else self.conf
         return jvm_temp.temp_conf(conf, driver.temp_dir)
 
     def _pool(self) -> list[DriverProcess]:
@@ -229,14 +229,20 @@ class SessionRunner:
             driver.files.update((os.path.basename(p), p) for p in job.attempt.workspace.files)
         driver.send(self._run_message(job))
 
+    def job_conf(self, spec: pb.JobSpec) -> dict[str, str]:
+        """The Spark conf a job asks its application for: its --conf and its sizes (--driver-memory and the
+        executors', where spark-submit gives them to the worker's cluster manager), which a driver started
+        with other values refuses, so a fresh one started with them runs the attempt (worker/warm_conf.py)."""
+        return resources.spark_conf(spec, self.spark_master)
+
     def notices(self, attempt: AttemptRun) -> list[str]:
         """What a warm driver cannot do for this attempt, said in its log rather than silently skipped."""
-        spec = attempt.assignment.spec
-        notices = (resources.shared_app_notice(spec, self.name), master_notice(spec.conf, self.spark_master))
-        return [notice for notice in notices if notice]
+        notice = master_notice(attempt.assignment.spec.conf, self.spark_master)
+        return [notice] if notice else []
 
     def _run_message(self, job: Job) -> dict[str, Any]:
-        return run_message(job, "fresh driver" if job.fresh else self.process_kind, self.notices(job.attempt))
+        return run_message(job, "fresh driver" if job.fresh else self.process_kind, self.notices(job.attempt),
+                           self.job_conf(job.attempt.assignment.spec))
 
     def kill(self, attempt: AttemptRun) -> None:
         """A cancel, timeout or lost lease: ask the driver, then kill it if it does not stop in time."""

@@ -1,8 +1,11 @@
 """A command-line ETL script: its own flags and positional arguments as spark-submit hands them, relative
 paths and globs (Spark's readers and Python's own file access), then spark.stop() and an exit code of its
-own choosing."""
+own choosing; its result is written by a function it registered with atexit (Python runs it as the
+program ends, in its working directory)."""
 import argparse
+import atexit
 import glob
+import os
 import sys
 
 from report import write
@@ -23,6 +26,13 @@ result = {"date": args.date, "limit": args.limit, "inputs": args.inputs,
           "python_files": sorted(glob.glob("data/*.txt")), "first": first,
           "words": sorted(spark.sparkContext.textFile("data/*.txt").flatMap(str.split).distinct().collect()),
           "total": spark.range(6).selectExpr("sum(id)").first()[0]}
+
+
+def at_exit() -> None:
+    result["exit_hook_in_program_dir"] = os.path.isfile("data/part-1.txt")
+    write(args.out, result)
+
+
+atexit.register(at_exit)
 spark.stop()
-write(args.out, result)
 sys.exit(3)

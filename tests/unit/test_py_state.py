@@ -1,0 +1,91 @@
+"""What an attempt leaves in a warm driver's Python (worker/py_state.py): logging put back as it was, the
+program's non-daemon threads waited for, a daemon thread left running named, its atexit functions run."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+from sparkyard.worker.py_state import ExitHooks, LoggingState, join_program_threads, left_running
+
+
+def test_a_programs_logging_configuration_is_undone(tmp_path: Path) -> None:
+    kept = logging.getLogger("sparkyard.kept")
+    kept.setLevel(logging.INFO)
+    root = logging.getLogger()
+    root_before = list(root.handlers), root.level
+    before = LoggingState()
+    root.addHandler(logging.StreamHandler())  # what the program's basicConfig does in a fresh interpreter
+    root.setLevel(logging.DEBUG)
+    app = logging.getLogger("fidelity.unit.app")
+    handler = logging.FileHandler(tmp_path / "app.log")
+    app.addHandler(handler)
+    app.setLevel(logging.DEBUG)
+    app.propagate = False
+    kept.setLevel(logging.ERROR)
+    kept.disabled = True
+    app.info("a line")
+    logging.disable(logging.CRITICAL)
+
+    before.restore()
+
+    assert (root.handlers, root.level, root.manager.disable) == (*root_before, logging.NOTSET)
+    assert (app.handlers, app.level, app.propagate) == ([], logging.NOTSET, True)
+    assert (kept.level, kept.disabled) == (logging.INFO, False)
+    assert handler.stream is None  # closed: the program's file is let go
+    assert (tmp_path / "app.log").read_text() == "a line\n"
+
+
+def test_the_programs_non_daemon_threads_are_waited_for_and_a_daemon_one_is_named() -> None:
+    before = set(threading.enumerate())
+    finished = threading.Event()
+    release = threading.Event()
+
+    def work() -> None:
+        release.wait(0.3)
+        finished.set()
+
+    threading.Thread(target=work, name="unit-worker").start()
+    idle = threading.Thread(target=release.wait, name="unit-idle", daemon=True)
+    idle.start()
+    join_program_threads(before)
+    assert finished.is_set()
+    assert left_running(before) == "the program left threads running (unit-idle), which would go on in the next attempt"
+    release.set()
+    idle.join(5)
+    assert left_running(before) == ""
+
+
+def test_the_programs_exit_hooks_run_when_its_attempt_ends_last_first(capsys: pytest.CaptureFixture[str]) -> None:
+    import atexit
+
+    ran: list[str] = []
+    hooks = ExitHooks()
+    hooks.install()
+    try:
+        atexit.register(ran.append, "first")
+        atexit.register(lambda: 1 / 0)  # reported, and the others still run
+        atexit.register(ran.append, "last")
+        atexit.register(ran.append, "unregistered")
+        atexit.unregister(ran.append)
+        atexit.register(ran.append, "after unregister")
+    finally:
+        hooks.uninstall()
+    assert atexit.register is not None and ran == []
+    hooks.run()
+    assert ran == ["after unregister"]
+    assert "ZeroDivisionError" in capsys.readouterr().err
+
+
+def test_a_thread_pools_idle_workers_are_neither_waited_for_nor_a_reason_to_retire() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    before = set(threading.enumerate())
+    pool = ThreadPoolExecutor(1, thread_name_prefix="unit-pool")  # never shut down, as a program may leave it
+    assert pool.submit(lambda: 1).result() == 1
+    join_program_threads(before)  # returns: the idle worker is not the program's own code
+    assert left_running(before) == ""
+    pool.shutdown()

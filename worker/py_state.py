@@ -1,0 +1,155 @@
+"""What a program's Python process looks like under spark-submit, and what a warm driver puts back after it.
+
+Logging. A fresh interpreter's root logger has no handler and level WARNING, so a program's own
+``logging.basicConfig(level=…, format=…)`` takes effect. Sparkyard's processes (a warm driver, the submit
+runner's bootstrap) therefore never configure the root logger: their own lines, and ``ctx.logger``'s
+(``sparkyard.task``), go through a handler on the ``sparkyard`` logger (:func:`own_logging`). A warm driver
+takes a :class:`LoggingState` before each attempt and restores it afterwards: levels, handlers, filters,
+``propagate`` and ``disabled`` of the root and of every logger, ``logging.disable``, the logger class and
+record factory; loggers the attempt created go back to a new logger's defaults, and the handlers it added
+are closed (a ``FileHandler`` flushes and lets its file go).
+
+Threads and exit hooks. When a program's main code ends, Python waits for its non-daemon threads, then
+runs the functions it registered with ``atexit`` (last first; one that raises is reported and the next
+runs), before the process (and spark-submit's JVM) exits; daemon threads die with it. An attempt's end
+does the same wait (:func:`join_program_threads`) and runs the attempt's own ``atexit`` functions
+(:class:`ExitHooks`), which would otherwise wait for the driver's exit. A daemon thread the attempt leaves running cannot be stopped in Python: it
+would go on into the next attempt with the Spark local properties (job group, pool) of its JVM thread and
+whatever jobs it starts, so :func:`left_running` names it and the session runner retires that driver.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import sys
+import threading
+import traceback
+from typing import Any, Callable
+
+# The format of Sparkyard's own lines in a driver's and an attempt's log.
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+# How often a wait for the program's threads looks whether the attempt was cancelled.
+JOIN_POLL_S = 0.1
+
+
+def own_logging() -> None:
+    """Sparkyard's lines (``ctx.logger`` included) at INFO to stderr, leaving the root logger as a fresh
+    interpreter has it."""
+    logger = logging.getLogger("sparkyard")
+    handler = logging.StreamHandler(sys.stderr)  # fd 2: the attempt's log while an attempt runs
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def _state(logger: logging.Logger) -> tuple[Any, ...]:
+    return logger.level, list(logger.handlers), list(logger.filters), logger.propagate, logger.disabled
+
+
+class LoggingState:
+    """The logging configuration of the process when taken, and the means to return to it."""
+
+    def __init__(self) -> None:
+        self._loggers = {name: _state(logger) for name, logger in _loggers().items()}
+        self._disable = logging.root.manager.disable
+        self._logger_class = logging.getLoggerClass()
+        self._factory = logging.getLogRecordFactory()
+
+    def restore(self) -> None:
+        known = {id(h) for _, handlers, *_ in self._loggers.values() for h in handlers}
+        default: tuple[Any, ...] = (logging.NOTSET, [], [], True, False)
+        for name, logger in _loggers().items():
+            for handler in logger.handlers:
+                if id(handler) not in known:
+                    _close(handler)
+            level, handlers, filters, propagate, disabled = self._loggers.get(name, default)
+            logger.setLevel(level)
+            logger.handlers[:] = handlers
+            logger.filters[:] = filters
+            logger.propagate, logger.disabled = propagate, disabled
+        logging.disable(self._disable)
+        logging.setLoggerClass(self._logger_class)
+        logging.setLogRecordFactory(self._factory)
+
+
+def _loggers() -> dict[str, logging.Logger]:
+    """Every logger of the process by name, the root as ''."""
+    found = {name: logger for name, logger in logging.root.manager.loggerDict.items()
+             if isinstance(logger, logging.Logger)}
+    found[""] = logging.root
+    return found
+
+
+def _close(handler: logging.Handler) -> None:
+    try:
+        handler.close()
+    except Exception:
+        logging.getLogger(__name__).debug("closing a handler the attempt added failed", exc_info=True)
+
+
+# Threads that run only what they are handed, never a program's own code on their own: py4j's and
+# PySpark's (a connection for the JVM's calls back into Python: foreachBatch, listeners; the Spark Connect
+# client's release pool) and the workers of a thread pool, idle once the program has stopped handing them
+# work (Python ends a ThreadPoolExecutor's at exit by shutting every executor down, which a warm driver
+# cannot do for the next attempt: they go when the program's executor is collected).
+POOL_MODULES = ("py4j", "pyspark", "grpc", "concurrent.futures", "multiprocessing")
+
+
+def _is_pool(thread: threading.Thread) -> bool:
+    target = getattr(thread, "_target", None)
+    return str(getattr(target, "__module__", "") or type(thread).__module__).startswith(POOL_MODULES)
+
+
+def program_threads(before: set[threading.Thread]) -> list[threading.Thread]:
+    """The threads started since ``before`` that still run, the pools' workers left out."""
+    return [t for t in threading.enumerate() if t not in before and t.is_alive() and not _is_pool(t)]
+
+
+def join_program_threads(before: set[threading.Thread]) -> None:
+    """Wait for the program's non-daemon threads, as Python does when a program's main code ends (in short
+    waits, so that a cancel raised in the waiting thread is seen)."""
+    while waiting := [t for t in program_threads(before) if not t.daemon]:
+        waiting[0].join(JOIN_POLL_S)
+
+
+def left_running(before: set[threading.Thread]) -> str:
+    """Why a process must run no other attempt because of threads this one left running ('' if none)."""
+    names = sorted(t.name for t in program_threads(before))
+    if not names:
+        return ""
+    return f"the program left threads running ({', '.join(names)}), which would go on in the next attempt"
+
+
+class ExitHooks:
+    """The ``atexit`` functions a program registers while its attempt runs, kept for the attempt's end
+    instead of the process's (``atexit.register``/``unregister`` are replaced meanwhile)."""
+
+    def __init__(self) -> None:
+        self._hooks: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
+        self._saved = atexit.register, atexit.unregister
+
+    def install(self) -> None:
+        def register(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[..., Any]:
+            self._hooks.append((func, args, kwargs))
+            return func
+
+        def unregister(func: Callable[..., Any]) -> None:
+            self._hooks[:] = [hook for hook in self._hooks if hook[0] != func]
+
+        atexit.register, atexit.unregister = register, unregister  # type: ignore[assignment]
+
+    def uninstall(self) -> None:
+        atexit.register, atexit.unregister = self._saved
+
+    def run(self) -> None:
+        """Run the program's hooks as Python does at exit: last registered first, each one's exception
+        printed (to the attempt's log) without stopping the others."""
+        while self._hooks:
+            func, args, kwargs = self._hooks.pop()
+            try:
+                func(*args, **kwargs)
+            except Exception:
+                print("Exception ignored in atexit callback", func, file=sys.stderr)
+                traceback.print_exc()
