@@ -40,6 +40,7 @@ LEASE_S, HEARTBEAT_S = 8.0, 1.2  # as the fault suite's shared network (tests/co
 RUNNERS = {"w1": "session", "w2": "session", "w3": "submit"}
 # A task lost to faults is requeued however often (DEAD would be the configuration's verdict, not a loss),
 # and every run is kept (the checker reads them all: a job keeps its newest 100 by default).
+CHECK_CALL_TIMEOUT_S = 300.0
 MASTER_CONFIG = "[master]\nmax_lost = 1000000\nkeep_runs = 1000000\n"
 
 
@@ -102,10 +103,13 @@ class Soak:
             nemesis.heal_all()
             self.net.wait_workers(*WORKERS, timeout=300)
             healed = time.monotonic()
-            quiet = wait_quiet(client, workload.job_ids(), self.quiet_timeout)
-            say(f"quiet {quiet:.1f}s after the heal" if quiet is not None else
-                f"NOT quiet {self.quiet_timeout:g}s after the heal")
-            verdict = check(workload, client, ledger)
+            # The checker reads every run of every job, with its tasks: an hour of an every-second job is 3,600
+            # runs in one ListRuns, more than the workload's 5 s calls allow on a loaded machine.
+            with self.net.failover_client(timeout=CHECK_CALL_TIMEOUT_S) as checker:
+                quiet = wait_quiet(checker, workload.job_ids(), self.quiet_timeout)
+                say(f"quiet {quiet:.1f}s after the heal" if quiet is not None else
+                    f"NOT quiet {self.quiet_timeout:g}s after the heal")
+                verdict = check(workload, checker, ledger)
             self.findings = verdict.findings
             self.checked = True
             say(f"healed to checked in {time.monotonic() - healed:.1f}s")
