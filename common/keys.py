@@ -42,6 +42,8 @@ P:run:{run}:steps                     hash    a pipeline run's steps: {step} →
                                               r:{step} → the step's run id once made, b:{step} → the
                                               step's run block (JSON) until its run is made
 P:job:{job}:steps                     set     a pipeline's step jobs, of every version (deleted with it)
+P:pipeline_runs:running               zset    pipeline run id → fired ms: the pipeline runs not yet ended
+                                              (added and removed by the scripts that start and end them)
 P:run:{run}:gate                      zset    task id → index: READY tasks of a run held back by its
                                               concurrency cap (enter the ready queue one by one)
 P:task:{task}                         hash    task record: state, run_id, job_id, index, group, score,
@@ -251,6 +253,10 @@ class Keys:
         return f"{self.namespace}:masters"
 
     @property
+    def running_pipelines(self) -> str:
+        return f"{self.namespace}:pipeline_runs:running"
+
+    @property
     def webhooks(self) -> str:
         return f"{self.namespace}:webhooks"
 
@@ -272,6 +278,6 @@ class Keys:
             )
         for name in ("jobs", "schedule", "awaiting", "purge", "groups", "delayed", "leases", "timeouts", "workers",
                      "fence", "bundles", "leader", "epoch", "masters", "backfills", "parents", "webhooks",
-                     "webhook_tries", "webhook_defaults"):
+                     "webhook_tries", "webhook_defaults", "running_pipelines"):
             lines.append(f"K.{name} = '{getattr(self, name)}'")
         return "\n".join(lines)

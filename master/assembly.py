@@ -23,7 +23,6 @@ from sparkyard.master.arming import Arming
 from sparkyard.master.backfill import Backfiller
 from sparkyard.master.background import Background
 from sparkyard.master.bundles import BundleStore
-from sparkyard.master.pipelines import PipelineRuns
 from sparkyard.master.connection import WorkerConnection
 from sparkyard.master.events import Events, JobEnded, RunEnded, WorkReady
 from sparkyard.master.fixed_delay import FixedDelay
@@ -146,7 +145,6 @@ def build_master(cfg: MasterConfig, store: Store, clock: Clock, timer: SystemTim
     preloader = Preloader(store, arming, timer, clock, background, outcomes, fixed_delay, metrics,
                           cfg.misfire_threshold_s)
     backfiller = Backfiller(store, preloader, timer, background)
-    pipeline_runs = PipelineRuns(store, outcomes, background, metrics)
     webhooks = Webhooks(store, clock, metrics, cfg.on_failure, cfg.on_success)
     reaper = Reaper(store, registry, outcomes, timer, background, cfg)
     submissions = Submissions(cfg, store, clock, outcomes, arming, bundles, metrics)
@@ -158,7 +156,6 @@ def build_master(cfg: MasterConfig, store: Store, clock: Clock, timer: SystemTim
     events.subscribe(RunEnded, lambda e: purgatory.complete_watchers(e.run_id))
     events.subscribe(JobEnded, lambda e: purgatory.complete_watchers(e.job_id))
     events.subscribe(RunEnded, fixed_delay.run_ended)
-    events.subscribe(RunEnded, pipeline_runs.run_ended)
     events.subscribe(RunEnded, backfiller.run_ended)
     events.subscribe(RunEnded, webhooks.run_ended)
     events.seal()

@@ -48,6 +48,8 @@ class MasterMetrics:
         self.pipeline_duration = Histogram("sparkyard_pipeline_run_duration_seconds", "Pipeline runs from their "
                                            "firing to their end, by state", ["state"], buckets=DURATION_BUCKETS,
                                            registry=r)
+        self.pipelines_running = Gauge("sparkyard_pipeline_runs_running", "Pipeline runs started and not ended, "
+                                       "read from Redis at the scrape", registry=r)
         self.firings = Counter("sparkyard_firings", "Firings, by what they did (created, skipped, ...)", ["status"],
                                registry=r)
         self.webhooks = Counter("sparkyard_webhooks", "Webhook tries by result: delivered, retried (a try "
@@ -89,9 +91,11 @@ class MasterMetrics:
 
     async def render(self, sessions: Iterable[WorkerSession], leading: bool, epoch: int,
                      queue_depths: Callable[[int], Awaitable[dict[str, QueueDepth]]],
-                     ping: Callable[[], Awaitable[object]]) -> bytes:
+                     ping: Callable[[], Awaitable[object]],
+                     running_pipelines: Callable[[], Awaitable[int]]) -> bytes:
         """The text a scrape gets: the gauges brought up to date first (a Redis failure leaves the queue
-        depths as they were and shows as a ping of -1, rather than failing the whole scrape)."""
+        depths and running pipeline runs as they were and shows as a ping of -1, rather than failing the
+        whole scrape). What is read from Redis is the cluster's, whichever master is asked."""
         self.slots.clear()
         self.slots_used.clear()
         count = 0
@@ -107,6 +111,7 @@ class MasterMetrics:
             await ping()
             self.redis_ping.set(time.perf_counter() - started)
             depths = await queue_depths(QUEUE_SPLIT_LIMIT)
+            self.pipelines_running.set(await running_pipelines())
         except Exception:  # noqa: BLE001 - Redis down: say so in the figures, keep serving the rest
             self.redis_ping.set(-1)
         else:

@@ -7,7 +7,9 @@ the script's answer:
 * a task back in a ready queue, or a slot's task ended → :class:`WorkReady` (the scheduler looks again);
 * a failed attempt with a retry due → its backoff timer (:class:`sparkyard.master.retries.Retries`);
 * a run ended → :class:`RunEnded`, published once, here, by the component whose script ended it; its
-  reactions (waiters, fixed-delay next fire, child jobs, backfill, webhooks, metrics) are subscribers;
+  reactions (waiters, fixed-delay next fire, child jobs, backfill, webhooks, metrics) are subscribers; a
+  step's run whose end ended its pipeline run comes back from the script with that end (lib.lua
+  pipeline_end), published right after it as the pipeline run's own :class:`RunEnded`;
 * a lease lost or a task cancelled while running → its worker is told to kill it (its slot stays taken
   until the worker reports the attempt's end: :meth:`WorkerRegistry.release`, called only from reports).
 
@@ -25,6 +27,7 @@ from sparkyard.master.metrics import MasterMetrics
 from sparkyard.master.registry import WorkerRegistry
 from sparkyard.master.retries import Retries
 from sparkyard.master.store import Store
+from sparkyard.master.store_outcomes import PipelineEnd
 from sparkyard.master.store_values import CancelResult, Reaped, Verdict
 from sparkyard.states import Loss, RunState, TaskState, VerdictKind
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -59,7 +62,7 @@ class Outcomes:
             if v.task_state is TaskState.FAILED and v.not_before_ms:
                 self._retries.arm(v.task_id, v.not_before_ms)
             if v.run_state:
-                self.run_ended(v.run_id, v.run_state)
+                self.run_ended(v.run_id, v.run_state, v.pipeline)
 
     def apply_reaped(self, reaped: Iterable[Reaped]) -> None:
         """After reap.lua: lost leases requeued (or DEAD), timed-out attempts failed."""
@@ -77,23 +80,31 @@ class Outcomes:
             elif r.task_state is TaskState.FAILED and r.not_before_ms:
                 self._retries.arm(r.task_id, r.not_before_ms)
             if r.run_state:
-                self.run_ended(r.run_id, r.run_state)
+                self.run_ended(r.run_id, r.run_state, r.pipeline)
 
     def apply_cancel(self, result: CancelResult, reason: str) -> None:
         self.work_ready()  # a cancelled task of a capped run may have let a gated one into the ready queue
         for task_id, worker, token in result.leased:
             self._registry.send(worker, pb.MasterMessage(cancel=pb.CancelTask(
                 task_id=task_id, fencing_token=token, reason=reason)))
-        for run_id, state in result.ended_runs:
-            self.run_ended(run_id, state)
+        for run_id, state, pipeline in result.ended_runs:
+            self.run_ended(run_id, state, pipeline)
 
-    def run_ended(self, run_id: str, state: RunState) -> None:
-        """A script ended this run: the one signal of it."""
+    def run_ended(self, run_id: str, state: RunState, pipeline: PipelineEnd | None = None) -> None:
+        """A script ended this run (and with it ``pipeline``, the pipeline run of a step's run): the one
+        signal of each, the step's first."""
+        self._publish_end(run_id, state)
+        if pipeline is not None:
+            self._metrics.pipeline_runs.labels(pipeline.state.value).inc()
+            self._metrics.pipeline_duration.labels(pipeline.state.value).observe(pipeline.took_ms / 1000)
+            self._publish_end(pipeline.run_id, pipeline.state)
+        # The script that ended it may have made runs (a pipeline's next steps, child jobs): look for work.
+        self.work_ready()
+
+    def _publish_end(self, run_id: str, state: RunState) -> None:
         log.log(logging.DEBUG if state is RunState.SUCCEEDED else logging.INFO, "run=%s ended %s", run_id, state.value)
         self._metrics.runs.labels(state.value).inc()
         self._events.publish(RunEnded(run_id, state))
-        # The script that ended it may have made runs (a pipeline's next steps, child jobs): look for work.
-        self.work_ready()
 
     def job_ended(self, job_id: str) -> None:
         """A job was cancelled or deleted: whoever waits for a run of it that will now never fire wakes."""

@@ -1,36 +1,24 @@
-"""Pipelines on the master: step jobs, a pipeline run's block, and the signal of a pipeline run's end.
+"""Pipelines on the master: step jobs and a pipeline run's block.
 
 A pipeline is a job whose spec has steps (docs/pipelines.md). Each step runs as a job of its own — a *step
 job*, made by the master, one per step and pipeline version, never changed, named ``{pipeline}.{step}`` and
 never fired by itself (trigger ``manual``) — so a step's tasks are ordinary tasks: leases, retries,
 fencing, logs and the spec cache work unchanged. Which step runs when is decided in Lua alone (lib.lua's
-pipeline functions): the script that ends a step's run releases the steps it makes ready, in the same step.
-
-What is left to Python is the signal. A pipeline run ends in the script that ended its last step's run,
-which returns that run's end only; :class:`PipelineRuns` hears it (:class:`RunEnded`) and, when the
-pipeline run records that run as the one that ended it (``ended_by``), publishes the pipeline run's end
-too — once, whoever ends what — so waiters, webhooks and metrics see pipeline runs as any run.
+pipeline functions): the script that ends a step's run releases the steps it makes ready, in the same step,
+and when that ends the pipeline run, returns the pipeline run's end with the step run's end
+(:class:`sparkyard.master.store_outcomes.PipelineEnd`), which :class:`sparkyard.master.outcomes.Outcomes`
+publishes right after it — so waiters, webhooks and metrics see pipeline runs as any run, without a read.
 """
 
 from __future__ import annotations
 
-import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sparkyard import ids
 from sparkyard.master.splitter import split_job
 from sparkyard.master.store_values import RunBlock
 from sparkyard.pipeline_spec import rule_name
 from sparkyard.v1 import sparkyard_pb2 as pb
-
-if TYPE_CHECKING:
-    from sparkyard.master.background import Spawner
-    from sparkyard.master.events import RunEnded
-    from sparkyard.master.metrics import MasterMetrics
-    from sparkyard.master.outcomes import Outcomes
-    from sparkyard.master.store import Store
-
-log = logging.getLogger(__name__)
 
 
 def with_step_jobs(job_id: str, spec: pb.JobSpec, now_ms: int) -> tuple[pb.JobSpec, tuple[tuple[str, pb.JobSpec], ...]]:
@@ -56,23 +44,3 @@ def pipeline_block(spec: pb.JobSpec, scheduled_ms: int, aging_ms: int, keep: dic
                   for s in spec.steps if s.name not in kept},
         "keep": kept,
     }
-
-
-class PipelineRuns:
-    """Publishes a pipeline run's end when the run that ended it is reported ended (see the module doc)."""
-
-    def __init__(self, store: Store, outcomes: Outcomes, background: Spawner, metrics: MasterMetrics) -> None:
-        self._store = store
-        self._outcomes = outcomes
-        self._background = background
-        self._metrics = metrics
-
-    def run_ended(self, event: RunEnded) -> None:
-        self._background.spawn(self._pipeline_end(event.run_id), f"pipeline-of-{event.run_id}")
-
-    async def _pipeline_end(self, run_id: str) -> None:
-        ended = await self._store.pipeline_run_ended_by(run_id)
-        if ended is not None:
-            self._metrics.pipeline_runs.labels(ended.state.value).inc()
-            self._metrics.pipeline_duration.labels(ended.state.value).observe(ended.took_ms / 1000)
-            self._outcomes.run_ended(ended.run_id, ended.state)

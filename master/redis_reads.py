@@ -19,7 +19,7 @@ from sparkyard.master import store_outcomes as outcomes
 from sparkyard.master.records import StepRecord, JobRecord, RunRecord, TaskRecord, read_one, readable, spec_from_text
 from sparkyard.master.spec_cache import SpecCache
 from sparkyard.master.store_values import DEFAULT_DUE_LIMIT
-from sparkyard.states import JobState, RunState, StepState
+from sparkyard.states import JobState, StepState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 
@@ -202,16 +202,6 @@ class RedisReads:
                                     int(started or 0), int(finished or 0), tried))
         return steps
 
-    async def pipeline_run_ended_by(self, run_id: str) -> outcomes.PipelineEnd | None:
-        prun = await self.redis.hget(self.keys.run(run_id), "prun")
-        if not prun:
-            return None
-        state, ended_by, fired, finished = await self.redis.hmget(self.keys.run(prun), "state", "ended_by", "fired_ms",
-                                                                  "finished_ms")
-        if ended_by != run_id:
-            return None
-        return outcomes.PipelineEnd(prun, RunState(state), int(finished or 0) - int(fired or 0))
-
     async def list_runs(self, job_id: str, limit: int, *, with_tasks: bool = False) -> list[RunRecord]:
         runs = (await self.recent_runs([job_id], limit))[0]
         if with_tasks:
@@ -263,6 +253,9 @@ class RedisReads:
         for group in groups:
             pipe.zcard(self.keys.ready(group))
         return dict(zip(groups, await pipe.execute()))
+
+    async def running_pipeline_runs(self) -> int:
+        return int(await self.redis.zcard(self.keys.running_pipelines))
 
     async def counts(self) -> dict[str, int]:
         pipe = self.redis.pipeline(transaction=False)

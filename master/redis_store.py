@@ -213,7 +213,7 @@ class RedisStore(RedisReads, Store):
         batch = json.dumps([[r.task_id, str(r.token), r.outcome, r.result_json, r.error, r.traceback,
                              r.started_ms, r.finished_ms, r.log_path] for r in reports], separators=(",", ":"))
         raw = await self._lua("report", [k.leases, k.delayed, k.timeouts], [batch])
-        return [Verdict.of(t, v, s, run, rs, int(nb)) for t, v, s, run, rs, nb in _groups(raw, 6)]
+        return [Verdict.of(t, v, s, run, rs, int(nb), *pipeline) for t, v, s, run, rs, nb, *pipeline in _groups(raw, 9)]
 
     async def release_due(self, limit: int = DEFAULT_SWEEP_LIMIT,
                           task_ids: Sequence[str] = ()) -> list[outcomes.Released]:
@@ -233,7 +233,8 @@ class RedisStore(RedisReads, Store):
 
     @staticmethod
     def _reaped(raw: Sequence[Any]) -> list[Reaped]:
-        return [Reaped.of(t, w, s, r, rs, wk, int(nb), int(tok)) for t, w, s, r, rs, wk, nb, tok in _groups(raw, 8)]
+        return [Reaped.of(t, w, s, r, rs, wk, int(nb), int(tok), *pipeline)
+                for t, w, s, r, rs, wk, nb, tok, *pipeline in _groups(raw, 11)]
 
     # ---- cancel, pause, resume ---------------------------------------------------------------------
 
@@ -246,7 +247,8 @@ class RedisStore(RedisReads, Store):
             outcomes.CancelStatus(status),
             list(cancelled),
             [outcomes.LeasedTask(t, w, int(tok)) for t, w, tok in _groups(leased, 3)],
-            [outcomes.EndedRun(r, RunState(s)) for r, s in _groups(ended, 2)],
+            [outcomes.EndedRun(r, RunState(s), outcomes.PipelineEnd.of(*pipeline))
+             for r, s, *pipeline in _groups(ended, 5)],
         )
 
     async def set_job_state(self, job_id: str, target: JobState, next_fire_ms: int = -1) -> outcomes.StateChange:

@@ -277,7 +277,8 @@ class MasterServer:
         assert self.master is not None and self.leadership is not None
         master, leadership = self.master, self.leadership
         body = await self.metrics.render(master.registry.sessions(), leadership.leading, leadership.epoch,
-                                         master.store.queue_depths, master.store.ping)
+                                         master.store.queue_depths, master.store.ping,
+                                         master.store.running_pipeline_runs)
         return metrics_response(body)
 
     async def _elected(self, epoch: int) -> None:

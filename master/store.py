@@ -30,7 +30,6 @@ from sparkyard.master.store_outcomes import (
     Delayed,
     Deletion,
     JobProgress,
-    PipelineEnd,
     Released,
     Rescheduled,
     ScheduleEntry,
@@ -268,10 +267,6 @@ class Store(Protocol):
         after the last entry ('' at the end)."""
         ...
 
-    async def pipeline_run_ended_by(self, run_id: str) -> PipelineEnd | None:
-        """The pipeline run (and its end state) that the end of step run ``run_id`` ended, if it did."""
-        ...
-
     async def get_run(self, run_id: str, *, with_tasks: bool = True) -> RunRecord | None:
         ...
 
@@ -306,6 +301,10 @@ class Store(Protocol):
     async def queue_depths(self, limit: int) -> dict[str, QueueDepth]:
         """Every group's ready-queue length and, while at most ``limit`` tasks wait in all, how many of
         them have each priority (queue_depth.lua: the queue itself does not say it, so it is O(n))."""
+        ...
+
+    async def running_pipeline_runs(self) -> int:
+        """How many pipeline runs have started and not ended (the scripts keep their index)."""
         ...
 
     async def counts(self) -> dict[str, int]:

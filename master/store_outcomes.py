@@ -14,11 +14,16 @@ from sparkyard.states import JobState, RunState
 
 
 class PipelineEnd(NamedTuple):
-    """A pipeline run that the end of one of its steps' runs ended."""
+    """A pipeline run that the end of one of its steps' runs ended (returned with that run's end)."""
 
     run_id: str
     state: RunState
     took_ms: int  # from its firing to its end
+
+    @classmethod
+    def of(cls, run_id: str = "", state: str = "", took_ms: int | str = 0) -> PipelineEnd | None:
+        """From a script's words (lib.lua pipeline_end: '', '', 0 for none)."""
+        return cls(run_id, RunState(state), int(took_ms)) if run_id else None
 
 
 class FireStatus(str, Enum):
@@ -122,6 +127,7 @@ class LeasedTask(NamedTuple):
 class EndedRun(NamedTuple):
     run_id: str
     state: RunState
+    pipeline: PipelineEnd | None = None  # the pipeline run that this run's end ended
 
 
 class StateChange(NamedTuple):

@@ -16,6 +16,7 @@ from sparkyard.master.store_outcomes import (
     FireStatus,
     Lease,
     LeasedTask,
+    PipelineEnd,
     UpdateStatus,
 )
 from sparkyard.states import JobState, Loss, RunState, TaskState, VerdictKind
@@ -211,13 +212,15 @@ class Verdict:
     run_id: str
     run_state: RunState | None  # None unless the run just ended
     not_before_ms: int
+    pipeline: PipelineEnd | None = None  # the pipeline run that the run's end ended
 
     @classmethod
     def of(cls, task_id: str, verdict: str, task_state: str, run_id: str, run_state: str,
-           not_before_ms: int) -> Verdict:
-        """From the script's words ('' for none); an unknown word raises ValueError."""
+           not_before_ms: int, *pipeline: Any) -> Verdict:
+        """From the script's words ('' for none; ``pipeline``: the words of lib.lua pipeline_end); an unknown
+        word raises ValueError."""
         return cls(task_id, VerdictKind(verdict), TaskState(task_state) if task_state else None, run_id,
-                   RunState(run_state) if run_state else None, not_before_ms)
+                   RunState(run_state) if run_state else None, not_before_ms, PipelineEnd.of(*pipeline))
 
 
 @dataclass(frozen=True)
@@ -230,13 +233,15 @@ class Reaped:
     worker: str
     not_before_ms: int
     token: int  # of the attempt that ended
+    pipeline: PipelineEnd | None = None  # the pipeline run that the run's end ended
 
     @classmethod
     def of(cls, task_id: str, what: str, task_state: str, run_id: str, run_state: str, worker: str,
-           not_before_ms: int, token: int) -> Reaped:
-        """From the script's words ('' for none); an unknown word raises ValueError."""
+           not_before_ms: int, token: int, *pipeline: Any) -> Reaped:
+        """From the script's words ('' for none; ``pipeline``: the words of lib.lua pipeline_end); an unknown
+        word raises ValueError."""
         return cls(task_id, Loss(what), TaskState(task_state), run_id, RunState(run_state) if run_state else None,
-                   worker, not_before_ms, token)
+                   worker, not_before_ms, token, PipelineEnd.of(*pipeline))
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ throughout), so a worker killed with -9 takes it along. It is ready once its por
 when it dies it is started again after ``RESTART_BACKOFF_S``, doubling up to ``RESTART_BACKOFF_MAX_S``
 while it keeps failing to come up. Until it is ready the runner offers no slot. When the worker's Spark
 cluster manager stops answering (worker/engine.py) the server is stopped — its application is lost with the
-manager — and started again once the manager answers.
+manager — and started again once the manager answers. It loads the command plugin that lets an attempt's
+cancel reach every Spark job of its session (worker/connect_plugin.py), when the worker could build it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Callable
 
 from sparkyard.config import connect_address
-from sparkyard.worker import jvm_temp
+from sparkyard.worker import connect_plugin, jvm_temp
 from sparkyard.worker.children import Children, tied_command
 from sparkyard.worker.engine import answers
 from sparkyard.worker.runner.submit import spark_submit_path
@@ -87,6 +88,7 @@ class ConnectServer:
         self.started_in_s = 0.0  # how long the last start took, to accepting connections
         self.starts = 0
         self.proc: asyncio.subprocess.Process | None = None
+        self.plugin: Path | None = None  # the command plugin's jar the server was started with
         self._task: asyncio.Task[None] | None = None
         self._engine_up = asyncio.Event()  # cleared while the cluster manager of its --spark-master is gone
         self._engine_up.set()
@@ -153,6 +155,9 @@ class ConnectServer:
                                    "spark.connect.grpc.binding.port": str(port)}, self._dir / "tmp")
         cmd = [spark_submit, "--class", SERVER_CLASS, "--name", "sparkyard Spark Connect server",
                "--master", self._master]
+        if self.plugin is not None:
+            conf["spark.connect.extensions.command.classes"] = connect_plugin.CLASS
+            cmd += ["--jars", str(self.plugin)]
         for key, value in sorted(conf.items()):
             cmd += ["--conf", f"{key}={value}"]
         return tied_command(*cmd)
@@ -163,6 +168,10 @@ class ConnectServer:
             self._port = _free_port()
         self._dir.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(jvm_temp.remove, self._dir / "tmp")  # what a killed worker's server left
+        if self.plugin is None:
+            jars = Path(spark_submit_path()).parent.parent / "jars"
+            version = next((p.stem for p in jars.glob("spark-connect_*.jar")), "unknown")
+            self.plugin = await asyncio.to_thread(connect_plugin.build, jars, self._dir / "plugin", version)
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_CONNECT_MODE": "0"}
         began = time.monotonic()
         with open(self._dir / "server.log", "ab") as logf:

@@ -17,9 +17,11 @@ JVM), so an attempt costs a new session on the server, not a Spark start. Per at
 * Spark Connect has no SparkContext: ``spark.sparkContext``, ``df.rdd``, ``SparkContext(…)`` and
   ``SparkContext.getOrCreate()`` raise :class:`ConnectRunnerError`, which names the runner and the two
   runners that have them;
-* a cancel interrupts the attempt's operations by its tag (``interruptTag``); at the end, whatever the
-  attempt left running from other threads is interrupted (``interruptAll`` of its own session) and the
-  session is released on the server.
+* a cancel interrupts the attempt's operations by its tag (``interruptTag``) and, where the server has
+  Sparkyard's command plugin (worker/connect_plugin.py), every Spark job of its session — those its
+  operations did not start, as a declarative pipeline's flows; at the end, whatever the attempt left running
+  from other threads is interrupted (``interruptAll`` of its own session) and the session is released on the
+  server.
 
 Outside an attempt every patched call behaves as PySpark's own.
 """
@@ -31,6 +33,8 @@ import os
 import zipfile
 from pathlib import Path
 from typing import Any, Callable
+
+from sparkyard.worker import connect_plugin
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +146,10 @@ class RemoteSpark:
         """Interrupt the attempt's operations (called from the driver's reader thread)."""
         session = self._session
         if session is not None:
+            # The session's jobs first: interrupting the operations lets the attempt's code end, and its end
+            # releases the session.
+            if self._task["connect"].get("session_jobs"):
+                connect_plugin.interrupt_session_jobs(session)
             session.interruptTag(self._task["connect"]["tag"])
 
     def dirty(self) -> str:

@@ -4,8 +4,9 @@ Spark's declarative pipelines (``pyspark.pipelines``: materialized views, stream
 ``spark-pipelines`` CLI) run over Spark Connect: a client registers the definitions of a pipeline spec
 (``spark-pipeline.yml`` and the Python/SQL files it includes) in a dataflow graph on the server, starts a run,
 and reads its events. This function is that client, run as an ordinary attempt of the connect runner — its
-session is the attempt's own (tagged, so a cancel or timeout interrupts the run's stream, and released at
-the end) — so the pipeline gets our triggers, retries, fencing and graph around it.
+session is the attempt's own (tagged, so a cancel or timeout interrupts the run's stream; every Spark job of
+it, its flows included, cancelled with it where the server has Sparkyard's plugin, worker/connect_plugin.py;
+released at the end) — so the pipeline gets our triggers, retries, fencing and graph around it.
 
 Args: the spec's path (relative to the working directory: the shipped bundle), then optionally
 ``--full-refresh-all``, ``--full-refresh A,B`` or ``--refresh A,B`` as spark-pipelines takes them. Every

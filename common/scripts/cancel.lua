@@ -9,7 +9,8 @@
 --   status 'ok', or 'retry' when the job has an active run the caller did not list (a firing raced the
 --   cancel: nothing was changed, read again and call again);
 --   cancelled: ids (job, runs, tasks) whose state changed; leased: flat (task id, worker, token) of
---   tasks that were running, whose workers must be told to kill them; ended runs: flat (run id, state).
+--   tasks that were running, whose workers must be told to kill them; ended runs: flat (run id, state,
+--   and the pipeline run that run's end ended, its state and duration in ms: '', '', 0 if none).
 --
 -- Invariant: a cancelled task leaves every queue and index in the same step (ready, delayed, leases),
 -- so nothing can dispatch, retry or requeue it afterwards; terminal tasks and runs are left as they are.
@@ -69,7 +70,7 @@ for _, task_id in ipairs(tasks) do
     cancelled[#cancelled + 1] = task_id
     local run_state = task_terminal(t.run_id, 'cancelled', now)
     if run_state ~= '' then
-      push(ended, t.run_id, run_state)
+      push(ended, t.run_id, run_state, pipeline_end(t.run_id, run_state))
       cancelled[#cancelled + 1] = t.run_id
     end
   end

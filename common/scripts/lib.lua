@@ -437,7 +437,8 @@ local function release_steps(prun, now)
 end
 
 -- Store a new pipeline run (its run fields ready in `fields`) with every step PENDING, then release the
--- steps that wait for nothing. Returns its state: RUNNING, or the end state if every step ended at once.
+-- steps that wait for nothing. Returns its state: RUNNING (it joins K.running_pipelines), or the end state
+-- if every step ended at once.
 create_pipeline_run = function(job_id, run_id, now, b, fields)
   local graph = cjson.encode(b.graph)
   push(fields, 'graph', graph, 'started_ms', now)
@@ -458,12 +459,34 @@ create_pipeline_run = function(job_id, run_id, now, b, fields)
   if kept > 0 then redis.call('HSET', K.run(run_id), 'succeeded', kept) end
   release_steps(run_id, now)
   local ended = settle_run(run_id, now)
-  return ended ~= '' and ended or 'RUNNING'
+  if ended ~= '' then return ended end
+  redis.call('ZADD', K.running_pipelines, now, run_id)  -- until pipeline_ended
+  return 'RUNNING'
+end
+
+-- Pipeline runs ended by this script call, by the step run whose end ended each: {pipeline run, state, ms
+-- from its firing to its end}. A script that returns a run's end returns with it the pipeline run's end that
+-- it caused (pipeline_end), so the master learns both from one reply.
+local PIPELINE_ENDS = {}
+
+-- A pipeline run ended (settle_run, called by step_ended): it leaves the index of running pipeline runs
+-- (K.running_pipelines, what the metrics page counts) in the same step.
+local function pipeline_ended(prun, state, by_run, now)
+  redis.call('ZREM', K.running_pipelines, prun)
+  local fired = tonumber(redis.call('HGET', K.run(prun), 'fired_ms') or now)
+  PIPELINE_ENDS[by_run] = {prun, state, now - fired}
+end
+
+-- What a script returns after a run's end (run_state: '' unless the run ended in this very call, so a
+-- pipeline run's end is returned once): the pipeline run it ended, its state and duration; else '', '', 0.
+local function pipeline_end(run_id, run_state)
+  local e = run_state ~= '' and PIPELINE_ENDS[run_id]
+  if e then return e[1], e[2], e[3] end
+  return '', '', 0
 end
 
 -- The run of a step ended (settle_run): end the step, release what it makes ready, and end the pipeline
--- run when no step can run any more; the run that ended it is recorded as its ended_by (the master tells
--- the pipeline run's end from that run's end, once).
+-- run when no step can run any more (pipeline_ended).
 step_ended = function(prun, name, run_id, run_state, now)
   local skey = K.run_steps(prun)
   if run_state == 'SUCCEEDED' then  -- every task of it called ctx.skip(): the step is SKIPPED
@@ -475,7 +498,8 @@ step_ended = function(prun, name, run_id, run_state, now)
   redis.call('HSET', skey, name, run_state)
   redis.call('HINCRBY', K.run(prun), STEP_COUNTER[run_state], 1)
   release_steps(prun, now)
-  if settle_run(prun, now) ~= '' then redis.call('HSET', K.run(prun), 'ended_by', run_id) end
+  local ended = settle_run(prun, now)
+  if ended ~= '' then pipeline_ended(prun, ended, run_id, now) end
 end
 
 -- Cancel the steps of a pipeline run that have not started (they never will); returns the task ids of its

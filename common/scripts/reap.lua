@@ -9,9 +9,10 @@
 --                           master-side timeout has passed (failed as TIMED_OUT);
 --               'worker'  — ARGV[4] is a worker id that reconnected without the tasks in ARGV[5..]:
 --                           those leases end now (the worker restarted and lost them).
--- Returns a flat list of groups of 8: task id, what ('lost' | 'timeout'), new task state, run id,
+-- Returns a flat list of groups of 11: task id, what ('lost' | 'timeout'), new task state, run id,
 -- run state ('' unless the run just ended), worker that held it, retry time in ms (0 if none), the
--- ended attempt's fencing token.
+-- ended attempt's fencing token, and the pipeline run that run's end ended, its state and its duration in
+-- ms ('', '', 0 if none: lib.lua pipeline_end).
 --
 -- Invariant: idempotent — each lease ends once (the task leaves LEASED here), so two masters running
 -- the reaper at once cannot requeue a task twice; the next claim gives it a new, higher token.
@@ -20,7 +21,9 @@ local now = now_ms()
 local max_lost = tonumber(ARGV[1])
 local budget = tonumber(ARGV[2])  -- entries this call may still look at
 local out = {}
-local function emit(...) push(out, ...) end
+local function emit(task_id, what, state, run_id, run_state, worker, not_before, token)
+  push(out, task_id, what, state, run_id, run_state, worker, not_before, token, pipeline_end(run_id, run_state))
+end
 if ARGV[3] == 'worker' then
   for i = 5, #ARGV do
     local t = load_task(ARGV[i])

@@ -6,8 +6,9 @@
 --       | RELEASED. The token is a JSON string of its decimal digits: it is compared, as a string, with the
 --       task's (HGET); cjson would decode a number to a double, which tostring prints with 14 significant
 --       digits ('1e+14'), so tokens from 1e14 on would never match (or match the wrong attempt).
--- Returns per report a flat group of 6: task id, verdict, task state, run id, run state ('' unless the
--- run just ended), not-before ms (retry time, 0 if none).
+-- Returns per report a flat group of 9: task id, verdict, task state, run id, run state ('' unless the
+-- run just ended), not-before ms (retry time, 0 if none), and the pipeline run that run's end ended, its
+-- state and its duration in ms ('', '', 0 if none: lib.lua pipeline_end).
 -- verdict: accepted | stale (token is not the task's current one) | terminal (the attempt has ended: the
 -- transition tables allow neither its end nor the task's move) | unknown
 --
@@ -30,7 +31,9 @@ local ENDS = {STARTED = {'SUCCEEDED', {'SUCCEEDED'}}, SUCCEEDED = {'SUCCEEDED', 
               CANCELLED = {'CANCELLED', {'READY'}}, RELEASED = {'RELEASED', {'READY'}}}
 local now = now_ms()
 local out = {}
-local function emit(...) push(out, ...) end
+local function emit(task_id, verdict, state, run_id, run_state, not_before)
+  push(out, task_id, verdict, state, run_id, run_state, not_before, pipeline_end(run_id, run_state))
+end
 for _, rep in ipairs(cjson.decode(ARGV[1])) do
   local task_id, token, outcome = rep[1], rep[2], rep[3]
   if type(token) == 'number' then token = string.format('%.0f', token) end  -- exact below 2^53

@@ -775,7 +775,7 @@ async def test_cancelling_a_job_ends_every_task_and_leaves_no_queue_entry(subjec
     result = await store.cancel("user asked", job_id=job_id(1), run_ids=[run_id], task_ids=[t0, t1, t2, t3])
     assert result.status == "ok"
     assert result.cancelled == [job_id(1), t1, t2, t3, run_id]
-    assert result.leased == [(t2, "w1", c2.token)] and result.ended_runs == [(run_id, "CANCELLED")]
+    assert result.leased == [(t2, "w1", c2.token)] and result.ended_runs == [(run_id, "CANCELLED", None)]
     job = await store.get_job(job_id(1))
     assert job is not None and job.state is JobState.CANCELLED and job.next_fire_ms == -1
     run = await store.get_run(run_id)

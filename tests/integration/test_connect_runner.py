@@ -201,6 +201,88 @@ def test_a_spark_declarative_pipeline_runs_as_a_step_with_each_dataset_s_outcome
     assert after == {"marts": outcome}
 
 
+SDP_WARM_PY = """from pyspark import pipelines as dp
+
+
+@dp.materialized_view
+def warm_rows():
+    return spark.range(3)
+"""
+# A flow that marks each row it reaches (one a second, on the server's one core) and one downstream of it.
+SDP_SLOW_PY = """import os
+import time
+
+from pyspark import pipelines as dp
+from pyspark.sql.functions import udf
+from pyspark.sql.types import LongType
+
+MARKS = {marks!r}
+
+
+def mark(x, where=MARKS, pause=1.0):
+    os.makedirs(where, exist_ok=True)
+    open(os.path.join(where, str(x)), "w").close()
+    time.sleep(pause)
+    return x
+
+
+@dp.materialized_view
+def slow_rows():
+    return spark.range(0, 600, 1, 1).select(udf(mark, LongType())("id").alias("id"))
+
+
+@dp.materialized_view
+def after_slow():
+    return spark.read.table("slow_rows").select(udf(lambda x: mark(x, MARKS + "-after", 0), LongType())("id"))
+"""
+
+
+def _sdp_project(root: Path, name: str, transformation: str) -> Pipeline:
+    project = root / name
+    (project / "transformations").mkdir(parents=True)
+    (project / "spark-pipeline.yml").write_text(SDP_SPEC.format(storage=root / f"{name}-storage"))
+    (project / "transformations" / f"{name}.py").write_text(transformation)
+    p = Pipeline(f"sdp-{name}", base_dir=root)
+    p.sdp_step(name, f"{name}/spark-pipeline.yml")
+    return p
+
+
+def _settled(directory: Path, quiet_s: float, timeout: float) -> int:
+    """The number of files in ``directory`` once it has not changed for ``quiet_s``."""
+    seen = {"count": -1, "since": time.monotonic()}
+
+    def quiet() -> int | None:
+        count = len(list(directory.glob("*")))
+        if count != seen["count"]:
+            seen.update(count=count, since=time.monotonic())
+        return count if time.monotonic() - seen["since"] >= quiet_s else None
+
+    return wait_for(quiet, timeout, f"{directory} to stop growing")
+
+
+def test_cancelling_a_declarative_pipeline_step_stops_its_flows_on_the_server(
+        connect: tuple[Cluster, Client], tmp_path: Path) -> None:
+    """Spark runs flows in a thread pool shared by the pipeline runs of a server, whose threads keep the job
+    tags of the run that made them: right after another run, a flow carries that run's tags, and only the
+    cancel of every Spark job of the attempt's session (worker/connect_plugin.py) stops it."""
+    _, client = connect
+    warm = client.submit_spec(_sdp_project(tmp_path, "warm", SDP_WARM_PY).to_spec()).job
+    run, timed_out = client.wait(client.trigger(warm.id).id, timeout=300)
+    assert not timed_out and run.state == pb.RUN_SUCCEEDED, run
+    marks = tmp_path / "marks"
+    slow = client.submit_spec(_sdp_project(tmp_path, "slow", SDP_SLOW_PY.format(marks=str(marks))).to_spec()).job
+    run_id = client.trigger(slow.id).id
+    wait_for(lambda: len(list(marks.glob("*"))) >= 3, 300, "the flow to reach its third row")
+    client.cancel(run_id)
+    run, timed_out = client.wait(run_id, timeout=120)
+    assert not timed_out and run.state == pb.RUN_CANCELLED, run
+    reached = _settled(marks, quiet_s=8, timeout=90)
+    assert reached < 60, f"the flow went on to row {reached} after the cancel"
+    assert not (tmp_path / "marks-after").exists()  # the flow downstream of it never started
+    after = _run(client, f"{TASKS}:count", args=["3"])  # the server's one core is free again
+    assert after.state == pb.RUN_SUCCEEDED, after.tasks[0].attempts[-1].error
+
+
 def test_a_killed_server_is_restarted_and_tasks_run_again(connect: tuple[Cluster, Client]) -> None:
     cluster, client = connect
     old = _server_pid(cluster, "c")

@@ -195,6 +195,7 @@ FIXED_KEYS = {
     "webhooks": "P:webhooks",
     "webhook_tries": "P:webhook_tries",
     "webhook_defaults": "P:webhook_defaults",
+    "running_pipelines": "P:pipeline_runs:running",
 }
 # Lua builder name → Python method name (where they differ).
 LUA_TO_PYTHON = {"idem": "idempotency"}

@@ -11,6 +11,7 @@ from sparkyard import ids
 from sparkyard.clock import FakeClock
 from sparkyard.errors import FailedPrecondition, InvalidArgument
 from sparkyard.master.events import RunEnded
+from sparkyard.master.store_outcomes import PipelineEnd
 from sparkyard.master.store_values import Claim, Report, RetentionBounds
 from sparkyard.pipeline_spec import normalize_pipeline
 from sparkyard.spec import SpecError
@@ -241,6 +242,69 @@ async def test_retention_deletes_a_pipeline_run_with_its_steps_and_looks_for_no_
         counts.add(count)
         cursor = (await rig.store.purge_history(cursor, bounds)).cursor
     assert counts == {"4"}
-    assert not await rig.store.redis.exists(keys.run(old), keys.run_steps(old))
+    assert not await rig.store.redis.exists(keys.run(old), keys.run_steps(old), keys.running_pipelines)
     record = await rig.store.get_run(kept)  # the job's last run stays, with its steps
     assert record is not None and [s.state for s in record.steps] == [StepState.SUCCEEDED] * 4
+
+
+async def test_the_script_that_ends_a_step_s_run_returns_the_pipeline_run_s_end_with_it(rig: Rig) -> None:
+    """The end of a pipeline run comes back in the reply of the script that caused it (report, reap,
+    cancel): the master publishes it with the step run's end, in the same call, reading nothing more."""
+    run = await rig.start(pipeline(("a", [], OK), ("b", ["a"], OK)))
+    await rig.finish(run, "a")
+    record = await rig.store.get_run(run)
+    assert record is not None
+    (b,) = [s for s in record.steps if s.name == "b"]
+    (claim,) = await rig.store.claim("default", [(ids.task_id(b.run_id, 0), "w1")], lease_ms=60_000,
+                                     timeout_grace_ms=0)
+    rig.clock.advance(2)
+    (verdict,) = await rig.store.report([Report(claim.task_id, claim.token, "SUCCEEDED")])
+    ended = await rig.store.get_run(run)
+    assert ended is not None and ended.state is RunState.SUCCEEDED
+    assert verdict.pipeline == PipelineEnd(run, RunState.SUCCEEDED, ended.finished_ms - ended.fired_ms)
+    rig.outcomes.apply_verdicts([verdict])  # no background work, no read: both ends at once, the step's first
+    assert [e for e in rig.ended if e[0] in (b.run_id, run)] == [(b.run_id, RunState.SUCCEEDED),
+                                                                 (run, RunState.SUCCEEDED)]
+    assert rig.master.metrics.pipeline_runs.labels("SUCCEEDED")._value.get() == 1
+
+    lost = await rig.start(pipeline(("only", [], OK), name="lost"))
+    (step,) = (await rig.store.get_run(lost)).steps
+    await rig.store.claim("default", [(ids.task_id(step.run_id, 0), "w1")], lease_ms=1_000, timeout_grace_ms=0)
+    rig.clock.advance(5)
+    (reaped,) = await rig.store.reap_expired(max_lost=0)
+    assert reaped.run_state is RunState.FAILED and reaped.pipeline is not None
+    assert (reaped.pipeline.run_id, reaped.pipeline.state) == (lost, RunState.FAILED)
+
+    cancelled = await rig.start(pipeline(("x", [], OK), ("y", ["x"], OK), name="cancelled"))
+    (x, _) = (await rig.store.get_run(cancelled)).steps
+    result = await rig.store.cancel("enough", run_ids=[cancelled], task_ids=[ids.task_id(x.run_id, 0)])
+    (ended_run,) = result.ended_runs
+    assert ended_run.run_id == x.run_id and ended_run.pipeline is not None
+    assert (ended_run.pipeline.run_id, ended_run.pipeline.state) == (cancelled, RunState.CANCELLED)
+    # A later reply about an ended run does not tell its pipeline run's end again.
+    (again,) = await rig.store.report([Report(claim.task_id, claim.token, "SUCCEEDED")])
+    assert again.run_state is None and again.pipeline is None
+
+
+async def test_running_pipeline_runs_are_counted_from_redis_whichever_master_reads_them(rig: Rig) -> None:
+    """The gauge of running pipeline runs comes from the index the scripts keep, not from a master's
+    memory: a master that has not made or ended any of them (a new leader) scrapes the same figure."""
+    first = await rig.start(pipeline(("a", [], OK), ("b", ["a"], OK)))
+    rig.clock.advance(1)
+    second = (await rig.master.jobs.trigger(first.split(".")[0])).id
+    other = Rig(rig.clock, rig.store)  # another master on the same Redis, with metrics of its own
+
+    async def scraped(r: Rig) -> str:
+        text = (await r.master.metrics.render([], True, 1, r.store.queue_depths, r.store.ping,
+                                              r.store.running_pipeline_runs)).decode()
+        (line,) = [line for line in text.splitlines() if line.startswith("sparkyard_pipeline_runs_running ")]
+        return line.split()[1]
+
+    assert await scraped(rig) == await scraped(other) == "2.0"
+    await rig.finish(first, "a")
+    await rig.finish(first, "b")
+    assert await scraped(other) == "1.0"
+    await other.master.jobs.cancel(second, "enough")
+    await other.settle()
+    assert await scraped(rig) == "0.0"
+    assert not await rig.store.redis.exists(rig.store.keys.running_pipelines)

@@ -91,5 +91,6 @@ class ConnectRunner(SessionRunner):
         attempt = job.attempt
         ws = attempt.workspace
         message["connect"] = {"url": self.server.url, "tag": attempt.tag, "bundle_root": ws.bundle_root,
-                              "py_files": list(ws.py_files), "scratch": str(attempt.work_dir)}
+                              "py_files": list(ws.py_files), "scratch": str(attempt.work_dir),
+                              "session_jobs": self.server.plugin is not None}
         return message
