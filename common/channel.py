@@ -91,6 +91,16 @@ SERVICE_CONFIG = json.dumps({
 })
 
 
+def tls_hint(cfg: TlsSettings) -> str:
+    """A failed TLS handshake reaches a client as a closed socket: what its settings may lack, for the error."""
+    if not cfg.tls_ca:
+        return " (if the master uses TLS, give --tls-ca or SPARKYARD_TLS_CA)"
+    if not cfg.tls_cert:
+        return (" (if the master requires client certificates, give --tls-cert and --tls-key; check too that "
+                "--tls-ca signed its certificate and that it names this address)")
+    return " (check that --tls-ca signed the master's certificate and that it names this address)"
+
+
 def translate(exc: grpc.RpcError, master: str, hint: str = "") -> errors.SparkyardError:
     """A gRPC error as the matching Sparkyard error (``hint``: what to check when no master is reachable)."""
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN

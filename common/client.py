@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Sequence
 import grpc
 
 from sparkyard import errors, resources
-from sparkyard.channel import SERVICE_CONFIG, credentials, open_channel, translate
+from sparkyard.channel import SERVICE_CONFIG, credentials, open_channel, tls_hint, translate
 from sparkyard.config import ClientConfig, ConfigError, load, master_addresses
 from sparkyard.job_names import resolve_after, resolve_job, resolve_target
 from sparkyard.bundle import Bundle, built, chunks
@@ -118,16 +118,7 @@ class Client:
             except grpc.RpcError as exc:
                 if not self._follow(exc, unreachable, deadline, method):
                     raise translate(exc, ", ".join(self.masters) if unreachable else self.master,
-                                    self._tls_hint()) from None
-
-    def _tls_hint(self) -> str:
-        """A failed TLS handshake reaches the client as a closed socket: say what its settings may lack."""
-        if not self.config.tls_ca:
-            return " (if the master uses TLS, give --tls-ca or SPARKYARD_TLS_CA)"
-        if not self.config.tls_cert:
-            return (" (if the master requires client certificates, give --tls-cert and --tls-key; check too that "
-                    "--tls-ca signed its certificate and that it names this address)")
-        return " (check that --tls-ca signed the master's certificate and that it names this address)"
+                                    tls_hint(self.config)) from None
 
     def _follow(self, exc: grpc.RpcError, unreachable: set[str], deadline: float, method: str) -> bool:
         """Where to send a call refused UNAVAILABLE, or out of time on a master that no longer answers,
@@ -379,7 +370,7 @@ class Client:
             except grpc.RpcError as exc:
                 if self._follow(exc, unreachable, deadline, "StreamTaskLog"):
                     continue
-                failure = translate(exc, self.master, self._tls_hint())
+                failure = translate(exc, self.master, tls_hint(self.config))
                 now = time.monotonic()
                 unreachable_since = unreachable_since or now
                 riding = follow and isinstance(failure, errors.Unavailable)

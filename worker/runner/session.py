@@ -1,23 +1,18 @@
 """The session runner: a pool of warm driver processes, one attempt at a time in each.
 
-Each driver (worker/driver.py, its process handled by worker/runner/driver_process.py) is a Python process holding a ready SparkSession; an attempt is handed to
-an idle one over its socket and runs there with its own ``newSession()``, working directory, argv,
-environment and log (worker/compat.py makes a spark-submit program's ``getOrCreate()``, ``SparkContext(…)``
-and ``stop()`` work against the shared context). Task code never runs in the worker process, so:
+Each driver (worker/driver.py; its process: worker/runner/driver_process.py) holds a ready SparkSession; an
+attempt runs there with its own ``newSession()``, working directory, argv, environment and log
+(worker/compat.py makes a spark-submit program's ``getOrCreate()``, ``SparkContext(…)`` and ``stop()`` work
+against the shared context). Task code never runs in the worker process, so an attempt that exits, segfaults
+or is killed fails alone (with its exit code and the end of its log) and a replacement is warmed; a memory
+limit (``--task-memory``) is watched on the driver's process tree; a cancel, timeout or lost lease asks the
+driver to stop the attempt and kills its process group after ``KILL_GRACE_S``.
 
-* an attempt that calls ``os._exit``, segfaults, or is killed fails alone — with its exit code or signal
-  and the end of its log in the attempt's error — and the worker warms a replacement driver;
-* a memory limit (``--task-memory`` of the worker or the job) is watched on the driver's process tree
-  (Python and its JVM); a breach kills that driver and fails its attempt;
-* a cancel, timeout or lost lease asks the driver to cancel the attempt's Spark jobs and interrupt its
-  Python code; a driver that has not answered within ``KILL_GRACE_S`` is killed with its process group.
-
-A driver is recycled after ``max_tasks`` attempts (a replacement is warmed first, so capacity does not
-dip), after any crash, at once after an attempt whose program added files to the SparkContext itself
-(the driver says so when the attempt ends: worker/spark_reset.py), and when an attempt's ``--files`` use a name its SparkContext already serves from
-another path (Spark keys added files by name, so executors would see the other job's file). The pool's
-readiness — how many drivers can take an attempt now — is what the worker offers the master as slots: a
-worker whose drivers are still warming is offered no task.
+A driver is recycled after ``max_tasks`` attempts (a replacement is warmed first), after any crash, at once
+after an attempt that left what a warm driver cannot put back (added files, Hadoop configuration, JVM system
+properties, a thread still running: worker/spark_reset.py), and when an attempt's ``--files`` use a name its
+SparkContext already serves from another path. The pool's readiness — drivers that can take an attempt now —
+is what the worker offers the master as slots.
 """
 
 from __future__ import annotations
