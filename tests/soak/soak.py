@@ -37,8 +37,6 @@ from verdict import KINDS, check, leftovers, wait_quiet  # noqa: E402
 from workload import Workload  # noqa: E402
 
 LEASE_S, HEARTBEAT_S = 8.0, 1.2  # as the fault suite's shared network (tests/conftest.py)
-# The deadline of the checker's calls (the workload's are 5 s: a paused leader is soon left for the next).
-CHECK_TIMEOUT_S = 300.0
 RUNNERS = {"w1": "session", "w2": "session", "w3": "submit"}
 # A task lost to faults is requeued however often (DEAD would be the configuration's verdict, not a loss),
 # and every run is kept (the checker reads them all: a job keeps its newest 100 by default).
@@ -107,10 +105,7 @@ class Soak:
             quiet = wait_quiet(client, workload.job_ids(), self.quiet_timeout)
             say(f"quiet {quiet:.1f}s after the heal" if quiet is not None else
                 f"NOT quiet {self.quiet_timeout:g}s after the heal")
-            # Its own client: with every fault healed, a call may take long (the cron job of an hour-long soak
-            # has 3,600 runs to list), and the workload's 5 s deadline made the 60-minute run's checker fail.
-            with self.net.failover_client(timeout=CHECK_TIMEOUT_S) as checker:
-                verdict = check(workload, checker, ledger)
+            verdict = check(workload, client, ledger)
             self.findings = verdict.findings
             self.checked = True
             say(f"healed to checked in {time.monotonic() - healed:.1f}s")
