@@ -3,7 +3,8 @@
 # safe to re-run; .ci/run checks the first README command in a fresh one, with the runtime dependencies only).
 #   deploy/install.sh          runtime only
 #   deploy/install.sh --test   runtime + test tools (and, from Debian: chromium for the console's browser tests,
-#                              a redis-server built with TLS, unpacked into .venv/redis-tls, for the rediss:// test)
+#                              libfaketime for the soak's clock-skew faults, a redis-server built with TLS,
+#                              unpacked into .venv/redis-tls, for the rediss:// test)
 #   deploy/install.sh --bench  runtime + the benchmarks' peers (Celery)
 # Needs: Python >= 3.11 (PYTHON=... to choose one) and, to run Spark, Java 17 on PATH or JAVA_HOME.
 set -euo pipefail
@@ -45,6 +46,16 @@ if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
   else
     echo "install: warning: no chromium on PATH (apt-get install chromium); the console's browser tests will skip" >&2
+  fi
+fi
+if [ "${1:-}" = "--test" ] && [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ]; then
+  # The nemesis soak (tests/soak) skews a worker's clock by preloading Debian's libfaketime into it.
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libfaketime faketime >/dev/null 2>&1 ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libfaketime faketime >/dev/null; }; } ||
+      echo "install: warning: could not install libfaketime; the soak's clock-skew faults will be skipped" >&2
+  else
+    echo "install: warning: no apt-get; the soak's clock-skew faults will be skipped (apt-get install libfaketime)" >&2
   fi
 fi
 if [ "${1:-}" = "--test" ] && [ ! -x "$venv/redis-tls/redis-server" ]; then

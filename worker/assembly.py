@@ -4,7 +4,8 @@
 Its parts, each owning its own state and given at construction what it uses: the connection to a master
 (worker/connection.py), the result ledger (worker/ledger.py: pending results, the outbox, report
 sending), the runners (worker/runners.py) and the reachability of their Spark cluster manager (worker/engine.py:
-while it is gone every attempt is handed back and no slot offered), the attempt slots (worker/slots.py), the master link
+while it is gone every attempt is handed back and no slot offered), the room in the work directory
+(worker/disk.py: while it is full queued attempts are handed back and no slot offered), the attempt slots (worker/slots.py), the master link
 (worker/master_link.py: connect, register, heartbeats, messages), the fence desk, log retention and the
 ``/metrics`` endpoint. They start in the order of one lifecycle list and stop in the reverse order, so
 each stops while what it uses still runs: the link first (no new work), then the slots (every attempt
@@ -30,6 +31,7 @@ from sparkyard.httpserve import Access, HttpEndpoint, Route, metrics_response
 from sparkyard.worker.bundles import BundleCache, fetch_over
 from sparkyard.worker.children import Children
 from sparkyard.worker.connection import Connection
+from sparkyard.worker.disk import Disk
 from sparkyard.worker.engine import Engine, watched_master
 from sparkyard.worker.fence_desk import FenceDesk, desk_address
 from sparkyard.worker.ledger import ResultLedger
@@ -90,7 +92,7 @@ class Background:
             await asyncio.gather(self._task, return_exceptions=True)
 
 
-def build_runners(cfg: WorkerConfig, children: Children, engine: Engine) -> Runners:
+def build_runners(cfg: WorkerConfig, children: Children, engine: Engine, disk: Disk) -> Runners:
     """Every runner a job may ask for; each tells of its readiness changing through one event."""
     changed = asyncio.Event()
     runners: dict[str, Runner] = {
@@ -103,7 +105,7 @@ def build_runners(cfg: WorkerConfig, children: Children, engine: Engine) -> Runn
                                  conf=cfg.conf, task_memory_mb=cfg.task_memory_mb, max_tasks=cfg.driver_max_tasks,
                                  wait_max_s=cfg.runner_wait_max_s, on_readiness=changed.set),
     }
-    return Runners(cfg, runners, changed, engine)
+    return Runners(cfg, runners, changed, engine, disk)
 
 
 def build_worker(cfg: WorkerConfig, *, clock: Clock | None = None) -> Worker:
@@ -113,14 +115,15 @@ def build_worker(cfg: WorkerConfig, *, clock: Clock | None = None) -> Worker:
     ledger = ResultLedger(work_dir, clock, connection.send)
     children = Children(work_dir)
     engine = Engine(watched_master(cfg.runner, cfg.spark_master, cfg.connect_url))
-    runners = build_runners(cfg, children, engine)
+    disk = Disk(work_dir)
+    runners = build_runners(cfg, children, engine, disk)
     logs = LogFiles(work_dir)
     bundles = BundleCache(work_dir / "bundles", cfg.bundle_cache_bytes,
                           fetch_over(lambda: connection.channel, connection.metadata))
     fence_address = desk_address(work_dir)
     metrics = WorkerMetrics()
     slots = AttemptSlots(cfg, clock, logs, bundles, runners, ledger, Prefetch(cfg.prefetch_max), metrics,
-                         connection.terms, fence_address)
+                         connection.terms, fence_address, disk)
     drain_requested = asyncio.Event()
 
     def engine_changed(problem: str) -> None:
@@ -131,6 +134,14 @@ def build_worker(cfg: WorkerConfig, *, clock: Clock | None = None) -> Worker:
         runners.engine_changed(problem)
 
     engine.listen(engine_changed)
+
+    def disk_changed(problem: str) -> None:
+        # Queued attempts go back (RELEASED, no attempt used up); running ones may finish.
+        if problem:
+            slots.release_queued(f"handed back: {problem}")
+        runners.disk_changed()
+
+    disk.listen(disk_changed)
     link = MasterLink(cfg, clock, connection, slots, ledger, runners, logs, drain_requested)
     retention = Retention(logs, work_dir / "attempts", cfg.log_retention_s, clock, slots.task_ids)
     return Worker(cfg, logs=logs, ledger=ledger, runners=runners, slots=slots, link=link, retention=retention,
@@ -167,6 +178,7 @@ class Worker:
             # Only the default runner starts now; another starts when a job first asks for it.
             Background("start-runner", runners.start_default),
             Background("engine-probe", runners.engine.run),
+            Background("disk-probe", runners.disk.run),
             Step(stop=slots.stop),
             Background("self-fence", slots.watch),
             link,

@@ -3,7 +3,7 @@
 The slots offered are those of the default runner (``--runner``): it starts with the worker, retried with
 backoff until it can run a task, and until then no slot is offered; another runner starts when a job first
 asks for it. No slot is offered either while the worker's Spark cluster manager does not answer
-(worker/engine.py): every runner runs its Spark there. A runner tells of a change in its readiness through the ``on_readiness`` it was built with,
+(worker/engine.py): every runner runs its Spark there; nor while its work directory is full (worker/disk.py). A runner tells of a change in its readiness through the ``on_readiness`` it was built with,
 which sets the event this object is given; :meth:`Runners.changed` hands the change to the master link.
 """
 
@@ -15,6 +15,7 @@ import logging
 from sparkyard.config import WorkerConfig
 from sparkyard.runners import runner_name
 from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.worker.disk import Disk
 from sparkyard.worker.engine import Engine
 from sparkyard.worker.runner.base import Runner
 
@@ -26,9 +27,11 @@ RUNNER_RETRY_MAX_S = 60.0
 
 
 class Runners:
-    def __init__(self, cfg: WorkerConfig, runners: dict[str, Runner], changed: asyncio.Event, engine: Engine) -> None:
+    def __init__(self, cfg: WorkerConfig, runners: dict[str, Runner], changed: asyncio.Event, engine: Engine,
+                 disk: Disk) -> None:
         self._cfg = cfg
         self.engine = engine
+        self.disk = disk
         self._runners = runners
         self._changed = changed  # set by a runner (its on_readiness) or here
         self._error = ""  # the default runner failed to start (retried with backoff)
@@ -49,6 +52,8 @@ class Runners:
             return pb.READINESS_DEGRADED, self._error, 0
         if self.engine.problem:
             return pb.READINESS_DEGRADED, self.engine.problem, 0
+        if self.disk.problem:
+            return pb.READINESS_DEGRADED, self.disk.problem, 0
         state, reason, ready = self._runners[self._cfg.runner].readiness()
         return state, reason, min(ready, self._cfg.slots)
 
@@ -56,6 +61,10 @@ class Runners:
         """The cluster manager went away or came back: every runner hears of it, the master at once."""
         for runner in self._runners.values():
             runner.engine_changed(problem)
+        self._changed.set()
+
+    def disk_changed(self) -> None:
+        """The work directory filled up or has room again: the master hears of it at once."""
         self._changed.set()
 
     async def changed(self) -> tuple[int, str, int]:

@@ -22,6 +22,7 @@ from sparkyard.config import WorkerConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.bundles import BundleCache
 from sparkyard.worker.connection import LeaseTerms
+from sparkyard.worker.disk import Disk, no_space
 from sparkyard.worker.ledger import ResultLedger
 from sparkyard.worker.logs import LogFiles
 from sparkyard.worker.metrics import WorkerMetrics
@@ -75,11 +76,12 @@ class Execution:
 class AttemptSlots:
     def __init__(self, cfg: WorkerConfig, clock: Clock, logs: LogFiles, bundles: BundleCache, runners: Runners,
                  ledger: ResultLedger, prefetch: Prefetch, metrics: WorkerMetrics, terms: LeaseTerms,
-                 fence_address: str) -> None:
+                 fence_address: str, disk: Disk) -> None:
         self._cfg, self._clock, self._logs, self._bundles = cfg, clock, logs, bundles
         self._runners, self._ledger, self.prefetch, self._metrics = runners, ledger, prefetch, metrics
         self._terms = terms  # lease_s: how long an attempt may run unrenewed before it fences itself
         self._fence_address = fence_address  # the fence desk's, given to every attempt's context
+        self._disk = disk  # checked before each start; told when a start is refused for want of space
         self._attempts_dir = str(cfg.work_path / "attempts")
         self.executions: dict[str, Execution] = {}  # every attempt leased here, queued or running
         self.queue: deque[Execution] = deque()  # leased, waiting for a slot (prefetched), in arrival order
@@ -102,8 +104,12 @@ class AttemptSlots:
         self.draining = True
         log.info("draining: %d running, %d queued (handed back now), waiting up to %.0fs", self.busy,
                  len(self.queue), self._cfg.drain_timeout_s)
+        self.release_queued("worker draining: handed back")
+
+    def release_queued(self, reason: str) -> None:
+        """Hand back (RELEASED) every attempt still waiting for a slot."""
         for execution in list(self.queue):
-            self.kill(execution, "release", "worker draining: handed back")
+            self.kill(execution, "release", reason)
 
     def kill_all(self, reason: str) -> None:
         for execution in list(self.executions.values()):
@@ -271,6 +277,10 @@ class AttemptSlots:
     def _begin(self, execution: Execution) -> None:
         assignment = execution.assignment
         runner = execution.runner
+        full = self._disk.check()
+        if full:  # filled since the last probe: the attempt goes back unstarted
+            self.kill(execution, "release", f"handed back: {full}")
+            return
         execution.begun_at = self._clock.monotonic()
         execution.started_ms = int(self._clock.now() * 1000)
         self.busy += 1
@@ -288,6 +298,9 @@ class AttemptSlots:
         try:
             runner.begin(execution.run, lambda outcome: self._ended(execution, outcome))
         except Exception as exc:
+            if no_space(exc):
+                self._ended(execution, Outcome("FAILED", error=f"could not start: {exc}", no_space=exc))
+                return
             log.exception("task=%s runner failed", assignment.task_id)
             self._ended(execution, Outcome.failure(exc, f"{runner.name} runner error: "))
 
@@ -312,6 +325,9 @@ class AttemptSlots:
         if not self.executions:
             self._idle.set()
         finished_ms = int(self._clock.now() * 1000)
+        if killed is None and outcome.no_space is not None:  # never ran: handed back, no attempt used up
+            self._disk.refused(outcome.no_space)
+            killed = execution.run.killed = Kill("release", f"handed back: {self._disk.problem}")
         if killed is not None:
             outcome.error = killed.reason
             state = _KILL_OUTCOMES[killed.kind]

@@ -33,10 +33,21 @@ from redis_ha import DATA_NODES, RedisHA
 MASTERS = ("master", "m2")
 WORKERS = ("w1", "w2", "w3")
 PROCESS_TARGETS = ("leader", "standby", "worker", "driver", "redis")
-# Kinds and their weights. ``skew`` needs libfaketime in the worker and is skipped without it (see KIND_SKIPS).
+# Kinds and their weights. ``skew`` needs libfaketime in the worker and is skipped without it (see kind_skips).
 KINDS = {"kill": 3, "pause": 3, "link": 2, "partition-masters": 1, "partition-redis": 2, "disk-full": 1, "skew": 1}
 FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 DISK_MB = 64
+# How long a fault waits for a worker it restarted to be ready again before its hold begins.
+READY_TIMEOUT_S = 120.0
+
+
+def skew_env(offset: str) -> dict[str, str]:
+    """The environment that runs a process with its wall clock ``offset`` (``+30s``, ``-30s``) off: libfaketime
+    preloaded. Children inherit it (the worker starts its drivers, and they their JVMs, with its environment),
+    so the whole host is skewed. Its monotonic clock is offset too (constant, so intervals are right):
+    ``FAKETIME_DONT_FAKE_MONOTONIC=1`` would keep it real, but libfaketime 0.9.10 then answers Python's
+    ``time.sleep`` (``clock_nanosleep`` on the monotonic clock) with EINVAL."""
+    return {"LD_PRELOAD": str(FAKETIME_LIB), "FAKETIME": offset}
 
 
 def kind_skips() -> dict[str, str]:
@@ -96,12 +107,13 @@ def schedule(seed: int, seconds: float) -> list[Fault]:
 class Nemesis:
     net: NetCluster
     redis: RedisHA
-    restart_worker: Callable[[str], None]
+    restart_worker: Callable[[str, dict[str, str]], None]  # (worker, extra environment)
     skips: dict[str, str]
     injected: Counter[str] = field(default_factory=Counter)  # "kind target-role" → count
     busy: Counter[str] = field(default_factory=Counter)  # not injected: the target was under another fault
     errors: list[str] = field(default_factory=list)
     _held: set[str] = field(default_factory=set)
+    _skewed: set[str] = field(default_factory=set)  # workers running with a skewed clock now
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _threads: list[threading.Thread] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -152,8 +164,9 @@ class Nemesis:
                 self.busy[f"{fault.kind} {fault.target} (no such process now)"] += 1
                 return
             names = [name]
-        # A process is hit by one kill or pause at a time; a link, a pair, a disk by one fault of their kind.
-        claim = names if fault.kind in ("kill", "pause") else [f"{fault.kind}:{'|'.join(names)}"]
+        # A process is hit by one kill, pause or skew (a restart) at a time; a link, a pair, a disk by one fault
+        # of their kind.
+        claim = names if fault.kind in ("kill", "pause", "skew") else [f"{fault.kind}:{'|'.join(names)}"]
         if not self._claim(*claim):
             self.busy[f"{fault.kind} {fault.target}"] += 1
             return
@@ -199,7 +212,30 @@ class Nemesis:
             # fallocate fails on a full disk after taking what it could: fill the rest byte by byte.
             _fill_rest(fill)
             return lambda: fill.unlink(missing_ok=True)
+        if fault.kind == "skew":
+            self._restart_skewed(name, fault.target[-3:] + "s")
+            return lambda: self._restart_skewed(name, "")
         raise AssertionError(f"no injection for {fault.kind}")
+
+    def _restart_skewed(self, worker: str, offset: str) -> None:
+        """Stop ``worker`` (SIGTERM: it drains, handing back what it runs) and start it again with its clock
+        ``offset`` off (``''``: right again); returns once it is ready, or after READY_TIMEOUT_S (other
+        faults may keep it from registering)."""
+        self.net.stop_worker(worker)
+        log_path = self.net.workers[worker].log_path
+        start = log_path.stat().st_size if log_path.exists() else 0
+        self.restart_worker(worker, skew_env(offset) if offset else {})
+        if offset:
+            self._skewed.add(worker)
+        else:
+            self._skewed.discard(worker)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline and not self._stop.is_set():
+            with log_path.open("rb") as f:
+                f.seek(start)
+                if b"readiness READY" in f.read():
+                    return
+            self._stop.wait(0.5)
 
     def _kill_redis(self, name: str) -> None:
         proc = self.redis.nodes[name]
@@ -212,7 +248,7 @@ class Nemesis:
         elif name in MASTERS:
             self.net.start_master(name=name)
         else:
-            self.restart_worker(name)
+            self.restart_worker(name, {})
 
     def work_dir(self, worker: str) -> Path:
         return self.net.root / worker / "work"
@@ -246,8 +282,11 @@ class Nemesis:
             if not self.net.masters[name].alive():
                 self.net.start_master(name=name)
         for name in WORKERS:
+            if name in self._skewed:  # its fault's thread did not heal it
+                self.net.stop_worker(name)
+                self._skewed.discard(name)
             if not self.net.workers[name].alive():
-                self.restart_worker(name)
+                self.restart_worker(name, {})
 
 
 def _signal(pid: int, sig: int) -> None:

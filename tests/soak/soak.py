@@ -57,8 +57,8 @@ class Soak:
         self.findings = Findings()
         self.checked = False  # the checker ran (a soak that failed before it has no counts to show)
 
-    def start_worker(self, worker: str) -> None:
-        self.net.start_worker(worker, runner=RUNNERS[worker])
+    def start_worker(self, worker: str, env: dict[str, str] | None = None) -> None:
+        self.net.start_worker(worker, runner=RUNNERS[worker], env=env)
 
     def build(self) -> None:
         net = self.net

@@ -42,6 +42,9 @@ class Outcome:
     result_json: str = ""
     error: str = ""
     traceback: str = ""
+    # The task's code never ran: a write its start needs was refused for want of space (worker/disk.py). The
+    # slots hand it back (RELEASED, no attempt used up) instead of failing it.
+    no_space: OSError | None = None
 
     @classmethod
     def failure(cls, exc: BaseException, prefix: str = "") -> Outcome:

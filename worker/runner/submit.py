@@ -32,6 +32,7 @@ from sparkyard import resources
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children, tree_rss
+from sparkyard.worker.disk import no_space
 from sparkyard.worker.runner.base import AttemptRun, Outcome, log_tail
 from sparkyard.worker.warm_conf import MASTER_CONF, master_notice
 
@@ -136,29 +137,34 @@ class SubmitRunner:
             await self.start()
         a = attempt.assignment
         work_dir = attempt.work_dir
-        work_dir.mkdir(parents=True, exist_ok=True)
         task_file = work_dir / "task.json"
         result_file = work_dir / "result.json"
         ctx = attempt.context()
         ws = attempt.workspace
-        task_file.write_text(json.dumps({
-            "entrypoint": ws.entrypoint, "sys_path": list(ws.sys_path), "context": ctx.to_json(),
-            "context_id": f"{a.task_id}.a{a.attempt}", "result_max_bytes": attempt.result_max_bytes,
-        }))
         cmd = self.command(attempt, work_dir, task_file, result_file)
         env = {**os.environ, **dict(a.spec.env), **ctx.env(),
                "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                "SPARKYARD_WORKER_PID": str(os.getpid())}
-        with open(attempt.log_path, "ab") as logf:
-            logf.write(f"sparkyard: in {ws.cwd}: {' '.join(cmd)}\n".encode())
-            notice = master_notice(a.spec.conf, self._master)
-            if notice:
-                logf.write(f"sparkyard: warning: {notice}\n".encode())
-            logf.flush()
-            proc = await self._children.spawn(
-                *cmd, what="spark-submit", stdin=asyncio.subprocess.DEVNULL, stdout=logf,
-                stderr=asyncio.subprocess.STDOUT, cwd=ws.cwd, env=env,
-            )
+        try:
+            work_dir.mkdir(parents=True, exist_ok=True)
+            task_file.write_text(json.dumps({
+                "entrypoint": ws.entrypoint, "sys_path": list(ws.sys_path), "context": ctx.to_json(),
+                "context_id": f"{a.task_id}.a{a.attempt}", "result_max_bytes": attempt.result_max_bytes,
+            }))
+            with open(attempt.log_path, "ab") as logf:
+                logf.write(f"sparkyard: in {ws.cwd}: {' '.join(cmd)}\n".encode())
+                notice = master_notice(a.spec.conf, self._master)
+                if notice:
+                    logf.write(f"sparkyard: warning: {notice}\n".encode())
+                logf.flush()
+                proc = await self._children.spawn(
+                    *cmd, what="spark-submit", stdin=asyncio.subprocess.DEVNULL, stdout=logf,
+                    stderr=asyncio.subprocess.STDOUT, cwd=ws.cwd, env=env,
+                )
+        except OSError as exc:
+            if not no_space(exc):
+                raise
+            return Outcome("FAILED", error=f"could not start: {exc}", no_space=exc)
         log.info("task=%s attempt=%d spark-submit pid=%d", a.task_id, a.attempt, proc.pid)
         waiter = asyncio.create_task(proc.wait())
         killer = asyncio.create_task(killed.wait())
