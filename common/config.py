@@ -223,8 +223,8 @@ class MasterConfig(_Secrets):
                                     "about this long after it dies")
     redis_connect_wait_s: Seconds = Field(DEFAULT_REDIS_CONNECT_WAIT_S, description="a start waits for Redis as "
                                           "long as it takes, saying so every this long (naming Redis)")
-    redis_min_replicas: int = Field(0, description="acknowledge a submit only once this many Redis replicas have "
-                                    "it (WAIT)")
+    redis_min_replicas: int = Field(0, description="use no write (a submit's or trigger's reply, a fencing token, "
+                                    "a leader epoch) until this many Redis replicas have it (WAIT)")
     advertise: str = Field("", description="HOST:PORT clients and workers reach this master at (none: --listen)")
     http: str = Field("", description="HOST:PORT to serve /metrics (Prometheus) and the web console on (none: no "
                       "HTTP; port 0 = any free)")

@@ -42,13 +42,9 @@ from sparkyard.master.store_values import (
     Verdict,
     UpdateResult,
 )
-from sparkyard.errors import Unavailable
 from sparkyard.states import JobState, RunState
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard import ids
-
-# How long a submit waits for --redis-min-replicas replicas to confirm it (WAIT).
-REPLICA_WAIT_MS = 1_000
 
 
 def _groups(flat: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
@@ -66,8 +62,8 @@ class RedisStore(RedisReads, Store):
         """``test_clock``, for tests only, replaces Redis ``TIME`` as the store's clock (ScriptLibrary)."""
         super().__init__(redis, keys, test_clock)
         self.priority_aging_ms = priority_aging_ms
-        self.min_replicas = min_replicas
-        self._lua = self.scripts = ScriptLibrary(redis, keys, observe=observe, test_clock=test_clock)
+        self._lua = self.scripts = ScriptLibrary(redis, keys, observe=observe, test_clock=test_clock,
+                                                 min_replicas=min_replicas)
 
     # ---- submit and fire -------------------------------------------------------------------------
 
@@ -128,28 +124,13 @@ class RedisStore(RedisReads, Store):
         payload = json.dumps({"specs": specs, "blocks": blocks, "jobs": entries,
                               "names": [job.spec.name for job in jobs]}, separators=(",", ":"))
         args = [payload, idempotency_ttl_ms]
-        if self.min_replicas:
-            raw = await self._replicated("submit", [self.keys.jobs, self.keys.schedule], args)
-        else:
-            raw = await self._lua("submit", [self.keys.jobs, self.keys.schedule], args)
+        # With --redis-min-replicas the reply waits for replicas (ScriptLibrary.execute). A retry that finds its
+        # idempotency key used is refused the same way while its job lacks replicas: WAIT counts this
+        # connection's writes, and submit.lua rewrites the key for such a retry.
+        raw = await self._lua("submit", [self.keys.jobs, self.keys.schedule], args)
         return [SubmitResult(j, int(d) == 1, int(c), int(n), bool(int(f)), id_taken=int(d) == 2,
                              parent_missing=int(d) == 3, bundle_missing=int(d) == 4)
                 for j, d, c, n, f in _groups(raw, 5)]
-
-    async def _replicated(self, script: str, keys: list[str], args: list[Any]) -> Any:
-        """Run a script, then WAIT on the same connection until ``min_replicas`` replicas have it: a submit
-        acknowledged this way survives the loss of the primary (Sentinel promotes a replica that has it). A
-        retry that finds its idempotency key used is refused the same way while its job lacks replicas:
-        WAIT counts this connection's writes, and submit.lua rewrites the key for such a retry."""
-        pipe = self.redis.pipeline(transaction=False)
-        await self._lua.queue(pipe, script, keys, args)
-        pipe.execute_command("WAIT", self.min_replicas, REPLICA_WAIT_MS)
-        raw, acked = await pipe.execute()
-        if int(acked) < self.min_replicas:
-            raise Unavailable(f"written to {acked} of the {self.min_replicas} replicas required "
-                                   f"(--redis-min-replicas) within {REPLICA_WAIT_MS} ms; retry with the same "
-                                   "idempotency key")
-        return raw
 
     async def fire_many(self, requests: Sequence[FireRequest]) -> list[Fired]:
         """In one pipeline (one round trip); each firing is its own atomic fire.lua call."""
@@ -170,7 +151,7 @@ class RedisStore(RedisReads, Store):
                             separators=(",", ":")),
                  r.spec.trigger.max_runs, r.spec_version, max(1, r.spec.max_active_runs)],
             )
-        replies = await pipe.execute()
+        replies = await self._lua.execute(pipe)
         return [Fired(run, FireResult(outcomes.FireStatus(raw[0]), int(raw[1]), RunState(raw[2]) if raw[2] else None))
                 for run, raw in zip(runs, replies)]
 

@@ -33,6 +33,7 @@ from redis.exceptions import ResponseError
 
 from sparkyard import ids
 from sparkyard.clock import Clock
+from sparkyard.errors import Unavailable
 from sparkyard.keys import Keys
 from sparkyard.states import lua_tables
 
@@ -41,6 +42,8 @@ SCRIPT_NAMES = (
     "reschedule", "update", "bundle_gc", "bundle_upload", "leader", "master", "worker", "delete_job", "retention",
     "backfill", "queue_depth", "webhook",
 )
+# How long a write waits for --redis-min-replicas replicas to have it before it is refused (ScriptLibrary.execute).
+REPLICA_WAIT_MS = 1_000
 # Scripts that only read: not fenced (tests/contract/test_one_door.py checks they write nothing).
 READ_ONLY = frozenset({"peek", "queue_depth"})
 # The only writes not fenced, and why: the allow-list tests/contract/test_one_door.py holds every write to.
@@ -100,6 +103,11 @@ def render(name: str, keys: Keys, *, injected_time: bool = False) -> str:
     ])
 
 
+class NotReplicated(Unavailable, redis.exceptions.ConnectionError):
+    """A write that too few replicas have (``--redis-min-replicas``): answered UNAVAILABLE to a client, and
+    taken by the master's own loops as a Redis that cannot be written to for now (they retry)."""
+
+
 class ScriptLibrary:
     """Every script, registered on one Redis client and callable by name.
 
@@ -109,9 +117,11 @@ class ScriptLibrary:
     """
 
     def __init__(self, redis: Redis, keys: Keys, *, observe: Callable[[str, float], None] | None = None,
-                 test_clock: Clock | None = None) -> None:
+                 test_clock: Clock | None = None, min_replicas: int = 0) -> None:
         """``observe`` is told how long each call took (name, perf_counter at its start): the master's
-        metrics."""
+        metrics. With ``min_replicas`` (``--redis-min-replicas``) no write is answered before that many
+        replicas have it (:meth:`execute`)."""
+        self._redis = redis
         self._scripts: dict[str, AsyncScript] = {
             name: redis.register_script(render(name, keys, injected_time=test_clock is not None))
             for name in SCRIPT_NAMES
@@ -119,6 +129,7 @@ class ScriptLibrary:
         self._test_clock = test_clock
         self.epoch = 0
         self.observe = observe
+        self.min_replicas = min_replicas
 
     def _args(self, name: str, args: list[Any]) -> list[Any]:
         fenced = args if name in UNFENCED else [*args, self.epoch]
@@ -127,6 +138,11 @@ class ScriptLibrary:
     async def __call__(self, name: str, keys: list[str], args: list[Any]) -> Any:
         started = time.perf_counter()
         try:
+            if self.min_replicas and name not in READ_ONLY:
+                pipe = self._redis.pipeline(transaction=False)
+                await self.queue(pipe, name, keys, args)
+                (reply,) = await self.execute(pipe)
+                return reply
             return await self._scripts[name](keys=keys, args=self._args(name, args))
         except ResponseError as exc:
             if str(exc).startswith("FENCED"):
@@ -140,3 +156,20 @@ class ScriptLibrary:
         """Add a call to a pipeline (its reply comes from ``pipeline.execute()``, which raises redis'
         ResponseError ``FENCED: …`` if the epoch is not current)."""
         await self._scripts[name](keys=keys, args=self._args(name, args), client=pipeline)
+
+    async def execute(self, pipeline: Any) -> list[Any]:
+        """Run a pipeline of queued calls. With ``min_replicas``, a WAIT on the same connection follows them
+        and their replies are given only once that many replicas have the writes: what a master hands out
+        or acknowledges (a fencing token, a leader epoch, a result taken, a trigger) then survives the loss
+        of the primary, since Sentinel promotes a replica that has it. Without it, a primary lost ~1 s after
+        a write took its counters back with it, and the same fencing token was handed out twice (the
+        nemesis soak, seed 11). Raises Unavailable when the replicas do not have them within
+        REPLICA_WAIT_MS: the write may survive or not, so callers treat it as not done and retry."""
+        if not self.min_replicas:
+            return list(await pipeline.execute())
+        pipeline.execute_command("WAIT", self.min_replicas, REPLICA_WAIT_MS)
+        *replies, acked = await pipeline.execute()
+        if int(acked) < self.min_replicas:
+            raise NotReplicated(f"written to {acked} of the {self.min_replicas} replicas required "
+                              f"(--redis-min-replicas) within {REPLICA_WAIT_MS} ms; try again")
+        return replies

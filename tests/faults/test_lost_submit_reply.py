@@ -25,7 +25,9 @@ from sparkyard.errors import Unavailable
 from sparkyard.keys import Keys
 from sparkyard.master.leader import take_lead
 from sparkyard.master.redis_store import RedisStore
-from sparkyard.master.store_values import NewJob
+from sparkyard.master.scripts import NotReplicated
+from sparkyard.master.store_outcomes import FireStatus
+from sparkyard.master.store_values import FireRequest, NewJob
 from sparkyard.spec import normalize
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
@@ -174,3 +176,41 @@ async def test_a_retried_submit_is_acknowledged_only_once_a_replica_has_its_job(
         primary.config_set("notify-keyspace-events", "")
         for store in (first, retry):
             await store.redis.aclose()
+
+
+async def test_no_fencing_token_or_trigger_is_given_out_before_a_replica_has_it(replicated: Replicated) -> None:
+    """With --redis-min-replicas every write waits for replicas, not only submits: a claim's fencing token
+    and a manual firing that only the primary had were lost with it in a failover, and the same token was
+    handed out twice (the nemesis soak, seed 11). While the replica is paused both are refused; once it is
+    back the claim's token is on the replica before anyone sees it."""
+    keys = Keys(f"wait-{uuid.uuid4().hex[:8]}")
+    store = RedisStore(Redis(port=replicated.primary.port, decode_responses=True), keys, min_replicas=1)
+    assert replicated.replica is not None
+    try:
+        await take_lead(store.scripts, "replica-test")
+        spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main"))
+        await store.submit_many([NewJob("j" + "4" * 22, spec, "delay", 3_600_000)], TTL_MS)
+        trigger = FireRequest("j" + "4" * 22, spec, 1_000, None, -1, "allow", [()])
+        replicated.pause_replica()
+        try:
+            with pytest.raises(NotReplicated, match="0 of the 1 replicas"):
+                await store.fire_many([trigger])
+        finally:
+            replicated.resume_replica()
+        ((run, fired),) = await store.fire_many([trigger])  # made again: the same run, now on a replica too
+        assert fired.status in (FireStatus.CREATED, FireStatus.EXISTS)
+        group = spec.group or "default"
+        (ready,) = await store.peek_ready(group, 1)
+        replicated.pause_replica()
+        try:  # the task stays leased on the primary, its token given to nobody, until the lease lapses
+            with pytest.raises(NotReplicated):
+                await store.claim(group, [(ready.task_id, "w1")], lease_ms=60_000, timeout_grace_ms=1_000)
+        finally:
+            replicated.resume_replica()
+        await store.fire_many([FireRequest("j" + "4" * 22, spec, 2_000, None, -1, "allow", [()])])
+        (second,) = await store.peek_ready(group, 1)
+        (claim,) = await store.claim(group, [(second.task_id, "w1")], lease_ms=60_000, timeout_grace_ms=1_000)
+        # Answered only once the replica has it: read there at once, the token is already the one handed out.
+        assert replicated.replica.client().hget(keys.task(claim.task_id), "token") == str(claim.token)
+    finally:
+        await store.redis.aclose()
