@@ -225,7 +225,9 @@ class Worker:
 
     async def _metrics_page(self, request: web.Request) -> web.Response:
         slots = self.slots
+        connected = self.link.connection.up and self.link.registered.is_set()
+        # Unregistered, no slot is offered to anyone whatever the runners are: not ready (issue 25 item 5).
         return metrics_response(self._metrics.render(
-            slots=self.cfg.slots, ready_slots=self.runners.readiness()[2], busy=slots.busy, queued=len(slots.queue),
-            unacknowledged=len(self.ledger.pending), connected=self.link.connection.up and self.link.registered.is_set(),
+            slots=self.cfg.slots, ready_slots=self.runners.readiness()[2] if connected else 0, busy=slots.busy,
+            queued=len(slots.queue), unacknowledged=len(self.ledger.pending), connected=connected,
             connections=self.link.connections, draining=slots.draining))

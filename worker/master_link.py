@@ -36,6 +36,7 @@ from sparkyard.worker.ledger import ResultLedger
 from sparkyard.worker.logs import LogFiles
 from sparkyard.worker.runners import Runners
 from sparkyard.worker.slots import AttemptSlots
+from sparkyard.worker.unreachable import UnreachableLog, unreachable_text
 
 log = logging.getLogger(__name__)
 
@@ -83,15 +84,6 @@ class _Stream:
     outbound: asyncio.Queue[pb.WorkerMessage | None] = field(default_factory=asyncio.Queue)
 
 
-def unreachable_text(exc: BaseException | None) -> str:
-    """Why a connection attempt failed, in one line (a gRPC error's repr is five, with its debug string)."""
-    if isinstance(exc, grpc.aio.AioRpcError):
-        return f"{exc.code().name}: {exc.details() or 'no details'}".replace("\n", " ")
-    if isinstance(exc, asyncio.TimeoutError):
-        return "no answer to the registration in time"
-    return f"{type(exc).__name__}: {exc}".replace("\n", " ") if exc is not None else "unknown"
-
-
 class MasterLink:
     def __init__(self, cfg: WorkerConfig, clock: Clock, connection: Connection, slots: AttemptSlots,
                  ledger: ResultLedger, runners: Runners, logs: LogFiles, drain_requested: asyncio.Event) -> None:
@@ -110,6 +102,7 @@ class MasterLink:
         self._silent: dict[str, float] = {}  # masters left for not answering → next probe (monotonic)
         self._heard_at = 0.0  # monotonic time of the master's last message on this connection
         self._trying = ""  # the master address of the current connection attempt (for the retry's log line)
+        self._unreachable = UnreachableLog(clock, log)  # the retries' log lines, one a minute at most
         self._loops: list[asyncio.Task[None]] = []
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -142,9 +135,8 @@ class MasterLink:
                 wait=pause,
                 retry=retry_if_exception_type((grpc.aio.AioRpcError, StreamClosed, OSError, asyncio.TimeoutError,
                                                Redirected)),
-                before_sleep=lambda state: log.warning(
-                    "cannot reach master %s (%s); not registered, retrying in %.1fs", self._trying,
-                    unreachable_text(state.outcome.exception() if state.outcome else None),
+                before_sleep=lambda state: self._unreachable.failed(
+                    self._trying, unreachable_text(state.outcome.exception() if state.outcome else None),
                     state.next_action.sleep if state.next_action else 0.0),
             )
             async for attempt in retrying:
@@ -272,9 +264,9 @@ class MasterLink:
         self.connection.registered(stream.outbound)
         self.connections += 1
         self.registered.set()
-        log.info("registered with master %s as %s (slots %d, group %s, lease %.0fs, heartbeat %.0fs); readiness %s",
-                 address, self._cfg.worker_id, self._cfg.slots, self._cfg.group, self._terms.lease_s,
-                 self._terms.heartbeat_s, pb.Readiness.Name(self._readiness[0]).removeprefix("READINESS_"))
+        log.info("registered with master %s%s as %s (slots %d, group %s, lease %.0fs, heartbeat %.0fs); readiness %s",
+                 address, self._unreachable.registered(), self._cfg.worker_id, self._cfg.slots, self._cfg.group,
+                 self._terms.lease_s, self._terms.heartbeat_s, pb.Readiness.Name(self._readiness[0]).removeprefix("READINESS_"))
         self._ledger.resend_all()
 
     def _ask(self) -> int:

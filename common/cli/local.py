@@ -16,13 +16,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparkyard.config import DEFAULT_LISTEN
 from sparkyard.errors import SparkyardError, Unavailable
 from sparkyard.runners import DEFAULT_RUNNER
+from sparkyard.v1 import sparkyard_pb2 as pb
 
 # How long the cluster may take to come up (a worker's session runner needs Spark, ~5–10 s).
 START_TIMEOUT_S = 120.0
@@ -35,6 +36,19 @@ RESTART_MAX_S = 60.0
 # The local cluster talks plaintext on loopback: TLS settings of the caller's environment (meant for a
 # remote cluster) are not passed on to its processes.
 PLAINTEXT_DROPS = ("SPARKYARD_TLS_",)
+
+
+def still_warming(workers: Sequence[pb.WorkerInfo], wanted: int) -> str:
+    """What keeps the cluster from being ready, in one line ('' when nothing does): a registered worker whose
+    drivers are still warming offers no slot, so a job submitted on "ready" would only wait in the queue."""
+    alive = [w for w in workers if w.alive]
+    if len(alive) < wanted:
+        return f"{len(alive)} of {wanted} workers registered"
+    return "; ".join(
+        f"{w.id} {pb.Readiness.Name(w.readiness).removeprefix('READINESS_')}"
+        f"{': ' + w.readiness_reason if w.readiness_reason else ''} ({w.ready_slots} of {w.slots} slots ready)"
+        for w in sorted(alive, key=lambda w: w.id)
+        if w.readiness not in (pb.READINESS_READY, pb.READINESS_UNSPECIFIED))
 
 
 class StartInterrupted(BaseException):
@@ -100,7 +114,7 @@ class LocalCluster:
         return self.data_dir.resolve() / "logs"
 
     def start(self) -> str:
-        """Start everything; returns the master's address once every worker is registered."""
+        """Start everything; returns the master's address once every worker is registered and ready."""
         self.start_master()
         for i in range(1, self.workers + 1):
             self._start_worker(i)
@@ -163,6 +177,7 @@ class LocalCluster:
         from sparkyard.client import Client
 
         deadline = time.monotonic() + START_TIMEOUT_S
+        waiting = "the master does not answer"
         with Client(self.address, token=self.token or None, tls_ca="", tls_cert="", tls_key="") as client:
             while True:
                 for proc in self.processes:
@@ -171,13 +186,14 @@ class LocalCluster:
                         raise SparkyardError(f"a cluster process exited with code {proc.returncode}; "
                                              f"see {self.logs}")
                 try:
-                    if len([w for w in client.workers() if w.alive]) >= self.workers:
+                    waiting = still_warming(client.workers(), self.workers)
+                    if not waiting:
                         return
                 except Unavailable:
                     pass
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise SparkyardError(f"workers did not register within {START_TIMEOUT_S:.0f}s; "
+                    raise SparkyardError(f"the cluster was not ready within {START_TIMEOUT_S:.0f}s ({waiting}); "
                                          f"see {self.logs}")
                 time.sleep(0.2)  # polling the cluster's state from outside, with a deadline
 

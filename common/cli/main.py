@@ -46,12 +46,25 @@ _CONNECTION = (
 )
 
 
+# The connection options of the top parser that the verbs needing no master (local, certs) do not read.
+_UNUSED_OFFLINE = ("master", "config", "tls_ca", "tls_cert", "tls_key")
+
+
 def _common(p: argparse.ArgumentParser, default: Any = argparse.SUPPRESS) -> None:
-    """The options every verb takes; accepted before or after the verb."""
+    """The options every verb that talks to a master takes; accepted before or after the verb."""
     for flag, text in _CONNECTION:
         p.add_argument(flag, default=default if default is argparse.SUPPRESS else None, help=text)
+    _json(p, default)
+
+
+def _json(p: argparse.ArgumentParser, default: Any = argparse.SUPPRESS) -> None:
     p.add_argument("--json", action="store_true", default=default if default is argparse.SUPPRESS else False,
                    help="print JSON")
+
+
+def _unused_offline(args: argparse.Namespace) -> str:
+    """The connection flags given (before the verb) to a verb that opens no client: said, not ignored."""
+    return ", ".join(f"--{name.replace('_', '-')}" for name in _UNUSED_OFFLINE if getattr(args, name, None))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -167,13 +180,16 @@ def build_parser() -> argparse.ArgumentParser:
     lg.add_argument("-f", "--follow", action="store_true", help="keep printing until the attempt ends")
 
     ct = sub.add_parser("certs", help="make a development CA and TLS certificates for masters, workers and clients")
-    _common(ct)
+    _json(ct)
     ct.add_argument("dir", help="directory to write ca.crt, server.crt/.key and client.crt/.key into")
     ct.add_argument("--host", action="append", default=[], metavar="NAME_OR_IP",
                     help="a name or address masters are reached at (repeatable; localhost and 127.0.0.1 always)")
 
     lc = sub.add_parser("local", help="run Redis, a master and workers here until Ctrl-C")
-    _common(lc)
+    _json(lc)  # it starts its own master, plaintext on loopback: no --master, --tls-* or --config
+    lc.add_argument("--token", default=argparse.SUPPRESS,
+                    help="a token the local master requires of clients and its workers send (default: none)")
+    lc.add_argument("--token-file", default=argparse.SUPPRESS, help="file holding that token, kept out of `ps`")
     lc.add_argument("--workers", type=int, default=2, metavar="N", help="how many workers to start (default 2)")
     lc.add_argument("--slots", type=int, default=2, metavar="N", help="task slots of each worker (default 2)")
     lc.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
@@ -261,10 +277,10 @@ def dispatch(args: argparse.Namespace) -> int:
         else:
             human(console)
 
-    if args.verb == "local":
-        return cmd_local(args)
-    if args.verb == "certs":
-        return cmd_certs(args)
+    if args.verb in ("local", "certs"):
+        if unused := _unused_offline(args):
+            raise errors.InvalidArgument(f"{unused}: not used by {args.verb} (it talks to no master)")
+        return cmd_local(args) if args.verb == "local" else cmd_certs(args)
     with Client(args.master, token=args.token, config_file=args.config, token_file=args.token_file,
                 tls_ca=args.tls_ca, tls_cert=args.tls_cert, tls_key=args.tls_key) as client:
         verb = args.verb
