@@ -25,8 +25,9 @@ from sparkyard.errors import SparkyardError, Unavailable
 from sparkyard.runners import DEFAULT_RUNNER
 from sparkyard.v1 import sparkyard_pb2 as pb
 
-# How long the cluster may take to come up (a worker's session runner needs Spark, ~5–10 s).
-START_TIMEOUT_S = 120.0
+# How long the cluster may take to come up: "ready" waits for every worker's warm drivers (Spark, ~5–10 s
+# each on a quiet machine, over a minute for four on a loaded 2-core one).
+START_TIMEOUT_S = 300.0
 STOP_TIMEOUT_S = 60.0
 # A worker that exits within STABLE_S of its start waits before its restart: RESTART_BASE_S, doubling
 # with each such exit in a row up to RESTART_MAX_S. After a run of STABLE_S or more it restarts at once.

@@ -205,7 +205,7 @@ def run_local(filled: str, env: dict[str, str], root: Path) -> str:
     daemon = Daemon(filled, root / "local", env, root / "local.log")
     children: list[psutil.Process] = []
     try:
-        problem = daemon.wait_output("local cluster ready", 240)
+        problem = daemon.wait_output("local cluster ready", 360)  # past local's own 300 s start limit
         if not problem:
             children = psutil.Process(daemon.process.pid).children(recursive=True)
             with urllib.request.urlopen(f"http://{http.group(1)}/", timeout=10) as page:
