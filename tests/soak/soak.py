@@ -49,8 +49,9 @@ def say(line: str) -> None:
 
 
 class Soak:
-    def __init__(self, minutes: float, seed: int, quiet_timeout: float, root: Path) -> None:
+    def __init__(self, minutes: float, seed: int, quiet_timeout: float, root: Path, min_replicas: int = 1) -> None:
         self.minutes, self.seed, self.quiet_timeout, self.root = minutes, seed, quiet_timeout, root
+        self.min_replicas = min_replicas
         self.net = NetCluster(root / "hosts", root / "client" / "submit", lease_s=LEASE_S, heartbeat_s=HEARTBEAT_S)
         self.redis = RedisHA(self.net)
         self.mounts: list[Path] = []
@@ -69,7 +70,7 @@ class Soak:
         config = net.root / "master.toml"
         config.write_text(MASTER_CONFIG)
         for name in ("master", "m2"):
-            net.start_master("--redis-min-replicas", "1", "--config", str(config), name=name)
+            net.start_master("--redis-min-replicas", str(self.min_replicas), "--config", str(config), name=name)
         for worker in WORKERS:
             work = net.root / worker / "work"
             work.mkdir(parents=True)
@@ -157,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, required=True, help="seeds the fault schedule (same seed, same schedule)")
     parser.add_argument("--quiet-timeout", type=float, default=600, help="seconds after the heal for every run to "
                         "end (default 600)")
+    parser.add_argument("--redis-min-replicas", type=int, default=1, choices=(1, 2),
+                        help="the masters' --redis-min-replicas (Redis has two replicas)")
     parser.add_argument("--dir", type=Path, help="where the logs go (default: a new directory under /tmp, kept)")
     args = parser.parse_args(argv)
     reason = unavailable_reason()
@@ -169,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     if removed:
         say(f"removed leftovers of earlier runs: {' '.join(removed)}")
     root = args.dir or Path(tempfile.mkdtemp(prefix="sparkyard-soak-"))
-    soak = Soak(args.minutes, args.seed, args.quiet_timeout, root)
+    soak = Soak(args.minutes, args.seed, args.quiet_timeout, root, args.redis_min_replicas)
     ran = False
     try:
         ran = soak.run()
