@@ -45,6 +45,10 @@ SECURITY_HEADERS = {
 }
 
 
+# The request key a handler reads to learn whether its caller may act (absent: no token asked, so it may).
+MAY_ACT = "sparkyard.may_act"
+
+
 class Access(enum.Enum):
     """What a route lets its caller do, which decides the token it needs."""
 
@@ -101,6 +105,7 @@ class HttpEndpoint:
                                            headers={"WWW-Authenticate": REALM})
             if route.access is Access.ACT and not admin:
                 raise web.HTTPForbidden(text="this action needs the admin role; this token has the viewer role\n")
+            request[MAY_ACT] = admin
             return await route.handler(request)
 
         return guarded

@@ -29,8 +29,10 @@ from sparkyard import __version__
 from sparkyard.clock import Clock
 from sparkyard.protojson import to_dict
 from sparkyard.errors import InvalidArgument
-from sparkyard.httpserve import Access, Handler, Route
-from sparkyard.master.console_params import flag_param, int_param, label_param, matches, state_param
+from sparkyard.httpserve import MAY_ACT, Access, Handler, Route
+from sparkyard.master.backfill import Backfiller
+from sparkyard.master.console_params import (backfill_request, flag_param, int_param, json_body, label_param,
+                                             matches, state_param)
 from sparkyard.master.convert import job_to_proto, run_to_proto
 from sparkyard.master.jobs import JobManager
 from sparkyard.master.leader import Leadership
@@ -40,8 +42,9 @@ from sparkyard.master.records import JobRecord, RunRecord
 from sparkyard.master.registry import WorkerRegistry
 from sparkyard.master.schedule_text import describe
 from sparkyard.options import JobOptions
-from sparkyard.master.services import status_of, worker_infos
+from sparkyard.master.services import backfill, status_of, worker_infos
 from sparkyard.master.store import Store
+from sparkyard.ids import IdKind
 from sparkyard.states import JobState, RunState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -63,6 +66,8 @@ TIMELINE_JOBS = 200
 TIMELINE_RUNS = 30
 # What the Job page's "edit schedule" may change (JobOptions names).
 SCHEDULE_OPTIONS = frozenset({"cron", "tz", "every", "fixed_delay"})
+# What a backfill request's body looks like (told to a caller who sent something else).
+BACKFILL_EXAMPLE = '{"start": "2026-11-01T00:00:00Z", "end": "2026-11-02T00:00:00Z", "max_concurrent": 2}'
 # Domain status → HTTP status.
 HTTP_STATUS = {
     grpc.StatusCode.INVALID_ARGUMENT: 400,
@@ -105,8 +110,9 @@ def _authorization(request: web.Request) -> str:
 
 class ConsoleApi:
     def __init__(self, jobs: JobManager, store: Store, registry: WorkerRegistry, clock: Clock, logs: LogRelay,
-                 leadership: Leadership, link: LeaderLink) -> None:
+                 leadership: Leadership, link: LeaderLink, backfiller: Backfiller) -> None:
         self._jobs = jobs
+        self._backfiller = backfiller
         self._store = store
         self._registry = registry
         self._clock = clock
@@ -128,8 +134,10 @@ class ConsoleApi:
             ("POST", "/api/jobs/{job_id}/resume", self.resume, act),
             ("DELETE", "/api/jobs/{job_id}", self.delete, act),
             ("POST", "/api/jobs/{job_id}/schedule", self.schedule, act),
+            ("POST", "/api/jobs/{job_id}/backfill", self.backfill, act),
             ("GET", "/api/runs/{run_id}", self.run, read),
             ("POST", "/api/runs/{run_id}/rerun", self.rerun, act),
+            ("POST", "/api/runs/{run_id}/cancel", self.cancel, act),
             ("GET", "/api/tasks/{task_id}/log", self.task_log, read),
             ("GET", "/api/workers", self.workers, read),
             ("POST", "/api/workers/{worker_id}/drain", self.drain, act),
@@ -145,7 +153,8 @@ class ConsoleApi:
     async def status(self, request: web.Request) -> web.Response:
         lead = self._leadership
         return web.json_response({"version": __version__, "master_id": lead.master_id, "role": lead.role,
-                                  "leader": lead.view.address, "epoch": lead.view.epoch})
+                                  "leader": lead.view.address, "epoch": lead.view.epoch,
+                                  "may_act": request.get(MAY_ACT, True)})
 
     # ---- reads from Redis (any master) ----------------------------------------------------------------
 
@@ -263,11 +272,8 @@ class ConsoleApi:
         ``every`` (and ``fixed_delay``), read and checked by the same :class:`JobOptions` as
         ``sparkyard update --cron …``."""
         job_id = request.match_info["job_id"]
-        try:
-            body = await request.json()
-        except ValueError:
-            raise InvalidArgument("body: not JSON; send e.g. {\"cron\": \"0 3 * * *\", \"tz\": \"UTC\"}") from None
-        if not isinstance(body, dict) or not body or set(body) - SCHEDULE_OPTIONS:
+        body = await json_body(request, '{"cron": "0 3 * * *", "tz": "UTC"}')
+        if not body or set(body) - SCHEDULE_OPTIONS:
             raise InvalidArgument(f"body: give some of {', '.join(sorted(SCHEDULE_OPTIONS))} as a JSON object")
         given = [name for name, value in body.items() if value not in (None, "")]
         change, fields, _ = JobOptions.of({name: body[name] for name in given}).to_update(given)
@@ -287,6 +293,29 @@ class ConsoleApi:
 
         return await self._act(request, local, "jobs", "RerunRun",
                                pb.RerunRunRequest(run_id=run_id, failed_only=failed_only))
+
+    async def cancel(self, request: web.Request) -> web.Response:
+        """Cancel an active run (as ``sparkyard cancel RUN``): its running tasks are stopped; a pipeline run's
+        running steps too, and its steps not started never start. Answers the ids whose state changed."""
+        run_id = request.match_info["run_id"]
+        JobManager.check_id(run_id, IdKind.RUN)  # the same Cancel takes a job or a task id: not here
+        reason = "cancelled from the console"
+
+        async def local() -> Message:
+            return pb.CancelResponse(cancelled=await self._jobs.cancel(run_id, reason))
+
+        return await self._act(request, local, "jobs", "Cancel", pb.CancelRequest(id=run_id, reason=reason))
+
+    async def backfill(self, request: web.Request) -> web.Response:
+        """Runs for a recurring job's past fire times (Backfill, as ``sparkyard backfill``): a JSON body with
+        ``start`` and ``end`` (ISO 8601 with an offset) and ``max_concurrent`` (default 1)."""
+        job_id = request.match_info["job_id"]
+        message = backfill_request(job_id, await json_body(request, BACKFILL_EXAMPLE))
+
+        async def local() -> Message:
+            return await backfill(self._jobs, self._backfiller, message)
+
+        return await self._act(request, local, "jobs", "Backfill", message)
 
     async def drain(self, request: web.Request) -> web.Response:
         worker_id = request.match_info["worker_id"]

@@ -99,7 +99,7 @@ class JobManager:
     # ---- reads ----------------------------------------------------------------------------------------
 
     async def get_job(self, job_id: str) -> JobRecord:
-        self._check_id(job_id, ids.IdKind.JOB)
+        self.check_id(job_id, ids.IdKind.JOB)
         job = await self._store.get_job(job_id)
         if job is None:
             raise NotFound(f"job {job_id} not found")
@@ -120,7 +120,7 @@ class JobManager:
         return await job_page(self._store, self._limit(limit), wanted, after, budget)
 
     async def get_run(self, run_id: str) -> RunRecord:
-        self._check_id(run_id, ids.IdKind.RUN)
+        self.check_id(run_id, ids.IdKind.RUN)
         run = await self._store.get_run(run_id)
         if run is None:
             raise NotFound(f"run {run_id} not found")
@@ -131,7 +131,7 @@ class JobManager:
         return await self._store.list_runs(job_id, self._limit(limit), with_tasks=with_tasks)
 
     async def get_task(self, task_id: str) -> TaskRecord:
-        self._check_id(task_id, ids.IdKind.TASK)
+        self.check_id(task_id, ids.IdKind.TASK)
         task = await self._store.get_task(task_id)
         if task is None:
             raise NotFound(f"task {task_id} not found")
@@ -144,7 +144,7 @@ class JobManager:
         return min(limit or DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT)
 
     @staticmethod
-    def _check_id(text: str, kind: ids.IdKind) -> None:
+    def check_id(text: str, kind: ids.IdKind) -> None:
         try:
             parsed = ids.parse_id(text)
         except ValueError as exc:
@@ -163,7 +163,7 @@ class JobManager:
         if timeout_s < 0:
             raise InvalidArgument("timeout: must not be negative")
         timeout_s = min(timeout_s or self._cfg.wait_max_s, self._cfg.wait_max_s)
-        self._check_id(run_id, ids.IdKind.RUN)
+        self.check_id(run_id, ids.IdKind.RUN)
         run = await self._store.get_run(run_id, with_tasks=False)
         if run is None:
             await self.get_job(run_id.split(".", 1)[0])

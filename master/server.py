@@ -244,7 +244,8 @@ class MasterServer:
     async def _start_http(self, store: RedisStore, master: Master, leadership: Leadership) -> None:
         cfg = self.cfg
         self._link = LeaderLink(leadership, PeerTls.of(cfg))
-        api = console.ConsoleApi(master.jobs, store, master.registry, self.clock, master.logs, leadership, self._link)
+        api = console.ConsoleApi(master.jobs, store, master.registry, self.clock, master.logs, leadership, self._link,
+                                 master.backfiller)
         routes = [Route("GET", "/metrics", self._metrics_page, Access.READ), *api.routes()]
         self.http = HttpEndpoint(cfg.http, routes, admin=cfg.token, viewer=cfg.viewer_token,
                                  static={"/static": console.FILES},

@@ -76,6 +76,20 @@ def mapped(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:
     return wrapper
 
 
+async def backfill(jobs: JobManager, backfiller: Backfiller, request: pb.BackfillRequest) -> pb.BackfillResponse:
+    """A backfill plan for the job (the gRPC API's and the console's: one way in)."""
+    for name in ("start", "end"):
+        if not request.HasField(name):
+            raise InvalidArgument(f"{name}: required (a time)")
+    job = await jobs.get_job(request.job_id)
+    plan = await backfiller.plan(job, request.start.ToMilliseconds(), request.end.ToMilliseconds(),
+                                 request.max_concurrent or 1)
+    reply = pb.BackfillResponse(planned=plan.planned, added=plan.added, pending=plan.pending)
+    reply.first.FromMilliseconds(plan.first_ms)
+    reply.last.FromMilliseconds(plan.last_ms)
+    return reply
+
+
 def _state_filter(state: int) -> JobState | None:
     return None if state == pb.JOB_STATE_UNSPECIFIED else from_proto(JobState, pb.JobState.Name(state))
 
@@ -125,16 +139,7 @@ class JobService(pbg.JobServiceServicer):
 
     @mapped
     async def Backfill(self, request: pb.BackfillRequest, context: grpc.aio.ServicerContext) -> pb.BackfillResponse:
-        for name in ("start", "end"):
-            if not request.HasField(name):
-                raise InvalidArgument(f"{name}: required (a time)")
-        job = await self._jobs.get_job(request.job_id)
-        plan = await self._backfiller.plan(job, request.start.ToMilliseconds(), request.end.ToMilliseconds(),
-                                           request.max_concurrent or 1)
-        reply = pb.BackfillResponse(planned=plan.planned, added=plan.added, pending=plan.pending)
-        reply.first.FromMilliseconds(plan.first_ms)
-        reply.last.FromMilliseconds(plan.last_ms)
-        return reply
+        return await backfill(self._jobs, self._backfiller, request)
 
     @mapped
     async def DeleteJob(self, request: pb.DeleteJobRequest, context: grpc.aio.ServicerContext) -> pb.DeleteJobResponse:

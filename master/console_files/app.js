@@ -113,6 +113,14 @@ function act(path, done) {
   };
 }
 
+// Cancel an active run (asks first): its running tasks stop; a pipeline run's steps not started never start.
+function cancelRun(runId) {
+  const cancel = act(`/api/runs/${encodeURIComponent(runId)}/cancel`, () => `Cancelled run ${runId}`);
+  return (event) => { if (confirm(`Cancel run ${runId}? Its running tasks are stopped and nothing more of it starts.`)) cancel(event); };
+}
+
+function isActive(run) { return run.state === "RUNNING" || run.state === "SCHEDULED"; }
+
 function notice(text, ok) {
   const box = document.getElementById("notice");
   box.textContent = text;
@@ -168,7 +176,16 @@ async function showMaster() {
     const text = st.role === "leader" ? `${st.master_id} · leader · epoch ${st.epoch}`
       : `${st.master_id} · standby (actions go to the leader ${st.leader || "being elected"})`;
     document.getElementById("master").textContent = text;
+    if (st.may_act === false) forbidActions();
   } catch (err) { /* the page already says what is wrong */ }
+}
+
+// A viewer's token reads but may not act (the master answers 403): its action buttons are disabled.
+function forbidActions() {
+  for (const button of document.querySelectorAll("#main .actions button, #main form.act button, #main button.act")) {
+    button.disabled = true;
+    button.title = "needs the admin token (this one is a viewer's)";
+  }
 }
 
 // A refresh rebuilds the page, so it waits while the user is filling in one of its forms: a schedule
@@ -281,22 +298,29 @@ async function jobPage(jobId, query) {
   const trigger = job.spec.trigger;
   // A child job (--after) has no schedule of its own to edit.
   const editable = (job.state === "ACTIVE" || job.state === "PAUSED") && !trigger.after;
-  const edit = h("form", { id: "edit-schedule", class: "filters", onsubmit: (e) => editSchedule(e, job) },
+  const edit = h("form", { id: "edit-schedule", class: "filters act", onsubmit: (e) => editSchedule(e, job) },
     h("select", { name: "kind" }, h("option", { value: "cron", selected: !trigger.every }, "cron"),
       h("option", { value: "every", selected: !!trigger.every }, "every")),
     h("input", { name: "value", placeholder: "0 3 * * *  or  10m", size: 18,
       value: trigger.cron ? trigger.cron.expr : trigger.every ? `${trigger.every.interval}s` : "" }),
     h("input", { name: "tz", placeholder: "time zone (cron; default UTC)", value: trigger.cron ? trigger.cron.tz : "" }),
     h("button", { type: "submit", disabled: !editable }, "Change schedule"));
+  // A recurring job (cron or every) has past fire times to backfill.
+  const backfill = trigger.cron || trigger.every ? h("form", { id: "backfill", class: "filters act", onsubmit: (e) => startBackfill(e, job) },
+    h("input", { name: "start", placeholder: "from, e.g. 2026-11-01T00:00:00Z", size: 26 }),
+    h("input", { name: "end", placeholder: "to (not in the future)", size: 26 }),
+    h("label", {}, "at most ", h("input", { name: "max_concurrent", type: "number", min: 1, value: 1, size: 4 }), " at once"),
+    h("button", { type: "submit", disabled: job.state === "CANCELLED" }, "Backfill")) : null;
   const oldest = [...runs].reverse();
   const graph = isPipeline(job) ? await pipelinePanel(job, runs, query) : pipelineBacklink(job);
   const rows = runs.map((r) => h("tr", {},
     h("td", {}, h("a", { href: `#/run/${encodeURIComponent(r.id)}` }, r.id)), h("td", {}, badge(r.state)),
     h("td", {}, when(r.scheduled_at)), h("td", { class: "num" }, seconds(late(r))), h("td", { class: "num" }, seconds(took(r))),
-    h("td", {}, `${r.tasks_succeeded}/${r.tasks_failed}/${r.tasks_cancelled} of ${r.task_count}`), h("td", {}, r.reason)));
+    h("td", {}, `${r.tasks_succeeded}/${r.tasks_failed}/${r.tasks_cancelled} of ${r.task_count}`), h("td", {}, r.reason),
+    h("td", {}, isActive(r) ? h("button", { class: "danger act cancel-run", "data-run": r.id, onclick: cancelRun(r.id) }, "cancel") : null)));
   refreshIn(REFRESH_MS);
   return [
-    h("h1", {}, job.spec.name || job.id), actions, edit, graph,
+    h("h1", {}, job.spec.name || job.id), actions, edit, backfill, graph,
     h("div", { class: "grid" },
       h("div", { class: "panel" }, facts([["id", h("span", { class: "mono" }, job.id)], ["state", badge(view.shown_state)],
         ["schedule", schedule], ["next fire", when(job.next_fire_at)], ...(isPipeline(job) ? [["steps", job.spec.steps.length]]
@@ -308,7 +332,7 @@ async function jobPage(jobId, query) {
         h("h2", {}, "Trigger lateness (scheduled to fired)"), barChart("trigger lateness", oldest, late, () => "late"))),
     h("h2", {}, "Runs"),
     runs.length ? h("table", { id: "runs" }, h("thead", {}, h("tr", {}, ["run", "state", "scheduled", "late", "took",
-      "tasks ok/failed/cancelled", "reason"].map((c) => h("th", {}, c)))), h("tbody", {}, rows))
+      "tasks ok/failed/cancelled", "reason", ""].map((c) => h("th", {}, c)))), h("tbody", {}, rows))
       : h("div", { class: "empty" }, "No run yet."),
     h("h2", {}, "Spec"), h("pre", { id: "spec" }, JSON.stringify(job.spec, null, 2)),
   ];
@@ -323,6 +347,21 @@ async function editSchedule(event, job) {
     const updated = await api(`/api/jobs/${encodeURIComponent(job.id)}/schedule`, { method: "POST", body: JSON.stringify(body) });
     await render();
     notice(`Schedule changed; next fire ${when(updated.next_fire_at)}`, true);
+  } catch (err) {
+    notice(err.message, false);
+  }
+}
+
+// A backfill runs the job's past fire times in a range (as `sparkyard backfill`); the master keeps the plan.
+async function startBackfill(event, job) {
+  event.preventDefault();
+  const form = new FormData(event.target);
+  const body = { start: form.get("start"), end: form.get("end"), max_concurrent: Number(form.get("max_concurrent") || 1) };
+  try {
+    const plan = await api(`/api/jobs/${encodeURIComponent(job.id)}/backfill`, { method: "POST", body: JSON.stringify(body) });
+    await render();
+    notice(`Backfill of ${plan.planned} fire times, ${when(plan.first)} to ${when(plan.last)}: ${plan.added} new, `
+      + `${plan.pending} still to run, at most ${body.max_concurrent} at once`, true);
   } catch (err) {
     notice(err.message, false);
   }
@@ -394,8 +433,8 @@ async function runPage(runId, query) {
         h("td", {}, show)));
     }
   }
-  if (run.state === "RUNNING" || run.state === "SCHEDULED") refreshWhileRunning(run);
-  const ended = !(run.state === "RUNNING" || run.state === "SCHEDULED");
+  if (isActive(run)) refreshWhileRunning(run);
+  const ended = !isActive(run);
   const base = `/api/runs/${encodeURIComponent(run.id)}/rerun`;
   const reran = (r) => {
     keepNotice = true;
@@ -405,7 +444,8 @@ async function runPage(runId, query) {
   const actions = h("div", { class: "actions" },
     h("button", { id: "rerun-failed", onclick: act(`${base}?failed=1`, reran),
       disabled: !ended || run.tasks_failed + run.tasks_cancelled === 0 }, "Rerun failed tasks"),
-    h("button", { id: "rerun", onclick: act(base, reran), disabled: !ended }, "Rerun all"));
+    h("button", { id: "rerun", onclick: act(base, reran), disabled: !ended }, "Rerun all"),
+    h("button", { id: "cancel", class: "danger", onclick: cancelRun(run.id), disabled: ended }, "Cancel run"));
   return [
     h("h1", {}, run.id), pipelineBacklink(run), actions,
     h("div", { class: "panel" }, facts([["job", h("a", { href: `#/job/${encodeURIComponent(run.job_id)}` }, run.job_id)],
@@ -451,7 +491,7 @@ async function workersPage() {
     h("td", {}, Object.entries(w.labels).map(([k, v]) => `${k}=${v}`).join(", ")),
     h("td", {}, w.tasks.map((t) => h("div", {}, h("a", { class: "mono", href: `#/run/${encodeURIComponent(runOf(t))}` }, t)))),
     h("td", {}, when(w.last_seen)),
-    h("td", {}, w.alive && !w.draining ? h("button", { class: "danger drain", onclick: (e) => {
+    h("td", {}, w.alive && !w.draining ? h("button", { class: "danger act drain", onclick: (e) => {
       if (confirm(`Drain worker ${w.id}? It finishes or hands back its tasks, then exits.`)) {
         act(`/api/workers/${encodeURIComponent(w.id)}/drain`, () => `Worker ${w.id} is draining`)(e);
       }
@@ -613,7 +653,7 @@ async function pipelineRunPage(run, query) {
     h("td", {}, st.after.join(", ") || "-"), h("td", { class: "num" }, st.attempts),
     h("td", {}, when(st.started_at)), h("td", { class: "num" }, seconds(took(st))),
     h("td", { class: "mono" }, st.run_id ? h("a", { href: `#/run/${encodeURIComponent(st.run_id)}` }, st.run_id) : "-")));
-  const active = run.state === "RUNNING" || run.state === "SCHEDULED";
+  const active = isActive(run);
   const reran = (r) => {
     keepNotice = true;
     location.hash = `#/run/${encodeURIComponent(r.id)}`;
@@ -623,7 +663,8 @@ async function pipelineRunPage(run, query) {
   const actions = h("div", { class: "actions" },
     h("button", { id: "rerun-failed", onclick: act(`${base}?failed=1`, reran),
       disabled: active || run.steps.every((st) => st.state === "SUCCEEDED") }, "Rerun failed steps"),
-    h("button", { id: "rerun", onclick: act(base, reran), disabled: active }, "Rerun all"));
+    h("button", { id: "rerun", onclick: act(base, reran), disabled: active }, "Rerun all"),
+    h("button", { id: "cancel", class: "danger", onclick: cancelRun(run.id), disabled: !active }, "Cancel run"));
   const step = run.steps.find((st) => st.name === picked);
   if (active) refreshWhileStepsChange(run);
   return [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import datetime, timedelta, timezone
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -28,6 +29,7 @@ SHOTS = ROOT / "tests" / "output" / "console"
 # What the browser may wait for one thing on a loaded 2-core machine.
 UI_WAIT_MS = 30_000
 TOKEN = "s3cret-console"
+VIEWER = "v1ewer-console"
 
 
 class Tab:
@@ -65,9 +67,11 @@ def tab(browser: Browser) -> Iterator[Tab]:
     context.close()
 
 
-def http(address: str, path: str, method: str = "GET", token: str = "") -> tuple[int, Any, dict[str, str]]:
+def http(address: str, path: str, method: str = "GET", token: str = "",
+         body: Any = None) -> tuple[int, Any, dict[str, str]]:
     request = urllib.request.Request(f"http://{address}{path}", method=method,
-                                     headers={"Authorization": f"Bearer {token}"} if token else {})
+                                     headers={"Authorization": f"Bearer {token}"} if token else {},
+                                     data=None if body is None else json.dumps(body).encode())
     try:
         with urllib.request.urlopen(request, timeout=30) as reply:
             body = reply.read()
@@ -241,9 +245,11 @@ def test_token_prompt_bad_input_and_a_standby_that_forwards_actions(make_cluster
                                                                    tmp_path: Path) -> None:
     leader: Cluster = make_cluster(token=TOKEN)
     lead_http, standby_http = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    leader.start_master("--http", lead_http)
+    viewer_file = tmp_path / "viewer-token"
+    viewer_file.write_text(VIEWER)
+    leader.start_master("--http", lead_http, "--viewer-token-file", str(viewer_file))
     standby = Cluster(leader.redis_url, tmp_path / "standby", namespace=leader.namespace, token=TOKEN)
-    standby.start_master("--http", standby_http)
+    standby.start_master("--http", standby_http, "--viewer-token-file", str(viewer_file))
     try:
         client = leader.client()
         job = client.submit(f"{TASKS}:noop", name="guarded", cron="0 3 * * *")
@@ -292,6 +298,48 @@ def test_token_prompt_bad_input_and_a_standby_that_forwards_actions(make_cluster
         status, body, _ = http(standby_http, f"/api/jobs/{job.id}/resume", "POST", token=TOKEN)
         assert status == 200 and body["state"] == "ACTIVE"
         assert http(standby_http, f"/api/jobs/{job.id}/resume", "POST")[0] == 401
+
+        # Cancel a run and backfill: admin only, bad input named, forwarded by the standby.
+        run = client.trigger(job.id)  # no worker here: it stays active until cancelled
+        midnight = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+        day = {"start": (midnight - timedelta(days=1)).isoformat(), "end": midnight.isoformat(), "max_concurrent": 1}
+        for address in (lead_http, standby_http):
+            assert http(address, f"/api/runs/{run.id}/cancel", "POST", token=VIEWER)[0] == 403
+            assert http(address, f"/api/jobs/{job.id}/backfill", "POST", token=VIEWER, body=day)[0] == 403
+            assert http(address, f"/api/runs/{run.id}", token=VIEWER)[0] == 200  # a viewer reads
+            status, body, _ = http(address, f"/api/runs/{job.id}/cancel", "POST", token=TOKEN)
+            assert status == 400 and body["error"].startswith("run_id:") and "job id" in body["error"]
+            status, body, _ = http(address, f"/api/runs/{job.id}.0000000000009/cancel", "POST", token=TOKEN)
+            assert status == 404 and "not found" in body["error"]
+            for bad, field in (({**day, "start": "yesterday"}, "start:"), ({"end": day["end"]}, "start:"),
+                               ({**day, "max_concurrent": "many"}, "max_concurrent:"),
+                               ({**day, "max_concurrent": 0}, "max_concurrent:"), ({**day, "to": "x"}, "to:"),
+                               ({**day, "end": "2999-01-01T00:00:00Z"}, "end:"), ([], "body:")):
+                status, body, _ = http(address, f"/api/jobs/{job.id}/backfill", "POST", token=TOKEN, body=bad)
+                assert status == 400 and body["error"].startswith(field), (bad, body)
+            status, body, _ = http(address, f"/api/jobs/{gone.id}/backfill", "POST", token=TOKEN, body=day)
+            assert status == 409 and "CANCELLED" in body["error"]
+        assert client.run(run.id).state == pb.RUN_SCHEDULED  # nothing above touched it
+        status, body, _ = http(standby_http, f"/api/runs/{run.id}/cancel", "POST", token=TOKEN)
+        assert status == 200 and run.id in body["cancelled"] and client.run(run.id).state == pb.RUN_CANCELLED
+        status, body, _ = http(lead_http, f"/api/runs/{run.id}/cancel", "POST", token=TOKEN)
+        assert status == 409 and "already CANCELLED" in body["error"]
+        status, body, _ = http(standby_http, f"/api/jobs/{job.id}/backfill", "POST", token=TOKEN, body=day)
+        assert status == 200 and body["planned"] == 1 and body["added"] == 1, body
+        wait_for(lambda: any(r.scheduled_at.ToDatetime(timezone.utc) == midnight - timedelta(hours=21)
+                             for r in client.runs(job.id)), 60, "the backfilled run to be created")
+
+        # A viewer's page shows the actions disabled (the master would answer 403).
+        context = browser.new_context()
+        viewer = Tab(context.new_page(), allowed=("status of 401",))
+        viewer.page.goto(f"http://{lead_http}/#/job/{job.id}")
+        viewer.page.fill("#token", VIEWER)
+        viewer.page.click("#login button")
+        for control in ("#trigger", "#pause", "#delete", "#backfill button", "#edit-schedule button"):
+            expect(viewer.page.locator(control)).to_be_disabled()
+        viewer.shot("viewer-job")
+        assert viewer.errors == []
+        context.close()
     finally:
         standby.stop()
 
@@ -476,3 +524,74 @@ def test_a_pipeline_graph_its_runs_and_a_steps_log(shared_cluster: Cluster, tab:
     expect(page.locator(".facts .badge").first).to_have_text("SUCCEEDED", timeout=UI_WAIT_MS)
     assert tab.errors == []
 
+
+
+def test_cancel_a_running_pipeline_run_and_backfill_from_the_pipeline_page(shared_cluster: Cluster, tab: Tab,
+                                                                          tmp_path: Path) -> None:
+    """Issue 24 item 6: an admin cancels a running pipeline run from its pipeline's page (its running steps end
+    CANCELLED; the downstream step, which would run after any end of them, never starts) and backfills a
+    date range, at most N runs at once, which creates the runs of those fire times."""
+    client = shared_cluster.client()
+    gate = tmp_path / "gate"
+    p = Pipeline("console-cancel", cron="0 3 * * *", base_dir=TASKS.parent)
+    left = p.step("left", f"{TASKS}:gated_spark_job", args=[str(gate)], retries=0)
+    right = p.step("right", f"{TASKS}:gated_spark_job", args=[str(gate)], retries=0)
+    p.step("join", f"{TASKS}:noop", after=[left, right], trigger_rule="all_done")
+    pipeline = client.submit_spec(p.to_spec()).job
+    address = shared_cluster.http["master"]
+
+    def steps(run_id: str) -> dict[str, dict[str, Any]]:
+        return {s["name"]: s for s in http(address, f"/api/runs/{run_id}")[1]["steps"]}
+
+    try:
+        run = client.trigger(pipeline.id).id
+        wait_for(lambda: all(steps(run)[s]["state"] == "RUNNING" for s in ("left", "right")), 120,
+                 "both upstream steps to run")
+        page, base = tab.page, f"http://{address}/"
+        page.on("dialog", lambda dialog: dialog.accept())
+        page.goto(f"{base}#/job/{pipeline.id}")
+        expect(page.locator("#pipeline #dag g.step[data-step=left]")).to_have_attribute("data-state", "RUNNING")
+        page.locator(f"#runs button.cancel-run[data-run='{run}']").click()  # asks first
+        expect(page.locator("#notice")).to_have_text(f"Cancelled run {run}")
+        ended = steps(run)
+        assert client.run(run).state == pb.RUN_CANCELLED
+        assert {name: s["state"] for name, s in ended.items()} == {"left": "CANCELLED", "right": "CANCELLED",
+                                                                   "join": "CANCELLED"}
+        assert ended["join"]["run_id"] == "" and ended["join"]["attempts"] == 0  # never started
+        graph = page.locator("#pipeline #dag")
+        for name in ("left", "right", "join"):
+            expect(graph.locator(f"g.step[data-step={name}]")).to_have_attribute("data-state", "CANCELLED")
+        expect(page.locator(f"#runs button.cancel-run[data-run='{run}']")).to_have_count(0)
+        page.locator("#pipeline").scroll_into_view_if_needed()
+        tab.shot("pipeline-cancelled", full_page=False)
+
+        # Backfill the last two days' 03:00 fire times, both at once; the gate is open, so they run through.
+        gate.touch()
+        midnight = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+        form = page.locator("#backfill")
+        form.locator("input[name=start]").fill((midnight - timedelta(days=2)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        form.locator("input[name=end]").fill("not a time")
+        form.locator("button").click()
+        expect(page.locator("#notice")).to_contain_text("end: 'not a time' is not an ISO 8601 time")
+        assert tab.errors == ["Failed to load resource: the server responded with a status of 400 (Bad Request)"]
+        tab.errors.clear()
+        form.locator("input[name=end]").fill(midnight.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        form.locator("input[name=max_concurrent]").fill("2")
+        form.locator("button").click()
+        expect(page.locator("#notice")).to_contain_text("Backfill of 2 fire times")
+        expect(page.locator("#notice")).to_contain_text("at most 2 at once")
+        wanted = {midnight - timedelta(days=d, hours=-3) for d in (1, 2)}
+
+        def backfilled() -> list[pb.Run]:
+            return [r for r in client.runs(pipeline.id) if r.scheduled_at.ToDatetime(timezone.utc) in wanted]
+
+        wait_for(lambda: len(backfilled()) == 2, 120, "the backfill to create its two runs")
+        for made in backfilled():
+            done, timed_out = client.wait(made.id, timeout=180)
+            assert not timed_out and done.state == pb.RUN_SUCCEEDED
+        expect(page.locator("#runs tbody tr")).to_have_count(3, timeout=UI_WAIT_MS)  # the page refreshes
+        tab.shot("pipeline-backfilled", full_page=False)
+        assert tab.errors == []
+    finally:
+        gate.touch()
+        client.delete(pipeline.id, force=True)

@@ -4,6 +4,7 @@ it cannot serve."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 from pathlib import Path
@@ -12,7 +13,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from sparkyard.httpserve import Access, HttpEndpoint, HttpStartError, Route, metrics_response
+from sparkyard.httpserve import MAY_ACT, Access, HttpEndpoint, HttpStartError, Route, metrics_response
 
 
 async def _page(request: web.Request) -> web.Response:
@@ -97,5 +98,33 @@ def test_static_files_are_public_and_actions_want_the_token(tmp_path: Path) -> N
                     assert reply.status == 200  # a viewer may read
         finally:
             await endpoint.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_handler_learns_whether_its_caller_may_act() -> None:
+    """The console disables its actions for a viewer; it asks the handler of /api/status, which reads this."""
+
+    async def who(request: web.Request) -> web.Response:
+        return web.json_response({"may_act": request.get(MAY_ACT, True)})
+
+    async def may_act(endpoint: HttpEndpoint, token: str) -> bool:
+        status, text = await _get(f"http://127.0.0.1:{endpoint.port}/api/who", token)
+        assert status == 200, text
+        return bool(json.loads(text)["may_act"])
+
+    async def scenario() -> None:
+        guarded = HttpEndpoint("127.0.0.1:0", [Route("GET", "/api/who", who, Access.READ)], admin="s3cret",
+                               viewer="v1ewer")
+        open_ = HttpEndpoint("127.0.0.1:0", [Route("GET", "/api/who", who, Access.READ)])
+        await guarded.start()
+        await open_.start()
+        try:
+            assert await may_act(guarded, "s3cret") is True
+            assert await may_act(guarded, "v1ewer") is False
+            assert await may_act(open_, "") is True  # no token asked: everyone may
+        finally:
+            await guarded.stop()
+            await open_.stop()
 
     asyncio.run(scenario())
