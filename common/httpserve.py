@@ -46,7 +46,7 @@ SECURITY_HEADERS = {
 
 
 # The request key a handler reads to learn whether its caller may act (absent: no token asked, so it may).
-MAY_ACT = "sparkyard.may_act"
+MAY_ACT = web.RequestKey("sparkyard.may_act", bool)
 
 
 class Access(enum.Enum):
