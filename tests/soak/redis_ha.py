@@ -4,7 +4,7 @@ Both data servers persist every write (``appendonly yes``, ``appendfsync always`
 and started again comes back with its data, so a restart never turns an empty server into a primary that
 the other would then copy. The sentinel (quorum 1, down after 1 s) promotes the replica when the primary
 stops answering, and turns a returning old primary into a replica of the new one. Masters are given the
-sentinel's URL and ``--redis-min-replicas 1``: a submit is acknowledged only once a replica has it.
+sentinel's URL and ``--redis-min-replicas 2``: no write is used before both replicas have it.
 """
 
 from __future__ import annotations

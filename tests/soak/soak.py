@@ -49,7 +49,7 @@ def say(line: str) -> None:
 
 
 class Soak:
-    def __init__(self, minutes: float, seed: int, quiet_timeout: float, root: Path, min_replicas: int = 1) -> None:
+    def __init__(self, minutes: float, seed: int, quiet_timeout: float, root: Path, min_replicas: int = 2) -> None:
         self.minutes, self.seed, self.quiet_timeout, self.root = minutes, seed, quiet_timeout, root
         self.min_replicas = min_replicas
         self.net = NetCluster(root / "hosts", root / "client" / "submit", lease_s=LEASE_S, heartbeat_s=HEARTBEAT_S)
@@ -158,8 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, required=True, help="seeds the fault schedule (same seed, same schedule)")
     parser.add_argument("--quiet-timeout", type=float, default=600, help="seconds after the heal for every run to "
                         "end (default 600)")
-    parser.add_argument("--redis-min-replicas", type=int, default=1, choices=(1, 2),
-                        help="the masters' --redis-min-replicas (Redis has two replicas)")
+    parser.add_argument("--redis-min-replicas", type=int, default=2, choices=(1, 2),
+                        help="the masters' --redis-min-replicas (Redis has two replicas; with 1, a failover may "
+                             "take back an acknowledged write: docs/reliability.md, finding 9)")
     parser.add_argument("--dir", type=Path, help="where the logs go (default: a new directory under /tmp, kept)")
     args = parser.parse_args(argv)
     reason = unavailable_reason()
