@@ -42,7 +42,8 @@ DOORS = {
 }
 # Redis commands a door sends itself, and why each needs no fence.
 DIRECT_COMMANDS = {
-    ("redis_store.py", "execute_command"): "WAIT after a submit (--redis-min-replicas): it writes nothing",
+    ("scripts.py", "execute_command"): "WAIT after a write (--redis-min-replicas, ScriptLibrary.execute): it "
+                                       "writes nothing",
 }
 # Commands whose names Python objects share (list.append, Path.unlink, Event.set…): counted only on a
 # receiver that names a Redis client or pipeline.

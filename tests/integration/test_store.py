@@ -36,7 +36,7 @@ async def leased_task(store: RedisStore, job_id: str = "j0000000000100000000001"
 async def test_cancel_of_a_leased_task_leaves_no_index_behind(store: RedisStore) -> None:
     task_id, token, run_id = await leased_task(store)
     result = await store.cancel("stop", run_ids=[run_id], task_ids=[task_id])
-    assert result.leased == [(task_id, "w1", token)] and result.ended_runs == [(run_id, "CANCELLED")]
+    assert result.leased == [(task_id, "w1", token)] and result.ended_runs == [(run_id, "CANCELLED", None)]
     k, r = store.keys, store.redis
     assert await r.zscore(k.leases, task_id) is None
     assert not await r.sismember(k.worker_leases("w1"), task_id)

@@ -85,7 +85,10 @@ def check(workload: Workload, client: Client, ledger: Path) -> Verdict:
                       f"pipeline run {run_id}: {pb.RunState.Name(run.state)}, steps "
                       f"{[pb.StepState.Name(s.state) for s in run.steps]}")
     for job_id, final in workload.fenced.items():
-        runs = client.runs(job_id, limit=10, with_tasks=True)
+        try:
+            runs = client.runs(job_id, limit=10, with_tasks=True)
+        except errors.NotFound:  # counted above as an acknowledged submit lost
+            continue
         won = [a.fencing_token for r in runs for t in r.tasks for a in t.attempts if a.state == pb.ATTEMPT_SUCCEEDED]
         published = FencedOutput(final).record().token
         if won and published != won[-1]:
