@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from sparkyard.worker.readiness import Condition
+
 log = logging.getLogger(__name__)
 
 # How often the free space is probed.
@@ -52,7 +54,7 @@ def no_space(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS
 
 
-class Disk:
+class Disk(Condition):
     """The work directory's room: ``problem`` is '' while it has at least ``min_free_bytes`` free, else one
     line saying it is full. ``on_change`` is called on every change of ``problem``. ``free`` measures the
     free (bytes, inodes) of a path (see :func:`free_space`)."""
@@ -60,15 +62,12 @@ class Disk:
     def __init__(self, path: Path, min_free_bytes: int = MIN_FREE_BYTES,
                  free: Callable[[Path], tuple[int, int]] = free_space,
                  on_change: Callable[[str], None] | None = None) -> None:
+        super().__init__(log, "no slot offered, queued tasks handed back, until there is room",
+                         f"work directory {path} has room again", on_change)
         self.path = path
         self.min_free_bytes = min_free_bytes
-        self.problem = ""
         self._free = free
-        self._on_change = on_change or (lambda problem: None)
         self._held_until = 0.0  # monotonic time before which a refused write keeps the disk full
-
-    def listen(self, on_change: Callable[[str], None]) -> None:
-        self._on_change = on_change
 
     def measure(self) -> str:
         """The problem now ('' when there is room), without recording it (safe from any thread)."""
@@ -97,16 +96,9 @@ class Disk:
         self._set(f"work directory {self.path} is full ({exc.strerror or exc})")
 
     def _set(self, problem: str) -> None:
-        if problem == self.problem or (problem and self.problem):  # still full: not news
+        if not problem and time.monotonic() < self._held_until:  # a refused write holds it full a while yet
             return
-        if not problem and time.monotonic() < self._held_until:
-            return
-        self.problem = problem
-        if problem:
-            log.warning("%s: no slot offered, queued tasks handed back, until there is room", problem)
-        else:
-            log.info("work directory %s has room again", self.path)
-        self._on_change(problem)
+        self._change(problem)
 
     async def run(self) -> None:
         """Probe until cancelled."""

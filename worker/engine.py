@@ -27,6 +27,8 @@ import logging
 from typing import Callable
 from urllib.parse import urlsplit
 
+from sparkyard.worker.readiness import Condition
+
 log = logging.getLogger(__name__)
 
 # How often the cluster manager is probed, and how long one probe may take.
@@ -67,19 +69,16 @@ def watched_master(runner: str, spark_master: str, connect_url: str) -> str:
     return "" if runner == "connect" and connect_url else spark_master
 
 
-class Engine:
+class Engine(Condition):
     """The cluster manager's reachability: ``problem`` is '' while it answers (or is not probed), else one
     line naming it and why it does not. ``on_change`` is called on every change of ``problem``."""
 
     def __init__(self, spark_master: str, on_change: Callable[[str], None] | None = None) -> None:
+        super().__init__(log, "no slot offered, held tasks handed back, until it answers again",
+                         f"Spark master {spark_master} answers again", on_change)
         self.spark_master = spark_master
         self.addresses = manager_addresses(spark_master)
-        self.problem = ""
-        self._on_change = on_change or (lambda problem: None)
         self._failures = 0
-
-    def listen(self, on_change: Callable[[str], None]) -> None:
-        self._on_change = on_change
 
     async def probe(self) -> str:
         """'' when one of the manager's addresses accepts a connection, else why none does."""
@@ -96,15 +95,7 @@ class Engine:
         self._failures = self._failures + 1 if reason else 0
         if reason and self._failures < DOWN_AFTER:
             return
-        problem = f"Spark master {self.spark_master} unreachable ({reason})" if reason else ""
-        if problem == self.problem or (problem and self.problem):  # a new reason for the same outage is not news
-            return
-        self.problem = problem
-        if problem:
-            log.warning("%s: no slot offered, held tasks handed back, until it answers again", problem)
-        else:
-            log.info("Spark master %s answers again", self.spark_master)
-        self._on_change(problem)
+        self._change(f"Spark master {self.spark_master} unreachable ({reason})" if reason else "")
 
     async def run(self) -> None:
         """Probe until cancelled (returns at once when the master names no address)."""
