@@ -7,7 +7,7 @@ when its context or shared state starts: static SQL conf (``spark.sql.extensions
 ``spark.serializer``, ``spark.hadoop.*``, executor sizes, any ``spark.*`` outside ``spark.sql.*``, which
 Spark's components read from the context's ``SparkConf``). Under spark-submit the program's JVM starts
 with all of it, so the session runner runs such an attempt on a **fresh driver** started with exactly the
-worker's conf and the job's (worker/runner/session.py) instead of letting the difference pass silently.
+worker's conf and the job's (worker/runner/fresh.py) instead of letting the difference pass silently.
 
 Three keys are never a reason for a fresh driver: ``spark.sql.warehouse.dir`` (each attempt has a
 warehouse of its own already: worker/spark_reset.py), ``spark.app.name`` (the job's name is Sparkyard's,

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 # How long a cancelled attempt may take to stop before its driver is killed (and replaced).
 KILL_GRACE_S = 3.0
+# Lines of a log quoted in an attempt's error when its driver died or never started.
+ERROR_TAIL_LINES = 20
 # The longest line on a driver's socket (a result is at most the result limit, plus a traceback).
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
@@ -87,7 +89,7 @@ class DriverProcess:
     def __init__(self, runner: SessionRunner, number: int, dedicated: Job | None = None) -> None:
         self.runner = runner
         self.number = number
-        # The one job this driver was started for, with its conf (worker/warm_conf.py); None: a pool driver.
+        # The one job this driver was started for, with its conf (worker/runner/fresh.py); None: a pool driver.
         self.dedicated = dedicated
         self.proc: asyncio.subprocess.Process | None = None
         self.writer: asyncio.StreamWriter | None = None

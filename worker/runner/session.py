@@ -11,8 +11,9 @@ driver to stop the attempt and kills its process group after ``KILL_GRACE_S``.
 A driver is recycled after ``max_tasks`` attempts (a replacement is warmed first), after any crash, at once
 after an attempt that left what a warm driver cannot put back (added files, Hadoop configuration, JVM system
 properties, a thread still running: worker/spark_reset.py), and when an attempt's ``--files`` use a name its
-SparkContext already serves from another path. The pool's readiness — drivers that can take an attempt now —
-is what the worker offers the master as slots.
+SparkContext already serves from another path. An attempt whose job's conf a warm driver's JVM cannot take
+runs on a fresh driver started for it alone (worker/runner/fresh.py). The pool's readiness — drivers that can
+take an attempt now — is what the worker offers the master as slots.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children
 from sparkyard.worker.runner.base import AttemptRun, Outcome, log_tail
-from sparkyard.worker.runner.driver_process import KILL_GRACE_S, DriverProcess, Job, describe_exit, run_message
-from sparkyard.worker.warm_conf import fresh_driver_conf, master_notice
+from sparkyard.worker.runner.driver_process import (ERROR_TAIL_LINES, KILL_GRACE_S, DriverProcess, Job, describe_exit,
+                                                    run_message)
+from sparkyard.worker.runner.fresh import FreshDrivers
+from sparkyard.worker.warm_conf import master_notice
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +44,6 @@ MEMORY_CHECK_S = 0.5
 # A driver that failed to start is tried again after this pause, doubling up to the maximum.
 RESTART_BACKOFF_S = 1.0
 RESTART_BACKOFF_MAX_S = 60.0
-# Lines of the attempt's log quoted in the error when its driver died.
-ERROR_TAIL_LINES = 20
 # How long close() lets drivers exit on their own before killing them.
 CLOSE_TIMEOUT_S = 10.0
 
@@ -79,6 +80,9 @@ class SessionRunner:
         self._engine_problem = ""  # the cluster manager does not answer: no driver is started (worker/engine.py)
         self._tasks: set[asyncio.Task[None]] = set()
         self._monitor: asyncio.Task[None] | None = None
+        # Drivers started for one attempt whose job's conf a warm driver's JVM cannot take (never slots).
+        self._fresh = FreshDrivers(self._jobs, self.job_conf, lambda job: self._spawn_driver(dedicated=job),
+                                   self._hand)
 
     # ---- life cycle ----------------------------------------------------------------------------------------
 
@@ -97,9 +101,7 @@ class SessionRunner:
     def driver_conf(self, driver: DriverProcess) -> dict[str, str]:
         """The Spark conf a driver process starts with: the worker's (and the job's, for a fresh driver of
         one job), its JVM's temporary files its own."""
-        job = driver.dedicated
-        conf = fresh_driver_conf(self.conf, self.job_conf(job.attempt.assignment.spec)) if job else self.conf
-        return jvm_temp.temp_conf(conf, driver.temp_dir)
+        return jvm_temp.temp_conf(self._fresh.conf(driver, self.conf), driver.temp_dir)
 
     def _pool(self) -> list[DriverProcess]:
         """The drivers that serve any attempt (not those started for one job's conf)."""
@@ -249,9 +251,7 @@ class SessionRunner:
             if job in self._queue:
                 self._queue.remove(job)
                 job.done(Outcome("FAILED", error=f"killed: {job.attempt.kill_reason}"))
-            for warming in [d for d in self._drivers if d.dedicated is job]:  # its fresh driver is starting
-                job.failure = f"killed: {job.attempt.kill_reason}"
-                warming.kill()
+            self._fresh.kill_warming(job, self._drivers)
             return
         driver.send({"op": "cancel", "id": job.key})
         asyncio.get_running_loop().call_later(KILL_GRACE_S, self._kill_if_running, job,
@@ -292,13 +292,7 @@ class SessionRunner:
     # ---- driver events ---------------------------------------------------------------------------------------
 
     def driver_ready(self, driver: DriverProcess) -> None:
-        job = driver.dedicated
-        if job is not None:  # started for one job's conf: it runs that attempt alone, then leaves
-            if job.failure:
-                driver.state = "leaving"
-                driver.send({"op": "exit"})
-            else:
-                self._hand(driver, job)
+        if self._fresh.warmed(driver):  # started for one job's conf: it runs that attempt alone, then leaves
             return
         self._failures = 0
         self._last_error = ""
@@ -328,13 +322,7 @@ class SessionRunner:
         driver.job = None
         job.driver = None
         if message.get("fresh"):  # refused before running anything: a fresh driver with the job's conf runs it
-            driver.state = "ready" if driver.state == "busy" else driver.state
-            if driver.state == "leaving":
-                driver.send({"op": "exit"})
-            job.fresh = list(message["fresh"])
-            log.info("task=%s needs a fresh driver: a warm driver's JVM cannot take %s",
-                     job.attempt.assignment.task_id, ", ".join(job.fresh))
-            self._spawn_driver(dedicated=job)
+            self._fresh.refused(driver, job, message["fresh"])
             self._dispatch()
             return
         driver.tasks_run += 1
@@ -358,15 +346,6 @@ class SessionRunner:
             job.done(Outcome("FAILED", error=message.get("error", "failed"), traceback=message.get("traceback", "")))
         self._dispatch()
 
-    def _fail_unstarted(self, job: Job, driver: DriverProcess, code: int | None) -> None:
-        """The fresh driver started for ``job`` ended before it ran it (a bad conf, a kill while warming)."""
-        if job.attempt.tag not in self._jobs:  # already ended (killed while its driver warmed)
-            return
-        why = driver.start_error or f"{describe_exit(code)}: {log_tail(str(driver.log_path), 3)}".replace("\n", " | ")
-        job.done(Outcome("FAILED", error=job.failure or (
-            f"the fresh driver started with the job's conf ({', '.join(job.fresh)}) did not start: {why}"),
-            traceback=log_tail(str(driver.log_path), ERROR_TAIL_LINES)))
-
     def driver_ended(self, driver: DriverProcess, code: int | None) -> None:
         was_ready = driver.state in ("ready", "busy", "leaving")
         driver.state = "dead"
@@ -380,7 +359,7 @@ class SessionRunner:
             error = job.failure or f"the task's driver process {describe_exit(code)}"
             job.done(Outcome("FAILED", error=error, traceback=tail))
         elif driver.dedicated is not None:
-            self._fail_unstarted(driver.dedicated, driver, code)
+            self._fresh.ended(driver, code)
         if driver.log_path.exists() and (was_ready or self._closing or driver.dedicated is not None):
             driver.log_path.unlink(missing_ok=True)
         if self._closing or driver.dedicated is not None:
