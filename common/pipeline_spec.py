@@ -27,7 +27,7 @@ _STAND_IN = "sparkyard.pipeline_spec:steps"
 
 
 def rule_name(rule: int) -> str:
-    """The Lua name of a trigger rule (lib.lua rule_verdict)."""
+    """The Lua name of a trigger rule (lib_pipelines.lua rule_verdict)."""
     return pb.TriggerRule.Name(rule or pb.ALL_SUCCEEDED)
 
 

@@ -8,7 +8,7 @@ the script's answer:
 * a failed attempt with a retry due → its backoff timer (:class:`sparkyard.master.retries.Retries`);
 * a run ended → :class:`RunEnded`, published once, here, by the component whose script ended it; its
   reactions (waiters, fixed-delay next fire, child jobs, backfill, webhooks, metrics) are subscribers; a
-  step's run whose end ended its pipeline run comes back from the script with that end (lib.lua
+  step's run whose end ended its pipeline run comes back from the script with that end (lib_pipelines.lua
   pipeline_end), published right after it as the pipeline run's own :class:`RunEnded`;
 * a lease lost or a task cancelled while running → its worker is told to kill it (its slot stays taken
   until the worker reports the attempt's end: :meth:`WorkerRegistry.release`, called only from reports).

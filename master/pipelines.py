@@ -3,8 +3,8 @@
 A pipeline is a job whose spec has steps (docs/pipelines.md). Each step runs as a job of its own — a *step
 job*, made by the master, one per step and pipeline version, never changed, named ``{pipeline}.{step}`` and
 never fired by itself (trigger ``manual``) — so a step's tasks are ordinary tasks: leases, retries,
-fencing, logs and the spec cache work unchanged. Which step runs when is decided in Lua alone (lib.lua's
-pipeline functions): the script that ends a step's run releases the steps it makes ready, in the same step,
+fencing, logs and the spec cache work unchanged. Which step runs when is decided in Lua alone (the pipeline
+functions of lib_pipelines.lua): the script that ends a step's run releases the steps it makes ready, in the same step,
 and when that ends the pipeline run, returns the pipeline run's end with the step run's end
 (:class:`sparkyard.master.store_outcomes.PipelineEnd`), which :class:`sparkyard.master.outcomes.Outcomes`
 publishes right after it — so waiters, webhooks and metrics see pipeline runs as any run, without a read.

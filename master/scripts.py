@@ -5,7 +5,8 @@ A script as sent to Redis is three parts:
 1. a prelude generated from Python — ``K`` (key builders from :class:`sparkyard.keys.Keys`),
    ``task_id`` (from :mod:`sparkyard.ids`) and ``EDGES`` (transition tables from :mod:`sparkyard.states`),
    so none is ever written twice;
-2. ``lib.lua``, the functions the scripts share;
+2. ``lib.lua``, the functions the scripts share, and after it, for the scripts that can make or end a run
+   (``PIPELINE_SCRIPTS``), ``lib_pipelines.lua``, the pipeline functions lib.lua's calls reach there;
 3. the clock: production scripts read Redis ``TIME``; only a library built with a test clock renders scripts
    that take the time from the caller's clock, as one more, last ARGV (see :data:`INJECTED_TIME`);
 4. for every script that writes: the fence — the caller's leader epoch travels as one more, last ARGV
@@ -53,6 +54,14 @@ UNFENCED_WRITES: dict[str, str] = {
               "entry only informs (status), no decision reads it",
 }
 UNFENCED = READ_ONLY | frozenset(UNFENCED_WRITES)
+# The Lua libraries, rendered before a script's body in this order: lib.lua into every script, and
+# lib_pipelines.lua (the pipeline functions: docs/pipelines.md) into the scripts that can make or end a run,
+# which reach it through lib.lua's create_run or settle_run or call its pipeline_end. The others go without:
+# less for Redis to compile and keep, and a script reads with only what it can run. A script that comes to
+# reach the pipeline functions must be listed here: tests/contract/test_one_door.py checks the list against
+# the scripts' calls.
+LIBRARIES = ("lib", "lib_pipelines")
+PIPELINE_SCRIPTS = frozenset({"submit", "fire", "report", "reap", "cancel"})
 FENCE = """-- fence: the caller's leader epoch is the last ARGV; nothing is written unless it is the current one
 local CALLER_EPOCH = table.remove(ARGV)
 if redis.call('GET', K.epoch) ~= CALLER_EPOCH then
@@ -89,6 +98,11 @@ def script_source(name: str) -> str:
     return resources.files("sparkyard").joinpath("scripts", f"{name}.lua").read_text()
 
 
+def libraries(name: str) -> tuple[str, ...]:
+    """The libraries of :data:`LIBRARIES` script ``name`` is rendered with, in order."""
+    return LIBRARIES if name in PIPELINE_SCRIPTS else LIBRARIES[:1]
+
+
 def render(name: str, keys: Keys, *, injected_time: bool = False) -> str:
     """The full source of script ``name`` as Redis runs it (``injected_time``: as a test library's)."""
     return "\n".join([
@@ -97,7 +111,7 @@ def render(name: str, keys: Keys, *, injected_time: bool = False) -> str:
         ids.lua_task_id(),
         lua_tables(),
         INJECTED_TIME if injected_time else REDIS_TIME,
-        script_source("lib"),
+        *(script_source(library) for library in libraries(name)),
         "" if name in UNFENCED else FENCE,
         script_source(name),
     ])

@@ -22,7 +22,7 @@ class PipelineEnd(NamedTuple):
 
     @classmethod
     def of(cls, run_id: str = "", state: str = "", took_ms: int | str = 0) -> PipelineEnd | None:
-        """From a script's words (lib.lua pipeline_end: '', '', 0 for none)."""
+        """From a script's words (lib_pipelines.lua pipeline_end: '', '', 0 for none)."""
         return cls(run_id, RunState(state), int(took_ms)) if run_id else None
 
 

@@ -217,7 +217,7 @@ class Verdict:
     @classmethod
     def of(cls, task_id: str, verdict: str, task_state: str, run_id: str, run_state: str,
            not_before_ms: int, *pipeline: Any) -> Verdict:
-        """From the script's words ('' for none; ``pipeline``: the words of lib.lua pipeline_end); an unknown
+        """From the script's words ('' for none; ``pipeline``: the words of lib_pipelines.lua pipeline_end); an unknown
         word raises ValueError."""
         return cls(task_id, VerdictKind(verdict), TaskState(task_state) if task_state else None, run_id,
                    RunState(run_state) if run_state else None, not_before_ms, PipelineEnd.of(*pipeline))
@@ -238,7 +238,7 @@ class Reaped:
     @classmethod
     def of(cls, task_id: str, what: str, task_state: str, run_id: str, run_state: str, worker: str,
            not_before_ms: int, token: int, *pipeline: Any) -> Reaped:
-        """From the script's words ('' for none; ``pipeline``: the words of lib.lua pipeline_end); an unknown
+        """From the script's words ('' for none; ``pipeline``: the words of lib_pipelines.lua pipeline_end); an unknown
         word raises ValueError."""
         return cls(task_id, Loss(what), TaskState(task_state), run_id, RunState(run_state) if run_state else None,
                    worker, not_before_ms, token, PipelineEnd.of(*pipeline))

@@ -12,7 +12,7 @@
 -- Returns a flat list of groups of 11: task id, what ('lost' | 'timeout'), new task state, run id,
 -- run state ('' unless the run just ended), worker that held it, retry time in ms (0 if none), the
 -- ended attempt's fencing token, and the pipeline run that run's end ended, its state and its duration in
--- ms ('', '', 0 if none: lib.lua pipeline_end).
+-- ms ('', '', 0 if none: lib_pipelines.lua pipeline_end).
 --
 -- Invariant: idempotent — each lease ends once (the task leaves LEASED here), so two masters running
 -- the reaper at once cannot requeue a task twice; the next claim gives it a new, higher token.

@@ -8,7 +8,7 @@
 --       digits ('1e+14'), so tokens from 1e14 on would never match (or match the wrong attempt).
 -- Returns per report a flat group of 9: task id, verdict, task state, run id, run state ('' unless the
 -- run just ended), not-before ms (retry time, 0 if none), and the pipeline run that run's end ended, its
--- state and its duration in ms ('', '', 0 if none: lib.lua pipeline_end).
+-- state and its duration in ms ('', '', 0 if none: lib_pipelines.lua pipeline_end).
 -- verdict: accepted | stale (token is not the task's current one) | terminal (the attempt has ended: the
 -- transition tables allow neither its end nor the task's move) | unknown
 --

@@ -32,7 +32,8 @@ its product laid out as the package (so the virtualenv's editable install does n
    (background: heartbeats, timers, polls; the whole window catches the slower periodic work), and the
    submit's minus the whole idle window's, kind by kind; totals are distinct module names over all
    kinds. Lua: the distinct scripts named in ``EVALSHA``/``EVAL`` commands seen by Redis MONITOR on the
-   master's embedded Redis in the same windows (each script also contains ``lib.lua``, not counted).
+   master's embedded Redis in the same windows (each script also contains ``lib.lua``, some
+   ``lib_pipelines.lua`` too, neither counted).
    The tracer slows every process: none of this is a timing.
 """
 

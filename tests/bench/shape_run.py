@@ -165,8 +165,10 @@ def modules_by_kind(records: list[dict[str, Any]], window: tuple[float, float]) 
 
 def script_names(tree: Path, records: list[dict[str, Any]]) -> dict[str, str]:
     """SHA → Lua file name, from the scripts the master held: its rendered header, else the .lua file whose
-    body the script contains (the longest, since every script contains lib.lua)."""
-    bodies = {p.stem: p.read_text().strip() for p in (tree / "common/scripts").glob("*.lua") if p.stem != "lib"}
+    body the script contains (the longest, since every script contains lib.lua; the Lua libraries, lib*.lua, are
+    no script's name)."""
+    bodies = {p.stem: p.read_text().strip() for p in (tree / "common/scripts").glob("*.lua")
+              if not p.stem.startswith("lib")}
     names: dict[str, str] = {}
     for record in records:
         for sha, text in record["scripts"].items():

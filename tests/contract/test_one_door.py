@@ -1,8 +1,9 @@
 """One door to shared state, every write fenced: the guard a new unfenced write fails.
 
-Every ``.lua`` file is a script of the library; every script that writes (itself or through a function of
-``lib.lua``) runs the leader-epoch fence, unless ``UNFENCED_WRITES`` names it with its reason; the
-read-only scripts write nothing. On the Python side only the store's modules may hold a Redis client, and
+Every ``.lua`` file is a script of the library or one of its Lua libraries; every script that writes (itself
+or through a function of ``lib.lua`` or ``lib_pipelines.lua``) runs the leader-epoch fence, unless
+``UNFENCED_WRITES`` names it with its reason; the read-only scripts write nothing; a script is rendered with
+the pipeline functions exactly when its calls can reach them. On the Python side only the store's modules may hold a Redis client, and
 none of them sends a write command itself, except what ``DIRECT_COMMANDS`` lists with its reason.
 """
 
@@ -13,7 +14,8 @@ import re
 from pathlib import Path
 
 from sparkyard.keys import Keys
-from sparkyard.master.scripts import FENCE, READ_ONLY, SCRIPT_NAMES, UNFENCED, UNFENCED_WRITES, render
+from sparkyard.master.scripts import (FENCE, LIBRARIES, PIPELINE_SCRIPTS, READ_ONLY, SCRIPT_NAMES, UNFENCED,
+                                     UNFENCED_WRITES, render)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "common" / "scripts"
@@ -50,6 +52,8 @@ DIRECT_COMMANDS = {
 AMBIGUOUS = frozenset({"append", "set", "unlink", "delete", "copy", "rename", "move", "restore", "persist"})
 CLIENT = re.compile(r"redis|pipe|client|blobs", re.I)
 LUA_CALL = re.compile(r"redis\.p?call\(\s*(['\"]?)(\w*)")
+# Where a function of a Lua library begins: `local function f(`, or `f = function(` for one declared earlier.
+LUA_FUNCTION = re.compile(r"^(?:local function (\w+)\(|(\w+) = function\()", re.M)
 
 
 def _writes(body: str) -> set[str]:
@@ -63,27 +67,41 @@ def _writes(body: str) -> set[str]:
     return found
 
 
+def _functions(*libraries: str) -> dict[str, str]:
+    """The functions the Lua ``libraries`` define, by name: each one's text (comments left out) up to the next."""
+    text = re.sub(r"--[^\n]*", "", "\n".join((SCRIPTS / f"{lib}.lua").read_text() for lib in libraries))
+    starts = list(LUA_FUNCTION.finditer(text))
+    return {m.group(1) or m.group(2): text[m.start():n.start() if n else len(text)]
+            for m, n in zip(starts, [*starts[1:], None])}
+
+
+def _calls(body: str, names: set[str]) -> set[str]:
+    return {name for name in names if re.search(rf"\b{name}\(", body)}
+
+
+def _calling(functions: dict[str, str], targets: set[str]) -> set[str]:
+    """``targets`` and the ``functions`` that call one of them, themselves or through another."""
+    found = set(targets)
+    while more := {name for name, body in functions.items() if name not in found and _calls(body, found)}:
+        found |= more
+    return found
+
+
 def _lib_writers() -> set[str]:
-    """The functions of lib.lua that write, themselves or through another of them."""
-    blocks = re.split(r"^(?=local function )", (SCRIPTS / "lib.lua").read_text(), flags=re.M)
-    bodies = {m.group(1): b for b in blocks if (m := re.match(r"local function (\w+)\(", b))}
-    writers = {name for name, body in bodies.items() if _writes(body)}
-    while True:
-        more = {name for name, body in bodies.items()
-                if name not in writers and any(re.search(rf"\b{w}\(", body) for w in writers)}
-        if not more:
-            return writers
-        writers |= more
+    """The functions of the Lua libraries that write, themselves or through another of them."""
+    functions = _functions(*LIBRARIES)
+    return _calling(functions, {name for name, body in functions.items() if _writes(body)})
 
 
 def _script_writes(name: str, writers: set[str]) -> set[str]:
     body = (SCRIPTS / f"{name}.lua").read_text()
-    return _writes(body) | {f"{w}()" for w in writers if re.search(rf"\b{w}\(", body)}
+    return _writes(body) | {f"{w}()" for w in _calls(body, writers)}
 
 
-def test_every_lua_file_is_a_script_of_the_library() -> None:
-    files = {p.stem for p in SCRIPTS.glob("*.lua")} - {"lib"}
+def test_every_lua_file_is_a_script_of_the_library_or_a_library() -> None:
+    files = {p.stem for p in SCRIPTS.glob("*.lua")} - set(LIBRARIES)
     assert files == set(SCRIPT_NAMES)
+    assert set(LIBRARIES) <= {p.stem for p in SCRIPTS.glob("*.lua")}
     assert UNFENCED == READ_ONLY | set(UNFENCED_WRITES) and not READ_ONLY & set(UNFENCED_WRITES)
 
 
@@ -101,6 +119,21 @@ def test_every_script_that_writes_runs_the_fence_unless_the_allow_list_says_why_
             unfenced_writers.append(name)
     assert sorted(unfenced_writers) == sorted(UNFENCED_WRITES)
     assert all(len(reason) > 20 for reason in UNFENCED_WRITES.values())
+
+
+def test_a_script_gets_the_pipeline_functions_exactly_when_its_calls_reach_them() -> None:
+    """lib.lua's settle_run and create_run call step_ended and create_pipeline_run, which lib_pipelines.lua
+    defines: a script rendered without it that came to end or make a pipeline step's run would fail there (a
+    call of nil), and only once a pipeline ran."""
+    pipeline = set(_functions("lib_pipelines"))
+    reaching = _calling(_functions(*LIBRARIES), pipeline)
+    assert {"step_ended", "create_pipeline_run", "pipeline_end"} <= pipeline
+    assert {"settle_run", "create_run", "task_terminal", "fail_attempt"} <= reaching  # calls through lib.lua
+    needing = {name for name in SCRIPT_NAMES if _calls((SCRIPTS / f"{name}.lua").read_text(), reaching)}
+    assert needing == PIPELINE_SCRIPTS, f"scripts that reach the pipeline functions: {sorted(needing)}"
+    functions = (SCRIPTS / "lib_pipelines.lua").read_text()
+    for name in SCRIPT_NAMES:
+        assert (functions in render(name, Keys())) == (name in PIPELINE_SCRIPTS), name
 
 
 def _redis_imports(tree: ast.Module) -> list[str]:
