@@ -16,14 +16,12 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Protocol
 
 from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children, tree_rss
 from sparkyard.worker.runner.base import AttemptRun, Outcome
-
-if TYPE_CHECKING:
-    from sparkyard.worker.runner.session import SessionRunner
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +81,28 @@ def run_message(job: Job, kind: str, notices: list[str], conf: dict[str, str]) -
     }
 
 
+class Pool(Protocol):
+    """What a driver process needs of its pool (the session runner, worker/runner/session.py): where and
+    with what it starts, and who hears of its events. A protocol, so that this module does not import the
+    pool that imports it."""
+
+    spark_master: str
+    children: Children
+    drivers_dir: Path
+
+    def driver_conf(self, driver: DriverProcess) -> dict[str, str]: ...
+
+    def driver_ready(self, driver: DriverProcess) -> None: ...
+
+    def driver_done(self, driver: DriverProcess, message: dict[str, Any]) -> None: ...
+
+    def driver_ended(self, driver: DriverProcess, code: int | None) -> None: ...
+
+
 class DriverProcess:
     """One driver process and the attempt it runs."""
 
-    def __init__(self, runner: SessionRunner, number: int, dedicated: Job | None = None) -> None:
+    def __init__(self, runner: Pool, number: int, dedicated: Job | None = None) -> None:
         self.runner = runner
         self.number = number
         # The one job this driver was started for, with its conf (worker/runner/fresh.py); None: a pool driver.
