@@ -3,8 +3,9 @@
 Every ``.lua`` file is a script of the library or one of its Lua libraries; every script that writes (itself
 or through a function of ``lib.lua`` or ``lib_pipelines.lua``) runs the leader-epoch fence, unless
 ``UNFENCED_WRITES`` names it with its reason; the read-only scripts write nothing; a script is rendered with
-the pipeline functions exactly when its calls can reach them. On the Python side only the store's modules may hold a Redis client, and
-none of them sends a write command itself, except what ``DIRECT_COMMANDS`` lists with its reason.
+the pipeline functions exactly when its calls can reach them. On the Python side only the store's modules
+may hold a Redis client, and none of them sends a write command itself, except what ``DIRECT_COMMANDS``
+lists with its reason.
 """
 
 from __future__ import annotations
