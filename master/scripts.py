@@ -1,14 +1,14 @@
 """Loading of the Lua scripts under ``common/scripts/`` (package data ``sparkyard/scripts``).
 
-A script as sent to Redis is three parts:
+A script as sent to Redis is five parts, in this order:
 
 1. a prelude generated from Python — ``K`` (key builders from :class:`sparkyard.keys.Keys`),
    ``task_id`` (from :mod:`sparkyard.ids`) and ``EDGES`` (transition tables from :mod:`sparkyard.states`),
    so none is ever written twice;
-2. ``lib.lua``, the functions the scripts share, and after it, for the scripts that can make or end a run
-   (``PIPELINE_SCRIPTS``), ``lib_pipelines.lua``, the pipeline functions lib.lua's calls reach there;
-3. the clock: production scripts read Redis ``TIME``; only a library built with a test clock renders scripts
+2. the clock: production scripts read Redis ``TIME``; only a library built with a test clock renders scripts
    that take the time from the caller's clock, as one more, last ARGV (see :data:`INJECTED_TIME`);
+3. ``lib.lua``, the functions the scripts share, and after it, for the scripts that can make or end a run
+   (``PIPELINE_SCRIPTS``), ``lib_pipelines.lua``, the pipeline functions lib.lua's calls reach there;
 4. for every script that writes: the fence — the caller's leader epoch travels as one more, last ARGV
    (added here, removed before the body sees ARGV), and the script refuses with ``FENCED`` unless it is
    the current epoch, so a master that lost the leadership (paused, partitioned) can change nothing. The

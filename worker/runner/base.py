@@ -22,6 +22,10 @@ from sparkyard.worker.context import Input, TaskContext, utc_from_ms
 from sparkyard.worker.workspace import Workspace
 
 
+# Lines of a log quoted in an attempt's error when its driver or spark-submit died or never started.
+ERROR_TAIL_LINES = 20
+
+
 def log_tail(path: str, lines: int) -> str:
     """The last ``lines`` lines of a log file ('' if it cannot be read)."""
     try:

@@ -27,8 +27,6 @@ log = logging.getLogger(__name__)
 
 # How long a cancelled attempt may take to stop before its driver is killed (and replaced).
 KILL_GRACE_S = 3.0
-# Lines of a log quoted in an attempt's error when its driver died or never started.
-ERROR_TAIL_LINES = 20
 # The longest line on a driver's socket (a result is at most the result limit, plus a traceback).
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 

@@ -21,8 +21,8 @@ import logging
 from typing import Callable, Mapping
 
 from sparkyard.v1 import sparkyard_pb2 as pb
-from sparkyard.worker.runner.base import Outcome, log_tail
-from sparkyard.worker.runner.driver_process import ERROR_TAIL_LINES, DriverProcess, Job, describe_exit
+from sparkyard.worker.runner.base import ERROR_TAIL_LINES, Outcome, log_tail
+from sparkyard.worker.runner.driver_process import DriverProcess, Job, describe_exit
 from sparkyard.worker.warm_conf import fresh_driver_conf
 
 log = logging.getLogger(__name__)

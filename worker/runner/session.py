@@ -31,9 +31,8 @@ from sparkyard.config import DEFAULT_DRIVER_MAX_TASKS, DEFAULT_RUNNER_WAIT_MAX_S
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children
-from sparkyard.worker.runner.base import AttemptRun, Outcome, log_tail
-from sparkyard.worker.runner.driver_process import (ERROR_TAIL_LINES, KILL_GRACE_S, DriverProcess, Job, describe_exit,
-                                                    run_message)
+from sparkyard.worker.runner.base import ERROR_TAIL_LINES, AttemptRun, Outcome, log_tail
+from sparkyard.worker.runner.driver_process import KILL_GRACE_S, DriverProcess, Job, describe_exit, run_message
 from sparkyard.worker.runner.fresh import FreshDrivers
 from sparkyard.worker.warm_conf import master_notice
 

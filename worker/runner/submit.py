@@ -33,15 +33,13 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children, tree_rss
 from sparkyard.worker.disk import no_space
-from sparkyard.worker.runner.base import AttemptRun, Outcome, log_tail
+from sparkyard.worker.runner.base import ERROR_TAIL_LINES, AttemptRun, Outcome, log_tail
 from sparkyard.worker.warm_conf import MASTER_CONF, master_notice
 
 log = logging.getLogger(__name__)
 
 # Seconds between SIGTERM and SIGKILL when an attempt is killed.
 KILL_GRACE_S = 5.0
-# Lines of the log quoted in the error when spark-submit fails without a result.
-ERROR_TAIL_LINES = 20
 # How often the memory of a running spark-submit (its whole process tree) is measured against the limit.
 MEMORY_CHECK_S = 0.5
 # Spark settings applied unless the job sets them: no UI (dozens of concurrent applications would fight
