@@ -140,8 +140,9 @@ class TlsCluster:
     """docs/security.md's masters and worker, started from their documented lines: each master line as
     written for its host (the first line master1's, the second master2's; ``fill(text, addresses)`` puts
     the test's addresses for the masters' names), both on one Redis; then the worker line, which must register
-    (a line that submits waits for its slot). ``problems`` says, per documented line, what went wrong ('' for
-    nothing); the daemons run until :meth:`stop`."""
+    (a line that submits waits for its slot), and each master must be listed (``status``) at the address its
+    line advertises. ``problems`` says, per documented line, what went wrong ('' for nothing); the daemons run
+    until :meth:`stop`."""
 
     def __init__(self, files: TlsFiles, master_lines: list[str], worker_line: str,
                  fill: Callable[[str, list[str]], str], env: dict[str, str], redis_url: str, namespace: str,
@@ -169,6 +170,13 @@ class TlsCluster:
             self.problems[worker_line] = worker.wait(lambda: any(w.id == "docs-tls-worker" and w.alive
                                                                  for w in client.workers()),
                                                      120, "the worker to register with the TLS masters")
+            for line, address in zip(master_lines, self.addresses):  # each line's --advertise, its own master's
+                try:
+                    wait_for(lambda: address in {m.address for m in client.status().masters}, 60,
+                             f"a master advertising {address}")
+                except AssertionError:
+                    seen = sorted(m.address for m in client.status().masters)
+                    self.problems[line] = f"`{line}`: no master advertises its address ({address}); seen: {seen}"
 
     def stop(self) -> list[str]:
         """The worker first, then the masters, each by its pid: what did not exit 0 on SIGTERM."""

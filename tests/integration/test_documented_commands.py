@@ -16,9 +16,10 @@ is this checkout, ``/etc/sparkyard`` the project's ``etc`` (no line writes outsi
 
 * docs/security.md's TLS set-up is made at test time (tests/integration/doc_daemons.py: a CA, server and
   client certificates, tokens). Its master lines run as documented for their hosts, the first as master1's,
-  the second as master2's (each its own ``--advertise``), on one Redis and on free ports (``0.0.0.0:7070``
-  keeps 0.0.0.0, which the master allows only with TLS and a token); the worker line dials both, from a
-  folder holding ca.crt, client.crt, client.key and worker.token, and must register.
+  the second as master2's (each its own ``--advertise``, at which ``status`` must list it), on one Redis and
+  on free ports (``0.0.0.0:7070`` keeps 0.0.0.0, which the master allows only with TLS and a token); the
+  worker line dials both, from a folder holding ca.crt, client.crt, client.key and worker.token, and must
+  register.
   ``master1.example.com:7070`` and ``master-a.example.com:7070`` (docs/deploy.md, whose masters run from
   systemd units, no command line) are the first master, ``master2``/``master-b`` the second: the client
   lines under their ``export``s (security.md step 4, deploy.md step 7, which submits a job that must
