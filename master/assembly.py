@@ -44,6 +44,8 @@ from sparkyard.master.timer import SystemTimer
 from sparkyard.master.webhooks import Webhooks
 
 log = logging.getLogger(__name__)
+# How long a Loop's task gets to end after a cancel before it is cancelled again.
+RECANCEL_S = 0.5
 
 
 class Service(Protocol):
@@ -64,9 +66,14 @@ class Loop:
         self._task = asyncio.create_task(self._body(), name=self._name)  # type: ignore[arg-type]
 
     async def stop(self) -> None:
+        """Cancel until it ends: a cancel that lands inside a Redis call can be lost there (the call then fails
+        as any other would, and the loop goes on); one lost so at a start-up that failed just after leading
+        (a taken ``--http``) kept the master alive for good."""
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            while not self._task.done():
+                self._task.cancel()
+                await asyncio.wait({self._task}, timeout=RECANCEL_S)
+            await asyncio.gather(self._task, return_exceptions=True)  # its end retrieved, whatever it was
             self._task = None
 
 

@@ -66,9 +66,9 @@ def _restart_as_standby(argv: list[str]) -> None:
     os.execv(sys.executable, [sys.executable, "-m", "sparkyard.master.main", *argv])
 
 
-async def _end_leftover_tasks() -> None:
+async def _end_leftover_tasks(code: int = 0) -> None:
     """After a stop, cancel what is still running; a task that ignores its cancel (one lost inside a
-    library call) must not keep the process alive after everything was closed."""
+    library call) must not keep the process alive after everything was closed: it exits with ``code``."""
     leftover = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     for task in leftover:
         task.cancel()
@@ -78,7 +78,7 @@ async def _end_leftover_tasks() -> None:
             log.warning("%d tasks did not end after the stop (%s); exiting anyway", len(stuck),
                         ", ".join(sorted(t.get_name() for t in stuck)))
             logging.shutdown()
-            os._exit(0)
+            os._exit(code)
 
 
 async def _run(cfg: MasterConfig, argv: list[str]) -> int:
@@ -104,6 +104,7 @@ async def _run(cfg: MasterConfig, argv: list[str]) -> int:
     except (StartupError, EmbeddedRedisError, ConfigError) as exc:
         print(f"sparkyard-master: {exc}", file=sys.stderr)
         await server.stop()
+        await _end_leftover_tasks(2)
         return 2
     gc.freeze()  # start-up objects (modules, config, gRPC) never need collecting
     print(f"sparkyard-master listening on {server.address} (redis {redact(server.redis_url)})", flush=True)

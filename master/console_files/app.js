@@ -79,6 +79,19 @@ function late(run) {
 
 class ApiError extends Error {}
 
+// An error answer as one line: the API's {"error": …}, else the first line of a plain-text body (the HTTP
+// server's own answers, such as 403 for a viewer's action or 405, are text), else the status.
+async function failure(reply) {
+  const text = await reply.text();
+  let message;
+  try {
+    message = (JSON.parse(text) || {}).error;
+  } catch (notJson) {
+    message = text.trim().split("\n")[0];
+  }
+  return new ApiError(message || `HTTP ${reply.status}`);
+}
+
 async function api(path, options = {}) {
   const headers = {};
   const token = sessionStorage.getItem(TOKEN_KEY);
@@ -88,13 +101,8 @@ async function api(path, options = {}) {
     askToken(token ? "That token was refused." : "");
     throw new ApiError("this master wants a token");
   }
-  if (options.raw) {
-    if (!reply.ok) throw new ApiError((await reply.json()).error);
-    return reply;
-  }
-  const body = await reply.json();
-  if (!reply.ok) throw new ApiError(body.error || `HTTP ${reply.status}`);
-  return body;
+  if (!reply.ok) throw await failure(reply);
+  return options.raw ? reply : reply.json();
 }
 
 function act(path, done) {

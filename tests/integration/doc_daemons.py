@@ -7,7 +7,6 @@ standalone cluster from deploy/spark-standalone.sh for the line of docs/clusters
 from __future__ import annotations
 
 import json
-import re
 import secrets
 import shutil
 import signal
@@ -15,9 +14,7 @@ import subprocess
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
-
-import psutil
+from typing import Any, Callable, Sequence
 
 from harness import ROOT, free_port, wait_for
 from sparkyard.certs import make_dev_certs
@@ -30,14 +27,15 @@ STANDALONE = ROOT / "deploy" / "spark-standalone.sh"
 
 
 class Daemon:
-    """A documented daemon line run by bash (``exec``: the pid is the daemon's), its output in ``log``."""
+    """A documented daemon line run by bash (``exec``: the pid is the daemon's), its output in ``log``;
+    ``inside``: a command that execs the rest where the daemon is to run (``ip netns exec NAME``)."""
 
-    def __init__(self, filled: str, cwd: Path, env: dict[str, str], log: Path) -> None:
+    def __init__(self, filled: str, cwd: Path, env: dict[str, str], log: Path, inside: Sequence[str] = ()) -> None:
         self.filled, self.log = filled, log
         cwd.mkdir(parents=True, exist_ok=True)
         with log.open("wb") as out:
-            self.process = subprocess.Popen(["bash", "-c", f"exec {filled}"], cwd=cwd, env=env, stdout=out,
-                                            stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen([*inside, "bash", "-c", f"exec {filled}"], cwd=cwd, env=env,
+                                            stdout=out, stderr=subprocess.STDOUT)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -139,37 +137,46 @@ class Standalone:
 
 
 class TlsCluster:
-    """docs/security.md's masters and worker, started from their documented lines: the master line as run on
-    master1 and on master2 (``fill(text, addresses)`` makes a line's text for the given order of masters),
-    both on one Redis; then the worker line, which must register (a line that submits waits for its slot). ``problems`` says, per line kind
-    ("master", "worker"), what went wrong ('' for nothing); the daemons run until :meth:`stop`."""
+    """docs/security.md's masters and worker, started from their documented lines: each master line as
+    written for its host (the first line master1's, the second master2's; ``fill(text, addresses)`` puts
+    the test's addresses for the masters' names), both on one Redis; then the worker line, which must register
+    (a line that submits waits for its slot), and each master must be listed (``status``) at the address its
+    line advertises. ``problems`` says, per documented line, what went wrong ('' for nothing); the daemons run
+    until :meth:`stop`."""
 
-    def __init__(self, files: TlsFiles, master_line: str, worker_line: str, fill: Callable[[str, list[str]], str],
-                 env: dict[str, str], redis_url: str, namespace: str, logs: Path) -> None:
+    def __init__(self, files: TlsFiles, master_lines: list[str], worker_line: str,
+                 fill: Callable[[str, list[str]], str], env: dict[str, str], redis_url: str, namespace: str,
+                 logs: Path) -> None:
         self.files = files
-        ports = [free_port(), free_port()]
+        ports = [free_port() for _ in master_lines]
         self.addresses = [f"127.0.0.1:{port}" for port in ports]
         self.daemons: list[Daemon] = []
-        self.problems = {"master": "", "worker": ""}
+        self.problems = dict.fromkeys([*master_lines, worker_line], "")
         master_env = {**env, "SPARKYARD_REDIS_URL": redis_url, "SPARKYARD_NAMESPACE": namespace}
-        for i, port in enumerate(ports):
-            own_first = self.addresses[i:] + self.addresses[:i]  # its own name in --advertise
-            filled = fill(master_line.replace("0.0.0.0:7070", f"0.0.0.0:{port}"), own_first)
+        for i, (line, port) in enumerate(zip(master_lines, ports)):
+            filled = fill(line.replace("0.0.0.0:7070", f"0.0.0.0:{port}"), self.addresses)
             host = files.host / f"master{i + 1}"
             shutil.copytree(files.etc, host / "etc")  # its folder holds etc/ as its host holds /etc/sparkyard
             self.daemons.append(Daemon(filled, host, master_env, logs / f"tls-master{i + 1}.log"))
-        for daemon in self.daemons:
-            self.problems["master"] = self.problems["master"] or daemon.wait_output("listening on")
-        if self.problems["master"]:
-            self.problems["worker"] = "no TLS masters to join"
+        for line, daemon in zip(master_lines, self.daemons):
+            self.problems[line] = daemon.wait_output("listening on")
+        if any(self.problems.values()):
+            self.problems[worker_line] = "no TLS masters to join"
             return
         worker_env = {**env, "SPARKYARD_ID": "docs-tls-worker", "SPARKYARD_SLOTS": "1"}
         worker = Daemon(fill(worker_line, self.addresses), files.client, worker_env, logs / "tls-worker.log")
         self.daemons.append(worker)
         with Client(",".join(self.addresses), **files.client_settings()) as client:
-            self.problems["worker"] = worker.wait(lambda: any(w.id == "docs-tls-worker" and w.alive
-                                                              for w in client.workers()),
-                                                  120, "the worker to register with the TLS masters")
+            self.problems[worker_line] = worker.wait(lambda: any(w.id == "docs-tls-worker" and w.alive
+                                                                 for w in client.workers()),
+                                                     120, "the worker to register with the TLS masters")
+            for line, address in zip(master_lines, self.addresses):  # each line's --advertise, its own master's
+                try:
+                    wait_for(lambda: address in {m.address for m in client.status().masters}, 60,
+                             f"a master advertising {address}")
+                except AssertionError:
+                    seen = sorted(m.address for m in client.status().masters)
+                    self.problems[line] = f"`{line}`: no master advertises its address ({address}); seen: {seen}"
 
     def stop(self) -> list[str]:
         """The worker first, then the masters, each by its pid: what did not exit 0 on SIGTERM."""
@@ -195,31 +202,3 @@ def run_standalone_worker(filled: str, standalone: Standalone, client: Client, e
         stopped = daemon.stop()
     return problem or stopped
 
-
-def run_local(filled: str, env: dict[str, str], root: Path) -> str:
-    """``sparkyard local`` until it says it is ready, its console served and its workers ready; then Ctrl-C by
-    pid: it must exit 0 and every process it started must be gone."""
-    http = re.search(r"--http (\S+)", filled)
-    listen = re.search(r"--listen (\S+)", filled)
-    assert http and listen, filled
-    daemon = Daemon(filled, root / "local", env, root / "local.log")
-    children: list[psutil.Process] = []
-    try:
-        problem = daemon.wait_output("local cluster ready", 360)  # past local's own 300 s start limit
-        if not problem:
-            children = psutil.Process(daemon.process.pid).children(recursive=True)
-            with urllib.request.urlopen(f"http://{http.group(1)}/", timeout=10) as page:
-                if page.status != 200:
-                    problem = f"`{filled}`: its console answered {page.status}"
-            with Client(listen.group(1)) as client:  # ready: its workers registered (their drivers may warm)
-                alive = [w.id for w in client.workers() if w.alive]
-            workers = re.search(r"--workers (\d+)", filled)
-            if len(alive) != int(workers.group(1) if workers else 2):
-                problem = problem or f"`{filled}`: workers {alive} once it said it was ready"
-    finally:
-        stopped = daemon.stop(timeout=90, sig=signal.SIGINT)
-    _, left = psutil.wait_procs(children, timeout=30)
-    left_over = f"`{filled}` left running: {[p.pid for p in left]}" if left else ""
-    for process in left:
-        process.kill()
-    return problem or stopped or left_over

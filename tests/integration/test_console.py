@@ -331,12 +331,20 @@ def test_token_prompt_bad_input_and_a_standby_that_forwards_actions(make_cluster
 
         # A viewer's page shows the actions disabled (the master would answer 403).
         context = browser.new_context()
-        viewer = Tab(context.new_page(), allowed=("status of 401",))
+        viewer = Tab(context.new_page(), allowed=("status of 401", "status of 403", "status of 405"))
         viewer.page.goto(f"http://{lead_http}/#/job/{job.id}")
         viewer.page.fill("#token", VIEWER)
         viewer.page.click("#login button")
         for control in ("#trigger", "#pause", "#delete", "#backfill button", "#edit-schedule button"):
             expect(viewer.page.locator(control)).to_be_disabled()
+        # An action tried anyway: the master's 403 is plain text, shown as its line (not a JSON parse error);
+        # so is any other plain-text answer, such as a 405.
+        viewer.page.evaluate("(() => { const b = document.getElementById('pause'); b.disabled = false; b.click(); })()")
+        expect(viewer.page.locator("#notice")).to_have_text(
+            "this action needs the admin role; this token has the viewer role")
+        refused = viewer.page.evaluate(f"api('/api/jobs/{job.id}/pause').then(() => 'answered', e => e.message)")
+        assert refused == "405: Method Not Allowed", refused
+        assert client.job(job.id).state == pb.JOB_ACTIVE
         viewer.shot("viewer-job")
         assert viewer.errors == []
         context.close()

@@ -15,20 +15,26 @@ is this checkout, ``/etc/sparkyard`` the project's ``etc`` (no line writes outsi
 (listens, registers) and exits 0 on SIGTERM. Where the docs name other hosts:
 
 * docs/security.md's TLS set-up is made at test time (tests/integration/doc_daemons.py: a CA, server and
-  client certificates, tokens). Its master line runs twice, as on master1 and on master2 (each its own
-  ``--advertise``), on one Redis and on free ports (``0.0.0.0:7070`` keeps 0.0.0.0, which the master allows
-  only with TLS and a token); the worker line dials both, from a folder holding ca.crt, client.crt,
-  client.key and worker.token, and must register. ``master1.example.com:7070`` and
-  ``master-a.example.com:7070`` (docs/deploy.md) are the first master, ``master2``/``master-b`` the second:
-  the client lines under their ``export``s (security.md step 4, deploy.md step 7, which submits a job that
-  must succeed) run against these masters, over mutual TLS with the admin token. They and the worker are
+  client certificates, tokens). Its master lines run as documented for their hosts, the first as master1's,
+  the second as master2's (each its own ``--advertise``, at which ``status`` must list it), on one Redis and
+  on free ports (``0.0.0.0:7070`` keeps 0.0.0.0, which the master allows only with TLS and a token); the
+  worker line dials both, from a folder holding ca.crt, client.crt, client.key and worker.token, and must
+  register.
+  ``master1.example.com:7070`` and ``master-a.example.com:7070`` (docs/deploy.md, whose masters run from
+  systemd units, no command line) are the first master, ``master2``/``master-b`` the second: the client
+  lines under their ``export``s (security.md step 4, deploy.md step 7, which submits a job that must
+  succeed) run against these masters, over mutual TLS with the admin token. They and the worker are
   stopped last, and must exit 0.
 * docs/clusters.md's worker joins a Spark standalone master and worker started here with
   deploy/spark-standalone.sh (``spark://10.0.0.5:PORT``; ``10.0.0.1:7070`` is this test's master); it must be
   ``ready``, its driver an application of that master.
-* ``sparkyard local`` gets a free ``--listen`` (its default, 127.0.0.1:7070, is the address the docs give
-  this test's master) and a free ``--http``; it must print that it is ready, serve the console and have its
-  workers registered; Ctrl-C (SIGINT, by pid) must stop it with exit 0 and every process it started.
+* README.md's ``sparkyard local`` line (tests/integration/doc_local.py) runs exactly as written where this
+  process can make network namespaces (root, CAP_NET_ADMIN): in a namespace of its own with only loopback,
+  where 127.0.0.1:7070 (local's default ``--listen``) and the README's 127.0.0.1:8080 are free, and is checked
+  from inside it. Elsewhere it gets a free ``--listen`` (its default is the address the docs give this
+  test's master) and a free ``--http``. The test prints which of the two ran. Either way it must print that
+  it is ready, serve the console and have its workers registered; Ctrl-C (SIGINT, by pid) must stop it with
+  exit 0 and every process it started.
 
 Workers started by a daemon line have one slot unless the line says, and serve a group no job here uses (the TLS
 worker the default group of its own masters).
@@ -51,8 +57,9 @@ from typing import Callable, Iterator, TypeVar
 
 import pytest
 
-from doc_daemons import Daemon, Standalone, TlsCluster, TlsFiles, run_local, run_standalone_worker
+from doc_daemons import Daemon, Standalone, TlsCluster, TlsFiles, run_standalone_worker
 from doc_lines import Line, documented_lines, expand, stand_ins
+from doc_local import run_local
 from harness import ROOT, Cluster, free_port, wait_for
 from sparkyard.client import first_run_id
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -207,12 +214,16 @@ class Workspace:
     def tls(self) -> TlsCluster:
         """docs/security.md's masters and worker, started from their lines (once, by the first line that
         needs them); the project gets the client files of security.md step 4 and deploy.md step 7."""
-        kinds = {kind: next(expand(line)[0] for line in documented_lines() if _tls_daemon(line.command) == kind)
-                 for kind in ("master", "worker")}
+        commands = [expand(line)[0] for line in documented_lines() if _tls_daemon(line.command)]
+        masters = [command for command in commands if _tls_daemon(command) == "master"]
+        workers = [command for command in commands if _tls_daemon(command) == "worker"]
+        assert len(masters) == len(TLS_MASTERS) and len(workers) == 1, (
+            f"docs/security.md gives {len(masters)} TLS master lines and {len(workers)} worker lines: "
+            f"expected one per master ({len(TLS_MASTERS)}) and one worker line")
         files = TlsFiles.make(self.root)
         files.copy_etc(self.project)
-        return TlsCluster(files, kinds["master"], kinds["worker"], _fill_tls, self.daemon_env(),
-                          self.cluster.redis_url, f"docstls{os.getpid()}", self.root)
+        return TlsCluster(files, masters, workers[0], _fill_tls, self.daemon_env(), self.cluster.redis_url,
+                          f"docstls{os.getpid()}", self.root)
 
     def standalone(self) -> Standalone:
         return Standalone(self.root / "spark", self.daemon_env())
@@ -245,13 +256,12 @@ class Workspace:
 
     def run(self, line: Line, command: str) -> str:
         """'' when the command did as documented, else what it did."""
-        kind = _tls_daemon(command)
-        if kind:
-            return self._shared("tls", self.tls).problems[kind]
+        if _tls_daemon(command):
+            return self._shared("tls", self.tls).problems[command]
         if command.startswith("sparkyard local"):
-            filled = command.replace("127.0.0.1:8080", f"127.0.0.1:{free_port()}")
-            filled += "" if "--listen" in filled else f" --listen 127.0.0.1:{free_port()}"
-            return run_local(filled, self.daemon_env(), self.root)
+            how, problem = run_local(command, self.daemon_env(), self.root)
+            print(f"{line.where} ran {how}", flush=True)
+            return problem
         filled, setup = self.fill(line, command), self.addresses(stand_ins(line.setup))
         script = f"{setup}; {filled}" if setup else filled
         if re.search(r"(?<![\w.])/etc/", script):
@@ -357,7 +367,11 @@ def test_every_documented_command_line_runs(workspace: Workspace) -> None:
     """Three at a time (most of a line's time is a CLI process starting, or a run to wait for), beside the
     lines that start or wait for a cluster (each in a thread from the start), but the lines that share the
     project's state one after the other, last: ``certs`` (the tls folder) and ``apply`` (``--prune`` deletes
-    the pipelines the others were given)."""
+    the pipelines the others were given).
+
+    README.md's ``sparkyard local`` line runs as written, in a network namespace of its own, where this
+    process can make one (root with CAP_NET_ADMIN); elsewhere on free ports in place of 127.0.0.1:7070 and
+    :8080. Its output line ``README.md:N ran …`` says which of the two ran, and why not the first."""
     commands = [(line, command) for line in documented_lines() if (line.doc, line.command) not in NOT_RUN
                 for command in expand(line)]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import signal
 import subprocess
 import sys
@@ -155,3 +156,18 @@ def test_a_second_master_on_a_taken_port_refuses_to_start_naming_the_address(mak
     said = f"cannot listen on 127.0.0.1:{address.rpartition(':')[2]}: address in use by pid {first.master.pid} ("
     assert said in (second.root / "master.log").read_text()
     assert first.client().status().role == "leader"  # the first master still serves alone
+
+
+def test_a_master_whose_http_address_is_taken_exits_2_naming_it(make_cluster: object) -> None:
+    """The console's port is bound after the master has started leading: its start-up error must still end the
+    process (its background loops once kept it alive, and `sparkyard local --http` on a taken port hung)."""
+    cluster: Cluster = make_cluster()  # type: ignore[operator]
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        proc = cluster.spawn_master("--http", f"127.0.0.1:{port}")
+        assert proc.wait(timeout=60) == 2
+    said = [line for line in (cluster.root / "master.log").read_text().splitlines() if "cannot serve" in line]
+    assert len(said) == 1 and said[0].startswith(f"sparkyard-master: cannot serve http on 127.0.0.1:{port}: ")
+    assert f"address already in use by pid {os.getpid()} (" in said[0]
