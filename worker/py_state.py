@@ -168,15 +168,16 @@ class ExitHooks:
                 traceback.print_exc()
 
 
-# Signals whose handlers no process can set; the interval timers a program may leave armed.
-UNCATCHABLE = frozenset({signal.SIGKILL, signal.SIGSTOP})
+# The signals whose handlers a process may set (as plain numbers: Signals members are slow to make), and the
+# interval timers a program may leave armed.
+SIGNALS = tuple(sorted(int(s) for s in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}))
 TIMERS = (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
 
 
 def _handlers() -> dict[int, Any]:
     """The handler of every signal that has one Python can put back (None: set outside Python)."""
     found: dict[int, Any] = {}
-    for signum in signal.valid_signals() - UNCATCHABLE:
+    for signum in SIGNALS:
         try:
             handler = signal.getsignal(signum)
         except (OSError, ValueError):
@@ -225,6 +226,12 @@ class ProcessState:
         os.umask(self._umask)
         sys.setswitchinterval(self._switch)
         sys.excepthook, sys.unraisablehook, sys.displayhook, threading.excepthook = self._hooks
+        for stream in (sys.stdout, sys.stderr):
+            if all(stream is not saved for saved in self._streams):  # the program's own: flushed, as at exit
+                try:
+                    stream.flush()
+                except Exception:
+                    logging.getLogger(__name__).debug("flushing the program's own stream failed", exc_info=True)
         sys.stdin, sys.stdout, sys.stderr = self._streams
         if locale.setlocale(locale.LC_ALL) != self._locale:
             locale.setlocale(locale.LC_ALL, self._locale)

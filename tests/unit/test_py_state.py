@@ -1,5 +1,6 @@
 """What an attempt leaves in a warm driver's Python (worker/py_state.py): logging put back as it was, the
-program's non-daemon threads waited for, a daemon thread left running named, its atexit functions run."""
+program's non-daemon threads waited for, a daemon thread left running named, its atexit functions run, its
+process-wide settings put back."""
 
 from __future__ import annotations
 
