@@ -14,7 +14,8 @@ all of it empty, so between attempts this module empties it:
 * the context's checkpoint directory (``sc.setCheckpointDir``) and the JVM's log level (``sc.setLogLevel``);
 * listeners added to the context's listener bus (``sc._jsc.sc().addSparkListener``; the bus of each
   session whose ``spark.streams`` was used, which holds its ``spark.streams.addListener`` listeners and
-  which Spark never removes): removed, or they would hear every later attempt's events;
+  which Spark never removes): removed — a SparkListener would hear every later attempt's events, and each
+  session's bus would stay on the context for the driver's life;
 * Hadoop ``FileSystem`` instances made during the attempt: closed, which takes them out of Hadoop's cache.
   Hadoop caches one instance per scheme, authority and user for the JVM's life, made with the
   configuration of the first call — the attempt's session conf (its ``spark.hadoop.*`` keys set at
