@@ -37,7 +37,7 @@ import pytest
 from fidelity_expected import BASELINE, CASES, PROGRAMS, load, program
 from harness import Cluster, RedisServer
 
-# Every case through three runners at once on 2 shared cores: ~7 min under load average 10-16 (252
+# Every case through three runners at once on 2 shared cores: 5-7 min under load average 10-16 (210-250
 # CPU-seconds), up to ~20 under heavier load.
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
 
