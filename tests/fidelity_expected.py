@@ -45,18 +45,35 @@ CASES: dict[str, tuple[list[str], list[str], int]] = {
     "builder_conf.py": ([], [], 0),
     "clean_slate.py#after-builder-conf": ([], [], 0),
     "flags.py": ([], ["--date", "2026-11-01", "--limit", "5", "data/part-1.txt", "data/part-2.txt"], 3),
+    "process_state.py": ([], [], 0),
+    "process_state.py#again": ([], [], 0),
+    "listeners.py": ([], [], 0),
+    "listeners.py#again": ([], [], 0),
+    "hadoop_session.py": ([], ["--value", "one"], 0),
+    "hadoop_session.py#two": ([], ["--value", "two"], 0),
     "static_conf.py": (STATIC_CONF, [], 0),
     "sizes.py": (SIZES, [], 0),
     "context_only.py": ([], [], 1),
     "leftovers.py": ([], [], 0),
     "clean_slate.py#after-leftovers": ([], [], 0),
 }
-# spark-submit runs each program once (a fresh JVM: a repeated case is the same run).
-BASELINE = tuple(c for c in CASES if "#" not in c)
 
 
 def program(case: str) -> str:
     return case.split("#")[0]
+
+
+def command(case: str) -> tuple[str, ...]:
+    """What spark-submit is given for a case: its options, program and arguments."""
+    options, args, _ = CASES[case]
+    return (*options, program(case), *args)
+
+
+# spark-submit runs each command line once (a fresh JVM: a case repeating another's command is the same run).
+_FIRST: dict[tuple[str, ...], str] = {}
+for _case in CASES:
+    _FIRST.setdefault(command(_case), _case)
+BASELINE = tuple(_FIRST.values())
 
 
 def programs_digest() -> str:
@@ -95,10 +112,10 @@ def record() -> dict[str, object]:
             return code, json.loads(out.read_text()) if out.exists() else None
 
         with ThreadPoolExecutor(2) as pool:
-            done = dict(zip(BASELINE, pool.map(run, BASELINE)))
+            done = dict(zip(map(command, BASELINE), pool.map(run, BASELINE)))
     return {"spark": spark_version(), "programs": programs_digest(),
-            "cases": {case: {"options": CASES[case][0], "args": CASES[case][1], "exit_code": done[program(case)][0],
-                             "output": done[program(case)][1]} for case in CASES}}
+            "cases": {case: {"options": CASES[case][0], "args": CASES[case][1], "exit_code": done[command(case)][0],
+                             "output": done[command(case)][1]} for case in CASES}}
 
 
 def load() -> dict[str, object]:

@@ -27,9 +27,9 @@ program written for ``spark-submit`` must not be able to tell — or break — t
   Connect's.)
 
 * what an attempt leaves in the context that Spark shares between sessions — the catalog's tables and
-  databases, cached data, streaming queries, local properties — is put back when it ends, and its
-  relative paths (warehouse, checkpoints, readers and writers) resolve in its working directory on every
-  thread (worker/spark_reset.py).
+  databases, cached data, streaming queries, local properties, listeners, Hadoop FileSystem instances — is
+  put back when it ends, and its relative paths (warehouse, checkpoints, readers and writers) resolve in its
+  working directory on every thread (worker/spark_reset.py).
 
 Outside an attempt every patched call behaves exactly as PySpark's own, so the driver's start-up and
 shutdown are untouched. One attempt at a time runs in a driver, on its main thread.

@@ -25,7 +25,8 @@ environment, file descriptors 1 and 2 (to the attempt's log) — and puts it all
 the attempt imported from its own code are forgotten so the next attempt loads its own version, and the
 logging configuration the attempt changed is restored. As at a program's exit, the attempt ends when its
 non-daemon threads and its ``atexit`` functions have run; one that leaves a daemon thread running retires
-the driver (worker/py_state.py). The
+the driver (worker/py_state.py). Python's process-wide settings the attempt changed (signal handlers and
+timers, warnings filters, recursion limit, socket timeout, umask, hooks…) are put back too. The
 process dies with the worker (``PR_SET_PDEATHSIG``), and the worker records it before handing it work so
 a restarted worker ends it if it was left behind.
 
@@ -62,6 +63,7 @@ from sparkyard.worker.entry import LazySpark, ScriptExit, encode_result, invoke 
 from sparkyard.worker.py_state import (  # noqa: E402
     ExitHooks,
     LoggingState,
+    ProcessState,
     join_program_threads,
     left_running,
     own_logging,
@@ -212,6 +214,7 @@ class Driver:
         saved_env = _environ_snapshot()
         modules_before = set(sys.modules)
         logging_before, threads_before, exit_hooks = LoggingState(), set(threading.enumerate()), ExitHooks()
+        process_before = ProcessState()
         log_fd = os.open(task["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.write(log_fd, task["header"].encode())
         sys.stdout.flush()
@@ -254,6 +257,7 @@ class Driver:
             self.shared.end()
             reply["recycle"] = "; ".join(r for r in (self.shared.dirty(), left_running(threads_before)) if r)
             logging_before.restore()
+            process_before.restore()
             sys.stdout.flush()
             sys.stderr.flush()
             os.dup2(saved_fds[0], 1)
@@ -264,6 +268,7 @@ class Driver:
             sys.path[:] = saved_path
             sys.argv[:] = saved_argv
             _restore_environ(saved_env)
+            time.tzset()  # the C library's time zone, which a program's TZ and tzset() changed, as it was
             _forget_modules(set(sys.modules) - modules_before, task["sys_path"])
         return reply
 

@@ -16,15 +16,28 @@ does the same wait (:func:`join_program_threads`) and runs the attempt's own ``a
 (:class:`ExitHooks`), which would otherwise wait for the driver's exit. A daemon thread the attempt leaves running cannot be stopped in Python: it
 would go on into the next attempt with the Spark local properties (job group, pool) of its JVM thread and
 whatever jobs it starts, so :func:`left_running` names it and the session runner retires that driver.
+
+Process settings. A program may change what its whole process does — signal handlers, the signal mask and
+interval timers (``signal.alarm``), warnings filters, the recursion limit, the default socket timeout, the
+umask, ``sys.excepthook`` and ``threading.excepthook``, ``sys.stdout``/``sys.stderr`` objects, the switch
+interval, the locale, the ``random`` module's seed. Its process ends with it under spark-submit; in a warm
+driver they would hold in every later attempt (an alarm would even fire in one), so :class:`ProcessState`
+puts them back: a pending timer is cancelled, and ``random`` is seeded afresh, as a new interpreter is.
 """
 
 from __future__ import annotations
 
 import atexit
+import locale
 import logging
+import os
+import random
+import signal
+import socket
 import sys
 import threading
 import traceback
+import warnings
 from typing import Any, Callable
 
 # The format of Sparkyard's own lines in a driver's and an attempt's log.
@@ -153,3 +166,73 @@ class ExitHooks:
             except Exception:
                 print("Exception ignored in atexit callback", func, file=sys.stderr)
                 traceback.print_exc()
+
+
+# The signals whose handlers a process may set (as plain numbers: Signals members are slow to make), and the
+# interval timers a program may leave armed.
+SIGNALS = tuple(sorted(int(s) for s in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}))
+TIMERS = (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)
+
+
+def _handlers() -> dict[int, Any]:
+    """The handler of every signal that has one Python can put back (None: set outside Python)."""
+    found: dict[int, Any] = {}
+    for signum in SIGNALS:
+        try:
+            handler = signal.getsignal(signum)
+        except (OSError, ValueError):
+            continue
+        if handler is not None:
+            found[signum] = handler
+    return found
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+class ProcessState:
+    """Process-wide Python settings when taken (on the main thread, before an attempt), and the means to
+    return to them after it (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._handlers = _handlers()
+        self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        self._filters = list(warnings.filters)
+        self._showwarning = warnings.showwarning
+        self._recursion = sys.getrecursionlimit()
+        self._timeout = socket.getdefaulttimeout()
+        self._umask = _umask()
+        self._switch = sys.getswitchinterval()
+        self._hooks = sys.excepthook, sys.unraisablehook, sys.displayhook, threading.excepthook
+        self._streams = sys.stdin, sys.stdout, sys.stderr
+        self._locale = locale.setlocale(locale.LC_ALL)
+
+    def restore(self) -> None:
+        for timer in TIMERS:
+            signal.setitimer(timer, 0)
+        for signum, handler in self._handlers.items():
+            if signal.getsignal(signum) is not handler:
+                signal.signal(signum, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
+        warnings.filters[:] = self._filters  # type: ignore[index]  # a list at run time
+        warnings.showwarning = self._showwarning
+        warnings.onceregistry.clear()  # type: ignore[attr-defined]
+        warnings._filters_mutated()  # type: ignore[attr-defined]  # "once"/"default" warnings show again
+        sys.setrecursionlimit(self._recursion)
+        socket.setdefaulttimeout(self._timeout)
+        os.umask(self._umask)
+        sys.setswitchinterval(self._switch)
+        sys.excepthook, sys.unraisablehook, sys.displayhook, threading.excepthook = self._hooks
+        for stream in (sys.stdout, sys.stderr):
+            if all(stream is not saved for saved in self._streams):  # the program's own: flushed, as at exit
+                try:
+                    stream.flush()
+                except Exception:
+                    logging.getLogger(__name__).debug("flushing the program's own stream failed", exc_info=True)
+        sys.stdin, sys.stdout, sys.stderr = self._streams
+        if locale.setlocale(locale.LC_ALL) != self._locale:
+            locale.setlocale(locale.LC_ALL, self._locale)
+        random.seed()

@@ -12,6 +12,15 @@ all of it empty, so between attempts this module empties it:
 * streaming queries still running (stopped, as spark-submit's JVM would at exit);
 * the main thread's local properties (job group, description, scheduler pool);
 * the context's checkpoint directory (``sc.setCheckpointDir``) and the JVM's log level (``sc.setLogLevel``);
+* listeners added to the context's listener bus (``sc._jsc.sc().addSparkListener``; the bus of each
+  session whose ``spark.streams`` was used, which holds its ``spark.streams.addListener`` listeners and
+  which Spark never removes): removed — a SparkListener would hear every later attempt's events, and each
+  session's bus would stay on the context for the driver's life;
+* Hadoop ``FileSystem`` instances made during the attempt: closed, which takes them out of Hadoop's cache.
+  Hadoop caches one instance per scheme, authority and user for the JVM's life, made with the
+  configuration of the first call — the attempt's session conf (its ``spark.hadoop.*`` keys set at
+  runtime included) and its readers' options — so the next attempt would get this one's instead of its
+  own. In ``local`` mode the executors are this JVM; a cluster's executors keep their own caches;
 * where relative paths resolve: the default database's location is the attempt's
   ``./spark-warehouse`` (``spark.sql.warehouse.dir`` of its session), and the JVM's ``user.dir`` and
   Hadoop's local working directory are its working directory, so that checkpoints and file sinks (written
@@ -69,12 +78,24 @@ class Reset:
         self._overlay.setAccessible(True)
         self._system: Any = None  # the JVM's system properties and the Hadoop conf's keys when the attempt began
         self._hadoop: Any = None
+        self._bus = self.sc._jsc.sc().listenerBus()
+        self._listeners: Any = None  # the bus's listeners when the attempt began
+        fs_class = self.jvm.java.lang.Class.forName("org.apache.hadoop.fs.FileSystem")
+        cache_field = fs_class.getDeclaredField("CACHE")
+        cache_field.setAccessible(True)
+        cache = cache_field.get(None)
+        map_field = cache.getClass().getDeclaredField("map")
+        map_field.setAccessible(True)
+        self._fs_cache = map_field.get(cache)  # Hadoop's FileSystem instances by scheme, authority and user
+        self._filesystems: Any = None  # its keys when the attempt began
 
     def begin(self) -> None:
         """An attempt starts (after :meth:`enter`): what :meth:`dirty` compares with when it ends."""
         self.added = []
         self._system = self.jvm.java.lang.System.getProperties().clone()
         self._hadoop = self._hadoop_keys().clone()
+        self._listeners = self.jvm.java.util.ArrayList(self._bus.listeners())
+        self._filesystems = self.jvm.java.util.HashSet(self._fs_cache.keySet())
 
     def _hadoop_keys(self) -> Any:
         """The keys set on the context's Hadoop configuration (Spark's ``spark.hadoop.*``, a program's
@@ -106,7 +127,8 @@ class Reset:
         steps = [("streaming queries", lambda: self._stop_streams(session)),
                  ("cached data", self._uncache), ("catalog", self._forget_catalog),
                  ("local properties", self._reset_properties),
-                 ("checkpoint directory and log level", self._reset_settings)]
+                 ("checkpoint directory and log level", self._reset_settings),
+                 ("listeners", self._remove_listeners), ("Hadoop FileSystem instances", self._close_filesystems)]
         for what, step in steps:
             try:
                 step()
@@ -159,6 +181,27 @@ class Reset:
         default = databases.apply("default")
         default.tables().clear()
         default.functions().clear()
+
+    def _remove_listeners(self) -> None:
+        """The listeners added since the attempt began (after its streams stopped: their last events are
+        posted to the bus before this)."""
+        if self._listeners is None:
+            return
+        added = self.jvm.java.util.ArrayList(self._bus.listeners())
+        added.removeAll(self._listeners)
+        for listener in added:
+            self.sc._jsc.sc().removeSparkListener(listener)
+
+    def _close_filesystems(self) -> None:
+        """Close the FileSystem instances made since the attempt began; closing one removes it from the cache."""
+        if self._filesystems is None:
+            return
+        made = self.jvm.java.util.HashSet(self._fs_cache.keySet())
+        made.removeAll(self._filesystems)
+        for key in made:
+            filesystem = self._fs_cache.get(key)
+            if filesystem is not None:
+                filesystem.close()
 
     def _reset_properties(self) -> None:
         self.sc._jsc.sc().setLocalProperties(self._props.clone())

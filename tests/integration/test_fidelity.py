@@ -1,19 +1,25 @@
-"""A warm driver behaves like a fresh spark-submit: the programs of tests/jobs/fidelity, each run by the
-session runner and by the submit runner from a copy of the same directory, with the command line a
-spark-submit user would type (`sparkyard submit [options] prog.py args…`), must leave the results and exit
-codes a real `spark-submit` gives, recorded by tests/fidelity_expected.py (which the record must match:
-the Spark version, the programs' digest, the cases). The session runs go one after another through one
-warm driver, so each program also runs on whatever the previous one left behind (tables, a database, a
-global view, cache, a job group, a running stream, set conf, Python's logging configured, an atexit
-function);
-`clean_slate.py` after them checks it saw none of it. `static_conf.py` is given --conf and `sizes.py`
-spark-submit's sizes that a warm driver's JVM cannot take: each must run on a fresh driver started with
-them. `leftovers.py` leaves what no reset can take back (an added file, a Hadoop configuration key, a JVM
-system property, a daemon thread): the driver must retire after it, saying why.
+"""A warm driver behaves like a fresh spark-submit: the programs of tests/jobs/fidelity, each run by every
+runner (session, submit, connect) from a copy of the same directory, with the command line a spark-submit
+user would type (`sparkyard submit [options] prog.py args…`), must leave the results and exit codes a real
+`spark-submit` gives, recorded by tests/fidelity_expected.py (which the record must match: the Spark
+version, the programs' digest, the cases) — or, where a runner cannot run a program, fail it with the one
+line that says why.
 
-Cold JVMs are most of this module's cost (each ~10 CPU-seconds): the worker's driver, the fresh drivers of
-`static_conf.py` and `sizes.py`, the replacement after `leftovers.py`, one spark-submit per submit-runner
-case. The spark-submit references are recorded, not run here."""
+The session and connect runs go one after another through one warm process each (a driver; a Spark
+Connect client with the worker's server), so each program also runs on whatever the previous one left
+behind (tables, a database, a global view, cache, a job group, a running stream, set conf, listeners,
+Hadoop FileSystem instances, Python's logging, signal handlers, warnings filters and other process
+settings, an atexit function); `clean_slate.py` after them checks it saw none of it, and the programs run
+twice (`#again`, `#two`: another job) check that the second finds what the first did. `static_conf.py` is
+given --conf and `sizes.py` spark-submit's sizes that a warm driver's JVM cannot take: each must run on a
+fresh driver started with them. `leftovers.py` leaves what no reset can take back (an added file, a Hadoop
+configuration key, a JVM system property, a daemon thread): the driver must retire after it, saying why.
+
+Cost: one worker per runner, shared by every case, the three runners' cases at once (a session worker
+with one slot, a connect worker with one, a submit worker with two). Cold JVMs are most of it (each ~10
+CPU-seconds): the session worker's driver, the fresh drivers of `static_conf.py` and `sizes.py`, the
+replacement after `leftovers.py`, the connect worker's server, one spark-submit per program under the
+submit runner. The spark-submit references are recorded, not run here."""
 
 from __future__ import annotations
 
@@ -21,52 +27,77 @@ import json
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from fidelity_expected import CASES, PROGRAMS, load, program
-from harness import Cluster, RedisServer, cluster_with_worker
+from fidelity_expected import BASELINE, CASES, PROGRAMS, load, program
+from harness import Cluster, RedisServer
 
-# The setup runs every program through one warm driver and two through the submit runner, on 2 shared
-# cores: ~1-2 min, up to ~5 under heavy load.
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
+# Every case through three runners at once on 2 shared cores: 5-7 min under load average 10-16 (210-250
+# CPU-seconds), up to ~20 under heavier load.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
 
-# The submit runner is spark-submit itself (one per attempt, ~10 CPU-seconds each): it runs the programs
-# whose outcome depends on what it hands spark-submit (working directory, arguments, exit code), to keep
-# this suite's cost low.
-SUBMIT_RUNNER_CASES = ("streaming.py", "flags.py")
+RUNNERS = ("session", "submit", "connect")
+SLOTS = {"session": 1, "submit": 2, "connect": 1}
+# Under the connect runner Spark Connect has no SparkContext: the programs that use one fail with the
+# runner's line saying so (remote_spark.ConnectRunnerError).
+# The submit runner gives every attempt a JVM of its own, so it runs each program once (a case repeating a
+# program with other arguments is another fresh JVM, nothing more to compare).
+SUBMIT_CASES = tuple(case for case in BASELINE if "#" not in case)
+CONNECT_REFUSAL = "is not available under the connect runner"
+CONNECT_NEEDS_CONTEXT = ("warehouse.py", "clean_slate.py", "listeners.py", "hadoop_session.py", "sizes.py",
+                         "context_only.py", "leftovers.py")
 
 
-def _copy(root: Path, name: str) -> Path:
-    target = root / name
-    shutil.copytree(PROGRAMS, target)
-    return target
+@dataclass
+class Ran:
+    """One case under one runner."""
+
+    code: int
+    output: object
+    process: str  # the process that ran it, from the first line of its log ('' for the submit runner)
+    error: str
+    log: str
 
 
-def _sparkyard(cluster: Cluster, where: Path, runner: str, case: str, out: Path) -> tuple[int, str]:
-    """`sparkyard submit --runner R --wait prog.py --out OUT args…` from ``where``: the exit code, and the
-    session driver that ran it (from the first line of its log)."""
+def _sparkyard(cluster: Cluster, where: Path, runner: str, case: str, out: Path) -> Ran:
+    """`sparkyard submit --runner R --group R --wait prog.py --out OUT args…` from ``where``."""
     options, args, _ = CASES[case]
     done = subprocess.run([sys.executable, "-m", "sparkyard.cli.main", "--master", cluster.address, "submit",
-                           "--runner", runner, "--wait", "--json", *options, program(case), "--out", str(out), *args],
-                          cwd=where, capture_output=True, text=True, timeout=300)
+                           "--runner", runner, "--group", runner, "--wait", "--json", *options, program(case),
+                           "--out", str(out), *args], cwd=where, capture_output=True, text=True, timeout=900)
+    assert done.stdout.strip(), done.stderr
     run = json.loads(done.stdout)
     attempt = run["tasks"][0]["attempts"][-1]
-    process = ""
-    if runner == "session":
-        header = next(cluster.client().logs(run["tasks"][0]["id"])).decode().splitlines()[0]
-        process = header.split(", cwd ")[0].split(" on worker ")[1]
+    log = b"".join(cluster.client().logs(run["tasks"][0]["id"])).decode(errors="replace")
+    process = log.splitlines()[0].split(", cwd ")[0].split(" on worker ")[1] if runner != "submit" else ""
+    output = json.loads(out.read_text()) if out.exists() else None
     if run["state"] == "SUCCEEDED":
-        return 0, process
+        return Ran(0, output, process, "", log)
     error = attempt.get("error", "")
-    return int(error.rsplit("exit code ", 1)[1].split()[0]) if "exit code " in error else 1, process
+    code = int(error.rsplit("exit code ", 1)[1].split()[0]) if "exit code " in error else 1
+    return Ran(code, output, process, error, log)
 
 
-def _results(out: Path, cases: tuple[str, ...] = tuple(CASES)) -> dict[str, object]:
-    return {case: json.loads((out / f"{case}.json").read_text()) if (out / f"{case}.json").exists() else None
-            for case in cases}
+def _run_all(cluster: Cluster, root: Path, runner: str) -> dict[str, Ran]:
+    """The runner's cases from its own copy of the programs: the session and connect runners every case in
+    order (one warm process), the submit runner each program once (a fresh JVM each), as many at a time as
+    its slots."""
+    where, out = root / runner, root / f"out-{runner}"
+    shutil.copytree(PROGRAMS, where)
+    out.mkdir()
+
+    def one(case: str) -> Ran:
+        return _sparkyard(cluster, where, runner, case, out / f"{case}.json")
+
+    if runner == "submit":
+        with ThreadPoolExecutor(SLOTS[runner]) as pool:
+            return dict(zip(SUBMIT_CASES, pool.map(one, SUBMIT_CASES)))
+    return {case: one(case) for case in CASES}
 
 
 @pytest.fixture(scope="module")
@@ -77,21 +108,25 @@ def recorded() -> dict[str, tuple[int, object]]:
 
 
 @pytest.fixture(scope="module")
-def runs(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict]]:
-    """Exit codes, outputs and driver processes per runner: the session runner (one slot: one warm driver,
-    in order), then the submit runner; and the worker's log."""
+def runs(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Ran]]]:
+    """Every runner's cases, the three runners at once, each on a worker of its own (its --group); and the
+    session worker's log."""
     root = tmp_path_factory.mktemp("fidelity")
-    results: dict[str, dict] = {}
-    with cluster_with_worker(redis_server.url, root / "cluster", "w", 1, namespace="fidelity") as (cluster, _):
-        for runner, cases in (("session", tuple(CASES)), ("submit", SUBMIT_RUNNER_CASES)):
-            where, out = _copy(root, runner), root / f"out-{runner}"
-            out.mkdir()
-            done = [_sparkyard(cluster, where, runner, c, out / f"{c}.json") for c in cases]
-            outputs = _results(out, cases)
-            results[runner] = {c: (code, outputs[c]) for c, (code, _) in zip(cases, done)}
-            results[f"{runner} processes"] = dict(zip(cases, (process for _, process in done)))
-        results["worker log"] = {"text": cluster.workers["w"].log()}
+    cluster = Cluster(redis_server.url, root / "cluster", namespace="fidelity")
+    try:
+        cluster.start_master()
+        for runner in RUNNERS:
+            cluster.start_worker(runner, slots=SLOTS[runner], runner=runner, group=runner)
+        cluster.wait_workers(*RUNNERS)
+        with ThreadPoolExecutor(len(RUNNERS)) as pool:
+            results = dict(zip(RUNNERS, pool.map(lambda runner: _run_all(cluster, root, runner), RUNNERS)))
+        results["worker log"] = {"session": Ran(0, None, "", "", cluster.workers["session"].log())}
         yield results
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()
 
 
 def test_spark_submit_itself_gives_what_the_programs_expect(recorded: dict[str, tuple[int, object]]) -> None:
@@ -109,26 +144,56 @@ def test_spark_submit_itself_gives_what_the_programs_expect(recorded: dict[str, 
     assert outputs["clean_slate.py"]["root_logger"] == [0, 30, 0] and outputs["builder_conf.py"]["root_at_start"] == [0, 30]
     assert outputs["sizes.py"]["spark.driver.memory"] == "700m" and outputs["sizes.py"]["heap_as_asked"] is True
     assert outputs["leftovers.py"]["in_program_dir"] is True and outputs["leftovers.py"]["job_group"] == "finisher"
+    assert outputs["process_state.py"]["at_start"] == {
+        "alarm_pending": False, "alrm": "SIG_DFL", "excepthook_default": True, "fidelity_filter": False,
+        "recursion_limit": 1000, "seeded": False, "socket_timeout": None, "umask_077": False, "usr1": "SIG_DFL"}
+    assert outputs["listeners.py"] == {"at_start": {"StatsReportListener": 0, "StreamingQueryListenerBus": 0}, "rows": 3}
+    assert [outputs[c]["session_key"] for c in ("hadoop_session.py", "hadoop_session.py#two")] == ["one", "two"]
+    assert [outputs[c]["read_key"] for c in ("hadoop_session.py", "hadoop_session.py#two")] == ["one", "two"]
 
 
 @pytest.mark.parametrize("runner", ["session", "submit"])
-def test_each_runner_gives_what_spark_submit_gives(runs: dict[str, dict], recorded: dict[str, tuple[int, object]],
-                                                   runner: str) -> None:
-    for case, (code, output) in runs[runner].items():
-        assert (case, output) == (case, recorded[case][1])
-        assert (case, code) == (case, recorded[case][0])
+def test_each_runner_gives_what_spark_submit_gives(runs: dict[str, dict[str, Ran]],
+                                                   recorded: dict[str, tuple[int, object]], runner: str) -> None:
+    assert set(runs[runner]) == set(CASES if runner == "session" else SUBMIT_CASES)
+    for case, ran in runs[runner].items():
+        assert (case, ran.output) == (case, recorded[case][1]), ran.log[-3000:]
+        assert (case, ran.code) == (case, recorded[case][0]), ran.log[-3000:]
 
 
-def test_one_warm_driver_ran_the_programs_but_those_needing_their_own_jvm_and_retired_after_leftovers(
-        runs: dict[str, dict]) -> None:
-    processes = runs["session processes"]
+def test_the_connect_runner_gives_what_spark_submit_gives_or_says_why_it_cannot(
+        runs: dict[str, dict[str, Ran]], recorded: dict[str, tuple[int, object]]) -> None:
+    ran = runs["connect"]
+    assert set(ran) == set(CASES)
+    for case in CASES:
+        if program(case) in CONNECT_NEEDS_CONTEXT:
+            assert (case, ran[case].code, CONNECT_REFUSAL in ran[case].error) == (case, 1, True), ran[case].log[-3000:]
+    for case in ("builder_conf.py", "process_state.py", "process_state.py#again"):
+        assert (case, ran[case].code, ran[case].output) == (case, *recorded[case]), ran[case].log[-3000:]
+    # The static conf a Spark Connect session cannot take is said in the attempt's log; the program then
+    # fails where it needs it.
+    assert "sparkyard: warning: conf spark.sql.globalTempDatabase=job_temp cannot be set" in ran["static_conf.py"].log
+    assert ran["static_conf.py"].code == 1
+    # Relative paths in Spark calls resolve on the Spark Connect server, in its own working directory, not
+    # the program's (docs/runners.md, "connect"): the stream's checkpoint and sink are not beside the
+    # program, and the flags program's relative input is not found there.
+    assert ran["streaming.py"].output == {**recorded["streaming.py"][1], "checkpoint_here": False,  # type: ignore[dict-item]
+                                          "sink_metadata_here": False}
+    assert ran["flags.py"].code == 1 and "PATH_NOT_FOUND" in ran["flags.py"].error, ran["flags.py"].log[-3000:]
+
+
+def test_one_warm_process_ran_the_programs_but_those_needing_their_own_jvm_and_retired_after_leftovers(
+        runs: dict[str, dict[str, Ran]]) -> None:
+    processes = {case: ran.process for case, ran in runs["session"].items()}
     own_jvm = ("static_conf.py", "sizes.py")
     before = {processes[c] for c in CASES if c not in ("clean_slate.py#after-leftovers", *own_jvm)}
     assert len(before) == 1 and "warm driver" in next(iter(before)), processes
     assert all("fresh driver" in processes[c] for c in own_jvm), processes
     assert processes["clean_slate.py#after-leftovers"] not in before, processes
-    retired = [line for line in runs["worker log"]["text"].splitlines() if " retires after task=" in line]
+    retired = [line for line in runs["worker log"]["session"].log.splitlines() if " retires after task=" in line]
     assert len(retired) == 1, retired
     for why in ("added files to the SparkContext (part-2.txt)", "Hadoop configuration (fidelity.hadoop.key)",
                 "JVM system properties (fidelity.system.property)", "threads running (fidelity-idle)"):
         assert why in retired[0], retired[0]
+    clients = {ran.process for ran in runs["connect"].values()}
+    assert len(clients) == 1 and "Spark Connect client" in next(iter(clients)), clients

@@ -1,15 +1,23 @@
 """What an attempt leaves in a warm driver's Python (worker/py_state.py): logging put back as it was, the
-program's non-daemon threads waited for, a daemon thread left running named, its atexit functions run."""
+program's non-daemon threads waited for, a daemon thread left running named, its atexit functions run, its
+process-wide settings put back."""
 
 from __future__ import annotations
 
+import locale
 import logging
+import os
+import random
+import signal
+import socket
+import sys
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
 
-from sparkyard.worker.py_state import ExitHooks, LoggingState, join_program_threads, left_running
+from sparkyard.worker.py_state import ExitHooks, LoggingState, ProcessState, join_program_threads, left_running
 
 
 def test_a_programs_logging_configuration_is_undone(tmp_path: Path) -> None:
@@ -89,3 +97,38 @@ def test_a_thread_pools_idle_workers_are_neither_waited_for_nor_a_reason_to_reti
     join_program_threads(before)  # returns: the idle worker is not the program's own code
     assert left_running(before) == ""
     pool.shutdown()
+
+
+def test_a_programs_process_settings_are_put_back_and_its_alarm_cancelled() -> None:
+    def settings() -> tuple[object, ...]:
+        mask = os.umask(0)
+        os.umask(mask)
+        return (signal.getsignal(signal.SIGUSR1), signal.getsignal(signal.SIGALRM), list(warnings.filters),
+                sys.getrecursionlimit(), socket.getdefaulttimeout(), mask, sys.excepthook, threading.excepthook,
+                sys.stdout, sys.getswitchinterval(), signal.pthread_sigmask(signal.SIG_BLOCK, []),
+                locale.setlocale(locale.LC_ALL))
+
+    before = settings()
+    state = ProcessState()
+    signal.signal(signal.SIGUSR1, lambda *_: None)
+    signal.signal(signal.SIGALRM, lambda *_: None)
+    signal.setitimer(signal.ITIMER_REAL, 600)
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2])
+    warnings.filterwarnings("ignore", message="unit")
+    sys.setrecursionlimit(5000)
+    socket.setdefaulttimeout(7)
+    os.umask(0o077)
+    sys.excepthook = lambda *exc: None
+    threading.excepthook = lambda args: None
+    sys.stdout = open(os.devnull, "w")
+    sys.setswitchinterval(0.5)
+    random.seed(7)
+    random.random()
+    sequence = random.Random(7)
+    sequence.random()
+
+    state.restore()
+
+    assert settings() == before
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert random.random() != sequence.random()  # seeded afresh, as a new interpreter is, not the program's
