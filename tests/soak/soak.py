@@ -33,7 +33,7 @@ from nemesis import DISK_MB, WORKERS, Nemesis, kind_skips, schedule  # noqa: E40
 from netcluster import PROXY_VARS, NetCluster, stop_all  # noqa: E402
 from netns import cleanup_stale, unavailable_reason  # noqa: E402
 from redis_ha import RedisHA  # noqa: E402
-from verdict import KINDS, check, leftovers, wait_quiet  # noqa: E402
+from verdict import KINDS, check, leftovers, unanswered_that_ran, wait_quiet  # noqa: E402
 from workload import Workload  # noqa: E402
 
 LEASE_S, HEARTBEAT_S = 8.0, 1.2  # as the fault suite's shared network (tests/conftest.py)
@@ -57,6 +57,7 @@ class Soak:
         self.mounts: list[Path] = []
         self.findings = Findings()
         self.checked = False  # the checker ran (a soak that failed before it has no counts to show)
+        self.stored_unanswered: list[str] = []  # submits no answer named that the master stored (and ran)
 
     def start_worker(self, worker: str, env: dict[str, str] | None = None) -> None:
         self.net.start_worker(worker, runner=RUNNERS[worker], env=env)
@@ -107,11 +108,13 @@ class Soak:
             # The checker reads every run of every job, with its tasks: an hour of an every-second job is 3,600
             # runs in one ListRuns, more than the workload's 5 s calls allow on a loaded machine.
             with self.net.failover_client(timeout=CHECK_CALL_TIMEOUT_S) as checker:
-                quiet = wait_quiet(checker, workload.job_ids(), self.quiet_timeout)
+                quiet = wait_quiet(checker, [*workload.job_ids(), *unanswered_that_ran(workload, ledger)],
+                                   self.quiet_timeout)
                 say(f"quiet {quiet:.1f}s after the heal" if quiet is not None else
                     f"NOT quiet {self.quiet_timeout:g}s after the heal")
                 verdict = check(workload, checker, ledger)
             self.findings = verdict.findings
+            self.stored_unanswered = verdict.stored_unanswered
             self.checked = True
             say(f"healed to checked in {time.monotonic() - healed:.1f}s")
         finally:
@@ -130,7 +133,8 @@ class Soak:
                 ", ".join(f"{k} {n}" for k, n in sorted(nemesis.busy.items())))
         say(f"workload: {len(workload.acknowledged)} submits acknowledged "
             f"({', '.join(f'{k} {n}' for k, n in sorted(Counter(workload.acknowledged.values()).items()))}), "
-            f"{len(workload.pipeline_runs)} pipeline triggers, {len(workload.unanswered)} not acknowledged in time")
+            f"{len(workload.pipeline_runs)} pipeline triggers, {len(workload.unanswered)} not acknowledged in time "
+            f"({len(self.stored_unanswered)} of them stored by the master and run: audited like the others)")
         say(self.findings.summary())
         for error in nemesis.errors:
             say(f"nemesis error: {error}")

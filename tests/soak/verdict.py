@@ -29,6 +29,7 @@ OPEN = (pb.RUN_SCHEDULED, pb.RUN_RUNNING)
 class Verdict:
     findings: Findings = field(default_factory=Findings)
     quiet_after_s: float | None = None  # from the heal to every run ended (None: not within the deadline)
+    stored_unanswered: list[str] = field(default_factory=list)  # submits never answered that the master stored
 
     def counts(self) -> dict[str, int]:
         return {kind: self.findings.by_kind.get(kind, 0) for kind in KINDS}
@@ -61,14 +62,30 @@ def wait_quiet(client: Client, jobs: list[str], timeout: float) -> float | None:
     return time.monotonic() - started
 
 
+def unanswered_that_ran(workload: Workload, ledger: Path) -> list[str]:
+    """The jobs in the ledger that no answer named (submits whose reply the client never got)."""
+    return sorted({ex.job for ex in read(ledger)} - set(workload.job_ids()))
+
+
 def check(workload: Workload, client: Client, ledger: Path) -> Verdict:
     """Everything but the leftovers (see :func:`leftovers`), once the cluster is quiet."""
     verdict = Verdict()
-    found = verdict.findings = audit(ledger, client, workload.job_ids(), period_ms={workload.cron_job: 1000})
-    known = set(workload.job_ids())
-    for job_id in sorted({ex.job for ex in read(ledger)} - known):
-        found.add("lost firing", f"job {job_id} ran (the ledger has it), but was never acknowledged to the client: "
-                                 "a submit the scheduler stored, ran and then lost (a write to a stale Redis primary?)")
+    # A job in the ledger that no answer named: a submit whose reply was lost (the master stored it; the
+    # client gave up before an answer came). Its outcome was unknown to the client, so it is no violation
+    # to have run it, only to have lost it since: kept, it is audited like every acknowledged job.
+    lost: list[str] = []
+    for job_id in unanswered_that_ran(workload, ledger):
+        try:
+            client.job(job_id)
+            verdict.stored_unanswered.append(job_id)
+        except errors.NotFound:
+            lost.append(job_id)
+    found = verdict.findings = audit(ledger, client, [*workload.job_ids(), *verdict.stored_unanswered],
+                                     period_ms={workload.cron_job: 1000})
+    for job_id in lost:
+        found.add("lost firing", f"job {job_id} ran (the ledger has it), was never acknowledged to the client, and "
+                                 "the scheduler has no such job now: stored, ran and then lost (a write to a stale "
+                                 "Redis primary?)")
     for job_id, kind in workload.acknowledged.items():
         try:
             client.job(job_id)
