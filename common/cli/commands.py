@@ -8,12 +8,11 @@ interpreter's and argparse's time.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
-from typing import Any, Callable
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any, Callable
 
 from sparkyard import errors, resources
 from sparkyard.cli import render
@@ -25,10 +24,16 @@ from sparkyard.protojson import to_dict
 from sparkyard.timeutil import rfc3339_ms
 from sparkyard.v1 import sparkyard_pb2 as pb
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 EXIT_TIMEOUT = 124
 # No master could be reached (or none could serve the call): not the same as a run that failed (1), so that a
 # script can tell "try again later" from "the job is broken". sysexits.h's EX_UNAVAILABLE.
 EXIT_UNREACHABLE = 69
+# What a submit reads of the job it made when it does not print it whole (its line, the next run's id, the
+# runner's notice): a split's input list, thousands of paths, does not come back.
+_SUBMIT_READS = ("id", "next_fire_at", "last_run_id", "spec.name", *(f"spec.{f}" for f in resources.NOTICE_FIELDS))
 # The connection options of the top parser that the verbs needing no master (local, certs) do not read.
 _UNUSED_OFFLINE = ("master", "config", "tls_ca", "tls_cert", "tls_key")
 
@@ -44,7 +49,8 @@ def cmd_submit(client: Client, args: argparse.Namespace, out: Callable[..., None
     if after is not None and args.wait:
         raise errors.InvalidArgument("wait: a child job (--after) has no run yet to wait for; wait for one of its "
                                      "runs with `sparkyard wait RUN`")
-    job = client.submit_spec(spec, args.idempotency_key).job
+    printed_whole = args.json and not args.wait
+    job = client.submit_spec(spec, args.idempotency_key, read_mask=() if printed_whole else _SUBMIT_READS).job
     _warn_unhonoured(job)
     if after is not None:
         out(job, lambda c: c.print(f"submitted job {job.id} ({job.spec.name}); it fires when a run of job "
@@ -66,8 +72,12 @@ def _warn_unhonoured(job: pb.Job) -> None:
 
 def _wait(client: Client, run_id: str, timeout: str | None, args: argparse.Namespace) -> tuple[pb.Run, bool]:
     """Wait for a run; on a terminal (and without --json) with a bar of its tasks done out of all."""
+    if args.json:
+        return client.wait(run_id, timeout)
+    from rich.console import Console
+
     bar_console = Console(stderr=True)
-    if args.json or not bar_console.is_terminal:
+    if not bar_console.is_terminal:
         return client.wait(run_id, timeout)
     with render.task_progress(bar_console, run_id) as show:
         run, timed_out = client.wait(run_id, timeout, on_progress=show)
@@ -101,7 +111,9 @@ def cmd_logs(client: Client, args: argparse.Namespace) -> int:
 
 
 def dispatch(args: argparse.Namespace) -> int:
-    console = render.console()
+    @functools.cache
+    def console() -> Console:  # made when first printed to: a command with --json needs none (nor rich)
+        return render.console()
 
     def out(message: Any, human: Callable[[Console], None]) -> None:
         if args.json:
@@ -110,7 +122,7 @@ def dispatch(args: argparse.Namespace) -> int:
             else:
                 render.print_json(to_dict(message))
         else:
-            human(console)
+            human(console())
 
     if args.verb in ("local", "certs"):
         if unused := _unused_offline(args):
@@ -134,8 +146,8 @@ def dispatch(args: argparse.Namespace) -> int:
             job = {"job": client.job, "pause": client.pause, "resume": client.resume}[verb](args.job_id)
             out(job, lambda c: render.jobs_table(c, [job]))
             if verb == "job" and job.spec.steps and not args.json:
-                render.pipeline_graph(console, job)
-                render.runs_table(console, client.runs(job.id, limit=5))
+                render.pipeline_graph(console(), job)
+                render.runs_table(console(), client.runs(job.id, limit=5))
         elif verb == "trigger":
             run = client.trigger(args.job_id)
             out(run, lambda c: render.runs_table(c, [run]))
@@ -160,7 +172,7 @@ def dispatch(args: argparse.Namespace) -> int:
                 render.print_json([c.to_dict() for c in changes])
             else:
                 for change in changes:
-                    console.print(describe(change, args.dry_run), highlight=False, markup=False)
+                    console().print(describe(change, args.dry_run), highlight=False, markup=False)
         elif verb == "run":
             run = client.run(args.run_id)
             out(run, lambda c: render.run_detail(c, run))
@@ -176,13 +188,13 @@ def dispatch(args: argparse.Namespace) -> int:
             if args.json:
                 render.print_json({"cancelled": cancelled})
             else:
-                console.print(f"cancelled {len(cancelled)}: {' '.join(cancelled)}")
+                console().print(f"cancelled {len(cancelled)}: {' '.join(cancelled)}")
         elif verb == "delete":
             cancelled = client.delete(args.job_id, force=args.force)
             if args.json:
                 render.print_json({"deleted": args.job_id, "cancelled": cancelled})
             else:
-                console.print(f"deleted {args.job_id}" + (f"; cancelled {' '.join(cancelled)}" if cancelled else ""))
+                console().print(f"deleted {args.job_id}" + (f"; cancelled {' '.join(cancelled)}" if cancelled else ""))
         elif verb == "workers":
             workers = client.workers(include_dead=args.all)
             out(workers, lambda c: render.workers_table(c, workers))
@@ -191,7 +203,7 @@ def dispatch(args: argparse.Namespace) -> int:
             if args.json:
                 render.print_json({"draining": args.worker_id})
             else:
-                console.print(f"worker {args.worker_id} is draining")
+                console().print(f"worker {args.worker_id} is draining")
         elif verb == "status":
             status = client.status()
             out(status, lambda c: c.print(to_dict(status)))
