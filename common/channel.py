@@ -20,13 +20,9 @@ from typing import Literal, Protocol, Sequence, overload
 import grpc
 
 from sparkyard import errors
-from sparkyard.config import ClientConfig, read_file
-from sparkyard.flags import flag_help, flag_of
+from sparkyard.config import read_file
 
 Options = Sequence[tuple[str, object]]
-# The command-line flags of these settings (the CLI's; the worker's come from its config), with their help.
-TLS_FLAGS = tuple((flag_of(name), flag_help(ClientConfig, name)) for name in ("tls_ca", "tls_cert", "tls_key",
-                                                                              "token_file"))
 
 
 class TlsSettings(Protocol):

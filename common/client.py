@@ -199,10 +199,15 @@ class Client:
         messages = [pb.BundleChunk(ref=ref, data=parts[0]), *(pb.BundleChunk(data=p) for p in parts[1:])]
         self._call("bundles", "UploadBundle", messages, timeout=max(self._timeout, ref.size / 1e6))
 
-    def submit_spec(self, spec: pb.JobSpec, idempotency_key: str | None = None) -> pb.SubmitJobResponse:
+    def submit_spec(self, spec: pb.JobSpec, idempotency_key: str | None = None, *,
+                    read_mask: Sequence[str] = ()) -> pb.SubmitJobResponse:
+        """Submit a spec as it is; ``read_mask`` names the fields of the job the reply is to carry (e.g. ``id``,
+        ``spec.name``; none: all of it, the split's input list included)."""
         resolve_after(spec, self._named)
         self._upload_for([spec])
         request = pb.SubmitJobRequest(spec=spec, idempotency_key=idempotency_key or uuid.uuid4().hex)
+        if read_mask:
+            request.read_mask.paths.extend(read_mask)
         return self._call("jobs", "SubmitJob", request)
 
     def submit_many(self, specs: Sequence[pb.JobSpec]) -> list[pb.Job]:
@@ -316,14 +321,18 @@ class Client:
         """Block until the run ends or ``timeout`` passes (None: no limit); returns (run, timed_out).
 
         ``on_progress`` is called with the run as it stands about every :data:`PROGRESS_STEP_S` while it is
-        still going (a progress bar); without it the wait is one long call per :data:`WAIT_STEP_S`."""
+        still going (a progress bar: its counts, without its tasks); without it the wait is one long call per
+        :data:`WAIT_STEP_S`. Only the run returned carries its tasks: the calls before ask the master to leave
+        them out (WaitRunRequest.tasks_once_ended), so a long wait on thousands of tasks does not fetch them
+        again each step."""
         total = duration_s(timeout, "timeout")
         longest = WAIT_STEP_S if on_progress is None else PROGRESS_STEP_S
         waited = 0.0
         unreachable_since: float | None = None
         while True:
             step = longest if total is None else max(0.001, min(longest, total - waited))
-            request = pb.WaitRunRequest(run_id=run_id)
+            last = total is not None and waited + step >= total  # its reply is returned, ended or not
+            request = pb.WaitRunRequest(run_id=run_id, tasks_once_ended=not last)
             request.timeout.FromMilliseconds(int(step * 1000))
             started = time.monotonic()
             try:

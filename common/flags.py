@@ -7,18 +7,27 @@ help is the description, then the default in the form the flag takes (``15s``, `
 environment variable. A field's ``json_schema_extra`` may add ``metavar``, ``choices`` and ``repeat`` (the
 flag may be given again; the values arrive as a list). Flags the user did not give are None, so that
 :func:`sparkyard.config.load` lets the file and the environment decide.
+
+Flags can also be kept as plain rows (:data:`Row`, :func:`add_rows`): the CLI parses its command line from
+rows generated from these definitions (common/cli/flag_table.py), so that parsing and ``--help`` import
+neither pydantic nor grpc. This module imports pydantic only for its type hints, for the same reason.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-from typing import Any
-
-from pydantic import BaseModel
-from pydantic.fields import FieldInfo
+from typing import TYPE_CHECKING, Any
 
 from sparkyard.timeutil import format_duration
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+    from pydantic.fields import FieldInfo
+
+# One flag as data: (flag, in the mutually exclusive group?, add_argument's keyword arguments). An action
+# "once" is :class:`Once`; every other value is as add_argument takes it.
+Row = tuple[str, bool, dict[str, Any]]
 
 # Setting name suffix → unit the flag leaves off; a bare number in a flag counts in that unit.
 _UNIT = re.compile(r"_(s|bytes|mb)$")
@@ -91,3 +100,23 @@ def add_flags(parser: argparse.ArgumentParser, cls: type[BaseModel]) -> None:
             if key in extra:
                 options[key] = extra[key]
         parser.add_argument(flag_of(name), **options)
+
+
+class Once(argparse.Action):
+    """A one-value option given twice is a mistake, not "the last one wins": ``--after P1 --after P2`` would
+    otherwise keep P2 alone, and the child would run although P1 never did."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        before = getattr(namespace, self.dest, None)
+        if before is not None:
+            parser.error(f"{option_string} given twice ({before!r} and {values!r}): it takes one value")
+        setattr(namespace, self.dest, values)
+
+
+def add_rows(parser: argparse.ArgumentParser, rows: tuple[Row, ...] | list[Row]) -> None:
+    """The flags of ``rows``; those marked exclusive go in one mutually exclusive group."""
+    exclusive = parser.add_mutually_exclusive_group()
+    for flag, in_group, options in rows:
+        target = exclusive if in_group else parser
+        target.add_argument(flag, **({**options, "action": Once} if options.get("action") == "once" else options))

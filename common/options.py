@@ -26,6 +26,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from sparkyard import errors
 from sparkyard.bundle import Bundle
 from sparkyard.bundle import build as build_bundle
+from sparkyard.flags import Row, add_rows
 from sparkyard.option_values import CHOICES, MISFIRES, OVERLAPS, ROUTINGS
 from sparkyard.runners import RUNNERS
 from sparkyard.option_values import read as read_value
@@ -82,19 +83,6 @@ def _option(default: Any, help: str, kind: str = "str", **more: Any) -> Any:
     if isinstance(default, (list, dict)):
         return field(default_factory=type(default), metadata=meta)
     return field(default=default, metadata=meta)
-
-
-
-class _Once(argparse.Action):
-    """A one-value option given twice is a mistake, not "the last one wins": ``--after P1 --after P2`` would
-    otherwise keep P2 alone, and the child would run although P1 never did."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        before = getattr(namespace, self.dest, None)
-        if before is not None:
-            parser.error(f"{option_string} given twice ({before!r} and {values!r}): it takes one value")
-        setattr(namespace, self.dest, values)
 
 
 @dataclass(frozen=True)
@@ -220,24 +208,30 @@ class JobOptions:
     # ---- the command line --------------------------------------------------------------------------------
 
     @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """One flag per option; every default is None (not given), so the options' own defaults apply."""
-        when = parser.add_mutually_exclusive_group()
+    def flag_rows(cls) -> list[Row]:
+        """One flag per option, as data (the CLI's parser is generated from these: common/cli/flag_table.py);
+        every default is None (not given), so the options' own defaults apply."""
+        rows: list[Row] = []
         for f in dataclasses.fields(cls):
             opt: Option = f.metadata["option"]
             if not opt.cli:
                 continue
             flag = opt.flag or "--" + f.name.replace("_", "-")
-            target = when if opt.when else parser
-            common: dict[str, Any] = {"dest": f.name, "help": opt.help, "default": None}
+            options: dict[str, Any] = {"dest": f.name, "help": opt.help, "default": None}
             if opt.kind == "flag":
-                target.add_argument(flag, action="store_false" if f.default else "store_true", **common)
+                options["action"] = "store_false" if f.default else "store_true"
             else:
                 metavar = opt.metavar or _METAVARS.get(opt.kind) or f.name.upper()
                 if opt.kind == "choice":
                     metavar = "|".join(CHOICES[f.name])
-                action = "append" if opt.kind in ("list", "paths", "pairs") else _Once
-                target.add_argument(flag, action=action, metavar=metavar, **common)
+                options["action"] = "append" if opt.kind in ("list", "paths", "pairs") else "once"
+                options["metavar"] = metavar
+            rows.append((flag, opt.when, options))
+        return rows
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        add_rows(parser, cls.flag_rows())
 
     @classmethod
     def given(cls, namespace: argparse.Namespace) -> dict[str, Any]:

@@ -94,6 +94,10 @@ def submit_args(spec: pb.JobSpec) -> list[str]:
     return [arg for flag, value in given(spec).items() for arg in (flag, value)]
 
 
+# The spec fields submit_notice reads (a client that asks for part of a submitted job asks for these).
+NOTICE_FIELDS = ("runner", *FLAGS)
+
+
 def submit_notice(spec: pb.JobSpec) -> str:
     """What a user is told when a stored job names a runner with a shared application and sets resources
     ('' if nothing)."""

@@ -9,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 deploy/install.sh --test
 .venv/bin/python deploy/gen_protos.py --check
+.venv/bin/python deploy/gen_cli_table.py --check
 .venv/bin/python -m mypy
 .venv/bin/deptry .
 # The import contracts of pyproject.toml (client, master and worker meet only in the shared modules).

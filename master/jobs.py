@@ -154,11 +154,14 @@ class JobManager:
 
     # ---- wait -----------------------------------------------------------------------------------------
 
-    async def wait_run(self, run_id: str, timeout_s: float) -> tuple[RunRecord | None, bool]:
+    async def wait_run(self, run_id: str, timeout_s: float, *,
+                       tasks_while_running: bool = True) -> tuple[RunRecord | None, bool]:
         """Block until the run is terminal or ``timeout_s`` passes; returns (run, timed_out).
 
         The run may not exist yet (a delayed job's first run): the wait then covers its creation too,
-        and ends early if the job is cancelled before it fires. The run is None if it never fired.
+        and ends early if the job is cancelled before it fires. The run is None if it never fired. Without
+        ``tasks_while_running`` a run that has not ended comes without its tasks (a waiter that calls again has
+        no use for them, and reading thousands of them each time is the master's CPU and Redis's).
         """
         if timeout_s < 0:
             raise InvalidArgument("timeout: must not be negative")
@@ -181,12 +184,14 @@ class JobManager:
         finally:
             if not waiter.is_completed:
                 waiter.force_complete()  # the caller went away: free the watcher and its timer now
-        run = await self._store.get_run(run_id)
+        run = await self._store.get_run(run_id, with_tasks=tasks_while_running)
         if run is None:
             job = await self.get_job(job_id)
             if job.state == JobState.CANCELLED:
                 raise FailedPrecondition(f"job {job_id} was cancelled before run {run_id} fired")
             return None, True
+        if run.state in RUN_TERMINAL and not tasks_while_running:
+            run = await self.get_run(run_id)  # ended: with its tasks after all
         return run, run.state not in RUN_TERMINAL
 
     # ---- cancel, pause, resume, trigger ---------------------------------------------------------------

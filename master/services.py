@@ -102,8 +102,15 @@ class JobService(pbg.JobServiceServicer):
 
     @mapped
     async def SubmitJob(self, request: pb.SubmitJobRequest, context: grpc.aio.ServicerContext) -> pb.SubmitJobResponse:
+        masked = request.HasField("read_mask")
+        if masked and not request.read_mask.IsValidForDescriptor(pb.Job.DESCRIPTOR):
+            raise InvalidArgument(f"read_mask: {', '.join(request.read_mask.paths)} names no field of Job")
         done = await self._jobs.submit(request.spec, request.idempotency_key)
-        return pb.SubmitJobResponse(job=job_to_proto(done.job), duplicate=done.duplicate)
+        job = job_to_proto(done.job, with_spec=not masked or any(p.startswith("spec") for p in request.read_mask.paths))
+        if masked:
+            job, full = pb.Job(), job
+            request.read_mask.MergeMessage(full, job)
+        return pb.SubmitJobResponse(job=job, duplicate=done.duplicate)
 
     @mapped
     async def SubmitJobs(self, request: pb.SubmitJobsRequest, context: grpc.aio.ServicerContext) -> pb.SubmitJobsResponse:
@@ -165,7 +172,7 @@ class JobService(pbg.JobServiceServicer):
     @mapped
     async def WaitRun(self, request: pb.WaitRunRequest, context: grpc.aio.ServicerContext) -> pb.WaitRunResponse:
         timeout = request.timeout.seconds + request.timeout.nanos / 1e9
-        run, timed_out = await self._jobs.wait_run(request.run_id, timeout)
+        run, timed_out = await self._jobs.wait_run(request.run_id, timeout, tasks_while_running=not request.tasks_once_ended)
         if run is None:  # not fired yet: only its identity is known
             return pb.WaitRunResponse(run=pb.Run(id=request.run_id, job_id=request.run_id.split(".", 1)[0]),
                                       timed_out=True)

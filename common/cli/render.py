@@ -1,22 +1,23 @@
 """How the CLI prints: JSON for machines (``--json``), rich tables for people.
 
-The JSON is :func:`sparkyard.protojson.to_dict`'s, the same the master's console and webhooks give.
+The JSON is :func:`sparkyard.protojson.to_dict`'s, the same the master's console and webhooks give. rich is
+imported by the functions that draw (a command with ``--json`` does not wait for it).
 """
 
 from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
-
-from google.protobuf.message import Message
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from sparkyard.protojson import enum_name
 from sparkyard.timeutil import format_duration, rfc3339_ms
 from sparkyard.v1 import sparkyard_pb2 as pb
+
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
+    from rich.console import Console
+    from rich.table import Table
 
 
 def plural(n: int, word: str) -> str:
@@ -36,10 +37,14 @@ def console() -> Console:
     """A console for tables: wide enough for full ids when the output is a pipe or a file."""
     import sys
 
+    from rich.console import Console
+
     return Console() if sys.stdout.isatty() else Console(width=240)
 
 
 def _table(id_column: str, *columns: str) -> Table:
+    from rich.table import Table
+
     table = Table()
     table.add_column(id_column, no_wrap=True)
     for column in columns:
@@ -156,6 +161,8 @@ def task_progress(console: Console, run_id: str) -> Iterator[Callable[[pb.Run], 
     """A bar of a run's ended tasks out of all, with the time waited; yields the function that moves it.
 
     A run not fired yet has no task count: the bar pulses until it has one."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console) as progress:
         bar = progress.add_task(f"{run_id} waiting", total=None)

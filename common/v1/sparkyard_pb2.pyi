@@ -1,6 +1,7 @@
 import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -514,12 +515,14 @@ class StepRun(_message.Message):
     def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[StepState, str]] = ..., run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., after: _Optional[_Iterable[str]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., attempts: _Optional[int] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
-    __slots__ = ("spec", "idempotency_key")
+    __slots__ = ("spec", "idempotency_key", "read_mask")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    READ_MASK_FIELD_NUMBER: _ClassVar[int]
     spec: JobSpec
     idempotency_key: str
-    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    read_mask: _field_mask_pb2.FieldMask
+    def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., read_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ...) -> None: ...
 
 class SubmitJobResponse(_message.Message):
     __slots__ = ("job", "duplicate")
@@ -676,12 +679,14 @@ class GetRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class WaitRunRequest(_message.Message):
-    __slots__ = ("run_id", "timeout")
+    __slots__ = ("run_id", "timeout", "tasks_once_ended")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    TASKS_ONCE_ENDED_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     timeout: _duration_pb2.Duration
-    def __init__(self, run_id: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    tasks_once_ended: bool
+    def __init__(self, run_id: _Optional[str] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., tasks_once_ended: _Optional[bool] = ...) -> None: ...
 
 class WaitRunResponse(_message.Message):
     __slots__ = ("run", "timed_out")

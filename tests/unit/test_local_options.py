@@ -35,8 +35,8 @@ def _nothing_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     def started(args: argparse.Namespace) -> int:
         pytest.fail(f"{args.verb} ran with flags it ignores")
 
-    monkeypatch.setattr("sparkyard.cli.main.cmd_local", started)
-    monkeypatch.setattr("sparkyard.cli.main.cmd_certs", started)
+    monkeypatch.setattr("sparkyard.cli.commands.cmd_local", started)
+    monkeypatch.setattr("sparkyard.cli.commands.cmd_certs", started)
 
 
 @pytest.mark.parametrize("argv", [["local", "--master", "127.0.0.1:1"], ["local", "--tls-ca", "ca.crt"],

@@ -1,0 +1,36 @@
+"""Runs the CLI as ``sparkyard ARGS…`` does, counting the bytes of every reply it fetched from the master.
+
+    .venv/bin/python tests/bench/cli_fetched.py submit noop.py:main --inputs 'in/*' --wait --json
+
+What the command prints goes to stdout as usual; at exit one JSON line on stderr, prefixed ``fetched:``,
+gives per gRPC method the calls made and the serialised bytes of their replies (every unary call of the
+client goes through ``Client._call``), so that a benchmark can set what the CLI fetched beside what it
+printed (tests/bench/bench_cli_start.py).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from sparkyard.cli.main import main
+from sparkyard.client import Client
+
+fetched: dict[str, dict[str, int]] = {}
+_call = Client._call
+
+
+def _counted(self: Client, service: str, method: str, request: Any, timeout: float | None = None) -> Any:
+    reply = _call(self, service, method, request, timeout)
+    seen = fetched.setdefault(method, {"calls": 0, "bytes": 0})
+    seen["calls"] += 1
+    seen["bytes"] += reply.ByteSize()
+    return reply
+
+
+if __name__ == "__main__":
+    Client._call = _counted  # type: ignore[method-assign]
+    code = main(sys.argv[1:])
+    print("fetched: " + json.dumps(fetched), file=sys.stderr)
+    sys.exit(code)
