@@ -22,15 +22,15 @@ from typing import Any, Callable, Iterator, Sequence
 import grpc
 
 from sparkyard import errors, resources
-from sparkyard.channel import SERVICE_CONFIG, credentials, open_channel, tls_hint, translate
+from sparkyard.channel import credentials, tls_hint, translate
 from sparkyard.config import ClientConfig, ConfigError, load, master_addresses
+from sparkyard.leader_calls import ELECTION_POLL_S, LEADER_WAIT_S, LeaderCalls
 from sparkyard.job_names import resolve_after, resolve_job, resolve_target
 from sparkyard.bundle import Bundle, built, chunks
 from sparkyard.option_values import duration_s
 from sparkyard.options import JobOptions, build_spec
 from sparkyard.timeutil import format_size, parse_instant
 from sparkyard.v1 import sparkyard_pb2 as pb
-from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +42,6 @@ WAIT_STEP_S = 300.0
 PROGRESS_STEP_S = 1.0
 # How long ``wait`` keeps trying while no master answers at all (a master restarting): a run goes on without one.
 WAIT_UNREACHABLE_S = 300.0
-# How long a call waits for a leader to be elected (standbys answer meanwhile), and how often it asks.
-LEADER_WAIT_S = 15.0
-ELECTION_POLL_S = 0.25
-# After a call to one of several masters ran out of time: how long that master gets to answer a status
-# call before it is taken for gone (paused, partitioned; its TCP port may still accept) and the call is
-# made again on the next master. Calls safe to repeat only: a manual trigger is not.
-PROBE_TIMEOUT_S = 1.0
-_NOT_REPEATED = {"TriggerJob"}
 # Jobs listed when no limit is given: the master's default (master/jobs.py DEFAULT_LIST_LIMIT).
 LISTED_BY_DEFAULT = 50
 
@@ -76,96 +68,21 @@ class Client:
             self.masters = master_addresses(cfg.master)
         except ConfigError as exc:
             raise errors.InvalidArgument(str(exc)) from None
-        self.master = self.masters[0]  # the one calls go to; moves to the leader a standby names
-        self._timeout = cfg.call_timeout_s
-        self._metadata = [("authorization", f"Bearer {cfg.token}")] if cfg.token else []
-        self._channels: dict[str, tuple[grpc.Channel, dict[str, Any]]] = {}
+        self._link = LeaderCalls(cfg, self.masters)
 
-    def _stubs(self, service: str) -> Any:
-        """The stub of a service on the current master (channels are made once per address)."""
-        if self.master not in self._channels:
-            channel = open_channel(self.master, self.config, [
-                ("grpc.service_config", SERVICE_CONFIG), ("grpc.enable_retries", 1),
-                ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-            ])
-            stubs = {"jobs": pbg.JobServiceStub(channel), "cluster": pbg.ClusterServiceStub(channel),
-                     "bundles": pbg.BundleServiceStub(channel)}
-            self._channels[self.master] = (channel, stubs)
-        return self._channels[self.master][1][service]
+    @property
+    def master(self) -> str:
+        """The master calls go to now (moves to the leader a standby names)."""
+        return self._link.master
 
     def close(self) -> None:
-        for channel, _ in self._channels.values():
-            channel.close()
-        self._channels.clear()
+        self._link.close()
 
     def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _call(self, service: str, method: str, request: Any, timeout: float | None = None) -> Any:
-        """Call the leader: a standby's refusal names it and the call goes there; while no master leads
-        (an election under way) the call waits up to LEADER_WAIT_S; an unreachable master is followed by
-        the next of the list. A list ``request`` is sent as a stream."""
-        deadline = time.monotonic() + LEADER_WAIT_S
-        unreachable: set[str] = set()
-        while True:
-            call = getattr(self._stubs(service), method)
-            try:
-                return call(iter(request) if isinstance(request, list) else request,
-                            timeout=timeout or self._timeout, metadata=self._metadata)
-            except grpc.RpcError as exc:
-                if not self._follow(exc, unreachable, deadline, method):
-                    raise translate(exc, ", ".join(self.masters) if unreachable else self.master,
-                                    tls_hint(self.config)) from None
-
-    def _follow(self, exc: grpc.RpcError, unreachable: set[str], deadline: float, method: str) -> bool:
-        """Where to send a call refused UNAVAILABLE, or out of time on a master that no longer answers,
-        next (True: self.master now names it)."""
-        code = exc.code() if hasattr(exc, "code") else None
-        if code == grpc.StatusCode.DEADLINE_EXCEEDED and method not in _NOT_REPEATED and self._gone(unreachable):
-            return self._next_master(unreachable, deadline)
-        if code != grpc.StatusCode.UNAVAILABLE:
-            return False
-        trailing = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
-        if errors.LEADER_METADATA in trailing:  # a standby answered
-            leader = str(trailing[errors.LEADER_METADATA])
-            if leader and leader != self.master and leader not in unreachable and time.monotonic() < deadline:
-                self.master = leader
-                return True
-            if time.monotonic() < deadline:  # no leader (or a dead one) yet: an election is under way
-                time.sleep(ELECTION_POLL_S)
-                return True
-            return False
-        return self._next_master(unreachable, deadline)
-
-    def _gone(self, unreachable: set[str]) -> bool:
-        """Whether the current master, one of several, fails to answer a status call in PROBE_TIMEOUT_S."""
-        if len(self.masters) < 2 or self.master in unreachable:
-            return False
-        try:
-            self._stubs("cluster").GetStatus(pb.GetStatusRequest(), timeout=PROBE_TIMEOUT_S, metadata=self._metadata)
-        except grpc.RpcError:
-            return True
-        return False
-
-    def _next_master(self, unreachable: set[str], deadline: float) -> bool:
-        """The next master of the list to try. Once every master of several has failed, they are tried again
-        from the first after ELECTION_POLL_S until ``deadline``: during a leader change the old leader is gone
-        and the standby may refuse connections for a moment too (restarting, or its port not yet served).
-        A single master that refuses is said at once: that is a master not running, not an election."""
-        unreachable.add(self.master)
-        rest = [m for m in self.masters if m not in unreachable]
-        if rest:
-            self.master = rest[0]
-            return True
-        if len(self.masters) < 2 or time.monotonic() >= deadline:
-            return False
-        time.sleep(ELECTION_POLL_S)
-        unreachable.clear()
-        self.master = self.masters[0]
-        return True
 
     # ---- jobs --------------------------------------------------------------------------------------------
 
@@ -188,7 +105,7 @@ class Client:
     def upload(self, packed: Bundle) -> None:
         """Store a bundle on the master unless it is there already (content-addressed: sent once)."""
         ref = pb.BundleRef(digest=packed.digest, size=len(packed.data))
-        have = self._call("bundles", "HasBundle", ref)
+        have = self._link.call("bundles", "HasBundle", ref)
         if have.present:
             return
         if have.max_bytes and ref.size > have.max_bytes:
@@ -197,7 +114,7 @@ class Client:
                 "(--max-bundle); ship less (.sparkyardignore) or raise the limit")
         parts = chunks(packed.data)
         messages = [pb.BundleChunk(ref=ref, data=parts[0]), *(pb.BundleChunk(data=p) for p in parts[1:])]
-        self._call("bundles", "UploadBundle", messages, timeout=max(self._timeout, ref.size / 1e6))
+        self._link.call("bundles", "UploadBundle", messages, timeout=max(self._link.timeout, ref.size / 1e6))
 
     def submit_spec(self, spec: pb.JobSpec, idempotency_key: str | None = None, *,
                     read_mask: Sequence[str] = ()) -> pb.SubmitJobResponse:
@@ -208,7 +125,7 @@ class Client:
         request = pb.SubmitJobRequest(spec=spec, idempotency_key=idempotency_key or uuid.uuid4().hex)
         if read_mask:
             request.read_mask.paths.extend(read_mask)
-        return self._call("jobs", "SubmitJob", request)
+        return self._link.call("jobs", "SubmitJob", request)
 
     def submit_many(self, specs: Sequence[pb.JobSpec]) -> list[pb.Job]:
         """Submit many jobs in one call (all validated first; one bad spec rejects the call)."""
@@ -217,7 +134,7 @@ class Client:
         self._upload_for(specs)
         request = pb.SubmitJobsRequest(jobs=[pb.SubmitJobRequest(spec=s, idempotency_key=uuid.uuid4().hex)
                                              for s in specs])
-        return [r.job for r in self._call("jobs", "SubmitJobs", request).jobs]
+        return [r.job for r in self._link.call("jobs", "SubmitJobs", request).jobs]
 
     def update(self, job_id: str, entrypoint: str = "", **options: Any) -> pb.Job:
         """Change a job from its next firing on: only the options given (the fields of
@@ -234,7 +151,7 @@ class Client:
         resolve_after(change, self._named)
         self._upload_for([change])
         request = pb.UpdateJobRequest(job_id=self._job_id(job_id), spec=change, fields=fields)
-        return self._call("jobs", "UpdateJob", request)
+        return self._link.call("jobs", "UpdateJob", request)
 
     # Every method that takes a job id takes a job's name too (sparkyard.job_names).
     def _named(self, name: str, limit: int) -> list[pb.Job]:
@@ -244,7 +161,7 @@ class Client:
         return resolve_job(ref, self._named)
 
     def job(self, job_id: str) -> pb.Job:
-        return self._call("jobs", "GetJob", pb.GetJobRequest(job_id=self._job_id(job_id)))
+        return self._link.call("jobs", "GetJob", pb.GetJobRequest(job_id=self._job_id(job_id)))
 
     def jobs(self, *, limit: int = 0, state: str = "", group: str = "", name: str = "") -> list[pb.Job]:
         """Newest first; ``state`` active, paused, completed, cancelled, or failed: of the newest ``limit``
@@ -257,7 +174,7 @@ class Client:
         out: list[pb.Job] = []
         while True:  # a filter that matches few jobs is answered page by page (ListJobsRequest.page_token)
             request = pb.ListJobsRequest(limit=wanted - len(out), state=enum, group=group, name=name, page_token=token)
-            reply = self._call("jobs", "ListJobs", request)
+            reply = self._link.call("jobs", "ListJobs", request)
             out += reply.jobs
             token = reply.next_page_token
             if not token or len(out) >= wanted:
@@ -265,23 +182,23 @@ class Client:
 
     def cancel(self, target_id: str, reason: str = "") -> list[str]:
         request = pb.CancelRequest(id=resolve_target(target_id, self._named), reason=reason)
-        return list(self._call("jobs", "Cancel", request).cancelled)
+        return list(self._link.call("jobs", "Cancel", request).cancelled)
 
     def pause(self, job_id: str) -> pb.Job:
-        return self._call("jobs", "PauseJob", pb.JobIdRequest(job_id=self._job_id(job_id)))
+        return self._link.call("jobs", "PauseJob", pb.JobIdRequest(job_id=self._job_id(job_id)))
 
     def resume(self, job_id: str) -> pb.Job:
-        return self._call("jobs", "ResumeJob", pb.JobIdRequest(job_id=self._job_id(job_id)))
+        return self._link.call("jobs", "ResumeJob", pb.JobIdRequest(job_id=self._job_id(job_id)))
 
     def delete(self, job_id: str, force: bool = False) -> list[str]:
         """Delete a job (its history follows in the background). A job with an active run raises
         FailedPrecondition naming it, unless ``force``: its active runs are cancelled first, and the ids
         that cancel changed are returned. A job that is gone raises NotFound."""
         request = pb.DeleteJobRequest(job_id=self._job_id(job_id), force=force)
-        return list(self._call("jobs", "DeleteJob", request).cancelled)
+        return list(self._link.call("jobs", "DeleteJob", request).cancelled)
 
     def trigger(self, job_id: str) -> pb.Run:
-        return self._call("jobs", "TriggerJob", pb.JobIdRequest(job_id=self._job_id(job_id))).run
+        return self._link.call("jobs", "TriggerJob", pb.JobIdRequest(job_id=self._job_id(job_id))).run
 
     def backfill(self, job_id: str, start: str | datetime, end: str | datetime, *,
                  max_concurrent: int = 1) -> pb.BackfillResponse:
@@ -300,21 +217,21 @@ class Client:
                 except ValueError as exc:
                     raise errors.InvalidArgument(str(exc)) from None
             getattr(request, name).FromMilliseconds(round(seconds * 1000))
-        return self._call("jobs", "Backfill", request)
+        return self._link.call("jobs", "Backfill", request)
 
     # ---- runs --------------------------------------------------------------------------------------------
 
     def rerun(self, run_id: str, *, failed_only: bool = False) -> pb.Run:
         """Run an ended run again as a new run (the original stays as it was): all its tasks, or only its
         failed and cancelled ones; with the job's current spec and the original's scheduled time."""
-        return self._call("jobs", "RerunRun", pb.RerunRunRequest(run_id=run_id, failed_only=failed_only))
+        return self._link.call("jobs", "RerunRun", pb.RerunRunRequest(run_id=run_id, failed_only=failed_only))
 
     def runs(self, job_id: str, *, limit: int = 0, with_tasks: bool = False) -> list[pb.Run]:
         request = pb.ListRunsRequest(job_id=self._job_id(job_id), limit=limit, with_tasks=with_tasks)
-        return list(self._call("jobs", "ListRuns", request).runs)
+        return list(self._link.call("jobs", "ListRuns", request).runs)
 
     def run(self, run_id: str) -> pb.Run:
-        return self._call("jobs", "GetRun", pb.GetRunRequest(run_id=run_id))
+        return self._link.call("jobs", "GetRun", pb.GetRunRequest(run_id=run_id))
 
     def wait(self, run_id: str, timeout: float | str | None = None,
              on_progress: Callable[[pb.Run], None] | None = None) -> tuple[pb.Run, bool]:
@@ -336,7 +253,7 @@ class Client:
             request.timeout.FromMilliseconds(int(step * 1000))
             started = time.monotonic()
             try:
-                reply = self._call("jobs", "WaitRun", request, timeout=step + self._timeout)
+                reply = self._link.call("jobs", "WaitRun", request, timeout=step + self._link.timeout)
             except errors.Unavailable:
                 # A master restarting (or failing over) does not end the run: keep waiting for it, for as long
                 # as the wait may last, up to WAIT_UNREACHABLE_S of no master at all.
@@ -347,7 +264,7 @@ class Client:
                     raise
                 time.sleep(ELECTION_POLL_S)
                 waited += ELECTION_POLL_S
-                self.master = self.masters[0]
+                self._link.master = self.masters[0]
                 continue
             unreachable_since = None
             waited += step
@@ -369,15 +286,15 @@ class Client:
         while True:
             request = pb.StreamTaskLogRequest(task_id=task_id, attempt=attempt, follow=follow, offset=offset)
             try:
-                for chunk in self._stubs("jobs").StreamTaskLog(request, metadata=self._metadata,
-                                                      timeout=None if follow else self._timeout * 4):
+                for chunk in self._link.stubs("jobs").StreamTaskLog(request, metadata=self._link.metadata,
+                                                      timeout=None if follow else self._link.timeout * 4):
                     unreachable_since = None
                     if chunk.data:
                         offset += len(chunk.data)
                         yield chunk.data
                 return
             except grpc.RpcError as exc:
-                if self._follow(exc, unreachable, deadline, "StreamTaskLog"):
+                if self._link.follow(exc, unreachable, deadline, "StreamTaskLog"):
                     continue
                 failure = translate(exc, self.master, tls_hint(self.config))
                 now = time.monotonic()
@@ -386,20 +303,20 @@ class Client:
                 if not riding or now - unreachable_since > WAIT_UNREACHABLE_S:
                     raise failure from None
                 time.sleep(ELECTION_POLL_S)
-                self.master, deadline = self.masters[0], time.monotonic() + LEADER_WAIT_S
+                self._link.master, deadline = self.masters[0], time.monotonic() + LEADER_WAIT_S
                 unreachable.clear()
 
     # ---- cluster -----------------------------------------------------------------------------------------
 
     def workers(self, *, include_dead: bool = False) -> list[pb.WorkerInfo]:
-        return list(self._call("cluster", "ListWorkers", pb.ListWorkersRequest(include_dead=include_dead)).workers)
+        return list(self._link.call("cluster", "ListWorkers", pb.ListWorkersRequest(include_dead=include_dead)).workers)
 
     def drain(self, worker_id: str) -> None:
         """Ask a connected worker to drain and exit, as SIGTERM does (it finishes or hands back its tasks)."""
-        self._call("cluster", "DrainWorker", pb.DrainWorkerRequest(worker_id=worker_id))
+        self._link.call("cluster", "DrainWorker", pb.DrainWorkerRequest(worker_id=worker_id))
 
     def status(self) -> pb.StatusResponse:
-        return self._call("cluster", "GetStatus", pb.GetStatusRequest())
+        return self._link.call("cluster", "GetStatus", pb.GetStatusRequest())
 
 
 def _warn_unhonoured(job: pb.Job) -> None:

@@ -12,9 +12,10 @@ import grpc
 import pytest
 
 from harness import free_port
-from sparkyard import client as client_module
+from sparkyard import leader_calls
 from sparkyard import errors
-from sparkyard.client import LEADER_WAIT_S, Client
+from sparkyard.client import Client
+from sparkyard.leader_calls import LEADER_WAIT_S, LeaderCalls
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 
@@ -30,9 +31,9 @@ def test_a_call_waits_while_every_master_refuses_then_reaches_the_one_that_comes
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     pbg.add_ClusterServiceServicer_to_server(_Status(), server)
     started = threading.Event()
-    moved_on = Client._next_master
+    moved_on = LeaderCalls._next_master
 
-    def start_once_every_master_refused(self: Client, unreachable: set[str], *rest: Any) -> bool:
+    def start_once_every_master_refused(self: LeaderCalls, unreachable: set[str], *rest: Any) -> bool:
         if not started.is_set() and set(self.masters) <= unreachable | {self.master}:
             # The standby comes up only after both masters refused the call (a bound port would accept).
             server.add_insecure_port(second)
@@ -40,7 +41,7 @@ def test_a_call_waits_while_every_master_refuses_then_reaches_the_one_that_comes
             started.set()
         return moved_on(self, unreachable, *rest)
 
-    monkeypatch.setattr(Client, "_next_master", start_once_every_master_refused)
+    monkeypatch.setattr(LeaderCalls, "_next_master", start_once_every_master_refused)
     try:
         with Client(f"{first},{second}", tls_ca="", tls_cert="", tls_key="") as client:
             assert client.status().leased == 7
@@ -60,7 +61,7 @@ def test_a_lone_master_that_refuses_is_said_at_once() -> None:
 
 def test_several_masters_that_never_come_up_are_given_up_after_the_election_wait(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(client_module, "LEADER_WAIT_S", 2.0)
+    monkeypatch.setattr(leader_calls, "LEADER_WAIT_S", 2.0)
     masters = f"127.0.0.1:{free_port()},127.0.0.1:{free_port()}"
     with Client(masters, tls_ca="", tls_cert="", tls_key="") as client:
         began = time.monotonic()
