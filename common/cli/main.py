@@ -10,6 +10,7 @@ run SUCCEEDED, 1 when it ended otherwise, 124 when the wait timed out.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, NoReturn
 
@@ -182,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sparkyard {args.verb}: unrecognized arguments: {' '.join(unknown)} (see sparkyard {args.verb} --help)",
               file=sys.stderr)
         return 2
+    # gRPC's core logs some INFO lines to stderr unasked (a GOAWAY from a master that stops, as `local` stops
+    # its own): the command's stderr is for its own one-line errors. GRPC_VERBOSITY set by the user wins.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     try:
         from sparkyard.cli.commands import run
     except KeyboardInterrupt:  # Ctrl-C while the client's modules load

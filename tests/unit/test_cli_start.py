@@ -50,3 +50,21 @@ def test_the_flag_table_is_what_the_definitions_generate() -> None:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "current" in done.stdout
+
+
+@pytest.mark.parametrize("given, seen", [(None, "ERROR"), ("DEBUG", "DEBUG")])
+def test_grpc_core_logs_only_errors_on_the_commands_stderr_unless_the_user_asks(
+        monkeypatch: pytest.MonkeyPatch, given: str | None, seen: str) -> None:
+    # gRPC's core reads GRPC_VERBOSITY once it starts: it must be set before the command's first call.
+    import os
+
+    from sparkyard.cli import commands, main
+
+    if given is None:
+        monkeypatch.delenv("GRPC_VERBOSITY", raising=False)
+    else:
+        monkeypatch.setenv("GRPC_VERBOSITY", given)
+    verbosity: list[str | None] = []
+    monkeypatch.setattr(commands, "run", lambda args: verbosity.append(os.environ.get("GRPC_VERBOSITY")) or 0)
+    assert main.main(["jobs"]) == 0
+    assert verbosity == [seen]
