@@ -51,6 +51,8 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         """One line naming the verb (``sparkyard submit: …``), exit 2: not the usage of every option."""
+        if message == submit_line.NO_PROGRAM[0]:
+            message = submit_line.NO_PROGRAM[1]
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 

@@ -31,6 +31,12 @@ _LOCAL_PATHS = ("--jars", "--archives")
 _SPARK_MASTER = re.compile(r"^(yarn|local(\[[^\]]*\])?|spark://.*|k8s://.*|mesos://.*)$")
 
 
+# argparse lists the program and the (optional) arguments after it by their internal names when no program
+# is given: "required: entrypoint, app_args". What the user is missing, said instead:
+NO_PROGRAM = ("the following arguments are required: entrypoint, app_args",
+              "give the program to run: path/to/app.py [its arguments] or module:function")
+
+
 def add_arguments(parser: argparse.ArgumentParser, options: Callable[[argparse.ArgumentParser], None]) -> None:
     """The entrypoint, the application's arguments after it, and spark-submit's extra options; ``options``
     adds Sparkyard's own options (also used to read them after a ``module:function`` entrypoint)."""

@@ -21,6 +21,8 @@ NOWHERE = ["--master", "127.0.0.1:1"]
                                   "'paused', 'completed', 'failed', 'cancelled') (see sparkyard jobs --help)"),
     (["backfill", "J", "--from", "2026-11-01T00:00:00Z"],
      "sparkyard backfill: the following arguments are required: --to (see sparkyard backfill --help)"),
+    (["submit", "--retries", "2"], "sparkyard submit: give the program to run: path/to/app.py [its arguments] "
+                                   "or module:function (see sparkyard submit --help)"),
     (["submit", TASKS, "--at", "2020-01-01T00:00:00Z"],
      "sparkyard submit: at: 2020-01-01T00:00:00.000Z is in the past; give a later time, or no --at to run it now"),
 ])
