@@ -12,6 +12,7 @@ does not spin a JVM start every half second.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparkyard.config import DEFAULT_LISTEN
-from sparkyard.errors import SparkyardError, Unavailable
+from sparkyard.errors import InvalidArgument, SparkyardError, Unavailable
 from sparkyard.runners import DEFAULT_RUNNER
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -129,12 +130,26 @@ class LocalCluster:
         master = self._spawn("master", ["sparkyard.master.main", "--listen", self.listen, "--data-dir",
                                         str(self.data_dir), *http, *self.extra_master_args])
         assert master.stdout is not None
-        line = master.stdout.readline().decode()
+        line = ""
+        # A master that hangs before it listens (a Redis that never answers) must not hold this command forever.
+        if select.select([master.stdout], [], [], START_TIMEOUT_S)[0]:
+            line = master.stdout.readline().decode()
         if "listening on" not in line:
-            master.wait(timeout=30)
-            tail = (self.logs / "master.log").read_text(errors="replace")[-3000:]
+            try:
+                master.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+            log = self.logs / "master.log"
+            tail = log.read_text(errors="replace")[-3000:]
+            # The master's own one-line error, when it gave one; else the end of its log.
+            said = [line for line in tail.splitlines() if line.startswith("sparkyard-master: ")]
+            code = master.returncode
             self.stop()
-            raise SparkyardError(f"the master did not start (exit {master.returncode}):\n{tail}")
+            # The master exits 2 for what it was given (a taken --listen or --http): so does this command.
+            error = InvalidArgument if code == 2 else SparkyardError
+            how = f"exit {code}" if code is not None else f"not listening after {START_TIMEOUT_S:.0f}s"
+            raise error(f"the master did not start ({how}): {said[-1]}; see {log}" if said
+                        else f"the master did not start ({how}):\n{tail}")
         self.address = line.split("listening on", 1)[1].split()[0]
         return self.address
 

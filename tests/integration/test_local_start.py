@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -66,6 +67,23 @@ def test_a_failed_start_names_a_logs_folder_that_exists(tmp_path: Path, monkeypa
     (line,) = done.stderr.strip().splitlines()
     logs = Path(line.rsplit("see ", 1)[1])
     assert logs.is_absolute() and (logs / "worker-1.log").exists(), line
+
+
+def test_a_taken_http_address_is_one_line_naming_it_exit_2_and_nothing_left(tmp_path: Path) -> None:
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    http = "127.0.0.1:%d" % taken.getsockname()[1]
+    try:
+        local = _local(tmp_path / "local", "--workers", "1", "--http", http)
+        _, err = local.communicate(timeout=120)
+    finally:
+        taken.close()
+    assert local.returncode == 2, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("sparkyard local: the master did not start (exit 2): ") and f"http on {http}" in line, line
+    assert line.endswith(f"see {tmp_path / 'local' / 'logs' / 'master.log'}"), line
+    assert _ours(tmp_path / "local") == []
 
 
 def test_http_serves_the_console(tmp_path: Path) -> None:
