@@ -12,13 +12,12 @@ reaches first; report.lua is fenced).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Protocol
 
 from sparkyard.clock import Clock
 from sparkyard.config import MasterConfig
+from sparkyard.lifecycle import Loop, Service
 from sparkyard.master.arming import Arming
 from sparkyard.master.backfill import Backfiller
 from sparkyard.master.background import Background
@@ -44,39 +43,6 @@ from sparkyard.master.timer import SystemTimer
 from sparkyard.master.webhooks import Webhooks
 
 log = logging.getLogger(__name__)
-# How long a Loop's task gets to end after a cancel before it is cancelled again.
-RECANCEL_S = 0.5
-
-
-class Service(Protocol):
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-
-class Loop:
-    """A coroutine that runs for as long as its service does (bundle collection, retention)."""
-
-    def __init__(self, name: str, body: Callable[[], Awaitable[None]]) -> None:
-        self._name = name
-        self._body = body
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._body(), name=self._name)  # type: ignore[arg-type]
-
-    async def stop(self) -> None:
-        """Cancel until it ends: a cancel that lands inside a Redis call can be lost there (the call then fails
-        as any other would, and the loop goes on); one lost so at a start-up that failed just after leading
-        (a taken ``--http``) kept the master alive for good."""
-        if self._task is not None:
-            while not self._task.done():
-                self._task.cancel()
-                await asyncio.wait({self._task}, timeout=RECANCEL_S)
-            await asyncio.gather(self._task, return_exceptions=True)  # its end retrieved, whatever it was
-            self._task = None
-
-
 @dataclass
 class Master:
     """One master's components. Built by :func:`build_master`; nothing here is set after that."""

@@ -21,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Awaitable, Callable, Coroutine, Protocol
+from typing import Awaitable, Callable
 
 from aiohttp import web
 
 from sparkyard.clock import Clock, SystemClock
 from sparkyard.config import WorkerConfig
 from sparkyard.httpserve import Access, HttpEndpoint, Route, metrics_response
+from sparkyard.lifecycle import Loop, Service
 from sparkyard.worker.bundles import BundleCache, fetch_over
 from sparkyard.worker.children import Children
 from sparkyard.worker.connection import Connection
@@ -52,20 +53,17 @@ log = logging.getLogger(__name__)
 FLUSH_TIMEOUT_S = 10.0
 # How often the end of a drain looks whether the last results were acknowledged.
 FLUSH_CHECK_S = 0.05
-
-
-class Service(Protocol):
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
+# How long one service may take to stop (the runners' is the longest: a driver's exit, then its kill,
+# SessionRunner.CLOSE_TIMEOUT_S + 2 × KILL_GRACE_S).
+SERVICE_STOP_S = 30.0
 
 
 class Step:
     """A part of the worker's start or of its stop that is not a service of its own."""
 
-    def __init__(self, *, start: Callable[[], Awaitable[None]] | None = None,
+    def __init__(self, name: str, *, start: Callable[[], Awaitable[None]] | None = None,
                  stop: Callable[[], Awaitable[None]] | None = None) -> None:
-        self._start, self._stop = start, stop
+        self.name, self._start, self._stop = name, start, stop
 
     async def start(self) -> None:
         if self._start is not None:
@@ -76,20 +74,16 @@ class Step:
             await self._stop()
 
 
-class Background:
-    """A loop that runs from the worker's start to its stop."""
-
-    def __init__(self, name: str, loop: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        self._name, self._loop = name, loop
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name=self._name)
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+async def _stop(service: Service) -> None:
+    """Stop one service within SERVICE_STOP_S: one that hangs is named in the log and left, so the worker
+    still exits (a SIGTERM'd worker that never exits is worse than one that leaves a part unstopped)."""
+    try:
+        await asyncio.wait_for(service.stop(), SERVICE_STOP_S)
+    except asyncio.TimeoutError:
+        log.warning("%s did not stop within %.0fs; stopping without it", getattr(service, "name",
+                    type(service).__name__), SERVICE_STOP_S)
+    except Exception:
+        log.exception("%s failed to stop", getattr(service, "name", type(service).__name__))
 
 
 def build_runners(cfg: WorkerConfig, children: Children, engine: Engine, disk: Disk) -> Runners:
@@ -168,21 +162,21 @@ class Worker:
         # Started in this order, stopped in the reverse one.
         self.services: list[Service] = [
             ledger,
-            Step(start=lambda: asyncio.to_thread(children.end_leftovers)),
-            Step(start=lambda: asyncio.to_thread(bundles.load)),
-            Step(start=retention.sweep),
-            Background("log-retention", retention.run),
+            Step("leftover processes", start=lambda: asyncio.to_thread(children.end_leftovers)),
+            Step("bundle cache", start=lambda: asyncio.to_thread(bundles.load)),
+            Step("log sweep", start=retention.sweep),
+            Loop("log-retention", retention.run),
             fence_desk,
             *([self.http] if self.http is not None else []),
-            Step(stop=runners.close),
+            Step("runners", stop=runners.close),
             # Only the default runner starts now; another starts when a job first asks for it.
-            Background("start-runner", runners.start_default),
-            Background("engine-probe", runners.engine.run),
-            Background("disk-probe", runners.disk.run),
-            Step(stop=slots.stop),
-            Background("self-fence", slots.watch),
+            Loop("start-runner", runners.start_default),
+            Loop("engine-probe", runners.engine.run),
+            Loop("disk-probe", runners.disk.run),
+            Step("attempt slots", stop=slots.stop),
+            Loop("self-fence", slots.watch),
             link,
-            Background("drain-on-request", self._drain_on_request),
+            Loop("drain-on-request", self._drain_on_request),
         ]
 
     async def run(self) -> None:
@@ -196,28 +190,36 @@ class Worker:
             await self._stopping.wait()
         finally:
             for service in reversed(started):
-                await service.stop()
+                await _stop(service)
 
     def stop(self) -> None:
         self._stopping.set()
+
+    def request_drain(self) -> None:
+        """Drain, as when the master asks (SIGTERM): one path, run by the worker's own task."""
+        self._drain_requested.set()
 
     async def drain(self) -> None:
         """Stop taking tasks, finish or hand back running ones, flush results, then stop."""
         slots = self.slots
         if slots.draining:
             return
-        slots.start_draining()
-        self.link.send_heartbeat()
-        await slots.until_idle(self.cfg.drain_timeout_s)
-        slots.kill_all("worker draining: handed back")
-        await slots.until_idle(STOP_TIMEOUT_S)
-        deadline = time.monotonic() + FLUSH_TIMEOUT_S
-        while self.ledger.pending and time.monotonic() < deadline and self.link.registered.is_set():
-            await asyncio.sleep(FLUSH_CHECK_S)
-        if self.ledger.pending:
-            log.warning("%d results not acknowledged at exit: kept in %s, sent when this worker (same --id and "
-                        "--work-dir) starts again", len(self.ledger.pending), self.ledger.outbox.path)
-        self.stop()
+        try:
+            slots.start_draining()
+            self.link.send_heartbeat()
+            await slots.until_idle(self.cfg.drain_timeout_s)
+            slots.kill_all("worker draining: handed back")
+            await slots.until_idle(STOP_TIMEOUT_S)
+            deadline = time.monotonic() + FLUSH_TIMEOUT_S
+            while self.ledger.pending and time.monotonic() < deadline and self.link.registered.is_set():
+                await asyncio.sleep(FLUSH_CHECK_S)
+            if self.ledger.pending:
+                log.warning("%d results not acknowledged at exit: kept in %s, sent when this worker (same --id "
+                            "and --work-dir) starts again", len(self.ledger.pending), self.ledger.outbox.path)
+        except Exception:
+            log.exception("the drain failed; stopping now")
+        finally:
+            self.stop()  # a drain ends in a stop, whatever went wrong in it
 
     async def _drain_on_request(self) -> None:
         await self._drain_requested.wait()

@@ -49,7 +49,7 @@ async def _run(worker: Worker) -> int:
         signals += 1
         if signals == 1:
             log.info("signal received: draining (send again to stop at once)")
-            asyncio.ensure_future(worker.drain())
+            worker.request_drain()
         else:
             worker.stop()
 

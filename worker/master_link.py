@@ -28,6 +28,7 @@ from sparkyard.channel import open_channel
 from sparkyard.clock import Clock
 from sparkyard.config import WorkerConfig
 from sparkyard.errors import LEADER_METADATA
+from sparkyard.lifecycle import cancel_until_done
 from sparkyard.runners import RUNNERS
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
@@ -112,9 +113,9 @@ class MasterLink:
                        asyncio.create_task(self._prefetch_loop(), name="prefetch")]
 
     async def stop(self) -> None:
-        for loop in self._loops:
-            loop.cancel()
-        await asyncio.gather(*self._loops, return_exceptions=True)
+        # The connect loop takes a cancel that lands while it leaves a silent master for its own (and
+        # reconnects): cancelled again until it ends.
+        await asyncio.gather(*(cancel_until_done(loop) for loop in self._loops))
 
     async def answer_fence(self, task_id: str, token: int) -> tuple[bool, str]:
         """The fence desk's answer: not current when this worker knows the attempt is fenced, else the master's."""

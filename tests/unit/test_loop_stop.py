@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from sparkyard.master.assembly import Loop
+from sparkyard.lifecycle import Loop
 
 
 async def test_stop_cancels_again_a_loop_that_lost_the_first_cancel() -> None:
