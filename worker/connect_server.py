@@ -17,6 +17,10 @@ while it keeps failing to come up. Until it is ready the runner offers no slot. 
 cluster manager stops answering (worker/engine.py) the server is stopped — its application is lost with the
 manager — and started again once the manager answers. It loads the command plugin that lets an attempt's
 cancel reach every Spark job of its session (worker/connect_plugin.py), when the worker could build it.
+
+Whether the server sees the attempts' files as they do (`ConnectServer.paths_elsewhere`) decides
+whether an attempt's relative paths are resolved in its working directory before its plans leave it
+(worker/connect_plans.py).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import signal
 import socket
 import sys
 import time
+import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Callable
 
@@ -54,6 +59,27 @@ STOP_GRACE_S = 10.0
 EXTERNAL_PROBE_S = 2.0
 # Settings of a supervised server unless the worker's --conf sets them: no UI (ports 4040+ are shared).
 SERVER_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+
+
+def default_fs(conf: dict[str, str], env: dict[str, str]) -> str:
+    """The default filesystem a server started with ``conf`` and ``env`` gets ('' for the local one): its
+    ``spark.hadoop.fs.defaultFS``, else ``fs.defaultFS`` of a ``core-site.xml`` in ``HADOOP_CONF_DIR`` or
+    ``YARN_CONF_DIR`` (which spark-submit puts on its classpath)."""
+    given = conf.get("spark.hadoop.fs.defaultFS")
+    if given is None:
+        for directory in (env.get("HADOOP_CONF_DIR"), env.get("YARN_CONF_DIR")):
+            site = Path(directory or "") / "core-site.xml"
+            if directory and site.is_file():
+                try:
+                    root = ElementTree.parse(site).getroot()
+                except (OSError, ElementTree.ParseError):
+                    continue
+                given = next((p.findtext("value") for p in root.iter("property")
+                              if (p.findtext("name") or "").strip() == "fs.defaultFS"), None)
+                if given is not None:
+                    break
+    given = (given or "").strip()
+    return "" if not given or given.startswith("file:") else given
 
 
 def _port_free(port: int) -> bool:
@@ -92,10 +118,20 @@ class ConnectServer:
         self._task: asyncio.Task[None] | None = None
         self._engine_up = asyncio.Event()  # cleared while the cluster manager of its --spark-master is gone
         self._engine_up.set()
+        self.paths_elsewhere = self._paths_elsewhere()
 
     @property
     def supervised(self) -> bool:
         return not self._given
+
+    def _paths_elsewhere(self) -> str:
+        """Why a relative path resolves on the server somewhere other than the attempt's directory would
+        ('' when the server is the worker's own, on its host, on the local filesystem: it sees the files
+        the attempt sees, so the attempt's relative paths can be made absolute for it)."""
+        if not self.supervised:
+            return f"the Spark Connect server {self._given} is not the worker's own"
+        fs = default_fs(self._conf, dict(os.environ))
+        return f"the Spark Connect server's default filesystem is {fs}" if fs else ""
 
     def start(self) -> None:
         if self._task is None:

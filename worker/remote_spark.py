@@ -14,6 +14,12 @@ JVM), so an attempt costs a new session on the server, not a Spark start. Per at
 * ``SparkSession.builder…getOrCreate()``, ``SparkSession.getActiveSession()`` and ``active()`` return that
   session, and ``spark.stop()`` ends only the attempt's use of it, so a program written for
   ``spark-submit`` runs unchanged if it uses DataFrames and SQL only;
+* every plan the attempt sends (from any of its threads) is looked at before it leaves
+  (worker/connect_plans.py): where the server is the worker's own on its host, relative paths given to Spark
+  are made absolute in the attempt's working directory, where a spark-submit driver would resolve them
+  (elsewhere the attempt's log says once that they resolve on the server); a write to the server's catalog
+  is said once in the attempt's log, with the server's warehouse, since that catalog is shared by every job
+  on the server;
 * Spark Connect has no SparkContext: ``spark.sparkContext``, ``df.rdd``, ``SparkContext(…)`` and
   ``SparkContext.getOrCreate()`` raise :class:`ConnectRunnerError`, which names the runner and the two
   runners that have them;
@@ -30,11 +36,12 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
-from sparkyard.worker import connect_plugin
+from sparkyard.worker import connect_plans, connect_plugin
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +98,8 @@ class RemoteSpark:
         self._task: dict[str, Any] = {}
         self._session: Any = None
         self._warn: Callable[[str], None] = log.warning
+        self._said: set[str] = set()  # what the attempt's log was told once (see :meth:`look`)
+        self._said_lock = threading.Lock()
 
     # ---- per attempt -------------------------------------------------------------------------------------
 
@@ -102,6 +111,7 @@ class RemoteSpark:
         self._task = task
         self._session = None
         self._warn = warn
+        self._said = set()
 
     def session(self) -> Any:
         """The attempt's session, made on first use."""
@@ -137,6 +147,37 @@ class RemoteSpark:
     def _make_current(self, session: Any) -> None:
         self._cls._default_session = session
         self._cls._active_session.session = session
+
+    def look(self, message: Any) -> None:
+        """A request or plan of the attempt on its way to the server (any thread of the attempt)."""
+        if not self.in_attempt:
+            return
+        connect = self._task["connect"]
+        elsewhere = connect["paths_elsewhere"]
+        found = connect_plans.inspect(message, None if elsewhere else self._task["cwd"])
+        if found.relative and elsewhere and self._first("paths"):
+            self._warn(f"relative paths given to Spark ({', '.join(repr(p) for p in found.relative[:3])}) "
+                       f"resolve on the Spark Connect server, not in this attempt's working directory "
+                       f"({elsewhere}): give Spark absolute paths under this runner")
+        if found.catalog and self._first("catalog"):
+            self._warn(f"{found.catalog[0]}: under the connect runner tables, views and databases go to the "
+                       f"Spark Connect server's catalog and warehouse ({self._warehouse()}), shared by every job "
+                       "on that server and kept after this attempt; spark-submit starts each program with an "
+                       "empty catalog and ./spark-warehouse beside it: use --runner session or --runner submit "
+                       "for that")
+
+    def _first(self, what: str) -> bool:
+        with self._said_lock:
+            first = what not in self._said
+            self._said.add(what)
+        return first
+
+    def _warehouse(self) -> str:
+        session = self._session
+        try:
+            return str(session.conf.get("spark.sql.warehouse.dir")) if session is not None else "location unknown"
+        except Exception as exc:
+            return f"location unknown: {str(exc).splitlines()[0]}"
 
     def cannot_apply(self, conf: dict[str, str]) -> list[str]:
         """Nothing: the server's session takes what it can, and what it refuses is said in the log."""
@@ -179,6 +220,7 @@ class RemoteSpark:
 
         shared = self
         remote_cls = self._cls
+        self._watch_plans()
         builders = (type(SparkSession.builder), type(remote_cls.builder))
         originals = {cls: cls.getOrCreate for cls in builders}
         original_get_active = SparkSession.getActiveSession.__func__  # type: ignore[attr-defined]
@@ -238,3 +280,32 @@ class RemoteSpark:
         for owner, methods in patches.items():
             for name, method in methods.items():
                 setattr(owner, name, method)
+
+    def _watch_plans(self) -> None:
+        """Route every plan through :meth:`look`: once as it is set in a request (before the client may
+        compress it) and once as each ExecutePlan and AnalyzePlan request is sent (those whose relation is
+        set directly, as ``persist``); a path made absolute by the first is left as it is by the second."""
+        from pyspark.sql.connect.client.core import SparkConnectClient
+        from pyspark.sql.connect.proto import base_pb2_grpc
+
+        look = self.look
+        original_set_plan = SparkConnectClient._try_compress_and_set_plan
+        original_stub_init = base_pb2_grpc.SparkConnectServiceStub.__init__
+
+        def set_plan(client: Any, plan: Any, message: Any, op_type: Any) -> None:
+            look(message)
+            original_set_plan(client, plan, message, op_type)
+
+        def looking(send: Any) -> Callable[..., Any]:
+            def sent(request: Any, *args: Any, **kwargs: Any) -> Any:
+                look(request)
+                return send(request, *args, **kwargs)
+            return sent
+
+        def stub_init(stub: Any, channel: Any) -> None:
+            original_stub_init(stub, channel)
+            stub.ExecutePlan = looking(stub.ExecutePlan)
+            stub.AnalyzePlan = looking(stub.AnalyzePlan)
+
+        SparkConnectClient._try_compress_and_set_plan = set_plan  # type: ignore[method-assign,assignment]
+        base_pb2_grpc.SparkConnectServiceStub.__init__ = stub_init  # type: ignore[method-assign]

@@ -50,6 +50,20 @@ def main(spark, ctx):
     return [r[0] for r in spark.range(4).select(udf(offset, "long")("id")).orderBy("id").collect()]
 """
 
+# A stream with a relative input, checkpoint and sink, as in Spark's guides; run from two directories.
+STREAM_PROGRAM = """\
+import os
+import sys
+from pyspark.sql import SparkSession
+
+spark = SparkSession.builder.getOrCreate()
+spark.range(int(sys.argv[1])).write.mode("overwrite").parquet("in")
+query = (spark.readStream.schema("id long").parquet("in").writeStream.format("parquet")
+         .option("checkpointLocation", "chk").option("path", "out").trigger(availableNow=True).start())
+query.awaitTermination()
+print("rows", spark.read.parquet("out").count(), os.path.isdir("chk/offsets"), os.path.isdir("out/_spark_metadata"))
+"""
+
 
 def _server_pid(cluster: Cluster, worker_id: str) -> int:
     records = [json.loads(p.read_text()) for p in (cluster.root / worker_id / "children").glob("*.json")]
@@ -107,6 +121,22 @@ def test_shipped_bundle_code_and_files_reach_a_udf_on_the_server(connect: tuple[
     assert json.loads(run.tasks[0].result_json) == [100, 103, 106, 109]
 
 
+def test_relative_paths_resolve_in_each_attempt_s_directory_so_two_jobs_do_not_share_a_checkpoint(
+        connect: tuple[Cluster, Client], tmp_path: Path) -> None:
+    _, client = connect
+    logs = []
+    for name, rows in (("first", 3), ("second", 4)):
+        program = tmp_path / name / "stream.py"
+        program.parent.mkdir()
+        program.write_text(STREAM_PROGRAM)
+        run = _run(client, str(program), args=[str(rows)], cwd=str(program.parent))
+        log = b"".join(client.logs(run.tasks[0].id)).decode()
+        assert run.state == pb.RUN_SUCCEEDED, log[-3000:]
+        logs.append(log)
+    # Each job's stream read its own input into its own sink, with its own checkpoint beside it.
+    assert "rows 3 True True" in logs[0] and "rows 4 True True" in logs[1], logs
+
+
 def test_rdd_code_fails_with_a_message_naming_the_connect_runner(connect: tuple[Cluster, Client]) -> None:
     _, client = connect
     run = _run(client, f"{TASKS}:sleep_in_spark", args=["0"])
@@ -133,8 +163,17 @@ def test_cancel_and_timeout_interrupt_the_attempts_spark_operation(connect: tupl
     assert after.state == pb.RUN_SUCCEEDED, after.tasks[0].attempts[-1].error
 
 
+RELATIVE_WRITE = """\
+from pyspark.sql import SparkSession
+
+spark = SparkSession.builder.getOrCreate()
+spark.range(2).write.mode("overwrite").parquet("rel_out")
+spark.range(2).write.mode("overwrite").parquet("rel_out")
+"""
+
+
 def test_a_worker_with_connect_url_uses_that_server_and_offers_no_slot_while_it_does_not_answer(
-        connect: tuple[Cluster, Client]) -> None:
+        connect: tuple[Cluster, Client], tmp_path: Path) -> None:
     cluster, client = connect
     url = re.findall(r"Spark Connect server ready at (\S+)", cluster.workers["c"].log())[-1]
     # A --spark-master beside --connect-url is not the connect runner's engine (the server's cluster is):
@@ -148,6 +187,15 @@ def test_a_worker_with_connect_url_uses_that_server_and_offers_no_slot_while_it_
         cluster.wait_workers("e")
         run = _run(client, f"{TASKS}:count", args=["5"], group="external")
         assert run.state == pb.RUN_SUCCEEDED and run.tasks[0].worker == "e", run
+        # Another server may not see the attempt's files: its relative paths are left to it, and said so.
+        program = tmp_path / "relative.py"
+        program.write_text(RELATIVE_WRITE)
+        run = _run(client, str(program), group="external")
+        log = b"".join(client.logs(run.tasks[0].id)).decode()
+        assert run.state == pb.RUN_SUCCEEDED, log[-3000:]
+        assert log.count(f"relative paths given to Spark ('rel_out') resolve on the Spark Connect server, not in "
+                         f"this attempt's working directory (the Spark Connect server {url} is not the worker's "
+                         "own)") == 1, log[-3000:]
         assert unused not in cluster.workers["e"].log()
         info = wait_for(lambda: next((w for w in client.workers() if w.id == "s" and w.alive
                                       and w.readiness == pb.READINESS_DEGRADED), None), 60,

@@ -92,5 +92,6 @@ class ConnectRunner(SessionRunner):
         ws = attempt.workspace
         message["connect"] = {"url": self.server.url, "tag": attempt.tag, "bundle_root": ws.bundle_root,
                               "py_files": list(ws.py_files), "scratch": str(attempt.work_dir),
-                              "session_jobs": self.server.plugin is not None}
+                              "session_jobs": self.server.plugin is not None,
+                              "paths_elsewhere": self.server.paths_elsewhere}
         return message

@@ -1,0 +1,152 @@
+"""An attempt's Spark Connect plans before they leave its client (worker/connect_plans.py): relative paths
+made absolute in the attempt's directory, catalog writes noticed. On the installed pyspark's protos, no
+Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql.connect.proto import base_pb2, catalog_pb2, commands_pb2, ml_pb2, relations_pb2
+
+from sparkyard.worker.connect_plans import inspect, is_relative, sql_catalog_write
+from sparkyard.worker.connect_server import default_fs
+
+CWD = "/jobs/run-1"
+
+
+def _read(*paths: str, fmt: str = "", streaming: bool = False, **options: str) -> relations_pb2.Relation:
+    relation = relations_pb2.Relation()
+    source = relation.read.data_source
+    if fmt:
+        source.format = fmt
+    source.paths.extend(paths)
+    source.options.update(options)
+    relation.read.is_streaming = streaming
+    return relation
+
+
+@pytest.mark.parametrize(("path", "relative"), [
+    ("data/x.csv", True), ("out", True), ("./chk", True), ("data/part-*.txt", True), ("../up", True),
+    ("/abs/x", False), ("file:/abs/x", False), ("file:///abs/x", False), ("s3a://bucket/x", False),
+    ("hdfs://nn:8020/x", False), ("", False), ("dir/a:b", True)])
+def test_a_path_is_relative_as_hadoop_reads_it(path: str, relative: bool) -> None:
+    assert is_relative(path) is relative
+
+
+def test_a_reader_s_paths_and_path_options_resolve_in_the_attempt_s_directory_through_the_whole_plan() -> None:
+    plan = base_pb2.Plan()
+    join = plan.root.join
+    join.left.CopyFrom(_read("data/x.csv", "/abs/y.csv", fmt="csv", basePath="data"))
+    join.right.filter.input.CopyFrom(_read(fmt="parquet", path="in/./p"))
+    found = inspect(plan, CWD)
+    left, right = join.left.read.data_source, join.right.filter.input.read.data_source
+    assert list(left.paths) == [f"{CWD}/data/x.csv", "/abs/y.csv"] and left.options["basePath"] == f"{CWD}/data"
+    assert right.options["path"] == f"{CWD}/in/p"
+    assert found.relative == ["data/x.csv", "data", "in/./p"] and found.catalog == []
+
+
+def test_a_source_that_may_read_its_path_as_a_name_is_left_alone() -> None:
+    relation = _read("db.events", fmt="iceberg")
+    assert inspect(relation, CWD).relative == [] and list(relation.read.data_source.paths) == ["db.events"]
+
+
+def test_a_stream_s_checkpoint_and_sink_resolve_and_a_non_file_sink_keeps_only_its_checkpoint_resolved() -> None:
+    command = commands_pb2.Command()
+    start = command.write_stream_operation_start
+    start.input.CopyFrom(_read("stream_in", fmt="parquet", streaming=True))
+    start.format = "parquet"
+    start.options.update({"checkpointLocation": "chk_stream", "path": "stream_out"})
+    start.path = "other_out"
+    noop = commands_pb2.WriteStreamOperationStart(format="noop", options={"checkpointlocation": "chk2", "path": "x"})
+    found = inspect(command, CWD)
+    assert start.options["checkpointLocation"] == f"{CWD}/chk_stream" and start.options["path"] == f"{CWD}/stream_out"
+    assert start.path == f"{CWD}/other_out"
+    assert start.input.read.data_source.paths[0] == f"{CWD}/stream_in"
+    assert sorted(found.relative) == ["chk_stream", "other_out", "stream_in", "stream_out"]
+    inspect(noop, CWD)
+    assert dict(noop.options) == {"checkpointlocation": f"{CWD}/chk2", "path": "x"}
+
+
+def test_without_a_directory_relative_paths_are_only_reported() -> None:
+    write = commands_pb2.WriteOperation(path="out/x", options={"PATH": "out/y"})
+    found = inspect(write, None)
+    assert (write.path, write.options["PATH"]) == ("out/x", "out/y") and found.relative == ["out/x", "out/y"]
+
+
+def test_an_unset_path_stays_unset_so_that_a_table_write_keeps_its_target() -> None:
+    write = commands_pb2.WriteOperation(source="parquet")
+    write.table.table_name = "events"
+    write.table.save_method = commands_pb2.WriteOperation.SaveTable.TABLE_SAVE_METHOD_SAVE_AS_TABLE
+    found = inspect(write, CWD)
+    assert write.WhichOneof("save_type") == "table" and found.catalog == ["saveAsTable('events')"]
+    stream = commands_pb2.WriteStreamOperationStart(table_name="sink", options={"checkpointLocation": "c"})
+    found = inspect(stream, CWD)
+    assert stream.WhichOneof("sink_destination") == "table_name" and found.catalog == ["toTable('sink')"]
+    assert stream.options["checkpointLocation"] == f"{CWD}/c"
+
+
+def test_catalog_paths_ml_paths_and_an_analyze_request_s_relation() -> None:
+    catalog = relations_pb2.Relation()
+    catalog.catalog.create_table.CopyFrom(catalog_pb2.CreateTable(table_name="t", path="tables/t"))
+    refresh = catalog_pb2.RefreshByPath(path="tables")
+    save = ml_pb2.MlCommand(write=ml_pb2.MlCommand.Write(path="models/m"))
+    persist = base_pb2.AnalyzePlanRequest()
+    persist.persist.relation.CopyFrom(_read("cached"))
+    found = [inspect(m, CWD) for m in (catalog, refresh, save, persist)]
+    assert catalog.catalog.create_table.path == f"{CWD}/tables/t" and found[0].catalog == ["catalog.createTable('t')"]
+    assert refresh.path == f"{CWD}/tables" and save.write.path == f"{CWD}/models/m"
+    assert persist.persist.relation.read.data_source.paths[0] == f"{CWD}/cached"
+
+
+def test_resolving_twice_changes_nothing_more() -> None:
+    relation = _read("data/x.csv")
+    inspect(relation, CWD)
+    again = inspect(relation, CWD)
+    assert again.relative == [] and relation.read.data_source.paths[0] == f"{CWD}/data/x.csv"
+
+
+@pytest.mark.parametrize(("message", "call"), [
+    (commands_pb2.WriteOperationV2(table_name="db.t"), "writeTo('db.t')"),
+    (commands_pb2.MergeIntoTableCommand(target_table_name="t"), "mergeInto('t')"),
+    (catalog_pb2.CreateDatabase(db_name="sales"), "catalog.createDatabase('sales')"),
+    (catalog_pb2.DropTable(table_name="t"), "catalog.dropTable('t')"),
+    (commands_pb2.CreateDataFrameViewCommand(name="shared", is_global=True), "createGlobalTempView('shared')"),
+    (commands_pb2.SqlCommand(input=relations_pb2.Relation(sql=relations_pb2.SQL(query="CREATE DATABASE x"))),
+     "CREATE DATABASE"),
+])
+def test_writes_to_the_shared_catalog_are_noticed(message: object, call: str) -> None:
+    assert inspect(message, CWD).catalog == [call]
+
+
+def test_session_scoped_views_are_not_catalog_writes() -> None:
+    view = commands_pb2.CreateDataFrameViewCommand(name="local", is_global=False)
+    assert inspect(view, CWD).catalog == []
+
+
+@pytest.mark.parametrize(("statement", "words"), [
+    ("CREATE TABLE t (a INT)", "CREATE TABLE"), ("create or replace view v as select 1", "CREATE OR REPLACE VIEW"),
+    ("  -- a comment\n/* another */ CREATE EXTERNAL TABLE t LOCATION '/x'", "CREATE EXTERNAL TABLE"),
+    ("CREATE GLOBAL TEMP VIEW g AS SELECT 1", "CREATE GLOBAL TEMP VIEW"), ("CREATE SCHEMA s", "CREATE SCHEMA"),
+    ("DROP TABLE IF EXISTS t", "DROP TABLE"), ("INSERT INTO t VALUES (1)", "INSERT INTO"),
+    ("insert overwrite table t select 1", "INSERT OVERWRITE"), ("ALTER TABLE t ADD COLUMN b INT", "ALTER TABLE"),
+    ("TRUNCATE TABLE t", "TRUNCATE TABLE"), ("CREATE FUNCTION f AS 'x.Y'", "CREATE FUNCTION"),
+    ("SELECT * FROM t", ""), ("CREATE TEMPORARY VIEW v AS SELECT 1", ""), ("CREATE OR REPLACE TEMP VIEW v AS SELECT 1", ""),
+    ("CREATE TEMPORARY FUNCTION f AS 'x.Y'", ""), ("DROP VIEW v", ""), ("DROP TEMPORARY FUNCTION f", ""),
+    ("INSERT OVERWRITE LOCAL DIRECTORY '/tmp/x' SELECT 1", ""), ("USE sales", ""), ("SHOW TABLES", ""),
+    ("WITH c AS (SELECT 1) INSERT INTO t SELECT * FROM c", ""),  # documented limit: leading words only
+])
+def test_a_sql_statement_s_leading_words_say_whether_it_writes_to_the_catalog(statement: str, words: str) -> None:
+    assert sql_catalog_write(statement) == words
+
+
+def test_the_server_s_default_filesystem_from_its_conf_or_the_hadoop_configuration(tmp_path: Path) -> None:
+    (tmp_path / "core-site.xml").write_text(
+        "<configuration><property><name>fs.defaultFS</name><value>hdfs://nn:8020</value></property>"
+        "</configuration>")
+    assert default_fs({}, {}) == ""
+    assert default_fs({"spark.hadoop.fs.defaultFS": "file:///"}, {"HADOOP_CONF_DIR": str(tmp_path)}) == ""
+    assert default_fs({}, {"HADOOP_CONF_DIR": str(tmp_path)}) == "hdfs://nn:8020"
+    assert default_fs({"spark.hadoop.fs.defaultFS": "s3a://b"}, {}) == "s3a://b"
+    (tmp_path / "core-site.xml").write_text("<configuration")
+    assert default_fs({}, {"YARN_CONF_DIR": str(tmp_path)}) == ""

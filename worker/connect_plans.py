@@ -1,0 +1,258 @@
+"""An attempt's Spark Connect plans, looked at before they leave its client process.
+
+Why: under spark-submit the driver's JVM runs in the program's directory, so a relative path given to Spark
+(a reader's or writer's, a stream's checkpoint and sink) resolves there. Under the connect runner Spark runs
+in the worker's Spark Connect server, whose working directory (``<work_dir>/connect``) is shared by every
+attempt of every slot: there a relative path names the same place for every job — two jobs using the same
+relative checkpoint share its offsets, and one silently skips data. Spark Connect sends plans rather than
+calls, so the client can make each such path absolute in the attempt's working directory before the plan
+leaves; that is right only when the server sees the client's files (the worker's own server, on its host,
+with the local filesystem as its default), so the caller says whether to resolve.
+
+The same walk notices the plans that write to the server's catalog (tables, databases, persistent views
+and functions, global temporary views): that catalog and its warehouse belong to the server and are shared
+by every attempt on it, which no per-attempt reset can change, so the attempt's log says so.
+
+What is looked at: the relations and commands of the installed pyspark's protos that carry a filesystem
+path — ``Read.DataSource`` (``paths``), ``WriteOperation`` and ``WriteStreamOperationStart`` (``path``),
+``CreateTable``/``CreateExternalTable`` (``catalog.createTable``), ``RefreshByPath``, ML ``save``/``load``
+— and their options ``path``, ``basePath``, ``checkpointLocation`` (and a file stream's
+``sourceArchiveDir``); a source's paths only for Spark's file sources and Delta (another source may read
+its ``path`` as a table name), a checkpoint location whatever the sink. SQL text is not rewritten: a path
+inside a statement (``LOCATION 'x'``, ``parquet.`x```) resolves on the server. Catalog writes are seen in the
+writer commands and in a SQL statement's leading words (:data:`SQL_CATALOG_WRITE`), not inside statements
+that begin otherwise (``WITH … INSERT``, ``EXECUTE IMMEDIATE``); ``DROP VIEW`` is not counted (it may name
+a temporary view).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+# Spark's built-in file sources and Delta: their ``path`` is a filesystem path (unset = Spark's default,
+# parquet).
+FILE_FORMATS = frozenset({"", "parquet", "csv", "json", "text", "orc", "avro", "xml", "binaryfile", "delta",
+                          "image", "libsvm"})
+# Options that name a filesystem path for a file source (lower case: Spark's options are case-insensitive).
+FILE_OPTIONS = frozenset({"path", "basepath", "sourcearchivedir"})
+CHECKPOINT_OPTION = "checkpointlocation"
+
+# A SQL statement whose leading words write to the catalog (temporary views and functions excepted).
+SQL_CATALOG_WRITE = re.compile(
+    r"""(CREATE(\s+OR\s+REPLACE)?(\s+GLOBAL\s+TEMP(ORARY)?)?(\s+EXTERNAL)?
+           \s+(TABLE|VIEW|MATERIALIZED\s+VIEW|FUNCTION|DATABASE|SCHEMA|NAMESPACE)
+        |REPLACE\s+TABLE
+        |DROP\s+(TABLE|DATABASE|SCHEMA|NAMESPACE|FUNCTION)
+        |ALTER\s+(TABLE|VIEW|DATABASE|SCHEMA|NAMESPACE)
+        |INSERT\s+(INTO|OVERWRITE)(?!\s+(LOCAL\s+)?DIRECTORY)
+        |TRUNCATE\s+TABLE|MERGE\s+INTO|UPDATE|DELETE\s+FROM|MSCK\s+REPAIR|REPAIR\s+TABLE|LOAD\s+DATA)\b""",
+    re.IGNORECASE | re.VERBOSE)
+_SQL_LEAD = re.compile(r"(\s+|--[^\n]*(\n|$)|/\*.*?\*/|\()*", re.DOTALL)
+
+
+def is_relative(path: str) -> bool:
+    """As Hadoop's ``Path`` reads it: no scheme (a colon before the first slash) and no leading slash."""
+    if not path or path.startswith("/"):
+        return False
+    colon, slash = path.find(":"), path.find("/")
+    return not (colon > 0 and (slash == -1 or colon < slash))
+
+
+def sql_catalog_write(statement: str) -> str:
+    """The leading words of a SQL statement that writes to the catalog ('' for any other)."""
+    start = _SQL_LEAD.match(statement)
+    found = SQL_CATALOG_WRITE.match(statement, start.end() if start else 0)
+    return " ".join(found.group(0).upper().split()) if found else ""
+
+
+@dataclass
+class Findings:
+    """What one walk saw: the relative paths (made absolute when a directory was given) and the catalog
+    writes, each as the call or statement that made it."""
+
+    cwd: str | None
+    relative: list[str] = field(default_factory=list)
+    catalog: list[str] = field(default_factory=list)
+
+    def path(self, value: str) -> str:
+        if not is_relative(value):
+            return value
+        self.relative.append(value)
+        return posixpath.normpath(posixpath.join(self.cwd, value)) if self.cwd else value
+
+    def set_path(self, message: Any, name: str) -> None:
+        """A path field, set only when it changes (setting an unset one would choose its oneof)."""
+        value = getattr(message, name)
+        resolved = self.path(value)
+        if resolved != value:
+            setattr(message, name, resolved)
+
+    def options(self, options: Any, keys: frozenset[str]) -> None:
+        for key in [k for k in options if k.lower() in keys]:
+            options[key] = self.path(options[key])
+
+    def paths(self, repeated: Any) -> None:
+        repeated[:] = [self.path(p) for p in repeated]
+
+
+def inspect(message: Any, cwd: str | None) -> Findings:
+    """Walk a Spark Connect request, plan, relation or command: its relative paths are made absolute in
+    ``cwd`` in place (left as they are when ``cwd`` is None), and its catalog writes noted."""
+    found = Findings(cwd)
+    _walk(message, found)
+    return found
+
+
+def _walk(message: Any, found: Findings) -> None:
+    look = _LOOKS.get(message.DESCRIPTOR.full_name)
+    if look is not None:
+        look(message, found)
+    for descriptor, value in message.ListFields():
+        kind = _contents(descriptor)
+        if kind == _SCALAR or kind == _LEADS_NOWHERE:
+            continue
+        if kind == _MAP:
+            for item in value.values():
+                _walk(item, found)
+        elif descriptor.is_repeated:
+            for item in value:
+                _walk(item, found)
+        else:
+            _walk(value, found)
+
+
+# What a field holds, for the walk: kept per field, so that the walk skips what cannot lead to a message it
+# looks at (an expression tree) — 200 nested projections of 10 expressions each took 46 ms a walk without
+# this, 3 ms with it (2026-11-27, 2 cores under load average 26-40).
+_SCALAR, _LEADS_NOWHERE, _MAP, _MESSAGE = range(4)
+_FIELD_CONTENTS: dict[str, int] = {}
+_LEADS: set[str] = set()  # message types from which a looked-at one can be reached
+_SEEN: set[str] = set()  # message types whose reach is known
+
+
+def _contents(field: Any) -> int:
+    kind = _FIELD_CONTENTS.get(field.full_name)
+    if kind is None:
+        target = _target(field)
+        if target is None:
+            kind = _SCALAR
+        else:
+            _learn(target)
+            kind = _LEADS_NOWHERE if target.full_name not in _LEADS else _MAP if target is not field.message_type \
+                else _MESSAGE
+        _FIELD_CONTENTS[field.full_name] = kind
+    return kind
+
+
+def _target(field: Any) -> Any:
+    """The message type a field leads to (a map's value type), None for a scalar."""
+    if field.type != field.TYPE_MESSAGE:
+        return None
+    entry = field.message_type
+    if entry.GetOptions().map_entry:
+        value = entry.fields_by_name["value"]
+        return value.message_type if value.type == value.TYPE_MESSAGE else None
+    return entry
+
+
+def _learn(root: Any) -> None:
+    """Which of the message types reachable from ``root`` lead to a looked-at one (a fixpoint: plans are
+    recursive)."""
+    if root.full_name in _SEEN:
+        return
+    types, todo = {}, [root]
+    while todo:
+        descriptor = todo.pop()
+        if descriptor.full_name in types or descriptor.full_name in _SEEN:
+            continue
+        types[descriptor.full_name] = descriptor
+        todo += [t for t in map(_target, descriptor.fields) if t is not None]
+    changed = True
+    while changed:
+        changed = False
+        for name, descriptor in types.items():
+            if name not in _LEADS and (name in _LOOKS or any(
+                    t is not None and t.full_name in _LEADS for t in map(_target, descriptor.fields))):
+                _LEADS.add(name)
+                changed = True
+    _SEEN.update(types)
+
+
+def _file_source(fmt: str) -> bool:
+    return fmt.lower() in FILE_FORMATS
+
+
+def _read(source: Any, found: Findings) -> None:
+    if _file_source(source.format):
+        found.paths(source.paths)
+        found.options(source.options, FILE_OPTIONS)
+
+
+def _write(write: Any, found: Findings) -> None:
+    if _file_source(write.source):
+        found.set_path(write, "path")
+        found.options(write.options, FILE_OPTIONS)
+    if write.HasField("table"):
+        how = "insertInto" if write.table.save_method == write.table.TABLE_SAVE_METHOD_INSERT_INTO else "saveAsTable"
+        found.catalog.append(f"{how}({write.table.table_name!r})")
+
+
+def _write_stream(start: Any, found: Findings) -> None:
+    if _file_source(start.format):
+        found.set_path(start, "path")
+        found.options(start.options, FILE_OPTIONS)
+    found.options(start.options, frozenset({CHECKPOINT_OPTION}))
+    if start.table_name:
+        found.catalog.append(f"toTable({start.table_name!r})")
+
+
+def _create_table(create: Any, found: Findings) -> None:
+    if _file_source(create.source):
+        found.set_path(create, "path")
+        found.options(create.options, FILE_OPTIONS)
+    found.catalog.append(f"catalog.createTable({create.table_name!r})")
+
+
+def _plain_path(message: Any, found: Findings) -> None:
+    found.set_path(message, "path")
+
+
+def _catalog(call: str, name: str) -> Callable[[Any, Findings], None]:
+    def look(message: Any, found: Findings) -> None:
+        found.catalog.append(f"{call}({getattr(message, name)!r})")
+    return look
+
+
+def _global_view(command: Any, found: Findings) -> None:
+    if command.is_global:
+        found.catalog.append(f"createGlobalTempView({command.name!r})")
+
+
+def _sql(statement: str, found: Findings) -> None:
+    words = sql_catalog_write(statement)
+    if words:
+        found.catalog.append(words)
+
+
+_LOOKS: dict[str, Callable[[Any, Findings], None]] = {
+    "spark.connect.Read.DataSource": _read,
+    "spark.connect.WriteOperation": _write,
+    "spark.connect.WriteStreamOperationStart": _write_stream,
+    "spark.connect.CreateTable": _create_table,
+    "spark.connect.CreateExternalTable": _create_table,
+    "spark.connect.RefreshByPath": _plain_path,
+    "spark.connect.MlCommand.Write": _plain_path,
+    "spark.connect.MlCommand.Read": _plain_path,
+    "spark.connect.WriteOperationV2": _catalog("writeTo", "table_name"),
+    "spark.connect.MergeIntoTableCommand": _catalog("mergeInto", "target_table_name"),
+    "spark.connect.DropTable": _catalog("catalog.dropTable", "table_name"),
+    "spark.connect.TruncateTable": _catalog("catalog.truncateTable", "table_name"),
+    "spark.connect.CreateDatabase": _catalog("catalog.createDatabase", "db_name"),
+    "spark.connect.DropDatabase": _catalog("catalog.dropDatabase", "db_name"),
+    "spark.connect.CreateDataFrameViewCommand": _global_view,
+    "spark.connect.SQL": lambda sql, found: _sql(sql.query, found),
+    "spark.connect.SqlCommand": lambda sql, found: _sql(sql.sql, found),
+}
