@@ -9,7 +9,10 @@ calls, so the client can make each such path absolute in the attempt's working d
 leaves; that is right only when the server sees the client's files (the worker's own server, on its host,
 with the local filesystem as its default), so the caller says whether to resolve.
 
-The same walk notices the plans that write to the server's catalog (tables, databases, persistent views
+The same walk notices what the attempt caches (``df.cache()``/``persist``, ``catalog.cacheTable``, ``CACHE
+TABLE``): the server's cache is shared by every session and outlives them, and a later job reading the same
+files would be served this attempt's data, however the files changed since; the runner uncaches it when
+the attempt ends. And it notices the plans that write to the server's catalog (tables, databases, persistent views
 and functions, global temporary views): that catalog and its warehouse belong to the server and are shared
 by every attempt on it, which no per-attempt reset can change, so the attempt's log says so.
 
@@ -50,6 +53,8 @@ SQL_CATALOG_WRITE = re.compile(
         |INSERT\s+(INTO|OVERWRITE)(?!\s+(LOCAL\s+)?DIRECTORY)
         |TRUNCATE\s+TABLE|MERGE\s+INTO|UPDATE|DELETE\s+FROM|MSCK\s+REPAIR|REPAIR\s+TABLE|LOAD\s+DATA)\b""",
     re.IGNORECASE | re.VERBOSE)
+# ``CACHE [LAZY] TABLE name [AS query]``: data cached in the server's cache, which every session shares.
+SQL_CACHE_TABLE = re.compile(r"CACHE\s+(LAZY\s+)?TABLE\s+(?P<name>`[^`]+`|[\w.`]+)", re.IGNORECASE)
 _SQL_LEAD = re.compile(r"(\s+|--[^\n]*(\n|$)|/\*.*?\*/|\()*", re.DOTALL)
 
 
@@ -76,6 +81,8 @@ class Findings:
     cwd: str | None
     relative: list[str] = field(default_factory=list)
     catalog: list[str] = field(default_factory=list)
+    persisted: list[Any] = field(default_factory=list)  # the relations of ``persist`` requests (``df.cache()``)
+    cached_tables: list[str] = field(default_factory=list)  # ``catalog.cacheTable``, ``CACHE TABLE``
 
     def path(self, value: str) -> str:
         if not is_relative(value):
@@ -235,6 +242,20 @@ def _sql(statement: str, found: Findings) -> None:
     words = sql_catalog_write(statement)
     if words:
         found.catalog.append(words)
+    start = _SQL_LEAD.match(statement)
+    cache = SQL_CACHE_TABLE.match(statement, start.end() if start else 0)
+    if cache:
+        found.cached_tables.append(cache.group("name"))
+
+
+def _persist(persist: Any, found: Findings) -> None:
+    # The relation itself, not a copy: the walk resolves its paths after this, and an unpersist must name
+    # the plan as the server cached it.
+    found.persisted.append(persist.relation)
+
+
+def _cache_table(cache: Any, found: Findings) -> None:
+    found.cached_tables.append(cache.table_name)
 
 
 _LOOKS: dict[str, Callable[[Any, Findings], None]] = {
@@ -253,6 +274,8 @@ _LOOKS: dict[str, Callable[[Any, Findings], None]] = {
     "spark.connect.CreateDatabase": _catalog("catalog.createDatabase", "db_name"),
     "spark.connect.DropDatabase": _catalog("catalog.dropDatabase", "db_name"),
     "spark.connect.CreateDataFrameViewCommand": _global_view,
+    "spark.connect.AnalyzePlanRequest.Persist": _persist,
+    "spark.connect.CacheTable": _cache_table,
     "spark.connect.SQL": lambda sql, found: _sql(sql.query, found),
     "spark.connect.SqlCommand": lambda sql, found: _sql(sql.sql, found),
 }

@@ -100,6 +100,8 @@ class RemoteSpark:
         self._warn: Callable[[str], None] = log.warning
         self._said: set[str] = set()  # what the attempt's log was told once (see :meth:`look`)
         self._said_lock = threading.Lock()
+        self._persisted: list[Any] = []  # relations the attempt cached, uncached at its end
+        self._cached_tables: list[str] = []
 
     # ---- per attempt -------------------------------------------------------------------------------------
 
@@ -112,6 +114,7 @@ class RemoteSpark:
         self._session = None
         self._warn = warn
         self._said = set()
+        self._persisted, self._cached_tables = [], []
 
     def session(self) -> Any:
         """The attempt's session, made on first use."""
@@ -155,6 +158,10 @@ class RemoteSpark:
         connect = self._task["connect"]
         elsewhere = connect["paths_elsewhere"]
         found = connect_plans.inspect(message, None if elsewhere else self._task["cwd"])
+        if found.persisted or found.cached_tables:
+            with self._said_lock:
+                self._persisted += [_copy(relation) for relation in found.persisted]
+                self._cached_tables += found.cached_tables
         if found.relative and elsewhere and self._first("paths"):
             self._warn(f"relative paths given to Spark ({', '.join(repr(p) for p in found.relative[:3])}) "
                        f"resolve on the Spark Connect server, not in this attempt's working directory "
@@ -206,9 +213,26 @@ class RemoteSpark:
                 session.interruptAll()
             except Exception:
                 log.debug("interruptAll after the attempt failed", exc_info=True)
+            self._uncache(session)
             self._release(session)
         self._cls._default_session = None
         self._cls._active_session.session = None
+
+    def _uncache(self, session: Any) -> None:
+        """What the attempt cached leaves the server's cache, which every session shares and which outlives
+        them: a later job reading the same files would be served this attempt's data (spark-submit's cache
+        ends with its JVM)."""
+        for relation in self._persisted:
+            try:
+                session.client._analyze(method="unpersist", relation=relation, blocking=False)
+            except Exception:
+                log.debug("unpersist after the attempt failed", exc_info=True)
+        for table in self._cached_tables:
+            try:
+                session.catalog.uncacheTable(table)
+            except Exception:  # dropped by the attempt, or a name it never made
+                log.debug("uncacheTable(%r) after the attempt failed", table, exc_info=True)
+        self._persisted, self._cached_tables = [], []
 
     # ---- the patches ---------------------------------------------------------------------------------------
 
@@ -309,3 +333,9 @@ class RemoteSpark:
 
         SparkConnectClient._try_compress_and_set_plan = set_plan  # type: ignore[method-assign,assignment]
         base_pb2_grpc.SparkConnectServiceStub.__init__ = stub_init  # type: ignore[method-assign]
+
+
+def _copy(message: Any) -> Any:
+    copied = type(message)()
+    copied.CopyFrom(message)
+    return copied

@@ -64,6 +64,19 @@ query.awaitTermination()
 print("rows", spark.read.parquet("out").count(), os.path.isdir("chk/offsets"), os.path.isdir("out/_spark_metadata"))
 """
 
+# Reads a folder of CSV files given by its absolute path (both jobs read the same files) and caches them.
+CACHE_PROGRAM = """\
+import sys
+from pyspark.sql import SparkSession
+
+spark = SparkSession.builder.getOrCreate()
+df = spark.read.schema("n int").csv(sys.argv[1])
+df.cache()
+df.createOrReplaceTempView("numbers")
+spark.sql("CACHE TABLE numbers")
+print("rows", df.count(), spark.table("numbers").count())
+"""
+
 
 def _server_pid(cluster: Cluster, worker_id: str) -> int:
     records = [json.loads(p.read_text()) for p in (cluster.root / worker_id / "children").glob("*.json")]
@@ -135,6 +148,28 @@ def test_relative_paths_resolve_in_each_attempt_s_directory_so_two_jobs_do_not_s
         logs.append(log)
     # Each job's stream read its own input into its own sink, with its own checkpoint beside it.
     assert "rows 3 True True" in logs[0] and "rows 4 True True" in logs[1], logs
+
+
+def test_what_a_job_cached_is_not_served_to_the_next_job_reading_the_same_files(
+        connect: tuple[Cluster, Client], tmp_path: Path) -> None:
+    """The server's cache is shared by every session and outlives them: uncached at the attempt's end, or a
+    later job reading the same folder gets the first job's rows, however the files changed (spark-submit's
+    cache ends with its JVM)."""
+    _, client = connect
+    data = tmp_path / "numbers"
+    data.mkdir()
+    (data / "a.csv").write_text("1\n2\n3\n")
+    program = tmp_path / "cached.py"
+    program.write_text(CACHE_PROGRAM)
+    counts = []
+    for more in ("", "4\n5\n"):
+        if more:
+            (data / "b.csv").write_text(more)
+        run = _run(client, str(program), args=[str(data)])
+        log = b"".join(client.logs(run.tasks[0].id)).decode()
+        assert run.state == pb.RUN_SUCCEEDED, log[-3000:]
+        counts.append(re.search(r"rows (\d+) (\d+)", log).groups())  # type: ignore[union-attr]
+    assert counts == [("3", "3"), ("5", "5")]
 
 
 def test_rdd_code_fails_with_a_message_naming_the_connect_runner(connect: tuple[Cluster, Client]) -> None:

@@ -150,3 +150,22 @@ def test_the_server_s_default_filesystem_from_its_conf_or_the_hadoop_configurati
     assert default_fs({"spark.hadoop.fs.defaultFS": "s3a://b"}, {}) == "s3a://b"
     (tmp_path / "core-site.xml").write_text("<configuration")
     assert default_fs({}, {"YARN_CONF_DIR": str(tmp_path)}) == ""
+
+
+def test_what_an_attempt_caches_is_noticed_with_its_paths_resolved_so_that_it_can_be_uncached() -> None:
+    persist = base_pb2.AnalyzePlanRequest()
+    persist.persist.relation.CopyFrom(_read("cached"))
+    table = relations_pb2.Relation()
+    table.catalog.cache_table.CopyFrom(catalog_pb2.CacheTable(table_name="db.events"))
+    cached = inspect(persist, CWD)
+    assert [r.read.data_source.paths[0] for r in cached.persisted] == [f"{CWD}/cached"]  # as the server caches it
+    assert inspect(table, CWD).cached_tables == ["db.events"]
+    for statement, name in [("CACHE TABLE sales", "sales"), ("  cache lazy table `my t` AS SELECT 1", "`my t`"),
+                            ("/* x */ CACHE TABLE db.t OPTIONS ('storageLevel' 'DISK_ONLY')", "db.t")]:
+        sql = relations_pb2.Relation()
+        sql.sql.query = statement
+        assert inspect(sql, CWD).cached_tables == [name], statement
+    for statement in ["UNCACHE TABLE sales", "SELECT 'CACHE TABLE x'", "CLEAR CACHE"]:
+        sql = relations_pb2.Relation()
+        sql.sql.query = statement
+        assert inspect(sql, CWD).cached_tables == [], statement
