@@ -10,9 +10,13 @@ its exit, in the order printed:
 * ``sparkyard --help``, an argument error (``sparkyard submit`` without its entrypoint: exit 2), ``sparkyard
   status`` against a port where nothing listens (exit 69), and ``sparkyard jobs`` and ``sparkyard status``
   against a running master (a fresh redis-server and a master of the default configuration, no jobs);
-* with ``--tasks N`` (0 skips it): two protocol-level workers × 2 slots (tests/bench/protocol_worker.py:
-  they finish each task at once, no Spark) and ``sparkyard submit noop.py:main --inputs 'in/*'
-  --parallelism N --wait --json`` over N input files, run through tests/bench/cli_fetched.py: its wall time,
+* then the other verbs users run most, against the same master: ``sparkyard workers``, ``sparkyard submit
+  noop.py:main`` (no workers yet: it is stored and fires, nothing more); then, with two protocol-level workers
+  × 2 slots (tests/bench/protocol_worker.py: they finish each task at once, no Spark), ``sparkyard submit
+  noop.py:main --wait --json`` (one task, start to the run ended), and on one such run ``sparkyard wait RUN``,
+  ``sparkyard run RUN``, ``sparkyard job JOB`` and ``sparkyard runs JOB`` (tables: they import rich);
+* with ``--tasks N`` (0 skips it): ``sparkyard submit noop.py:main --inputs 'in/*' --parallelism N --wait
+  --json`` over N input files on the same workers, run through tests/bench/cli_fetched.py: its wall time,
   the bytes it printed and, per gRPC method, the bytes of the replies it fetched.
 
 The load average is printed at the start and the end: on a shared machine the figures move with it.
@@ -46,12 +50,13 @@ def _load() -> str:
     return " / ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def timed(argv: Sequence[str], env: dict[str, str], repeat: int, code: int = 0) -> tuple[float, float]:
-    """(median, best) wall seconds of ``argv`` run ``repeat`` times; each must exit ``code``."""
+def timed(argv: Sequence[str], env: dict[str, str], repeat: int, code: int = 0,
+          cwd: Path | None = None) -> tuple[float, float]:
+    """(median, best) wall seconds of ``argv`` run ``repeat`` times (in ``cwd``); each must exit ``code``."""
     taken = []
     for _ in range(repeat):
         began = time.perf_counter()
-        done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        done = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         taken.append(time.perf_counter() - began)
         if done.returncode != code:
             raise SystemExit(f"bench: {' '.join(argv)} exited {done.returncode}, not {code}: "
@@ -61,6 +66,18 @@ def timed(argv: Sequence[str], env: dict[str, str], repeat: int, code: int = 0) 
 
 def _row(what: str, figures: tuple[float, float]) -> None:
     print(f"| {what} | {figures[0] * 1000:.0f} | {figures[1] * 1000:.0f} |", flush=True)
+
+
+def verbs(cli: str, app: Path, address: str, env: dict[str, str], repeat: int) -> None:
+    """The verbs that need a run to look at, on one run of a one-task job (workers are running)."""
+    at = ["--master", address]
+    submit = [cli, "submit", "noop.py:main", "--wait", "--json", *at]
+    _row("`sparkyard submit noop.py:main --wait --json` (one task)", timed(submit, env, repeat, cwd=app))
+    run = json.loads(subprocess.run(submit, cwd=app, env=env, capture_output=True, check=True).stdout)
+    _row("`sparkyard wait RUN` (ended)", timed([cli, "wait", run["id"], *at], env, repeat))
+    _row("`sparkyard run RUN`", timed([cli, "run", run["id"], *at], env, repeat))
+    _row("`sparkyard job JOB`", timed([cli, "job", run["job_id"], *at], env, repeat))
+    _row("`sparkyard runs JOB`", timed([cli, "runs", run["job_id"], *at], env, repeat))
 
 
 def wait_json(app: Path, address: str, tasks: int, env: dict[str, str]) -> None:
@@ -107,13 +124,17 @@ def main() -> int:
             address = cluster.start_master()
             _row("`sparkyard jobs`, a running master", timed([cli, "jobs", "--master", address], env, n))
             _row("`sparkyard status`, a running master", timed([cli, "status", "--master", address], env, n))
-            if args.tasks:
-                app = throughput_paths.make_app(Path(tmp) / "app", args.tasks)
-                pool = WorkerPool([address], 2, 2)
-                try:
+            _row("`sparkyard workers`", timed([cli, "workers", "--master", address], env, n))
+            app = throughput_paths.make_app(Path(tmp) / "app", args.tasks)
+            _row("`sparkyard submit noop.py:main` (no wait)",
+                 timed([cli, "submit", "noop.py:main", "--master", address], env, n, cwd=app))
+            pool = WorkerPool([address], 2, 2)
+            try:
+                verbs(cli, app, address, env, n)
+                if args.tasks:
                     wait_json(app, address, args.tasks, env)
-                finally:
-                    pool.close()
+            finally:
+                pool.close()
         finally:
             cluster.stop()
             redis.stop()
