@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sparkyard.defaults import DEFAULT_LISTEN
+from sparkyard.config import DEFAULT_LISTEN
 from sparkyard.errors import SparkyardError, Unavailable
 from sparkyard.runners import DEFAULT_RUNNER
 from sparkyard.v1 import sparkyard_pb2 as pb
