@@ -7,9 +7,7 @@ from __future__ import annotations
 import errno
 import socket
 
-import psutil
-
-from sparkyard.config_load import ConfigError
+from sparkyard.config_source import ConfigError
 from sparkyard.defaults import DEFAULT_CONNECT_PORT, DEFAULT_MASTER
 
 
@@ -61,6 +59,8 @@ def connect_address(url: str) -> tuple[str, int]:
 def holder_of(port: int) -> str:
     """' by pid N (its command)' of the process listening on TCP ``port``, '' when none can be seen (another
     user's sockets show no pid to an unprivileged caller)."""
+    import psutil  # only a server about to listen asks: the client does not wait for it
+
     try:
         connections = psutil.net_connections("tcp")
     except (psutil.Error, OSError):

@@ -20,7 +20,7 @@ from typing import Literal, Protocol, Sequence, overload
 import grpc
 
 from sparkyard import errors
-from sparkyard.config import read_file
+from sparkyard.config_source import read_file
 
 Options = Sequence[tuple[str, object]]
 

@@ -17,20 +17,24 @@ import logging
 import time
 import uuid
 from datetime import datetime
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import grpc
 
 from sparkyard import errors, resources
 from sparkyard.channel import credentials, tls_hint, translate
-from sparkyard.config import ClientConfig, ConfigError, load, master_addresses
+from sparkyard.addresses import master_addresses
+from sparkyard.client_settings import load_client
+from sparkyard.config_source import ConfigError
 from sparkyard.leader_calls import ELECTION_POLL_S, LEADER_WAIT_S, LeaderCalls
 from sparkyard.job_names import resolve_after, resolve_job, resolve_target
-from sparkyard.bundle import Bundle, built, chunks
 from sparkyard.option_values import duration_s
-from sparkyard.options import JobOptions, build_spec
 from sparkyard.timeutil import format_size, parse_instant
 from sparkyard.v1 import sparkyard_pb2 as pb
+
+if TYPE_CHECKING:
+    from sparkyard.bundle import Bundle
+    from sparkyard.options import JobOptions, build_spec
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +48,18 @@ PROGRESS_STEP_S = 1.0
 WAIT_UNREACHABLE_S = 300.0
 # Jobs listed when no limit is given: the master's default (master/jobs.py DEFAULT_LIST_LIMIT).
 LISTED_BY_DEFAULT = 50
+
+
+def __getattr__(name: str) -> Any:
+    """``JobOptions`` and ``build_spec``, named here for ``from sparkyard.client import build_spec``, are
+    imported when first asked for: a client that submits nothing (``sparkyard jobs``, ``status``) does not
+    wait for the job options' parsers, bundles and cron (docs/benchmarks.md, CLI start-up)."""
+    if name in ("JobOptions", "build_spec"):
+        from sparkyard import options
+
+        return getattr(options, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 def first_run_id(job: pb.Job) -> str:
     """The id the job's next firing will have (a run id is job id + scheduled time)."""
@@ -60,7 +76,7 @@ class Client:
                  tls_cert: str | None = None, tls_key: str | None = None) -> None:
         """Settings left None come from the config file and ``SPARKYARD_*`` variables (``tls_ca``,
         ``tls_cert`` and ``tls_key`` all ``""`` ask for a plaintext channel whatever they say)."""
-        cfg = self.config = load(ClientConfig, "client", config_file=config_file, overrides={
+        cfg = self.config = load_client(config_file=config_file, overrides={
             "master": master, "token": token, "call_timeout_s": timeout, "token_file": token_file,
             "tls_ca": tls_ca, "tls_cert": tls_cert, "tls_key": tls_key})
         credentials(cfg)  # unreadable TLS files fail here, naming the setting
@@ -89,6 +105,8 @@ class Client:
     def submit(self, entrypoint: str, *, idempotency_key: str | None = None, **options: Any) -> pb.Job:
         """Submit a job (the options are the fields of :class:`JobOptions`), uploading its files first when
         the master does not have them yet; returns the stored job."""
+        from sparkyard.options import build_spec
+
         job = self.submit_spec(build_spec(entrypoint, **options), idempotency_key).job
         _warn_unhonoured(job)
         return job
@@ -96,6 +114,8 @@ class Client:
     def _upload_for(self, specs: Sequence[pb.JobSpec]) -> None:
         """Upload the bundles these specs (and a pipeline's steps) name that this process built, each digest
         once: a pipeline ships its steps' code the way a job ships its own."""
+        from sparkyard.bundle import built  # a bundle built here (sparkyard.options) has imported it already
+
         named = [b for s in specs for b in (s.bundle, *(step.spec.bundle for step in s.steps))]
         for digest in dict.fromkeys(b.digest for b in named if b.digest):
             packed = built(digest)
@@ -112,6 +132,8 @@ class Client:
             raise errors.ResourceExhausted(
                 f"bundle is {format_size(ref.size)}, over the master's limit of {format_size(have.max_bytes)} "
                 "(--max-bundle); ship less (.sparkyardignore) or raise the limit")
+        from sparkyard.bundle import chunks
+
         parts = chunks(packed.data)
         messages = [pb.BundleChunk(ref=ref, data=parts[0]), *(pb.BundleChunk(data=p) for p in parts[1:])]
         self._link.call("bundles", "UploadBundle", messages, timeout=max(self._link.timeout, ref.size / 1e6))
@@ -140,6 +162,8 @@ class Client:
         """Change a job from its next firing on: only the options given (the fields of
         :class:`JobOptions`, as for :meth:`submit`) change; ``entrypoint`` ships its code anew (with
         ``py_files``, ``files``, ``bundle`` as given). Runs made before keep what they were made with."""
+        from sparkyard.options import JobOptions
+
         given = [name for name, value in options.items() if value is not None]
         change, fields, _ = JobOptions.of(options).to_update(given, entrypoint)
         job = self.update_spec(job_id, change, fields)

@@ -8,7 +8,9 @@ The layering is pydantic-settings' (its sources, in order: flags, environment, t
 values are pydantic's: a ``*_s`` setting takes seconds or a duration (``15s``, ``500ms``, ``1h30m``), a
 ``*_bytes`` setting bytes or a size (``64m``, ``2g``), labels and Spark conf ``k=v,k2=v2`` or a TOML table.
 Every bad value is one :class:`ConfigError` line naming where it came from. The defaults are in
-:mod:`sparkyard.defaults`, the loading in :mod:`sparkyard.config_load`.
+:mod:`sparkyard.defaults`, the loading in :mod:`sparkyard.config_load` (its sources in
+:mod:`sparkyard.config_source`). The client loads :class:`ClientConfig`'s fields without pydantic, from data
+generated out of them (:mod:`sparkyard.client_settings`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from pydantic import BeforeValidator, Field
 from pydantic_settings import NoDecode
 
 from sparkyard.addresses import check_host_port, connect_address, master_addresses
-from sparkyard.config_load import ConfigError, Settings, load
+from sparkyard.config_load import Settings, load
+from sparkyard.config_source import ConfigError, check_cert_and_key, check_tls_client, read_file, read_secret
 from sparkyard.defaults import (
     DEFAULT_BUNDLE_CACHE_BYTES,
     DEFAULT_CALL_TIMEOUT_S,
@@ -118,24 +121,6 @@ Labels = Annotated[dict[str, str], NoDecode, BeforeValidator(_labels)]
 SparkConf = Annotated[dict[str, str], NoDecode, BeforeValidator(_conf)]
 
 
-def read_file(path: str, setting: str) -> bytes:
-    """The bytes of a file a setting names (a certificate, a key, a secret); a :class:`ConfigError` naming
-    the setting when it cannot be read."""
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{setting} {path}: {exc.strerror or exc}") from None
-
-
-def read_secret(path: str, name: str) -> str:
-    """The secret in the file ``path`` (surrounding whitespace removed), for ``name``'s ``*_file`` setting:
-    a secret read from a file is not on the command line, where ``ps`` shows it to every user."""
-    secret = read_file(path, f"{name}_file").decode(errors="replace").strip()
-    if not secret:
-        raise ConfigError(f"{name}_file {path} is empty")
-    return secret
-
-
 class _Secrets(Settings):
     """Settings whose secrets may come from files: a ``<name>_file`` setting, when given, is read into
     ``<name>`` (and wins over it)."""
@@ -162,9 +147,7 @@ class _TlsClient(_Secrets):
     tls_key: str = Field("", description="the key of --tls-cert")
 
     def _check_tls(self) -> None:
-        _cert_and_key(self.tls_cert, self.tls_key)
-        if self.tls_cert and not self.tls_ca:
-            raise ConfigError("tls_cert needs tls_ca (--tls-ca): the CA that signed the master's certificate")
+        check_tls_client(self.tls_ca, self.tls_cert, self.tls_key)
 
 
 class MasterConfig(_Secrets):
@@ -254,7 +237,7 @@ class MasterConfig(_Secrets):
         if self.redis_min_replicas < 0:
             raise ConfigError("redis_min_replicas must not be negative")
         check_host_port(self.listen, "listen")
-        _cert_and_key(self.tls_cert, self.tls_key)
+        check_cert_and_key(self.tls_cert, self.tls_key)
         if self.tls_client_ca and not self.tls_cert:
             raise ConfigError("tls_client_ca (--tls-client-ca) needs tls_cert and tls_key: mutual TLS is TLS first")
         if self.http:
@@ -336,7 +319,7 @@ class WorkerConfig(_TlsClient):
         master_addresses(self.master)  # each names a port, or gets the default one
         if self.metrics:
             check_host_port(self.metrics, "metrics")
-        _cert_and_key(self.metrics_tls_cert, self.metrics_tls_key, "metrics_tls")
+        check_cert_and_key(self.metrics_tls_cert, self.metrics_tls_key, "metrics_tls")
         self._check_tls()
         cfg = self._with_secret_files()
         if cfg.metrics_token and cfg.metrics_token == cfg.token:
@@ -363,12 +346,6 @@ class ClientConfig(_TlsClient):
     def validate(self) -> ClientConfig:
         self._check_tls()
         return self._with_secret_files()
-
-
-def _cert_and_key(cert: str, key: str, prefix: str = "tls") -> None:
-    if bool(cert) != bool(key):
-        raise ConfigError(f"{prefix}_cert and {prefix}_key go together ({flag_of(prefix + '_cert')}, "
-                          f"{flag_of(prefix + '_key')}): give both or neither")
 
 
 def _positive(cfg: Any, *names: str) -> None:

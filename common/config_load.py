@@ -9,22 +9,25 @@ through a context variable.
 from __future__ import annotations
 
 import os
-import tomllib
 from contextvars import ContextVar
-from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
-from sparkyard.flags import env_of, flag_of
+from sparkyard.config_source import (
+    ConfigError,
+    bad_value,
+    config_path,
+    read_table,
+    source_of,
+    sparkyard_environ,
+    unknown_key,
+    wrong_type,
+)
 
 C = TypeVar("C", bound="Settings")
-
-
-class ConfigError(ValueError):
-    """A config value is malformed; the message names the source and the field."""
 
 
 class _Given:
@@ -45,7 +48,7 @@ class _Environment(EnvSettingsSource):
 
     def _load_env_vars(self) -> Mapping[str, str | None]:
         given = _GIVEN.get()
-        return {k.lower(): v for k, v in (given.environ if given else {}).items()}
+        return dict(given.environ) if given else {}
 
 
 class _FileTable(PydanticBaseSettingsSource):
@@ -84,17 +87,10 @@ def load(cls: type[C], section: str, *, config_file: str | None = None,
     ``overrides`` holds command-line flags; entries whose value is None (flag not given) are ignored.
     """
     env = os.environ if environ is None else environ
-    path = config_file or env.get("SPARKYARD_CONFIG")
-    table: Mapping[str, Any] = {}
-    if path:
-        try:
-            table = tomllib.loads(Path(path).read_text()).get(section, {})
-        except FileNotFoundError:
-            raise ConfigError(f"config file {path} not found") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {path}: {exc}") from None
+    path = config_path(config_file, env)
+    table = read_table(path, section)
     flags = {k: v for k, v in (overrides or {}).items() if v is not None}
-    token = _GIVEN.set(_Given({k: v for k, v in env.items() if k.upper().startswith("SPARKYARD_")}, path, table))
+    token = _GIVEN.set(_Given(sparkyard_environ(env), path, table))
     try:
         cfg = cls(**flags)
     except ValidationError as exc:
@@ -104,27 +100,14 @@ def load(cls: type[C], section: str, *, config_file: str | None = None,
     return cfg.validate()
 
 
-_KINDS = {"int": "whole number", "float": "number", "bool": "boolean (true or false)"}
-
-
 def _explain(exc: ValidationError, cls: type[C], section: str, path: str | None, env: Mapping[str, str],
              flags: Mapping[str, Any]) -> str:
     """The first error as one line naming its source: the flag, the variable or the file's key."""
     error = exc.errors()[0]
     name = str(error["loc"][0]) if error["loc"] else ""
-    var = env_of(name)
     if error["type"] == "extra_forbidden":
-        return f"config file {path}: [{section}] has no setting {name!r}"
-    if name in flags:
-        where, value = flag_of(name), flags[name]
-    elif var in env:
-        where, value = var, env[var]
-    else:
-        where, value = f"{path} [{section}] {name}", error.get("input")
+        return unknown_key(path, section, name)
+    where, value = source_of(name, section, path, env, flags, error.get("input"))
     if error["type"] == "value_error":
-        reason = str(error.get("ctx", {}).get("error", error["msg"]))
-        for prefix in ("duration: ", "size: ", "pairs: "):  # the source names the setting already
-            reason = reason.removeprefix(prefix)
-        return f"{where}: {reason}"
-    kind = str(error["type"]).split("_", 1)[0]
-    return f"{where}: {value!r} is not a valid {_KINDS.get(kind, kind)}"
+        return bad_value(where, str(error.get("ctx", {}).get("error", error["msg"])))
+    return wrong_type(where, value, str(error["type"]).split("_", 1)[0])

@@ -6,13 +6,12 @@ one :class:`LeaderCalls`; the API it offers is its own concern."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
 from sparkyard import errors
-from sparkyard.channel import SERVICE_CONFIG, open_channel, tls_hint, translate
-from sparkyard.config import ClientConfig
+from sparkyard.channel import SERVICE_CONFIG, TlsSettings, open_channel, tls_hint, translate
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 
@@ -26,10 +25,17 @@ PROBE_TIMEOUT_S = 1.0
 _NOT_REPEATED = {"TriggerJob"}
 
 
+class CallSettings(TlsSettings, Protocol):
+    """The part of a client's settings (sparkyard.client_settings) its calls read."""
+
+    token: str
+    call_timeout_s: float
+
+
 class LeaderCalls:
     """Channels to the masters (one per address, made on first use) and the master calls go to now."""
 
-    def __init__(self, config: ClientConfig, masters: list[str]) -> None:
+    def __init__(self, config: CallSettings, masters: list[str]) -> None:
         self._config = config
         self.masters = masters
         self.master = masters[0]  # the one calls go to; moves to the leader a standby names

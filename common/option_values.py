@@ -10,7 +10,6 @@ from typing import Any, Mapping
 
 from sparkyard import errors, resources
 from sparkyard.runners import RUNNERS
-from sparkyard.spec import parse_conf
 from sparkyard.timeutil import parse_duration, parse_instant, parse_size
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -110,6 +109,8 @@ def _pairs(name: str, value: Any) -> dict[str, str]:
         return {str(k): str(v) for k, v in value.items()}
     if isinstance(value, str):
         value = [value]
+    from sparkyard.spec import parse_conf  # with cron and the spec's checks: a client that only waits needs none
+
     return parse_conf([_str(name, item) for item in value], field=name)
 
 

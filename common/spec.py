@@ -22,8 +22,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
-
 from sparkyard import ids, resources, wellformed
 from sparkyard.errors import quote
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -203,6 +201,8 @@ _CRON_FIELDS = (("minute", "0-59"), ("hour", "0-23"), ("day of month", "1-31"), 
 
 def _bad_cron_field(fields: list[str]) -> str:
     """``: its minute field '61' is out of 0-59`` for the first field that is wrong alone ('' when none is)."""
+    from croniter import croniter
+
     names = ((("second", "0-59"),) if len(fields) == 6 else ()) + _CRON_FIELDS
     for i, (name, allowed) in enumerate(names):
         alone = " ".join(f if j == i else "*" for j, f in enumerate(fields))
@@ -217,6 +217,8 @@ def validate_cron(expr: str, tz: str) -> None:
     if len(fields) not in (5, 6):
         raise SpecError("trigger.cron.expr", f"{quote(expr)} has {len(fields)} fields; use 5 (min hour dom mon dow) "
                         "or 6 (sec min hour dom mon dow)")
+    from croniter import croniter  # only a cron trigger needs it: a CLI submit without --cron never loads it
+
     if not croniter.is_valid(expr, second_at_beginning=len(fields) == 6):
         raise SpecError("trigger.cron.expr", f"{quote(expr)} is not a valid cron expression{_bad_cron_field(fields)}")
     if tz:

@@ -18,8 +18,7 @@ from sparkyard import errors, resources
 from sparkyard.cli import render
 from sparkyard.cli.offline import cmd_certs, cmd_local
 from sparkyard.client import Client, first_run_id
-from sparkyard.config import ConfigError
-from sparkyard.options import JobOptions
+from sparkyard.config_source import ConfigError
 from sparkyard.protojson import to_dict
 from sparkyard.timeutil import rfc3339_ms
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -44,6 +43,8 @@ def _unused_offline(args: argparse.Namespace) -> str:
 
 
 def cmd_submit(client: Client, args: argparse.Namespace, out: Callable[..., None]) -> int:
+    from sparkyard.options import JobOptions  # the job options' parsers, bundles and cron: submit and update only
+
     spec, _ = JobOptions.from_namespace(args).to_spec(args.entrypoint)
     after = spec.trigger.after if spec.trigger.WhichOneof("kind") == "after" else None
     if after is not None and args.wait:
@@ -134,6 +135,8 @@ def dispatch(args: argparse.Namespace) -> int:
         if verb == "submit":
             return cmd_submit(client, args, out)
         if verb == "update":
+            from sparkyard.options import JobOptions
+
             change, fields, _ = JobOptions.from_namespace(args).to_update(JobOptions.given(args), args.entrypoint)
             job = client.update_spec(args.job_id, change, fields)
             _warn_unhonoured(job)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkyard.cli import render
-from sparkyard.config import read_secret
+from sparkyard.config_source import read_secret
 
 
 def cmd_certs(args: argparse.Namespace) -> int:

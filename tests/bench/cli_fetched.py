@@ -4,7 +4,7 @@
 
 What the command prints goes to stdout as usual; at exit one JSON line on stderr, prefixed ``fetched:``,
 gives per gRPC method the calls made and the serialised bytes of their replies (every unary call of the
-client goes through ``Client._call``), so that a benchmark can set what the CLI fetched beside what it
+client goes through ``LeaderCalls.call``, sparkyard.leader_calls), so that a benchmark can set what the CLI fetched beside what it
 printed (tests/bench/bench_cli_start.py).
 """
 
@@ -15,13 +15,13 @@ import sys
 from typing import Any
 
 from sparkyard.cli.main import main
-from sparkyard.client import Client
+from sparkyard.leader_calls import LeaderCalls
 
 fetched: dict[str, dict[str, int]] = {}
-_call = Client._call
+_call = LeaderCalls.call
 
 
-def _counted(self: Client, service: str, method: str, request: Any, timeout: float | None = None) -> Any:
+def _counted(self: LeaderCalls, service: str, method: str, request: Any, timeout: float | None = None) -> Any:
     reply = _call(self, service, method, request, timeout)
     seen = fetched.setdefault(method, {"calls": 0, "bytes": 0})
     seen["calls"] += 1
@@ -30,7 +30,7 @@ def _counted(self: Client, service: str, method: str, request: Any, timeout: flo
 
 
 if __name__ == "__main__":
-    Client._call = _counted  # type: ignore[method-assign]
+    LeaderCalls.call = _counted  # type: ignore[method-assign]
     code = main(sys.argv[1:])
     print("fetched: " + json.dumps(fetched), file=sys.stderr)
     sys.exit(code)

@@ -5,6 +5,7 @@ defined once)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -56,8 +57,6 @@ def test_the_flag_table_is_what_the_definitions_generate() -> None:
 def test_grpc_core_logs_only_errors_on_the_commands_stderr_unless_the_user_asks(
         monkeypatch: pytest.MonkeyPatch, given: str | None, seen: str) -> None:
     # gRPC's core reads GRPC_VERBOSITY once it starts: it must be set before the command's first call.
-    import os
-
     from sparkyard.cli import commands, main
 
     if given is None:
@@ -68,3 +67,46 @@ def test_grpc_core_logs_only_errors_on_the_commands_stderr_unless_the_user_asks(
     monkeypatch.setattr(commands, "run", lambda args: verbosity.append(os.environ.get("GRPC_VERBOSITY")) or 0)
     assert main.main(["jobs"]) == 0
     assert verbosity == [seen]
+
+
+# A real command against a master that answers every call at once (a gRPC server with no services: each call
+# is UNIMPLEMENTED, exit 1): the whole path runs (parsing, the client's settings, the channel, the call, the
+# error line), and what it imported is looked at after.
+SERVED = """
+import json, sys
+from concurrent import futures
+import grpc
+server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+port = server.add_insecure_port("127.0.0.1:0")
+server.start()
+from sparkyard.cli.main import main
+code = main(["--master", f"127.0.0.1:{port}", *json.loads(sys.argv[1])])
+server.stop(None)
+heavy = sorted({h for m in sys.modules for h in json.loads(sys.argv[2]) if m == h or m.startswith(h + ".")})
+print(json.dumps({"code": code, "heavy": heavy}))
+"""
+# Master's and worker's settings (pydantic-settings), and what only a job's options need (their parsers, cron,
+# bundles): a command that only reads from the master loads none of them (docs/benchmarks.md, CLI start-up).
+SETTINGS = ("pydantic", "pydantic_settings", "sparkyard.config", "sparkyard.config_load", "psutil")
+JOB_OPTIONS = ("sparkyard.options", "sparkyard.spec", "sparkyard.bundle", "croniter", "pathspec")
+
+
+@pytest.mark.parametrize("argv, light", [
+    (["jobs"], SETTINGS + JOB_OPTIONS),
+    (["status"], SETTINGS + JOB_OPTIONS),
+    (["jobs", "--json"], SETTINGS + JOB_OPTIONS + ("rich",)),
+    (["wait", "j1.0000000000000", "--json"], SETTINGS + JOB_OPTIONS + ("rich",)),
+    (["logs", "t1"], SETTINGS + JOB_OPTIONS + ("rich",)),
+    (["job", "nightly"], SETTINGS + JOB_OPTIONS),
+    (["submit", "app.py:main", "--retries", "2"], SETTINGS + ("croniter",)),  # its options, not pydantic (no cron)
+])
+def test_a_command_that_talks_to_a_master_imports_no_settings_models(argv: list[str], light: tuple[str, ...],
+                                                                     tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text("def main():\n    pass\n")
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("SPARKYARD_")}
+    done = subprocess.run([sys.executable, "-c", SERVED, json.dumps(argv), json.dumps(light)], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["code"] == 1 and f"sparkyard {argv[0]}: " in done.stderr, done.stderr  # the master was asked
+    assert seen["heavy"] == [], f"sparkyard {' '.join(argv)} imported {seen['heavy']}"
