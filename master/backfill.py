@@ -14,6 +14,7 @@ a plan ends, so a backfill of short runs does not wait out the interval between 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -79,7 +80,11 @@ class Backfiller:
         if end_ms > now_ms:
             raise InvalidArgument("end: a backfill is for past fire times; the schedule fires the later ones")
         try:
-            times = triggers.backfill_times(job.spec.trigger, start_ms, end_ms, MAX_BACKFILL_RUNS)
+            # In a thread: up to MAX_BACKFILL_RUNS cron steps take seconds on a loaded machine (2 s measured for
+            # a 500-day hourly range), which on the event loop stalled the leader's lease renewal until it lost
+            # the lease (CI, 2026-11-27).
+            times = await asyncio.to_thread(triggers.backfill_times, job.spec.trigger, start_ms, end_ms,
+                                            MAX_BACKFILL_RUNS)
         except triggers.NoCadence as exc:
             raise FailedPrecondition(f"job {job.id}: {exc}") from None
         except ValueError as exc:
