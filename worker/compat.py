@@ -98,12 +98,15 @@ class SharedSpark:
         self._includes = list(self.sc._python_includes)  # the driver's own (a worker's spark.submit.pyFiles)
         self._shipped: set[str] = set()  # archives added to the context, by served name
         self._files: set[str] = set()  # --files added to the context, by source path
+        self.own_sql: frozenset[str] = frozenset()  # the driver's own SQL settings: not the attempt's (build)
         self._started_with = dict(self.sc.getConf().getAll())  # the conf the context started with
 
     @classmethod
-    def build(cls, master: str, conf: dict[str, str], *, warm: bool) -> SharedSpark:
+    def build(cls, master: str, conf: dict[str, str], *, warm: bool, own_sql: frozenset[str] = frozenset()
+              ) -> SharedSpark:
         """The driver's root session; with ``warm``, warmed by a first job (class loading and code generation
-        are not a task's cost)."""
+        are not a task's cost). ``own_sql``: SQL settings in ``conf`` that are the driver's own choice, not
+        the worker's ``--conf``: an attempt's session has Spark's defaults for them, as under spark-submit."""
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.master(master).appName(f"sparkyard-driver-{os.getpid()}")
@@ -112,7 +115,9 @@ class SharedSpark:
         spark = builder.getOrCreate()
         if warm:
             spark.range(1).collect()
-        return cls(spark)
+        shared = cls(spark)
+        shared.own_sql = own_sql
+        return shared
 
     @property
     def version(self) -> str:
@@ -191,6 +196,8 @@ class SharedSpark:
             from pyspark.sql import SparkSession
 
             session = self.root.newSession()
+            for key in self.own_sql - self._conf.keys():  # Spark's default, as a spark-submit program has it
+                session.conf.unset(key)
             for key, value in self._conf.items():
                 if key in PER_ATTEMPT or self._started_with.get(key) == value:  # a fresh driver started with it
                     continue

@@ -73,7 +73,8 @@ from sparkyard.worker.remote_spark import CONNECT_MODE  # noqa: E402
 # Spark settings of every driver unless the worker's config overrides them: no UI (a pool of drivers
 # would fight over ports 4040+); a fresh Python worker per Spark task, so a module one attempt's UDF
 # imported on an executor is not what the next attempt's UDF finds there (compat.py ships each
-# attempt's own code).
+# attempt's own code); few shuffle partitions for the warm-up and the driver's own work (an attempt's
+# session has Spark's default, 200, as under spark-submit, unless the worker's or the job's conf says).
 DRIVER_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
                "spark.sql.shuffle.partitions": "8", "spark.python.worker.reuse": "false"}
 # On a cluster (any master but local[…]) a warm driver is a long-lived application that runs nothing
@@ -113,6 +114,7 @@ class Driver:
         self._master = spark_master
         self._local = spark_master.startswith("local")
         self._conf = {**DRIVER_CONF, **({} if self._local else CLUSTER_CONF), **conf}
+        self._worker_conf = conf
         self._work: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
         self._current = ""
         self._kill_lock = threading.Lock()
@@ -134,7 +136,8 @@ class Driver:
                 from sparkyard.worker.compat import SharedSpark
 
                 # On a cluster a warm-up job would hold the driver until an executor is free.
-                self.shared = SharedSpark.build(self._master, self._conf, warm=self._local)
+                own_sql = frozenset(k for k in DRIVER_CONF if k.startswith("spark.sql.") and k not in self._worker_conf)
+                self.shared = SharedSpark.build(self._master, self._conf, warm=self._local, own_sql=own_sql)
             self.shared.install()
         except BaseException as exc:
             self.send({"op": "start_failed", "error": f"{type(exc).__name__}: {exc}".splitlines()[0]})

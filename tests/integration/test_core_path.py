@@ -45,6 +45,18 @@ def test_session_task_reaches_succeeded_with_its_result_and_attempt_record(share
     assert f"counted 42 in task {task.id}" in log and "count done" in log
 
 
+def test_an_attempt_has_spark_s_own_sql_defaults_not_the_warm_driver_s(shared_cluster: Cluster, tmp_path: Path) -> None:
+    """The driver runs with spark.sql.shuffle.partitions=8 for its own warm-up; a program reads Spark's 200
+    (as under spark-submit), or the job's conf."""
+    client = shared_cluster.client()
+    program = tmp_path / "partitions.py"
+    program.write_text("def main(spark, ctx):\n    return spark.conf.get('spark.sql.shuffle.partitions')\n")
+    for conf, seen in (({}, "200"), ({"spark.sql.shuffle.partitions": "5"}, "5")):
+        run, timed_out = client.wait(first_run_id(client.submit(f"{program}:main", conf=conf)), timeout=120)
+        assert not timed_out and run.state == pb.RUN_SUCCEEDED, run.tasks[0].attempts[-1].error
+        assert json.loads(run.tasks[0].result_json) == seen
+
+
 @pytest.mark.spark
 def test_submit_runner_task_runs_as_its_own_spark_application(shared_cluster: Cluster) -> None:
     client = shared_cluster.client()
