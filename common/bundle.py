@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
+import logging
 import os
 import zipfile
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ from pathlib import Path
 import pathspec
 
 from sparkyard.errors import InvalidArgument
+
+log = logging.getLogger(__name__)
 
 IGNORE_FILE = ".sparkyardignore"
 # Never shipped: version control, caches, virtualenvs and Sparkyard's own data directory.
@@ -44,6 +47,7 @@ _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 # The most a script's sibling modules may weigh to go with it unasked (a script in a big directory of
 # unrelated code ships alone, as before).
 SIBLINGS_MAX_BYTES = 16 * 1024 * 1024
+_SAID_TOO_BIG: set[Path] = set()  # folders whose modules were too big to ship, said so once
 
 
 @dataclass(frozen=True)
@@ -104,7 +108,16 @@ def siblings(entry_path: Path) -> tuple[tuple[str, int, int], ...]:
         found += [Path(base, n) for n in names if n.endswith(".py") and Path(base, n) != entry_path
                   and not spec.match_file((rel_base / n).as_posix())]
     stamped = tuple((str(p), *_stamp(p)) for p in sorted(found))
-    return stamped if sum(size for _, _, size in stamped) <= SIBLINGS_MAX_BYTES else ()
+    total = sum(size for _, _, size in stamped)
+    if total <= SIBLINGS_MAX_BYTES:
+        return stamped
+    if directory not in _SAID_TOO_BIG:  # said once per folder: a bulk submit builds its bundle many times
+        _SAID_TOO_BIG.add(directory)
+        largest = max(stamped, key=lambda s: s[2])[0]
+        log.warning("the Python modules beside %s are not shipped with it: they weigh %.1f MiB, over %g MiB "
+                    "(the largest: %s); ship what it imports with --py-files, or --bundle DIR with a %s",
+                    entry_path.name, total / 2**20, SIBLINGS_MAX_BYTES / 2**20, Path(largest).name, IGNORE_FILE)
+    return ()
 
 
 def _stamp(path: Path) -> tuple[int, int]:

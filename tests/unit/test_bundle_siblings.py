@@ -36,8 +36,16 @@ def test_siblings_go_beside_a_script_from_outside_the_submit_directory(tmp_path:
     assert _names(bundle.build(tmp_path / "lib" / "etl.py", "", submit_dir=tmp_path / "here")) == ["etl.py", "util.py"]
 
 
-def test_siblings_heavier_than_the_limit_stay_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_siblings_heavier_than_the_limit_stay_behind_and_the_user_is_told_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     (tmp_path / "etl.py").write_text("import util\n")
     (tmp_path / "util.py").write_text("x = 1\n" * 100)
-    monkeypatch.setattr(bundle, "SIBLINGS_MAX_BYTES", 100)
-    assert _names(bundle.build(tmp_path / "etl.py", "", submit_dir=tmp_path)) == ["etl.py"]
+    (tmp_path / "small.py").write_text("y = 2\n")
+    monkeypatch.setattr(bundle, "SIBLINGS_MAX_BYTES", 2**20 // 8)
+    (tmp_path / "big.py").write_text("# " + "x" * (2**20 // 5) + "\n")
+    for _ in range(2):  # a bulk submit builds it again: said once
+        assert _names(bundle.build(tmp_path / "etl.py", "", submit_dir=tmp_path)) == ["etl.py"]
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.startswith("the Python modules beside etl.py are not shipped with it: they weigh 0.2 MiB, over 0.125 MiB "
+                           "(the largest: big.py); ship what it imports with --py-files, or --bundle DIR with a "
+                           ".sparkyardignore"), said
