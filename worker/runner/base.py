@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,27 @@ def log_tail(path: str, lines: int) -> str:
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
+
+
+# A JVM's own reason in a log: the message of its last exception (``java.lang.RuntimeException: [unresolved
+# dependency: …]``, ``Exception in thread "main" …``).
+_JVM_REASON = re.compile(r"^(Exception in thread \S+ )?((java|javax|scala|org|com|io)\.[\w.$]+(Exception|Error)(: .*)?)$")
+
+
+def jvm_reason(path: str, since: int = 0) -> str:
+    """The last JVM exception line of a log written from offset ``since`` on ('' if none): what a driver
+    whose Java gateway exited before it could answer died of (its Python side only says that it exited)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(since, f.seek(0, os.SEEK_END) - 65536))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    for line in reversed(text.splitlines()):
+        found = _JVM_REASON.match(line.strip())
+        if found:
+            return found.group(2)[:500]
+    return ""
 
 
 @dataclass

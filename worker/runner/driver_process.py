@@ -21,7 +21,7 @@ from typing import Any, Callable, Protocol
 
 from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children, tree_rss
-from sparkyard.worker.runner.base import AttemptRun, Outcome
+from sparkyard.worker.runner.base import AttemptRun, Outcome, jvm_reason
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +113,7 @@ class DriverProcess:
         self.job: Job | None = None
         self.start_error = ""
         self.log_path = runner.drivers_dir / f"driver-{number}.log"
+        self._log_from = 0
         self.temp_dir = runner.drivers_dir / f"driver-{number}.tmp"  # its JVM's (worker/jvm_temp.py)
         # The --files its SparkContext serves, by name (Spark keys them by name alone, for the context's life).
         self.files: dict[str, str] = {}
@@ -126,6 +127,7 @@ class DriverProcess:
         ours, theirs = socket.socketpair()
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
         with open(self.log_path, "ab") as logf:
+            self._log_from = logf.tell()  # the log goes on across drivers of this number: this one's part
             self.proc = await runner.children.spawn(
                 sys.executable, "-m", "sparkyard.worker.driver", str(theirs.fileno()), str(os.getpid()),
                 runner.spark_master, json.dumps(runner.driver_conf(self)), what="session driver",
@@ -150,6 +152,9 @@ class DriverProcess:
                     self.runner.driver_ready(self)
                 elif op == "start_failed":
                     self.start_error = message.get("error", "unknown error")
+                    reason = jvm_reason(str(self.log_path), self._log_from)
+                    if reason and reason not in self.start_error:
+                        self.start_error += f" ({reason})"
                 elif op == "done":
                     self.runner.driver_done(self, message)
         except (ConnectionError, ValueError) as exc:
