@@ -28,6 +28,12 @@ CONF_ALIASES = {"--jars": "spark.jars", "--packages": "spark.jars.packages", "--
                 "--total-executor-cores": "spark.cores.max"}
 # Options whose values are local paths, which spark-submit resolves from the directory it runs in.
 _LOCAL_PATHS = ("--jars", "--archives")
+# spark-submit's own options: after a script they are the script's arguments under spark-submit too.
+_SPARK_SUBMIT_OPTIONS = frozenset(
+    "--master --deploy-mode --class --name --jars --packages --exclude-packages --repositories --py-files --files "
+    "--archives --conf --properties-file --driver-memory --driver-java-options --driver-library-path "
+    "--driver-class-path --executor-memory --proxy-user --help --verbose --version --driver-cores --supervise "
+    "--kill --status --total-executor-cores --executor-cores --num-executors --principal --keytab --queue".split())
 _SPARK_MASTER = re.compile(r"^(yarn|local(\[[^\]]*\])?|spark://.*|k8s://.*|mesos://.*)$")
 
 
@@ -63,12 +69,23 @@ class _AppArgs(argparse.Action):
         _finish(parser, namespace, list(values) if isinstance(values, list) else [])
 
 
+def _sparkyard_only(parser: argparse.ArgumentParser) -> frozenset[str]:
+    """The options of ``sparkyard submit`` that spark-submit has not."""
+    return frozenset(o for action in parser._actions for o in action.option_strings
+                     if o.startswith("--") and o not in _SPARK_SUBMIT_OPTIONS)
+
+
 def _finish(parser: argparse.ArgumentParser, args: argparse.Namespace, app_args: list[str]) -> None:
     """Read what followed the entrypoint, turn spark-submit's options into conf, and refuse a Spark master."""
     if ":" in os.path.basename(args.entrypoint):  # module:function or file.py:function
         args._trailing.parse_args(app_args, namespace=args)
     else:
         args.args = [*(args.args or []), *app_args]
+        ours = [a for a in app_args if a.split("=", 1)[0] in _sparkyard_only(parser)]
+        if ours:  # a newcomer's `sparkyard submit app.py --wait` submits without waiting
+            print(f"sparkyard: note: {' '.join(ours)} after {os.path.basename(args.entrypoint)} "
+                  f"{'is' if len(ours) == 1 else 'are'} the program's argument{'s' if len(ours) > 1 else ''}, as "
+                  "under spark-submit; Sparkyard's own options go before the script", file=sys.stderr)
     master = getattr(args, "master", None) or ""
     if _SPARK_MASTER.match(master):
         parser.error(f"--master {master} is a Spark master, but here --master is the Sparkyard master's address: "

@@ -9,11 +9,18 @@ import pytest
 from sparkyard.cli.main import build_parser
 
 
-def test_everything_after_a_script_is_the_applications_unchanged() -> None:
+def test_everything_after_a_script_is_the_applications_unchanged_and_sparkyard_s_own_options_there_are_noted(
+        capsys: pytest.CaptureFixture[str]) -> None:
     args = build_parser().parse_args(["submit", "--name", "etl", "--conf", "a=b", "etl.py", "--date", "2026-11-01",
-                                      "--name", "x", "data/sales.csv", "--wait"])
+                                      "--name", "x", "data/sales.csv", "--wait", "--retries=2"])
     assert args.entrypoint == "etl.py" and args.name == "etl" and not args.wait
-    assert args.args == ["--date", "2026-11-01", "--name", "x", "data/sales.csv", "--wait"]
+    assert args.args == ["--date", "2026-11-01", "--name", "x", "data/sales.csv", "--wait", "--retries=2"]
+    # --name is spark-submit's own too (the script's argument under spark-submit as well): not noted.
+    assert capsys.readouterr().err.splitlines() == [
+        "sparkyard: note: --wait --retries=2 after etl.py are the program's arguments, as under spark-submit; "
+        "Sparkyard's own options go before the script"]
+    build_parser().parse_args(["submit", "etl.py", "--date", "2026-11-01"])
+    assert capsys.readouterr().err == ""
 
 
 def test_after_a_function_entrypoint_options_are_sparkyards() -> None:
