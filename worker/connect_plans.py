@@ -53,6 +53,9 @@ SQL_CATALOG_WRITE = re.compile(
         |INSERT\s+(INTO|OVERWRITE)(?!\s+(LOCAL\s+)?DIRECTORY)
         |TRUNCATE\s+TABLE|MERGE\s+INTO|UPDATE|DELETE\s+FROM|MSCK\s+REPAIR|REPAIR\s+TABLE|LOAD\s+DATA)\b""",
     re.IGNORECASE | re.VERBOSE)
+# A SQL statement that lists the catalog (what another job left there shows).
+SQL_CATALOG_READ = re.compile(r"SHOW\s+(TABLES|DATABASES|SCHEMAS|NAMESPACES|VIEWS|FUNCTIONS|USER\s+FUNCTIONS)\b",
+                              re.IGNORECASE)
 # ``CACHE [LAZY] TABLE name [AS query]``: data cached in the server's cache, which every session shares.
 SQL_CACHE_TABLE = re.compile(r"CACHE\s+(LAZY\s+)?TABLE\s+(?P<name>`[^`]+`|[\w.`]+)", re.IGNORECASE)
 _SQL_LEAD = re.compile(r"(\s+|--[^\n]*(\n|$)|/\*.*?\*/|\()*", re.DOTALL)
@@ -81,6 +84,7 @@ class Findings:
     cwd: str | None
     relative: list[str] = field(default_factory=list)
     catalog: list[str] = field(default_factory=list)
+    catalog_reads: list[str] = field(default_factory=list)  # listings and lookups of the shared catalog
     persisted: list[Any] = field(default_factory=list)  # the relations of ``persist`` requests (``df.cache()``)
     cached_tables: list[str] = field(default_factory=list)  # ``catalog.cacheTable``, ``CACHE TABLE``
 
@@ -238,10 +242,20 @@ def _global_view(command: Any, found: Findings) -> None:
         found.catalog.append(f"createGlobalTempView({command.name!r})")
 
 
+def _catalog_read(call: str) -> Callable[[Any, Findings], None]:
+    def look(message: Any, found: Findings) -> None:
+        found.catalog_reads.append(f"{call}()")
+    return look
+
+
 def _sql(statement: str, found: Findings) -> None:
     words = sql_catalog_write(statement)
     if words:
         found.catalog.append(words)
+    start = _SQL_LEAD.match(statement)
+    shows = SQL_CATALOG_READ.match(statement, start.end() if start else 0)
+    if shows:
+        found.catalog_reads.append(" ".join(shows.group(0).upper().split()))
     start = _SQL_LEAD.match(statement)
     cache = SQL_CACHE_TABLE.match(statement, start.end() if start else 0)
     if cache:
@@ -274,6 +288,10 @@ _LOOKS: dict[str, Callable[[Any, Findings], None]] = {
     "spark.connect.CreateDatabase": _catalog("catalog.createDatabase", "db_name"),
     "spark.connect.DropDatabase": _catalog("catalog.dropDatabase", "db_name"),
     "spark.connect.CreateDataFrameViewCommand": _global_view,
+    **{f"spark.connect.{kind}": _catalog_read(f"catalog.{call}") for kind, call in (
+        ("ListDatabases", "listDatabases"), ("ListTables", "listTables"), ("ListFunctions", "listFunctions"),
+        ("ListViews", "listViews"), ("DatabaseExists", "databaseExists"), ("TableExists", "tableExists"),
+        ("FunctionExists", "functionExists"), ("GetTable", "getTable"), ("GetDatabase", "getDatabase"))},
     "spark.connect.AnalyzePlanRequest.Persist": _persist,
     "spark.connect.CacheTable": _cache_table,
     "spark.connect.SQL": lambda sql, found: _sql(sql.query, found),

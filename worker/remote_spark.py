@@ -166,6 +166,11 @@ class RemoteSpark:
             self._warn(f"relative paths given to Spark ({', '.join(repr(p) for p in found.relative[:3])}) "
                        f"resolve on the Spark Connect server, not in this attempt's working directory "
                        f"({elsewhere}): give Spark absolute paths under this runner")
+        if found.catalog_reads and not found.catalog and self._first("catalog read"):
+            self._warn(f"{found.catalog_reads[0]}: under the connect runner the catalog is the Spark Connect "
+                       "server's, shared by every job on that server: it shows what other jobs left there; "
+                       "spark-submit starts each program with an empty catalog: use --runner session or --runner "
+                       "submit for that")
         if found.catalog and self._first("catalog"):
             self._warn(f"{found.catalog[0]}: under the connect runner tables, views and databases go to the "
                        f"Spark Connect server's catalog and warehouse ({self._warehouse()}), shared by every job "

@@ -75,6 +75,7 @@ df.cache()
 df.createOrReplaceTempView("numbers")
 spark.sql("CACHE TABLE numbers")
 print("rows", df.count(), spark.table("numbers").count())
+spark.catalog.listTables()
 """
 
 
@@ -169,6 +170,9 @@ def test_what_a_job_cached_is_not_served_to_the_next_job_reading_the_same_files(
         log = b"".join(client.logs(run.tasks[0].id)).decode()
         assert run.state == pb.RUN_SUCCEEDED, log[-3000:]
         counts.append(re.search(r"rows (\d+) (\d+)", log).groups())  # type: ignore[union-attr]
+        # A listing of the server's catalog shows what other jobs left there: said once.
+        assert log.count("sparkyard: warning: catalog.listTables(): under the connect runner the catalog is the "
+                         "Spark Connect server's, shared by every job on that server") == 1, log[-3000:]
     assert counts == [("3", "3"), ("5", "5")]
 
 

@@ -169,3 +169,17 @@ def test_what_an_attempt_caches_is_noticed_with_its_paths_resolved_so_that_it_ca
         sql = relations_pb2.Relation()
         sql.sql.query = statement
         assert inspect(sql, CWD).cached_tables == [], statement
+
+
+def test_listings_and_lookups_of_the_shared_catalog_are_noticed() -> None:
+    tables = relations_pb2.Relation()
+    tables.catalog.list_tables.CopyFrom(catalog_pb2.ListTables())
+    exists = relations_pb2.Relation()
+    exists.catalog.table_exists.CopyFrom(catalog_pb2.TableExists(table_name="events"))
+    assert inspect(tables, CWD).catalog_reads == ["catalog.listTables()"]
+    assert inspect(exists, CWD).catalog_reads == ["catalog.tableExists()"]
+    for statement, seen in [("SHOW TABLES", ["SHOW TABLES"]), ("show  databases like 'x*'", ["SHOW DATABASES"]),
+                            ("SELECT 1", []), ("SHOW CREATE TABLE t", [])]:
+        sql = relations_pb2.Relation()
+        sql.sql.query = statement
+        assert inspect(sql, CWD).catalog_reads == seen, statement
