@@ -243,7 +243,7 @@ class RemoteSpark:
 
     def install(self) -> None:
         """Patch PySpark's entry points (once per process)."""
-        from pyspark import SparkContext
+        from pyspark import SparkContext, SparkFiles
         from pyspark.sql import SparkSession
         from pyspark.sql.connect.dataframe import DataFrame as RemoteDataFrame
 
@@ -299,12 +299,24 @@ class RemoteSpark:
         def rdd(frame: Any) -> Any:
             raise ConnectRunnerError("DataFrame.rdd")
 
+        original_files_get = SparkFiles.get.__func__  # type: ignore[attr-defined]
+
+        def files_get(cls: Any, filename: str) -> str:
+            # On a spark-submit driver SparkFiles.get finds the job's --files; here the client process has no
+            # SparkContext to ask, but has the files themselves (the server's copies are for its UDFs).
+            if shared.in_attempt and not cls._is_running_on_worker:
+                local = {os.path.basename(p): p for p in shared._task.get("files", [])}
+                if filename in local:
+                    return local[filename]
+            return str(original_files_get(cls, filename))
+
         patches: dict[Any, dict[str, Any]] = {
             **{cls: {"getOrCreate": get_or_create} for cls in builders},
             SparkSession: {"getActiveSession": classmethod(get_active), "active": classmethod(active)},
             remote_cls: {"stop": stop, "sparkContext": property(spark_context)},
             RemoteDataFrame: {"rdd": property(rdd)},
             SparkContext: {"__init__": sc_init, "getOrCreate": classmethod(sc_get_or_create)},
+            SparkFiles: {"get": classmethod(files_get)},
         }
         for owner, methods in patches.items():
             for name, method in methods.items():

@@ -47,6 +47,8 @@ def offset(x):
         return triple(x) + int(f.read())
 
 def main(spark, ctx):
+    with open(SparkFiles.get("offset.txt")) as f:  # on the client too, as on a spark-submit driver
+        assert int(f.read()) == 100
     return [r[0] for r in spark.range(4).select(udf(offset, "long")("id")).orderBy("id").collect()]
 """
 
