@@ -42,6 +42,7 @@ class LeaderCalls:
         self.timeout = config.call_timeout_s
         self.metadata = [("authorization", f"Bearer {config.token}")] if config.token else []
         self._channels: dict[str, tuple[grpc.Channel, dict[str, Any]]] = {}
+        self._answered: set[str] = set()  # masters that answered a call of this client
 
     def stubs(self, service: str) -> Any:
         """The stub of a service on the current master (channels are made once per address)."""
@@ -49,6 +50,9 @@ class LeaderCalls:
             channel = open_channel(self.master, self._config, [
                 ("grpc.service_config", SERVICE_CONFIG), ("grpc.enable_retries", 1),
                 ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+                # A master back after a restart or an election is dialled again within a second, not after
+                # gRPC's default backoff (1 s growing to 120 s), while a call waits for it.
+                ("grpc.initial_reconnect_backoff_ms", 250), ("grpc.max_reconnect_backoff_ms", 1000),
             ])
             stubs = {"jobs": pbg.JobServiceStub(channel), "cluster": pbg.ClusterServiceStub(channel),
                      "bundles": pbg.BundleServiceStub(channel)}
@@ -69,8 +73,10 @@ class LeaderCalls:
         while True:
             call = getattr(self.stubs(service), method)
             try:
-                return call(iter(request) if isinstance(request, list) else request,
-                            timeout=timeout or self.timeout, metadata=self.metadata)
+                reply = call(iter(request) if isinstance(request, list) else request,
+                             timeout=timeout or self.timeout, metadata=self.metadata)
+                self._answered.add(self.master)
+                return reply
             except grpc.RpcError as exc:
                 if not self.follow(exc, unreachable, deadline, method):
                     raise translate(exc, ", ".join(self.masters) if unreachable else self.master,
@@ -110,13 +116,15 @@ class LeaderCalls:
         """The next master of the list to try. Once every master of several has failed, they are tried again
         from the first after ELECTION_POLL_S until ``deadline``: during a leader change the old leader is gone
         and the standby may refuse connections for a moment too (restarting, or its port not yet served).
-        A single master that refuses is said at once: that is a master not running, not an election."""
+        A single master that refuses is said at once (a master not running, not an election) unless it
+        answered this client before: then it is restarting (a leader that lost its lease comes back as a
+        standby, then leads again), and is waited for as an election is."""
         unreachable.add(self.master)
         rest = [m for m in self.masters if m not in unreachable]
         if rest:
             self.master = rest[0]
             return True
-        if len(self.masters) < 2 or time.monotonic() >= deadline:
+        if (len(self.masters) < 2 and self.master not in self._answered) or time.monotonic() >= deadline:
             return False
         time.sleep(ELECTION_POLL_S)
         unreachable.clear()

@@ -68,3 +68,35 @@ def test_several_masters_that_never_come_up_are_given_up_after_the_election_wait
         with pytest.raises(errors.Unavailable, match="no master listening"):
             client.status()
         assert time.monotonic() - began >= 2.0
+
+
+def test_a_lone_master_that_answered_before_and_restarts_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader that loses its lease (a stall past it) restarts as a standby and closes its port for a
+    moment: a client it answered rides through that as through an election."""
+    address = f"127.0.0.1:{free_port()}"
+
+    def serve() -> grpc.Server:
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        pbg.add_ClusterServiceServicer_to_server(_Status(), server)
+        server.add_insecure_port(address)
+        server.start()
+        return server
+
+    servers = [serve()]
+    moved_on = LeaderCalls._next_master
+
+    def restart_once_refused(self: LeaderCalls, *rest: Any) -> bool:
+        if len(servers) == 1:  # refused once: the master comes back
+            servers.append(serve())
+        return moved_on(self, *rest)
+
+    monkeypatch.setattr(LeaderCalls, "_next_master", restart_once_refused)
+    try:
+        with Client(address, tls_ca="", tls_cert="", tls_key="") as client:
+            assert client.status().leased == 7
+            servers[0].stop(None).wait()
+            assert client.status().leased == 7
+            assert len(servers) == 2
+    finally:
+        for server in servers:
+            server.stop(None)
