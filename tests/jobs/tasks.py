@@ -240,3 +240,16 @@ def skip_step(spark: Any, ctx: Any) -> None:
     """Skips itself (a pipeline step with nothing to do)."""
     ctx.skip("nothing new")
     raise AssertionError("ctx.skip() returned")
+
+
+def jvm_class_archive(spark: Any, ctx: Any) -> dict[str, Any]:
+    """What the driver's JVM was started with and which class archives (.jsa) it has mapped: its Java options as
+    Spark has them, the system property ``sparkyard.mine`` (a job's own option), the archives in its maps."""
+    from pyspark import SparkContext
+
+    jvm_pid = SparkContext._gateway.proc.pid  # type: ignore[union-attr]  # spark-submit execs the JVM
+    with open(f"/proc/{jvm_pid}/maps") as maps:
+        mapped = sorted({line.split()[-1] for line in maps if line.rstrip().endswith(".jsa")})
+    return {"driver": os.getpid(), "jvm": jvm_pid, "mapped": mapped,
+            "options": spark.sparkContext.getConf().get("spark.driver.extraJavaOptions", ""),
+            "mine": spark.sparkContext._jvm.System.getProperty("sparkyard.mine")}
