@@ -49,6 +49,8 @@ TEST_DRIVER_CONF = "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+U
 # the first test worker starts (not in the background by each cluster's workers), so every driver of the
 # suite starts from it. Its name is keyed, so a run with another Java, pyspark or JVM options makes another.
 TEST_CLASS_ARCHIVE_DIR = ROOT / ".sparkyard" / "test-class-archive"
+# TEST_CLASS_ARCHIVE=off in the environment: test workers start their JVMs without one (to measure the difference).
+TEST_CLASS_ARCHIVE = "off" if os.environ.get("TEST_CLASS_ARCHIVE") == "off" else str(TEST_CLASS_ARCHIVE_DIR)
 
 
 def free_port() -> int:
@@ -168,7 +170,7 @@ class Cluster:
     profile_dir: str = ""  # set: the processes named in profile_processes write cProfile stats <dir>/<name>.prof
     profile_processes: tuple[str, ...] = ("master",)
     driver_conf: str = TEST_DRIVER_CONF  # benchmarks set "" to measure the default configuration
-    class_archive_dir: str = str(TEST_CLASS_ARCHIVE_DIR)  # the workers' --class-archive-dir
+    class_archive_dir: str = TEST_CLASS_ARCHIVE  # the workers' --class-archive-dir
     master: Proc | None = None
     address: str = ""
     workers: dict[str, Proc] = field(default_factory=dict)

@@ -1,6 +1,6 @@
 """A worker makes the class archive of its Spark JVMs in the background (worker/class_archive.py), and the
-drivers it starts afterwards map it — a warm driver of the pool, and a fresh one started with a job's own
-``spark.driver.extraJavaOptions``, which it keeps."""
+drivers it starts afterwards map it — a warm driver of the pool, a fresh one started with a job's own
+``spark.driver.extraJavaOptions`` (which it keeps), and a submit-runner attempt's ``spark-submit``."""
 
 from __future__ import annotations
 
@@ -52,6 +52,9 @@ def test_a_worker_makes_the_archive_and_its_next_drivers_map_it(redis_server: Re
         fresh = _run(client, archive_dir, conf={"spark.driver.extraJavaOptions": "-Dsparkyard.mine=1"})
         assert fresh["mine"] == "1" and fresh["mapped"] == [archive], fresh
         assert "-Dsparkyard.mine=1" in str(fresh["options"]) and f"SharedArchiveFile={archive}" in str(fresh["options"])
+        # A spark-submit attempt (the submit runner) starts from it as well, with the job's options.
+        submitted = _run(client, archive_dir, runner="submit", conf={"spark.driver.extraJavaOptions": "-Dsparkyard.mine=2"})
+        assert submitted["mine"] == "2" and submitted["mapped"] == [archive], submitted
     except BaseException:
         print(cluster.logs())
         raise

@@ -247,7 +247,8 @@ def jvm_class_archive(spark: Any, ctx: Any) -> dict[str, Any]:
     Spark has them, the system property ``sparkyard.mine`` (a job's own option), the archives in its maps."""
     from pyspark import SparkContext
 
-    jvm_pid = SparkContext._gateway.proc.pid  # type: ignore[union-attr]  # spark-submit execs the JVM
+    gateway = getattr(SparkContext._gateway, "proc", None)  # a warm driver's JVM (spark-submit execs it)
+    jvm_pid = gateway.pid if gateway is not None else os.getppid()  # under spark-submit the JVM started Python
     with open(f"/proc/{jvm_pid}/maps") as maps:
         mapped = sorted({line.split()[-1] for line in maps if line.rstrip().endswith(".jsa")})
     return {"driver": os.getpid(), "jvm": jvm_pid, "mapped": mapped,
