@@ -292,6 +292,9 @@ class WorkerConfig(_TlsClient):
                               "slots x refill time / task time); 0 = off")
     bundle_cache_bytes: Bytes = Field(DEFAULT_BUNDLE_CACHE_BYTES, description="disk kept for fetched bundles of "
                                       "shipped code, e.g. 2g")
+    class_archive_dir: str = Field("", description="directory of the archive of Spark's classes the worker's "
+                                   "JVMs start from, made once per Java and pyspark, ~150 MB (none: "
+                                   "~/.cache/sparkyard/class-archive, shared by the user's workers; off: none)")
     labels: Labels = Field({}, description="a label (repeatable)", json_schema_extra={"metavar": "K=V",
                                                                                      "repeat": True})
     conf: SparkConf = Field({}, description="Spark conf of every driver and spark-submit this worker starts "

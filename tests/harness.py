@@ -6,14 +6,18 @@ with a deadline (:func:`wait_for`), never a fixed sleep.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +32,8 @@ from sparkyard.config import ClientConfig
 from sparkyard.master.embedded_redis import find_redis_server
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
+from sparkyard.worker.children import Children
+from sparkyard.worker.class_archive import ClassArchive
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +45,12 @@ TEST_HEARTBEAT_S = 0.8
 # Test workers' drivers start their JVM with the quick JIT only: a test's Spark work is tiny, and the
 # suite starts dozens of drivers on 2 cores, where C2 compiling during start-up costs ~15-20 % of each.
 TEST_DRIVER_CONF = "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# Test workers' JVMs start from one class archive (worker/class_archive.py), made once for the checkout before
+# the first test worker starts (not in the background by each cluster's workers), so every driver of the
+# suite starts from it. Its name is keyed, so a run with another Java, pyspark or JVM options makes another.
+TEST_CLASS_ARCHIVE_DIR = ROOT / ".sparkyard" / "test-class-archive"
+# TEST_CLASS_ARCHIVE=off in the environment: test workers start their JVMs without one (to measure the difference).
+TEST_CLASS_ARCHIVE = "off" if os.environ.get("TEST_CLASS_ARCHIVE") == "off" else str(TEST_CLASS_ARCHIVE_DIR)
 
 
 def free_port() -> int:
@@ -158,6 +170,7 @@ class Cluster:
     profile_dir: str = ""  # set: the processes named in profile_processes write cProfile stats <dir>/<name>.prof
     profile_processes: tuple[str, ...] = ("master",)
     driver_conf: str = TEST_DRIVER_CONF  # benchmarks set "" to measure the default configuration
+    class_archive_dir: str = TEST_CLASS_ARCHIVE  # the workers' --class-archive-dir
     master: Proc | None = None
     address: str = ""
     workers: dict[str, Proc] = field(default_factory=dict)
@@ -208,6 +221,10 @@ class Cluster:
                 "--spark-master", "local[1]", "--drain-timeout", "5", *extra]
         if self.driver_conf:
             args += ["--conf", self.driver_conf]
+        if self.class_archive_dir:
+            if self.class_archive_dir == str(TEST_CLASS_ARCHIVE_DIR):
+                shared_class_archive(self.driver_conf)
+            args += ["--class-archive-dir", self.class_archive_dir]
         if group:
             args += ["--group", group]
         proc = subprocess.Popen(args, stdout=log_path.open("ab"), stderr=subprocess.STDOUT, env=self._env(worker_id))
@@ -266,6 +283,30 @@ class Cluster:
     def logs(self) -> str:
         parts = [f"==== {p.name} ====\n{p.log()[-4000:]}" for p in [*self.workers.values(), self.master] if p]
         return "\n".join(parts)
+
+
+@functools.lru_cache(maxsize=None)
+def shared_class_archive(driver_conf: str) -> Path | None:
+    """The test workers' class archive for ``driver_conf`` (``k=v``), made now unless it exists; another test
+    process making it at the same time is waited for. None when it cannot be made (workers start without)."""
+    conf = dict([driver_conf.split("=", 1)]) if driver_conf else {}
+    archive = ClassArchive(TEST_CLASS_ARCHIVE_DIR, conf)
+    path = archive.path
+    if path is None or path.is_file():
+        return path
+    work = TEST_CLASS_ARCHIVE_DIR / f"maker-{os.getpid()}"
+
+    async def make() -> None:
+        archive.make_soon(Children(work))
+        if archive._making is not None:
+            await archive._making
+
+    with ThreadPoolExecutor(1) as pool:  # its own event loop, whatever the calling test runs in
+        pool.submit(asyncio.run, make()).result()
+    shutil.rmtree(work, ignore_errors=True)
+    if not archive.rejected:
+        wait_for(path.is_file, 600, f"the class archive {path} another test process is making")
+    return path if path.is_file() else None
 
 
 @contextmanager

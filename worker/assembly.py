@@ -31,6 +31,7 @@ from sparkyard.httpserve import Access, HttpEndpoint, Route, metrics_response
 from sparkyard.lifecycle import Loop, Service
 from sparkyard.worker.bundles import BundleCache, fetch_over
 from sparkyard.worker.children import Children
+from sparkyard.worker.class_archive import ClassArchive
 from sparkyard.worker.connection import Connection
 from sparkyard.worker.disk import Disk
 from sparkyard.worker.engine import Engine, watched_master
@@ -86,18 +87,20 @@ async def _stop(service: Service) -> None:
         log.exception("%s failed to stop", getattr(service, "name", type(service).__name__))
 
 
-def build_runners(cfg: WorkerConfig, children: Children, engine: Engine, disk: Disk) -> Runners:
-    """Every runner a job may ask for; each tells of its readiness changing through one event."""
+def build_runners(cfg: WorkerConfig, children: Children, engine: Engine, disk: Disk,
+                  archive: ClassArchive | None = None) -> Runners:
+    """Every runner a job may ask for; each tells of its readiness changing through one event. Their JVMs
+    share one ``archive`` of Spark's classes (worker/class_archive.py)."""
     changed = asyncio.Event()
     runners: dict[str, Runner] = {
         "submit": SubmitRunner(cfg.spark_master, cfg.slots, children, task_memory_mb=cfg.task_memory_mb,
-                               conf=cfg.conf),
+                               conf=cfg.conf, archive=archive),
         "session": SessionRunner(cfg.spark_master, cfg.slots, cfg.work_path, children, conf=cfg.conf,
                                  task_memory_mb=cfg.task_memory_mb, max_tasks=cfg.driver_max_tasks,
-                                 wait_max_s=cfg.runner_wait_max_s, on_readiness=changed.set),
+                                 wait_max_s=cfg.runner_wait_max_s, on_readiness=changed.set, archive=archive),
         "connect": ConnectRunner(cfg.connect_url, cfg.spark_master, cfg.slots, cfg.work_path, children,
                                  conf=cfg.conf, task_memory_mb=cfg.task_memory_mb, max_tasks=cfg.driver_max_tasks,
-                                 wait_max_s=cfg.runner_wait_max_s, on_readiness=changed.set),
+                                 wait_max_s=cfg.runner_wait_max_s, on_readiness=changed.set, archive=archive),
     }
     return Runners(cfg, runners, changed, engine, disk)
 
@@ -110,7 +113,8 @@ def build_worker(cfg: WorkerConfig, *, clock: Clock | None = None) -> Worker:
     children = Children(work_dir)
     engine = Engine(watched_master(cfg.runner, cfg.spark_master, cfg.connect_url))
     disk = Disk(work_dir)
-    runners = build_runners(cfg, children, engine, disk)
+    archive = ClassArchive.configured(cfg.class_archive_dir, cfg.conf)
+    runners = build_runners(cfg, children, engine, disk, archive)
     logs = LogFiles(work_dir)
     bundles = BundleCache(work_dir / "bundles", cfg.bundle_cache_bytes,
                           fetch_over(lambda: connection.channel, connection.metadata))
@@ -139,13 +143,13 @@ def build_worker(cfg: WorkerConfig, *, clock: Clock | None = None) -> Worker:
     link = MasterLink(cfg, clock, connection, slots, ledger, runners, logs, drain_requested)
     retention = Retention(logs, work_dir / "attempts", cfg.log_retention_s, clock, slots.task_ids)
     return Worker(cfg, logs=logs, ledger=ledger, runners=runners, slots=slots, link=link, retention=retention,
-                  children=children, bundles=bundles, fence_desk=FenceDesk(fence_address, link.answer_fence),
+                  children=children, archive=archive, bundles=bundles, fence_desk=FenceDesk(fence_address, link.answer_fence),
                   metrics=metrics, drain_requested=drain_requested)
 
 
 class Worker:
     def __init__(self, cfg: WorkerConfig, *, logs: LogFiles, ledger: ResultLedger, runners: Runners,
-                 slots: AttemptSlots, link: MasterLink, retention: Retention, children: Children,
+                 slots: AttemptSlots, link: MasterLink, retention: Retention, children: Children, archive: ClassArchive,
                  bundles: BundleCache, fence_desk: FenceDesk, metrics: WorkerMetrics,
                  drain_requested: asyncio.Event) -> None:
         self.cfg = cfg
@@ -168,6 +172,7 @@ class Worker:
             Loop("log-retention", retention.run),
             fence_desk,
             *([self.http] if self.http is not None else []),
+            Step("class archive", stop=archive.close),  # a training JVM in progress ends with the worker
             Step("runners", stop=runners.close),
             # Only the default runner starts now; another starts when a job first asks for it.
             Loop("start-runner", runners.start_default),

@@ -38,6 +38,7 @@ from typing import Callable
 
 from sparkyard.config import connect_address
 from sparkyard.worker import connect_plugin, jvm_temp
+from sparkyard.worker.class_archive import ClassArchive
 from sparkyard.worker.children import Children, tied_command
 from sparkyard.worker.engine import answers
 from sparkyard.worker.runner.submit import spark_submit_path
@@ -99,8 +100,10 @@ def _free_port() -> int:
 
 class ConnectServer:
     def __init__(self, url: str, spark_master: str, conf: dict[str, str], work_dir: Path, children: Children,
-                 on_change: Callable[[], None]) -> None:
+                 on_change: Callable[[], None], archive: ClassArchive | None = None) -> None:
         self._given = url
+        self._archive = archive  # of Spark's classes, for the server's JVM (worker/class_archive.py)
+        self._archived: Path | None = None  # the archive the running server's JVM was given
         self._master = spark_master
         self._conf = {**SERVER_CONF, **conf}
         self._dir = work_dir
@@ -189,6 +192,8 @@ class ConnectServer:
             raise FileNotFoundError(f"spark-submit not found at {spark_submit}")
         conf = jvm_temp.temp_conf({**self._conf, "spark.connect.grpc.binding.address": "127.0.0.1",
                                    "spark.connect.grpc.binding.port": str(port)}, self._dir / "tmp")
+        if self._archive is not None:
+            conf, self._archived = self._archive.conf(conf)
         cmd = [spark_submit, "--class", SERVER_CLASS, "--name", "sparkyard Spark Connect server",
                "--master", self._master]
         if self.plugin is not None:
@@ -237,6 +242,10 @@ class ConnectServer:
                 self.url = f"sc://127.0.0.1:{self._port}"
                 log.info("Spark Connect server ready at %s in %.1fs (pid %d)", self.url, self.started_in_s, proc.pid)
                 self._set(True, "")
+                if self._archive is not None:
+                    if self._archived is not None:
+                        self._archive.check(proc.pid, self._archived)
+                    self._archive.make_soon(self._children)  # after its start, not to slow it
                 return True
             await asyncio.sleep(START_POLL_S)
         return False

@@ -240,3 +240,17 @@ def skip_step(spark: Any, ctx: Any) -> None:
     """Skips itself (a pipeline step with nothing to do)."""
     ctx.skip("nothing new")
     raise AssertionError("ctx.skip() returned")
+
+
+def jvm_class_archive(spark: Any, ctx: Any) -> dict[str, Any]:
+    """What the driver's JVM was started with and which class archives (.jsa) it has mapped: its Java options as
+    Spark has them, the system property ``sparkyard.mine`` (a job's own option), the archives in its maps."""
+    from pyspark import SparkContext
+
+    gateway = getattr(SparkContext._gateway, "proc", None)  # a warm driver's JVM (spark-submit execs it)
+    jvm_pid = gateway.pid if gateway is not None else os.getppid()  # under spark-submit the JVM started Python
+    with open(f"/proc/{jvm_pid}/maps") as maps:
+        mapped = sorted({line.split()[-1] for line in maps if line.rstrip().endswith(".jsa")})
+    return {"driver": os.getpid(), "jvm": jvm_pid, "mapped": mapped,
+            "options": spark.sparkContext.getConf().get("spark.driver.extraJavaOptions", ""),
+            "mine": spark.sparkContext._jvm.System.getProperty("sparkyard.mine")}

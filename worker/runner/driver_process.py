@@ -117,6 +117,7 @@ class DriverProcess:
         self.temp_dir = runner.drivers_dir / f"driver-{number}.tmp"  # its JVM's (worker/jvm_temp.py)
         # The --files its SparkContext serves, by name (Spark keys them by name alone, for the context's life).
         self.files: dict[str, str] = {}
+        self.class_archive: Path | None = None  # the class archive its JVM was given (worker/class_archive.py)
 
     def clashes(self, files: tuple[str, ...]) -> bool:
         """Whether one of ``files`` has a name this driver already serves from another path."""

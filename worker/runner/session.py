@@ -31,6 +31,7 @@ from sparkyard.config import DEFAULT_DRIVER_MAX_TASKS, DEFAULT_RUNNER_WAIT_MAX_S
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children
+from sparkyard.worker.class_archive import ClassArchive
 from sparkyard.worker.runner.base import ERROR_TAIL_LINES, AttemptRun, Outcome, log_tail
 from sparkyard.worker.runner.driver_process import KILL_GRACE_S, DriverProcess, Job, describe_exit, run_message
 from sparkyard.worker.runner.fresh import FreshDrivers
@@ -57,7 +58,7 @@ class SessionRunner:
     def __init__(self, spark_master: str, slots: int, work_dir: Path, children: Children, *,
                  conf: dict[str, str] | None = None, task_memory_mb: int = 0,
                  max_tasks: int = DEFAULT_DRIVER_MAX_TASKS, wait_max_s: float = DEFAULT_RUNNER_WAIT_MAX_S,
-                 on_readiness: Callable[[], None] | None = None) -> None:
+                 on_readiness: Callable[[], None] | None = None, archive: ClassArchive | None = None) -> None:
         self.spark_master = spark_master or "local[1]"
         self._wait_max_s = wait_max_s
         self.slots = slots
@@ -67,6 +68,7 @@ class SessionRunner:
         self._task_memory_mb = task_memory_mb
         self._max_tasks = max_tasks
         self._on_readiness = on_readiness or (lambda: None)
+        self._archive = archive  # of Spark's classes, for the drivers' JVMs (worker/class_archive.py)
         self._drivers: list[DriverProcess] = []
         self._queue: deque[Job] = deque()
         self._jobs: dict[str, Job] = {}  # by attempt tag: every attempt begun here and not yet done
@@ -99,8 +101,12 @@ class SessionRunner:
 
     def driver_conf(self, driver: DriverProcess) -> dict[str, str]:
         """The Spark conf a driver process starts with: the worker's (and the job's, for a fresh driver of
-        one job), its JVM's temporary files its own."""
-        return jvm_temp.temp_conf(self._fresh.conf(driver, self.conf), driver.temp_dir)
+        one job), its JVM's temporary files its own, its classes from the class archive once there is one."""
+        conf = jvm_temp.temp_conf(self._fresh.conf(driver, self.conf), driver.temp_dir)
+        if self._archive is None:
+            return conf
+        conf, driver.class_archive = self._archive.conf(conf)
+        return conf
 
     def _pool(self) -> list[DriverProcess]:
         """The drivers that serve any attempt (not those started for one job's conf)."""
@@ -300,6 +306,10 @@ class SessionRunner:
                 self._spawn_driver()
             else:
                 self._warm = all(d.state in ("ready", "busy") for d in self._pool())
+                if self._warm and self._archive is not None:  # now, not to slow the pool's first warm-up
+                    self._archive.make_soon(self.children)
+        if self._archive is not None and driver.class_archive is not None and driver.proc is not None:
+            self._archive.check(driver.proc.pid, driver.class_archive)
         retiring = sorted((d for d in self._pool() if d.retiring and d.state in ("ready", "busy")),
                           key=lambda d: d.state == "busy")
         if retiring:  # a warmed replacement takes over: the old one goes now, or after its attempt

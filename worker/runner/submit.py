@@ -32,6 +32,7 @@ from sparkyard import resources
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children, tree_rss
+from sparkyard.worker.class_archive import ClassArchive
 from sparkyard.worker.disk import no_space
 from sparkyard.worker.runner.base import ERROR_TAIL_LINES, AttemptRun, Outcome, log_tail
 from sparkyard.worker.warm_conf import MASTER_CONF, master_notice
@@ -59,9 +60,10 @@ class SubmitRunner:
     name = "submit"
 
     def __init__(self, spark_master: str, slots: int, children: Children, *, task_memory_mb: int = 0,
-                 conf: dict[str, str] | None = None) -> None:
+                 conf: dict[str, str] | None = None, archive: ClassArchive | None = None) -> None:
         self._master = spark_master or "local[1]"
         self._conf = dict(conf or {})
+        self._archive = archive  # of Spark's classes, for every attempt's JVM (worker/class_archive.py)
         self._slots = slots
         self._children = children
         self._task_memory_mb = task_memory_mb
@@ -75,6 +77,8 @@ class SubmitRunner:
         if not Path(self._spark_submit).exists():
             self._error = f"spark-submit not found at {self._spark_submit}"
             raise RuntimeError(self._error)
+        if self._archive is not None:  # no JVM warms at this runner's start: made at once, in the background
+            self._archive.make_soon(self._children)
 
     def readiness(self) -> tuple[int, str, int]:
         if self._error:
@@ -94,6 +98,8 @@ class SubmitRunner:
         cmd = [self._spark_submit or spark_submit_path(), "--master", self._master, "--name", attempt.tag]
         job_conf = {k: v for k, v in spec.conf.items() if k != MASTER_CONF}  # the worker's engine decides
         conf = jvm_temp.temp_conf({**DEFAULT_CONF, **self._conf, **job_conf}, work_dir / "spark-local")
+        if self._archive is not None:
+            conf, _ = self._archive.conf(conf)
         for key, value in sorted(conf.items()):
             cmd += ["--conf", f"{key}={value}"]
         cmd += resources.submit_args(spec)
