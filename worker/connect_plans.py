@@ -21,8 +21,9 @@ path — ``Read.DataSource`` (``paths``), ``WriteOperation`` and ``WriteStreamOp
 ``CreateTable``/``CreateExternalTable`` (``catalog.createTable``), ``RefreshByPath``, ML ``save``/``load``
 — and their options ``path``, ``basePath``, ``checkpointLocation`` (and a file stream's
 ``sourceArchiveDir``); a source's paths only for Spark's file sources and Delta (another source may read
-its ``path`` as a table name), a checkpoint location whatever the sink. SQL text is not rewritten: a path
-inside a statement (``LOCATION 'x'``, ``parquet.`x```) resolves on the server. Catalog writes are seen in the
+its ``path`` as a table name), a checkpoint location whatever the sink. SQL text is not rewritten: a relative path
+inside a statement (``LOCATION 'x'``, ``OPTIONS (path 'x')``, ``parquet.`x```) resolves on the server, and the
+attempt's log says so. Catalog writes are seen in the
 writer commands and in a SQL statement's leading words (:data:`SQL_CATALOG_WRITE`), not inside statements
 that begin otherwise (``WITH … INSERT``, ``EXECUTE IMMEDIATE``); ``DROP VIEW`` is not counted (it may name
 a temporary view).
@@ -56,6 +57,10 @@ SQL_CATALOG_WRITE = re.compile(
 # A SQL statement that lists the catalog (what another job left there shows).
 SQL_CATALOG_READ = re.compile(r"SHOW\s+(TABLES|DATABASES|SCHEMAS|NAMESPACES|VIEWS|FUNCTIONS|USER\s+FUNCTIONS)\b",
                               re.IGNORECASE)
+# Paths inside SQL text, which the client does not rewrite: ``LOCATION 'x'``, ``OPTIONS (path 'x')``, a file
+# source queried in place (``parquet.`x```).
+SQL_PATH = re.compile(r"""\bLOCATION\s+'([^']*)'|\bpath\s*=?\s*'([^']*)'"""
+                      r"|\b(?:parquet|csv|json|orc|text|avro|delta|binaryFile)\.`([^`]*)`", re.IGNORECASE)
 # ``CACHE [LAZY] TABLE name [AS query]``: data cached in the server's cache, which every session shares.
 SQL_CACHE_TABLE = re.compile(r"CACHE\s+(LAZY\s+)?TABLE\s+(?P<name>`[^`]+`|[\w.`]+)", re.IGNORECASE)
 _SQL_LEAD = re.compile(r"(\s+|--[^\n]*(\n|$)|/\*.*?\*/|\()*", re.DOTALL)
@@ -85,6 +90,7 @@ class Findings:
     relative: list[str] = field(default_factory=list)
     catalog: list[str] = field(default_factory=list)
     catalog_reads: list[str] = field(default_factory=list)  # listings and lookups of the shared catalog
+    sql_relative: list[str] = field(default_factory=list)  # relative paths inside SQL text (not rewritten)
     persisted: list[Any] = field(default_factory=list)  # the relations of ``persist`` requests (``df.cache()``)
     cached_tables: list[str] = field(default_factory=list)  # ``catalog.cacheTable``, ``CACHE TABLE``
 
@@ -256,6 +262,7 @@ def _sql(statement: str, found: Findings) -> None:
     shows = SQL_CATALOG_READ.match(statement, start.end() if start else 0)
     if shows:
         found.catalog_reads.append(" ".join(shows.group(0).upper().split()))
+    found.sql_relative += [p for m in SQL_PATH.finditer(statement) for p in m.groups() if p and is_relative(p)]
     start = _SQL_LEAD.match(statement)
     cache = SQL_CACHE_TABLE.match(statement, start.end() if start else 0)
     if cache:

@@ -166,6 +166,11 @@ class RemoteSpark:
             self._warn(f"relative paths given to Spark ({', '.join(repr(p) for p in found.relative[:3])}) "
                        f"resolve on the Spark Connect server, not in this attempt's working directory "
                        f"({elsewhere}): give Spark absolute paths under this runner")
+        if found.sql_relative and not elsewhere and self._first("sql paths"):
+            self._warn(f"relative paths inside SQL text ({', '.join(repr(p) for p in found.sql_relative[:3])}) "
+                       "resolve on the Spark Connect server, in its own directory, not in this attempt's (the "
+                       "client makes the paths of readers, writers and streams absolute, not those in SQL): "
+                       "give them absolute, or use --runner session or --runner submit")
         if found.catalog_reads and not found.catalog and self._first("catalog read"):
             self._warn(f"{found.catalog_reads[0]}: under the connect runner the catalog is the Spark Connect "
                        "server's, shared by every job on that server: it shows what other jobs left there; "
