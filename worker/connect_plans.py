@@ -59,7 +59,7 @@ SQL_CATALOG_READ = re.compile(r"SHOW\s+(TABLES|DATABASES|SCHEMAS|NAMESPACES|VIEW
                               re.IGNORECASE)
 # Paths inside SQL text, which the client does not rewrite: ``LOCATION 'x'``, ``OPTIONS (path 'x')``, a file
 # source queried in place (``parquet.`x```).
-SQL_PATH = re.compile(r"""\bLOCATION\s+'([^']*)'|\bpath\s*=?\s*'([^']*)'"""
+SQL_PATH = re.compile(r"""\bLOCATION\s+'([^']*)'|[(,]\s*path\s*=?\s*'([^']*)'"""
                       r"|\b(?:parquet|csv|json|orc|text|avro|delta|binaryFile)\.`([^`]*)`", re.IGNORECASE)
 # ``CACHE [LAZY] TABLE name [AS query]``: data cached in the server's cache, which every session shares.
 SQL_CACHE_TABLE = re.compile(r"CACHE\s+(LAZY\s+)?TABLE\s+(?P<name>`[^`]+`|[\w.`]+)", re.IGNORECASE)

@@ -190,6 +190,7 @@ def test_listings_and_lookups_of_the_shared_catalog_are_noticed() -> None:
     ("CREATE TABLE t USING csv OPTIONS (path 'data/x.csv', header 'true')", ["data/x.csv"]),
     ("SELECT * FROM parquet.`out/part` JOIN json.`/abs/j`", ["out/part"]),
     ("CREATE TABLE t USING parquet LOCATION '/abs/t'", []), ("SELECT 'path' AS x", []),
+    ("SELECT * FROM files WHERE path = 'a/b'", []), ("CREATE TABLE t USING csv OPTIONS (path = 'rel')", ["rel"]),
     ("SELECT * FROM delta.`s3a://b/t`", [])])
 def test_relative_paths_inside_sql_text_are_noticed_not_rewritten(statement: str, relative: list[str]) -> None:
     sql = relations_pb2.Relation()
