@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 ARCHIVE_OPTION = "-XX:SharedArchiveFile"
 DUMP_OPTION = "-XX:ArchiveClassesAtExit"
 # Options with which the JVM must not be given the archive (the user's own CDS choice wins).
-OWN_CHOICE = (ARCHIVE_OPTION, DUMP_OPTION, "-Xshare:off", "-XX:ArchiveClassesAtExit")
+OWN_CHOICE = (ARCHIVE_OPTION, DUMP_OPTION, "-Xshare:off")
 # The setting's value that turns the archive off.
 OFF = "off"
 # Free space the archive's file system needs before one is made: the archive (~150 MB), with room to spare.
