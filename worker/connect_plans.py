@@ -76,8 +76,17 @@ def is_relative(path: str) -> bool:
 
 def sql_catalog_write(statement: str) -> str:
     """The leading words of a SQL statement that writes to the catalog ('' for any other)."""
+    return _leading(SQL_CATALOG_WRITE, statement, _lead_end(statement))
+
+
+def _lead_end(statement: str) -> int:
+    """Where a statement's first word starts, past blanks, comments and opening brackets."""
     start = _SQL_LEAD.match(statement)
-    found = SQL_CATALOG_WRITE.match(statement, start.end() if start else 0)
+    return start.end() if start else 0
+
+
+def _leading(pattern: re.Pattern[str], statement: str, at: int) -> str:
+    found = pattern.match(statement, at)
     return " ".join(found.group(0).upper().split()) if found else ""
 
 
@@ -255,16 +264,15 @@ def _catalog_read(call: str) -> Callable[[Any, Findings], None]:
 
 
 def _sql(statement: str, found: Findings) -> None:
-    words = sql_catalog_write(statement)
+    at = _lead_end(statement)
+    words = _leading(SQL_CATALOG_WRITE, statement, at)
     if words:
         found.catalog.append(words)
-    start = _SQL_LEAD.match(statement)
-    shows = SQL_CATALOG_READ.match(statement, start.end() if start else 0)
+    shows = _leading(SQL_CATALOG_READ, statement, at)
     if shows:
-        found.catalog_reads.append(" ".join(shows.group(0).upper().split()))
+        found.catalog_reads.append(shows)
     found.sql_relative += [p for m in SQL_PATH.finditer(statement) for p in m.groups() if p and is_relative(p)]
-    start = _SQL_LEAD.match(statement)
-    cache = SQL_CACHE_TABLE.match(statement, start.end() if start else 0)
+    cache = SQL_CACHE_TABLE.match(statement, at)
     if cache:
         found.cached_tables.append(cache.group("name"))
 

@@ -27,16 +27,19 @@ from sparkyard.worker.workspace import Workspace
 ERROR_TAIL_LINES = 20
 
 
-def log_tail(path: str, lines: int) -> str:
-    """The last ``lines`` lines of a log file ('' if it cannot be read)."""
+def _read_tail(path: str, most: int, since: int = 0) -> str:
+    """The last ``most`` bytes of a file written from offset ``since`` on ('' if it cannot be read)."""
     try:
         with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 16384))
-            text = f.read().decode(errors="replace")
+            f.seek(max(since, f.seek(0, os.SEEK_END) - most))
+            return f.read().decode(errors="replace")
     except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+
+
+def log_tail(path: str, lines: int) -> str:
+    """The last ``lines`` lines of a log file ('' if it cannot be read)."""
+    return "\n".join(_read_tail(path, 16384).splitlines()[-lines:])
 
 
 # A JVM's own reason in a log: the message of its last exception (``java.lang.RuntimeException: [unresolved
@@ -47,13 +50,7 @@ _JVM_REASON = re.compile(r"^(Exception in thread \S+ )?((java|javax|scala|org|co
 def jvm_reason(path: str, since: int = 0) -> str:
     """The last JVM exception line of a log written from offset ``since`` on ('' if none): what a driver
     whose Java gateway exited before it could answer died of (its Python side only says that it exited)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(since, f.seek(0, os.SEEK_END) - 65536))
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return ""
-    for line in reversed(text.splitlines()):
+    for line in reversed(_read_tail(path, 65536, since).splitlines()):
         found = _JVM_REASON.match(line.strip())
         if found:
             return found.group(2)[:500]
