@@ -125,17 +125,29 @@ class RemoteSpark:
             self._make_current(session)
             session.addTag(connect["tag"])
             for key, value in self._task["conf"].items():
-                try:
-                    session.conf.set(key, value)
-                except Exception as exc:
-                    self._warn(f"conf {key}={value} cannot be set on a Spark Connect session "
-                               f"({str(exc).splitlines()[0]}); use --runner submit for it")
+                self._set_conf(session, key, value)
             artifacts = self._artifacts(connect)
             if artifacts:
                 session.addArtifacts(*artifacts, pyfile=True)
             if self._task["files"]:
                 session.addArtifacts(*self._task["files"], file=True)
         return self._session
+
+    def _set_conf(self, session: Any, key: str, value: str) -> None:
+        """A job's conf on the attempt's session. Core conf (``spark.*`` outside ``spark.sql.*``) is fixed
+        when the server's application starts: the server refuses the keys Spark registered, and takes any
+        other (``spark.yarn.queue`` with no YARN classes loaded, a program's ``spark.myapp.*``) as a plain
+        session value that Spark itself never applies — both are said."""
+        try:
+            session.conf.set(key, value)
+        except Exception as exc:
+            self._warn(f"conf {key}={value} cannot be set on a Spark Connect session "
+                       f"({str(exc).splitlines()[0]}); use --runner submit for it")
+            return
+        if key.startswith("spark.") and not key.startswith("spark.sql.") and not session.conf.isModifiable(key):
+            self._warn(f"conf {key}={value} is Spark core conf, fixed when the Spark Connect server's application "
+                       "started: the attempt's session carries it (spark.conf.get returns it) but Spark does not "
+                       "apply it; use --runner submit for it")
 
     @staticmethod
     def _artifacts(connect: dict[str, Any]) -> list[str]:

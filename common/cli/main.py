@@ -49,6 +49,10 @@ class _Parser(argparse.ArgumentParser):
         kwargs["allow_abbrev"] = False
         super().__init__(**kwargs)
 
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        return super().parse_known_args(submit_line.dash_values(self, list(sys.argv[1:] if args is None else args)),
+                                        namespace)
+
     def error(self, message: str) -> NoReturn:
         """One line naming the verb (``sparkyard submit: …``), exit 2: not the usage of every option."""
         if message == submit_line.NO_PROGRAM[0]:

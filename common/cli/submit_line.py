@@ -6,13 +6,16 @@
   ``sys.argv[1:] == ["--date", "2026-11-01", "data/in.csv"]``. Sparkyard's own options go before it.
   After a ``module:function`` entrypoint (no such thing under spark-submit) options are read as
   Sparkyard's, as before, and arguments are given with ``--arg``.
-* spark-submit's options that Sparkyard has no field for become the Spark conf spark-submit would set:
-  ``--jars`` (``spark.jars``), ``--packages`` (``spark.jars.packages``), ``--archives`` (``spark.archives``),
-  ``--total-executor-cores`` (``spark.cores.max``). The submit runner hands them to spark-submit; a warm
-  driver cannot take them and says so in the attempt's log (docs/runners.md).
+* spark-submit's options that Sparkyard has no field for become the Spark conf spark-submit would set
+  (:data:`CONF_LISTS`, :data:`CONF_VALUES`: ``--jars`` is ``spark.jars``, ``--driver-java-options``
+  ``spark.driver.extraJavaOptions``…), and ``--properties-file`` adds the file's ``spark.*`` keys under the
+  job's ``--conf``, as spark-submit reads it. The submit runner hands them to spark-submit; a warm driver
+  cannot take core conf and runs the attempt on a fresh driver, said in the attempt's log (docs/runners.md).
 * ``--master`` is the address of Sparkyard's master: a Spark master URL given there (``yarn``,
-  ``local[*]``, ``spark://…``, ``k8s://…``) is refused with the reason; ``--deploy-mode`` is accepted and
-  has no effect (a job's driver always runs on a worker), with a warning.
+  ``local[*]``, ``spark://…``, ``k8s://…``) is refused with the reason; ``--deploy-mode`` and
+  ``--supervise`` are accepted and have no effect, with a warning; ``--verbose`` prints the Spark conf the
+  job will carry; the options that have no meaning for a scheduled Python job (``--class``,
+  ``--proxy-user``, ``--kill``, ``--status``, ``--version``) are refused, each with its reason.
 """
 
 from __future__ import annotations
@@ -23,11 +26,30 @@ import re
 import sys
 from typing import Callable
 
-# spark-submit option → the Spark conf key it sets (spark-submit's own SparkSubmitArguments mapping).
-CONF_ALIASES = {"--jars": "spark.jars", "--packages": "spark.jars.packages", "--archives": "spark.archives",
-                "--total-executor-cores": "spark.cores.max"}
-# Options whose values are local paths, which spark-submit resolves from the directory it runs in.
-_LOCAL_PATHS = ("--jars", "--archives")
+# spark-submit option → the Spark conf key it sets (spark-submit's own SparkSubmitArguments mapping): comma
+# lists (given twice, the lists are joined) and single values (given twice, the last one counts).
+CONF_LISTS = {"--jars": "spark.jars", "--packages": "spark.jars.packages", "--archives": "spark.archives",
+              "--exclude-packages": "spark.jars.excludes", "--repositories": "spark.jars.repositories"}
+CONF_VALUES = {"--total-executor-cores": "spark.cores.max", "--driver-cores": "spark.driver.cores",
+               "--driver-java-options": "spark.driver.extraJavaOptions",
+               "--driver-class-path": "spark.driver.extraClassPath",
+               "--driver-library-path": "spark.driver.extraLibraryPath", "--queue": "spark.yarn.queue",
+               "--principal": "spark.kerberos.principal", "--keytab": "spark.kerberos.keytab"}
+# Options whose values are local paths, which spark-submit resolves from the directory it runs in (a
+# class or library path holds several, separated as the JVM separates them).
+_LOCAL_PATHS = {"--jars": "", "--archives": "", "--driver-class-path": os.pathsep,
+                "--driver-library-path": os.pathsep, "--keytab": ""}
+# Options whose value starts with a dash (JVM options).
+_DASH_VALUES = frozenset({"--driver-java-options"})
+# spark-submit's options that mean nothing for a scheduled Python job: refused, each with why.
+_REFUSED = {
+    "--class": "runs a JVM application's main class; Sparkyard runs Python programs (path/to/app.py or "
+               "module:function)",
+    "--proxy-user": "would run the job as another user; a job runs as its worker's user",
+    "--kill": "kills a driver of a standalone cluster; cancel a Sparkyard run with: sparkyard cancel RUN",
+    "--status": "asks a standalone cluster for a driver's state; ask Sparkyard with: sparkyard run RUN",
+    "--version": "prints the local Spark's version; a job runs on its workers' own Spark",
+}
 # spark-submit's own options: after a script they are the script's arguments under spark-submit too.
 _SPARK_SUBMIT_OPTIONS = frozenset(
     "--master --deploy-mode --class --name --jars --packages --exclude-packages --repositories --py-files --files "
@@ -53,12 +75,45 @@ def add_arguments(parser: argparse.ArgumentParser, options: Callable[[argparse.A
     trailing = type(parser)(prog=parser.prog, allow_abbrev=False, add_help=False)
     for target in (parser, trailing):
         options(target)
-        for flag, key in CONF_ALIASES.items():
-            target.add_argument(flag, dest=f"alias_{key}", action="append", metavar="N" if key == "spark.cores.max" else "LIST",
+        for flag, key in {**CONF_LISTS, **CONF_VALUES}.items():
+            target.add_argument(flag, dest=f"alias_{key}", action="append", metavar="V",
                                 help=f"spark-submit's option: sets {key} (see docs/runners.md)")
+        target.add_argument("--properties-file", dest="properties_file", metavar="FILE",
+                            help="spark-submit's option: the file's spark.* keys, under the job's --conf")
         target.add_argument("--deploy-mode", dest="deploy_mode",
                             help="spark-submit's option, without effect: a job's driver always runs on a worker")
+        target.add_argument("--supervise", action="store_true",
+                            help="spark-submit's option, without effect: give --retries to re-run a failed task")
+        target.add_argument("--verbose", action="store_true", help="print the Spark conf the job will carry")
+        for flag, why in _REFUSED.items():
+            target.add_argument(flag, nargs="?", action=_Refused, help=argparse.SUPPRESS)
     parser.set_defaults(_trailing=trailing)
+
+
+def dash_values(parser: argparse.ArgumentParser, args: list[str]) -> list[str]:
+    """``args`` with ``--driver-java-options -Dk=v`` given as ``--driver-java-options=-Dk=v``, up to the first
+    positional (the verb, or the program: what follows it is the program's, unchanged). argparse would read a
+    value that starts with a dash as an option of its own; spark-submit lines give JVM options so."""
+    out, i = list(args), 0
+    while i < len(out) and out[i].startswith("-") and out[i] != "--":
+        flag = out[i].split("=", 1)[0]
+        action = parser._option_string_actions.get(flag)
+        if "=" in out[i] or action is None or action.nargs == 0:
+            i += 1
+        elif flag in _DASH_VALUES and i + 1 < len(out):
+            out[i:i + 2] = [f"{flag}={out[i + 1]}"]
+            i += 1
+        else:
+            i += 2
+    return out
+
+
+class _Refused(argparse.Action):
+    """A spark-submit option that means nothing for a scheduled Python job: one line saying why."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        parser.error(f"{option_string} is spark-submit's option that {_REFUSED[str(option_string)]}")
 
 
 class _AppArgs(argparse.Action):
@@ -94,11 +149,58 @@ def _finish(parser: argparse.ArgumentParser, args: argparse.Namespace, app_args:
     if args.deploy_mode:
         print(f"sparkyard: warning: --deploy-mode {args.deploy_mode} has no effect: a job's driver always runs on "
               "a Sparkyard worker", file=sys.stderr)
-    for flag, key in CONF_ALIASES.items():
+    if args.supervise:
+        print("sparkyard: warning: --supervise has no effect: a failed task is re-run when the job has --retries",
+              file=sys.stderr)
+    conf = [*(properties_conf(parser, args.properties_file) if args.properties_file else []), *(args.conf or [])]
+    for flag, key in {**CONF_LISTS, **CONF_VALUES}.items():
         values = getattr(args, f"alias_{key}", None)
-        if not values:
+        if values:
+            conf.append(f"{key}={_conf_value(flag, values)}")
+    args.conf = conf or args.conf
+    if args.verbose:
+        print("sparkyard: Spark conf of the job: " + (", ".join(conf) if conf else "none (the worker's own)"),
+              file=sys.stderr)
+
+
+def _conf_value(flag: str, values: list[str]) -> str:
+    """The conf value of a spark-submit option given ``values`` (in order), local paths made absolute."""
+    items = [v for value in values for v in value.split(",") if v] if flag in CONF_LISTS else [values[-1]]
+    if flag in _LOCAL_PATHS:
+        sep = _LOCAL_PATHS[flag]
+        items = [sep.join(map(_absolute, item.split(sep))) if sep else _absolute(item) for item in items]
+    return ",".join(items)
+
+
+def _absolute(path: str) -> str:
+    return path if not path or "://" in path or path.startswith("/") else os.path.abspath(path)
+
+
+def properties_conf(parser: argparse.ArgumentParser, path: str) -> list[str]:
+    """The ``spark.*`` keys of a properties file as ``k=v`` items, read as spark-submit reads
+    ``--properties-file`` (Java properties: ``k=v``, ``k:v`` or ``k v``; ``#``/``!`` comments; other keys
+    ignored with a warning, as spark-submit ignores them)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        parser.error(f"--properties-file {path}: {getattr(exc, 'strerror', None) or exc}")
+    items, ignored = [], []
+    for line in lines:
+        text = line.strip()
+        if not text or text[0] in "#!":
             continue
-        items = [v for value in values for v in value.split(",") if v]
-        if flag in _LOCAL_PATHS:
-            items = [v if "://" in v or v.startswith("/") else os.path.abspath(v) for v in items]
-        args.conf = [*(args.conf or []), f"{key}={','.join(items)}"]
+        found = _PROPERTY.match(text)
+        key, value = (found.group(1), found.group(2)) if found else (text, "")
+        if key.startswith("spark."):
+            items.append(f"{key}={value.strip()}")
+        else:
+            ignored.append(key)
+    if ignored:
+        print(f"sparkyard: warning: --properties-file {path}: ignoring {', '.join(ignored)}: not Spark conf "
+              "(spark.*), as spark-submit ignores it", file=sys.stderr)
+    return items
+
+
+# A Java properties line: the key ends at the first unescaped '=', ':' or blank.
+_PROPERTY = re.compile(r"((?:\\.|[^=:\s\\])+)\s*[=:\s]\s*(.*)")

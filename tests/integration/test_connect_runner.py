@@ -108,9 +108,12 @@ def connect(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory)
 def test_dataframe_tasks_and_a_spark_submit_program_run_on_their_own_remote_sessions(
         connect: tuple[Cluster, Client], tmp_path: Path) -> None:
     cluster, client = connect
-    run = _run(client, f"{TASKS}:count", args=["7"])
+    run = _run(client, f"{TASKS}:count", args=["7"], conf={"spark.yarn.queue": "etl"})
     assert run.state == pb.RUN_SUCCEEDED, run
     assert json.loads(run.tasks[0].result_json)["count"] == 7
+    # Core conf the server takes as a plain value, without applying it (spark-submit would start with it).
+    assert "conf spark.yarn.queue=etl is Spark core conf, fixed when the Spark Connect server's application " \
+           "started" in b"".join(client.logs(run.tasks[0].id)).decode()
     program = tmp_path / "report.py"
     program.write_text(PROGRAM)
     run = _run(client, str(program))
