@@ -8,13 +8,18 @@ asked without one.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import hiredis
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import DataError
 
 SENTINEL_SCHEME = "redis+sentinel"
 # How long a call waits for a free connection before failing (calls beyond the pool queue up).
@@ -73,8 +78,39 @@ def connect(url: str, *, decode: bool, max_connections: int) -> Redis:
     if urlsplit(url).scheme == SENTINEL_SCHEME:
         s = parse_sentinel_url(url)
         sentinel = Sentinel(list(s.sentinels), sentinel_kwargs={"socket_timeout": SENTINEL_TIMEOUT_S})
-        return sentinel.master_for(s.service, decode_responses=decode, password=s.password, db=s.db,
-                                   max_connections=max_connections, health_check_interval=30, retry=_retry())
-    pool = BlockingConnectionPool.from_url(url, decode_responses=decode, health_check_interval=30,
-                                           max_connections=max_connections, timeout=POOL_WAIT_S, retry=_retry())
-    return Redis(connection_pool=pool)
+        client = sentinel.master_for(s.service, decode_responses=decode, password=s.password, db=s.db,
+                                     max_connections=max_connections, health_check_interval=30, retry=_retry())
+    else:
+        client = Redis(connection_pool=BlockingConnectionPool.from_url(
+            url, decode_responses=decode, health_check_interval=30, max_connections=max_connections,
+            timeout=POOL_WAIT_S, retry=_retry()))
+    pool = client.connection_pool
+    pool.connection_class = packing_in_c(pool.connection_class)
+    return client
+
+
+class _PackInC:
+    """Commands packed into Redis's protocol by hiredis (C), as redis-py's synchronous client does when
+    hiredis is installed; its asyncio client packs them in Python. Measured in a burst of 10,000 firings,
+    the Python packing was a fifth of the master's firing CPU: every firing, claim and report is a script
+    call of a dozen arguments."""
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        if isinstance(args[0], str):
+            args = (*args[0].encode().split(), *args[1:])
+        elif b" " in args[0]:
+            args = (*args[0].split(), *args[1:])
+        try:
+            return [hiredis.pack_command(args)]
+        except TypeError:  # hiredis takes str, int, float and bytes; redis-py sends bytes-like values too
+            parts: Any = tuple(bytes(a) if isinstance(a, (bytearray, memoryview)) else a for a in args)
+        try:
+            return [hiredis.pack_command(parts)]
+        except TypeError as exc:  # what redis-py's own packing raises for a value it cannot send
+            raise DataError(str(exc)) from exc
+
+
+@functools.cache
+def packing_in_c(cls: type[AbstractConnection]) -> type[AbstractConnection]:
+    """``cls`` (a plain, TLS, Unix-socket or Sentinel-managed connection) packing its commands in C."""
+    return type(cls.__name__, (_PackInC, cls), {})

@@ -9,12 +9,12 @@ import itertools
 import os
 from typing import Any
 
-from redis.asyncio import Redis
 
 from sparkyard.clock import Clock
 from sparkyard.keys import Keys
 from sparkyard.master.leader import take_lead
 from sparkyard.master.redis_store import RedisStore
+from sparkyard.master.redis_url import connect
 
 _namespaces = itertools.count(1)
 # A quiet loop: this many turns in a row with no Redis call in flight.
@@ -31,7 +31,7 @@ class ClockedStores:
     async def make(self, clock: Clock | None, cls: type[RedisStore] = RedisStore) -> RedisStore:
         """A store of ``cls`` (RedisStore or a test's subclass of it) on a new namespace, leading it; timed
         by ``clock``, or by Redis ``TIME`` (as in production) for None."""
-        client = Redis(port=self.port, decode_responses=True)
+        client = connect(f"redis://127.0.0.1:{self.port}", decode=True, max_connections=64)  # as the master does
         self._clients.append(client)
         store = cls(client, Keys(f"u{os.getpid()}x{next(_namespaces)}"), test_clock=clock)
         await take_lead(store.scripts, "unit")

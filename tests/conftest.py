@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator
 
 import pytest
-from redis.asyncio import Redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "cluster"))
@@ -21,7 +20,8 @@ from netns import cleanup_stale, unavailable_reason  # noqa: E402
 from sparkyard.certs import DevCerts, make_dev_certs  # noqa: E402
 from sparkyard.keys import Keys  # noqa: E402
 from sparkyard.master.leader import take_lead  # noqa: E402
-from sparkyard.master.redis_store import RedisStore  # noqa: E402
+from sparkyard.master.redis_store import RedisStore
+from sparkyard.master.redis_url import connect  # noqa: E402
 
 # The multi-host cluster's leases: 8 s with heartbeats every 1.2 s. A worker leaves a silent master after 3
 # heartbeats (≤ 3.6 s) and fences itself after lease − 2 s, so a cut of ~4.5 s is "shorter than the lease"
@@ -64,7 +64,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 @pytest.fixture
 async def redis_store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
     """A RedisStore on a namespace of its own, leading it (its write scripts carry the current epoch)."""
-    client = Redis(port=redis_server.port, decode_responses=True)
+    client = connect(f"redis://127.0.0.1:{redis_server.port}", decode=True, max_connections=64)  # as the master does
     store = RedisStore(client, Keys(f"st{os.getpid()}x{next(_namespaces)}"))
     await take_lead(store.scripts, "store-test")
     yield store
