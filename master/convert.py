@@ -85,6 +85,7 @@ def run_to_proto(r: RunRecord) -> pb.Run:
         reason=r.reason,
         spec_version=r.spec_version,
         rerun_of=r.rerun_of,
+        backfill=r.backfill,
         after_run=r.after_run,
     )
     if r.state == RunState.SUCCEEDED and r.tasks and len(r.tasks) == r.task_count:

@@ -249,8 +249,8 @@ class Preloader:
         once), with the job's spec of ``spec_version`` (``changed`` if it is no longer the job's). A time
         whose run exists already gets none: (run id, status) each."""
         inputs = split_job(spec)
-        plans = [[FireRequest(job_id, spec, t, None, triggers.NONE, "allow", inputs, spec_version=spec_version)]
-                 for t in times_ms]
+        plans = [[FireRequest(job_id, spec, t, None, triggers.NONE, "allow", inputs, spec_version=spec_version,
+                              backfill=True)] for t in times_ms]
         return [(run_id, res.status) for ((run_id, res),) in await self._fire(plans)]
 
     async def rerun(self, job_id: str, spec: pb.JobSpec, spec_version: int, original: RunRecord,

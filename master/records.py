@@ -251,6 +251,7 @@ class RunRecord:
     tasks: list[TaskRecord] = field(default_factory=list)
     spec_version: int = 1  # the version of the job's spec the run was made from
     rerun_of: str = ""  # the run this one ran again (sparkyard rerun)
+    backfill: bool = False  # made by a backfill: its scheduled time is a past one, asked for (not late)
     after_run: str = ""  # the parent's run whose end fired this one (a child job)
     pipeline_run: str = ""  # a step's run: the pipeline run it belongs to
     graph: str = ""  # a pipeline run: its graph as fired (JSON [[step, job, [after], rule]])
@@ -273,6 +274,7 @@ class RunRecord:
             reason=h.get("reason", ""),
             spec_version=_int(h.get("spec_v"), 1),
             rerun_of=h.get("rerun_of", ""),
+            backfill=h.get("backfill") == "1",
             after_run=h.get("after_run", ""),
             pipeline_run=h.get("prun", ""),
             graph=h.get("graph", ""),

@@ -68,12 +68,12 @@ class RedisStore(RedisReads, Store):
     # ---- submit and fire -------------------------------------------------------------------------
 
     def _run_block(self, spec: pb.JobSpec, scheduled_ms: int, inputs: Sequence[Sequence[Any]],
-                   spec_version: int = 1, rerun_of: str = "", keep_steps: dict[str, str] | None = None
-                   ) -> dict[str, Any]:
+                   spec_version: int = 1, rerun_of: str = "", keep_steps: dict[str, str] | None = None,
+                   backfill: bool = False) -> dict[str, Any]:
         """create_run's block as JSON (the task ids are built in Lua from the run id, so identical runs of a
         bulk submit share one block). A pipeline's block carries its graph and each step's block."""
         block = RunBlock.of(spec, scheduled_ms, () if spec.steps else inputs, self.priority_aging_ms, spec_version,
-                            rerun_of).to_wire()
+                            rerun_of, backfill=backfill).to_wire()
         if spec.steps:
             block.update(pipeline_block(spec, scheduled_ms, self.priority_aging_ms, keep_steps or {}))
         return block
@@ -147,7 +147,8 @@ class RedisStore(RedisReads, Store):
                 [r.job_id, run, r.scheduled_ms,
                  "manual" if r.expected_ms is None else r.expected_ms,
                  r.next_fire_ms, r.overlap, r.skip_reason,
-                 json.dumps(self._run_block(r.spec, r.scheduled_ms, r.inputs, r.spec_version, r.rerun_of, r.keep_steps),
+                 json.dumps(self._run_block(r.spec, r.scheduled_ms, r.inputs, r.spec_version, r.rerun_of, r.keep_steps,
+                                            r.backfill),
                             separators=(",", ":")),
                  r.spec.trigger.max_runs, r.spec_version, max(1, r.spec.max_active_runs)],
             )

@@ -78,6 +78,7 @@ class FireRequest:
     spec_version: int = 1  # the version of ``spec`` (the job's spec_v): the firing is refused if it changed
     run_ms: int | None = None  # the time in the run's id (None: scheduled_ms); a rerun's differs from it
     rerun_of: str = ""  # the run this firing runs again (recorded in the run)
+    backfill: bool = False  # a backfill's firing (recorded in the run)
     keep_steps: dict[str, str] | None = None  # a pipeline run's rerun: steps kept as SUCCEEDED → their run ids
 
 
@@ -118,12 +119,13 @@ class RunBlock:
     spec_version: int = 1  # the job's spec version the run is made from (recorded unless 1)
     rerun_of: str = ""  # the run this one runs again (recorded when set)
     after_run: str = ""  # the parent's run that fired this one (recorded when set)
+    backfill: bool = False  # made by a backfill (recorded when set)
     hooks: str = ""  # F, S: the spec has its own webhook URL for a failed, succeeded run (recorded when set)
 
     @classmethod
     def of(cls, spec: pb.JobSpec, scheduled_ms: int, inputs: Sequence[Sequence[Any]],
            aging_ms: int = DEFAULT_PRIORITY_AGING_MS, spec_version: int = 1, rerun_of: str = "",
-           after_run: str = "") -> RunBlock:
+           after_run: str = "", backfill: bool = False) -> RunBlock:
         retry = spec.retry
         return cls(
             group=spec.group, max_attempts=retry.max_attempts,
@@ -134,7 +136,7 @@ class RunBlock:
             cap=spec.split.max_concurrent, score=ready_score(spec.priority, scheduled_ms, aging_ms),
             recurring=spec.trigger.WhichOneof("kind") in ("cron", "every"),
             tasks=tuple(inputs_to_json(list(x)) for x in inputs), spec_version=spec_version, rerun_of=rerun_of,
-            after_run=after_run, hooks=("F" if spec.on_failure else "") + ("S" if spec.on_success else ""),
+            after_run=after_run, backfill=backfill, hooks=("F" if spec.on_failure else "") + ("S" if spec.on_success else ""),
         )
 
     def to_wire(self) -> dict[str, Any]:
@@ -145,7 +147,7 @@ class RunBlock:
             "timeout_ms": self.timeout_ms, "route": self.route, "routing": self.routing, "cap": self.cap,
             "score": self.score, "recurring": self.recurring, "tasks": list(self.tasks),
             "spec_v": self.spec_version, "rerun_of": self.rerun_of, "after_run": self.after_run,
-            "hooks": self.hooks,
+            "hooks": self.hooks, **({"backfill": True} if self.backfill else {}),
         }
 
 

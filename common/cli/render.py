@@ -106,13 +106,14 @@ def runs_table(console: Console, runs: Sequence[Any]) -> None:
     table = _table("run", "state", "scheduled", "late", "took", "tasks ok/failed/cancelled", "reason")
     for run in runs:
         # Late: from the scheduled time to the start (the firing, then the wait for a slot or a warm driver),
-        # or to the firing while it has not started. A rerun keeps its original's scheduled time: not late.
+        # or to the firing while it has not started. A rerun keeps its original's scheduled time, a backfill's
+        # run has the past time it was asked for: neither is late.
         began = "started_at" if run.HasField("started_at") else "fired_at"
-        late = "-" if run.rerun_of or run.after_run else _elapsed(run, "scheduled_at", began)
+        late = "-" if run.rerun_of or run.after_run or run.backfill else _elapsed(run, "scheduled_at", began)
         table.add_row(run.id, _state(run), _ts(run, "scheduled_at"), late, _elapsed(run, "started_at", "finished_at"),
                       f"{run.tasks_succeeded}/{run.tasks_failed}/{run.tasks_cancelled} of {run.task_count}",
                       run.reason or (f"rerun of {run.rerun_of}" if run.rerun_of else "")
-                      or (f"after {run.after_run}" if run.after_run else ""))
+                      or (f"after {run.after_run}" if run.after_run else "") or ("backfill" if run.backfill else ""))
     console.print(table)
 
 

@@ -209,6 +209,7 @@ end
 -- (decoded JSON): {group, max_attempts, backoff_ms, backoff_mult, backoff_max_ms, timeout_ms, route,
 -- routing ('' = default), cap, score, recurring, spec_v (the job's spec version; recorded unless 1),
 -- rerun_of and after_run (the run this one runs again, the parent's run that fired it; recorded when set),
+-- backfill (true: a backfill's run, recorded; absent otherwise),
 -- hooks (letters F, S: the spec has its own --on-failure, --on-success URL; recorded when set),
 -- tasks = [inputs JSON of task 0, of task 1, ...]} (task i's
 -- id is task_id(run_id, i)). Settings shared by
@@ -239,6 +240,7 @@ local function create_run(job_key, job_id, run_id, scheduled_ms, now, b, new_job
   if b.spec_v > 1 then push(fields, 'spec_v', b.spec_v) end
   if b.rerun_of ~= '' then push(fields, 'rerun_of', b.rerun_of) end
   if b.after_run ~= '' then push(fields, 'after_run', b.after_run) end
+  if b.backfill then push(fields, 'backfill', 1) end
   if b.prun then push(fields, 'prun', b.prun, 'step', b.step) end
   if b.upstream then push(fields, 'upstream', b.upstream) end
   if b.hooks and b.hooks ~= '' then push(fields, 'hooks', b.hooks) end

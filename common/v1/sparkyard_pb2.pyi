@@ -453,7 +453,7 @@ class Task(_message.Message):
     def __init__(self, id: _Optional[str] = ..., run_id: _Optional[str] = ..., index: _Optional[int] = ..., state: _Optional[_Union[TaskState, str]] = ..., inputs: _Optional[_Iterable[_Union[SplitInput, _Mapping]]] = ..., worker: _Optional[str] = ..., fencing_token: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[Attempt, _Mapping]]] = ..., result_json: _Optional[str] = ..., error: _Optional[str] = ..., not_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("id", "job_id", "state", "scheduled_at", "fired_at", "started_at", "finished_at", "task_count", "tasks_succeeded", "tasks_failed", "tasks_cancelled", "tasks", "reason", "result_json", "spec_version", "rerun_of", "after_run", "steps", "pipeline_run")
+    __slots__ = ("id", "job_id", "state", "scheduled_at", "fired_at", "started_at", "finished_at", "task_count", "tasks_succeeded", "tasks_failed", "tasks_cancelled", "tasks", "reason", "result_json", "spec_version", "rerun_of", "after_run", "steps", "pipeline_run", "backfill")
     ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -473,6 +473,7 @@ class Run(_message.Message):
     AFTER_RUN_FIELD_NUMBER: _ClassVar[int]
     STEPS_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_RUN_FIELD_NUMBER: _ClassVar[int]
+    BACKFILL_FIELD_NUMBER: _ClassVar[int]
     id: str
     job_id: str
     state: RunState
@@ -492,7 +493,8 @@ class Run(_message.Message):
     after_run: str
     steps: _containers.RepeatedCompositeFieldContainer[StepRun]
     pipeline_run: str
-    def __init__(self, id: _Optional[str] = ..., job_id: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., task_count: _Optional[int] = ..., tasks_succeeded: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_cancelled: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., reason: _Optional[str] = ..., result_json: _Optional[str] = ..., spec_version: _Optional[int] = ..., rerun_of: _Optional[str] = ..., after_run: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[StepRun, _Mapping]]] = ..., pipeline_run: _Optional[str] = ...) -> None: ...
+    backfill: bool
+    def __init__(self, id: _Optional[str] = ..., job_id: _Optional[str] = ..., state: _Optional[_Union[RunState, str]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., task_count: _Optional[int] = ..., tasks_succeeded: _Optional[int] = ..., tasks_failed: _Optional[int] = ..., tasks_cancelled: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., reason: _Optional[str] = ..., result_json: _Optional[str] = ..., spec_version: _Optional[int] = ..., rerun_of: _Optional[str] = ..., after_run: _Optional[str] = ..., steps: _Optional[_Iterable[_Union[StepRun, _Mapping]]] = ..., pipeline_run: _Optional[str] = ..., backfill: _Optional[bool] = ...) -> None: ...
 
 class StepRun(_message.Message):
     __slots__ = ("name", "state", "run_id", "job_id", "after", "started_at", "finished_at", "attempts")
