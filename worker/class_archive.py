@@ -18,7 +18,9 @@ without. Until it exists JVMs start without it, as before. A JVM that does not m
 to use shared archive" and starts without) gets it never again from this worker: that is logged once.
 
 It is made only where its file system has :data:`ROOM_BYTES` free (a ~150 MB archive must not be what
-fills the disk); a failed write (a full disk) is logged once and leaves no file.
+fills the disk); a failed write (a full disk) is logged once and leaves no file. Each worker that starts
+with an archive marks it used (its modification time); archives of other installations not used for
+:data:`UNUSED_DAYS` (a Java or pyspark upgraded since) are deleted, so upgrades do not pile up ~150 MB each.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import logging
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
@@ -49,6 +52,8 @@ OWN_CHOICE = (ARCHIVE_OPTION, DUMP_OPTION, "-Xshare:off")
 OFF = "off"
 # Free space the archive's file system needs before one is made: the archive (~150 MB), with room to spare.
 ROOM_BYTES = 1024 * 2**20
+# An archive no worker has started with for this long (another Java, pyspark or JVM options) is deleted.
+UNUSED_DAYS = 30
 # How long a training JVM may take before it is given up (it takes ~16 s on a loaded 2-core machine).
 TRAIN_TIMEOUT_S = 300.0
 
@@ -215,9 +220,36 @@ class ClassArchive:
     def make_soon(self, children: Children) -> None:
         """Make the archive in the background unless it exists, is being made, or cannot be (a training JVM is
         one of the worker's ``children``: one left by a killed worker is ended at its restart)."""
-        if self._making is not None or self.rejected or self.path is None or self.path.is_file():
+        if self._making is not None or self.rejected or self.path is None:
+            return
+        self.prune()
+        if self.path.is_file():
             return
         self._making = asyncio.create_task(self._make(children), name="class-archive")
+
+    def prune(self, now: float | None = None) -> None:
+        """Mark this worker's archive used, and delete the archives (with their lock and log) that no worker
+        has marked for :data:`UNUSED_DAYS`. A JVM that maps one keeps its pages; a worker that wants one
+        again makes it anew."""
+        path = self.path
+        if path is None or self.directory is None:
+            return
+        now = time.time() if now is None else now
+        try:
+            if path.is_file():
+                os.utime(path, (now, now))
+            old = [p for p in self.directory.glob("spark-*.jsa")
+                   if p != path and now - p.stat().st_mtime > UNUSED_DAYS * 86_400]
+        except OSError as exc:
+            log.debug("class archives in %s not looked at: %s", self.directory, exc)
+            return
+        for stale in old:
+            for leftover in (stale, stale.with_suffix(".lock"), stale.with_name(f"{stale.name}.log")):
+                try:
+                    leftover.unlink(missing_ok=True)
+                except OSError as exc:
+                    log.debug("%s not deleted: %s", leftover, exc)
+            log.info("class archive %s deleted: no worker started with it for %d days", stale, UNUSED_DAYS)
 
     async def _make(self, children: Children) -> None:
         path = self.path

@@ -244,3 +244,23 @@ async def test_close_ends_a_training_in_progress(tmp_path: Path) -> None:
     await cds.close()
     assert cds.path is not None and not cds.path.exists()
     assert [p.name for p in cds.path.parent.iterdir() if p.suffix == ".tmp"] == []
+
+
+def test_an_archive_no_worker_started_with_for_30_days_is_deleted_and_the_one_in_use_is_marked(
+        tmp_path: Path) -> None:
+    made = archive(tmp_path)
+    current = made.path
+    assert current is not None
+    current.parent.mkdir(parents=True)
+    current.write_bytes(b"jsa")
+    stale, recent = current.with_name("spark-old.jsa"), current.with_name("spark-other.jsa")
+    for path in (stale, stale.with_suffix(".lock"), stale.with_name("spark-old.jsa.log"), recent):
+        path.write_bytes(b"x")
+    now = 1_900_000_000.0
+    days = 86_400
+    os.utime(current, (now - 90 * days, now - 90 * days))  # in use: marked, however old it was
+    os.utime(stale, (now - 31 * days, now - 31 * days))
+    os.utime(recent, (now - 29 * days, now - 29 * days))  # another installation's, used lately
+    made.prune(now)
+    assert sorted(p.name for p in current.parent.iterdir()) == sorted([current.name, recent.name])
+    assert current.stat().st_mtime == now
