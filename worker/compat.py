@@ -30,6 +30,9 @@ program written for ``spark-submit`` must not be able to tell — or break — t
   databases, cached data, streaming queries, local properties, listeners, Hadoop FileSystem instances — is
   put back when it ends, and its relative paths (warehouse, checkpoints, readers and writers) resolve in its
   working directory on every thread (worker/spark_reset.py).
+* on a cluster, where the executors' Hadoop ``FileSystem`` instances outlive the attempt out of the
+  driver's reach, Hadoop settings the attempt gives at runtime (session conf, readers' and writers'
+  options) are said in its log and retire the driver after it (worker/runtime_hadoop.py).
 
 Outside an attempt every patched call behaves exactly as PySpark's own, so the driver's start-up and
 shutdown are untouched. One attempt at a time runs in a driver, on its main thread.
@@ -45,6 +48,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from sparkyard.worker.runtime_hadoop import RuntimeHadoop
 from sparkyard.worker.spark_reset import WAREHOUSE_CONF, Reset, warehouse_of
 from sparkyard.worker.warm_conf import PER_ATTEMPT, cannot_apply
 
@@ -95,6 +99,7 @@ class SharedSpark:
         self._cwd = ""
         self._internal = False  # the driver itself adds files to the context (not the program)
         self.reset = Reset(root)  # what the attempt leaves in the context, put back when it ends
+        self.hadoop = RuntimeHadoop(self.sc.master)  # its runtime Hadoop settings, on a cluster
         self._includes = list(self.sc._python_includes)  # the driver's own (a worker's spark.submit.pyFiles)
         self._shipped: set[str] = set()  # archives added to the context, by served name
         self._files: set[str] = set()  # --files added to the context, by source path
@@ -140,6 +145,7 @@ class SharedSpark:
             self.reset.enter(task["cwd"])
             self._jvm_cwd = task["cwd"]
         self.reset.begin()
+        self.hadoop.begin(warn, fresh=bool(task.get("fresh")))
         includes = list(task["executor_path"])
         if task["archive"]:
             self._ship(task["archive"], os.path.basename(task["archive"]))
@@ -196,6 +202,7 @@ class SharedSpark:
             from pyspark.sql import SparkSession
 
             session = self.root.newSession()
+            self.hadoop.session_started(session)
             for key in self.own_sql - self._conf.keys():  # Spark's default, as a spark-submit program has it
                 session.conf.unset(key)
             for key, value in self._conf.items():
@@ -222,6 +229,7 @@ class SharedSpark:
 
         self.in_attempt = False
         self.sc._python_includes[:] = self._includes
+        self.hadoop.end(self._session)
         if self.touched:
             try:
                 self.sc.cancelAllJobs()  # jobs started from threads the attempt left behind
@@ -237,8 +245,9 @@ class SharedSpark:
         self._session = None
 
     def dirty(self) -> str:
-        """Why the context must not run another attempt ('' when it may): worker/spark_reset.py."""
-        return self.reset.dirty()
+        """Why the context must not run another attempt ('' when it may): worker/spark_reset.py, and on a
+        cluster worker/runtime_hadoop.py."""
+        return "; ".join(r for r in (self.reset.dirty(), self.hadoop.reason()) if r)
 
     # ---- the patches ---------------------------------------------------------------------------------------
 
@@ -339,3 +348,4 @@ class SharedSpark:
         for owner, methods in patches.items():
             for name, method in methods.items():
                 setattr(owner, name, method)
+        self.hadoop.install()

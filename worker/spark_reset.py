@@ -20,7 +20,9 @@ all of it empty, so between attempts this module empties it:
   Hadoop caches one instance per scheme, authority and user for the JVM's life, made with the
   configuration of the first call — the attempt's session conf (its ``spark.hadoop.*`` keys set at
   runtime included) and its readers' options — so the next attempt would get this one's instead of its
-  own. In ``local`` mode the executors are this JVM; a cluster's executors keep their own caches;
+  own. In ``local`` mode the executors are this JVM, so that is all of them. A cluster's executors keep
+  their own caches, out of the driver's reach: an attempt there that gives Hadoop settings at runtime is
+  told so in its log and retires the driver (worker/runtime_hadoop.py);
 * where relative paths resolve: the default database's location is the attempt's
   ``./spark-warehouse`` (``spark.sql.warehouse.dir`` of its session), and the JVM's ``user.dir`` and
   Hadoop's local working directory are its working directory, so that checkpoints and file sinks (written

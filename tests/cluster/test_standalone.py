@@ -22,6 +22,7 @@ from netcluster import NetCluster, results, wait_until
 from netns import Host
 from sparkyard.client import Client, first_run_id
 from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.worker.runtime_hadoop import notice
 
 SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "spark-standalone.sh"
 GROUP = "spark"
@@ -67,6 +68,20 @@ def shuffle_on_two(spark, ctx):
         if len(executors) >= 2:
             return {"executors": sorted(executors), "app": sc.applicationId}
     raise RuntimeError("never two executors")
+
+
+def driver(spark, ctx):
+    """Which driver ran the attempt (its process and Spark application), after a job on the executors."""
+    spark.range(4).count()
+    return {"pid": os.getpid(), "app": spark.sparkContext.applicationId}
+
+
+def hadoop_at_runtime(spark, ctx):
+    """Hadoop settings given at runtime, as driver() does otherwise: a reader's option (for a read that runs
+    on the executors) and a key of the session's conf."""
+    spark.read.option("fs.sparkyard.read", "on").json(spark.sparkContext.parallelize(['{"a": 1}'])).count()
+    spark.conf.set("spark.hadoop.fs.sparkyard.session", "on")
+    return driver(spark, ctx)
 
 
 def shout_then_stall(spark, ctx):
@@ -234,3 +249,31 @@ def test_a_submit_runner_task_has_an_application_sized_by_its_job_that_its_cance
     ended = wait_until(lambda: standalone.completed(app["id"]), 60, f"application {app['id']} to end", interval=0.5)
     assert ended is not None and ended["state"] in ("FINISHED", "KILLED"), ended
     assert not [a for a in standalone.status()["activeapps"] if a["name"].startswith(f"sparkyard-{job.id}")]
+
+
+@pytest.mark.spark
+@pytest.mark.acceptance
+@pytest.mark.timeout(900)  # the module's cluster may start in this test (165 s at load 24), then a driver's start
+def test_an_attempt_giving_hadoop_settings_at_runtime_is_told_so_and_no_later_attempt_gets_its_executors(
+        standalone: Standalone, net_cluster: NetCluster) -> None:
+    """Issue 26 item 1: the executors of a warm driver on a cluster keep the Hadoop FileSystem instances an
+    attempt made with the settings it gave at runtime; its log says so once and its driver retires."""
+    client = standalone.client
+
+    def run(entrypoint: str) -> tuple[pb.Run, dict[str, Any], str]:
+        ran, _ = client.wait(first_run_id(standalone.submit(entrypoint)), timeout=300)
+        assert ran.state == pb.RUN_SUCCEEDED, ran
+        log = b"".join(client.logs(ran.tasks[0].id)).decode(errors="replace")
+        return ran, results(ran)[0], log
+
+    _, before, plain_log = run("spark_job.py:driver")
+    given_run, given, given_log = run("spark_job.py:hadoop_at_runtime")
+    _, after, _ = run("spark_job.py:driver")
+    assert "FileSystem" not in plain_log, plain_log[-3000:]
+    said = [line for line in given_log.splitlines() if "Hadoop FileSystem instances" in line]
+    assert said == [f"sparkyard: warning: {notice('fs.sparkyard.read')}"], given_log[-3000:]
+    assert given == before, (before, given)  # one warm driver (the worker's one slot) ran both
+    assert after["app"] != given["app"] and after["pid"] != given["pid"], (given, after)
+    retired = [line for line in net_cluster.workers["sy"].log().splitlines()
+               if f"retires after task={given_run.tasks[0].id}" in line]
+    assert len(retired) == 1 and "(fs.sparkyard.read, spark.hadoop.fs.sparkyard.session)" in retired[0], retired

@@ -197,6 +197,10 @@ def test_one_warm_process_ran_the_programs_but_those_needing_their_own_jvm_and_r
     assert len(before) == 1 and "warm driver" in next(iter(before)), processes
     assert all("fresh driver" in processes[c] for c in own_jvm), processes
     assert processes["clean_slate.py#after-leftovers"] not in before, processes
+    # Hadoop settings given at runtime retire a warm driver on a cluster only (worker/runtime_hadoop.py): in
+    # local mode the executors are the driver's JVM, whose FileSystem instances each attempt closes.
+    for case in ("hadoop_session.py", "hadoop_session.py#two"):
+        assert "Hadoop FileSystem instances" not in runs["session"][case].log, runs["session"][case].log[-3000:]
     retired = [line for line in runs["worker log"]["session"].log.splitlines() if " retires after task=" in line]
     assert len(retired) == 1, retired
     for why in ("added files to the SparkContext (part-2.txt)", "Hadoop configuration (fidelity.hadoop.key)",

@@ -10,7 +10,8 @@ driver to stop the attempt and kills its process group after ``KILL_GRACE_S``.
 
 A driver is recycled after ``max_tasks`` attempts (a replacement is warmed first), after any crash, at once
 after an attempt that left what a warm driver cannot put back (added files, Hadoop configuration, JVM system
-properties, a thread still running: worker/spark_reset.py), and when an attempt's ``--files`` use a name its
+properties, a thread still running: worker/spark_reset.py; on a cluster, Hadoop settings given at runtime:
+worker/runtime_hadoop.py), and when an attempt's ``--files`` use a name its
 SparkContext already serves from another path. An attempt whose job's conf a warm driver's JVM cannot take
 runs on a fresh driver started for it alone (worker/runner/fresh.py). The pool's readiness — drivers that can
 take an attempt now — is what the worker offers the master as slots.
