@@ -18,7 +18,8 @@ by every attempt on it, which no per-attempt reset can change, so the attempt's 
 reason a table read by name (``spark.table``, ``spark.read.table``, ``readStream.table``: ``Read.NamedTable``)
 that the attempt did not create itself may find another job's, where under spark-submit's empty catalog it
 fails: the walk notes the names the attempt creates (:class:`OwnTables`) and the names it reads, and the
-attempt's log says so for the others. A table read inside SQL text (``SELECT … FROM t``) is not looked at.
+attempt's log says so for the others. A table read inside SQL text (``SELECT … FROM t``) is not looked at,
+nor one in a declarative pipeline's definitions (its flows read its own datasets by name).
 
 Last, the Python functions a plan sends to the server (a UDF or pandas UDF, the function of ``mapInPandas``,
 ``applyInPandas`` and the like, a UDTF, a Python data source, ``foreach``/``foreachBatch``): the server's
@@ -140,6 +141,7 @@ class Findings:
     made: list[str] = field(default_factory=list)  # tables and views it creates (as :func:`table_key`)
     named_reads: list[tuple[str, str]] = field(default_factory=list)  # (call, name) of each table read by name
     functions: list[str] = field(default_factory=list)  # the Python functions it sends to run on the server
+    pipeline: bool = False  # a declarative pipeline's definitions (docs/pipelines.md)
 
     def path(self, value: str) -> str:
         if not is_relative(value):
@@ -183,6 +185,8 @@ def inspect(message: Any, cwd: str | None, functions: bool = True) -> Findings:
     ``functions``, the Python functions it carries too."""
     found = Findings(cwd)
     _PLAN_WALK(message, found)
+    if found.pipeline:  # its flows read its own datasets by name, wherever they are defined (its SQL files too)
+        found.named_reads.clear()
     if functions and _PYTHON_VER in message.SerializeToString():
         _FUNCTION_WALK(message, found)
     return found
@@ -243,6 +247,10 @@ def _view(command: Any, found: Findings) -> None:
     found.made.append(table_key(command.name, command.is_global))
     if command.is_global:
         found.catalog.append(f"createGlobalTempView({command.name!r})")
+
+
+def _pipeline(command: Any, found: Findings) -> None:
+    found.pipeline = True
 
 
 def _named_read(read: Any, found: Findings) -> None:
@@ -309,6 +317,7 @@ _LOOKS: dict[str, Callable[[Any, Findings], None]] = {
     "spark.connect.CacheTable": _cache_table,
     "spark.connect.SQL": lambda sql, found: _sql(sql.query, found),
     "spark.connect.SqlCommand": lambda sql, found: _sql(sql.sql, found),
+    "spark.connect.PipelineCommand": _pipeline,
 }
 _PLAN_WALK = Walk(_LOOKS)
 

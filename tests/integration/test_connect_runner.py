@@ -273,6 +273,11 @@ SDP_PY = """from pyspark import pipelines as dp
 @dp.materialized_view
 def orders():
     return spark.range(10).withColumnRenamed("id", "amount")
+
+
+@dp.materialized_view
+def big_orders():
+    return spark.read.table("orders").where("amount > 5")
 """
 SDP_SQL = "CREATE MATERIALIZED VIEW revenue AS SELECT sum(amount) AS total FROM orders\n"
 
@@ -297,9 +302,10 @@ def test_a_spark_declarative_pipeline_runs_as_a_step_with_each_dataset_s_outcome
     outcome = json.loads(marts_run.tasks[0].result_json)
     assert outcome["run"] == "COMPLETED"
     assert {name.rsplit(".", 1)[-1]: state for name, state in outcome["flows"].items()} == {
-        "orders": "COMPLETED", "revenue": "COMPLETED"}
+        "orders": "COMPLETED", "big_orders": "COMPLETED", "revenue": "COMPLETED"}
     log = b"".join(client.logs(marts_run.tasks[0].id)).decode()
     assert "Flow" in log and "Run is COMPLETED" in log
+    assert "did not create" not in log, log[-3000:]  # a flow reading the pipeline's own dataset by name
     after = json.loads(client.run(steps["after"].run_id).tasks[0].result_json)
     assert after == {"marts": outcome}
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pyspark.sql.connect.proto import base_pb2, catalog_pb2, commands_pb2, expressions_pb2, ml_pb2, relations_pb2
+from pyspark.sql.connect.proto import (base_pb2, catalog_pb2, commands_pb2, expressions_pb2, ml_pb2, pipelines_pb2,
+                                        relations_pb2)
 from pyspark.sql.connect.utils import get_python_ver
 
 from sparkyard.worker.connect_plans import OwnTables, inspect, is_relative, sql_catalog_write
@@ -263,6 +264,15 @@ def test_a_read_by_name_of_a_table_the_attempt_did_not_create_is_told_apart_from
     both.plan.command.create_dataframe_view.input.CopyFrom(_named("fresh"))
     assert OwnTables().others(inspect(both, CWD)) == []
     assert OwnTables().others(inspect(_named("numbers"), CWD)) == [("spark.table", "numbers")]  # per attempt
+
+
+def test_a_declarative_pipeline_s_flows_reading_its_own_datasets_are_not_reads_of_other_tables() -> None:
+    flow = pipelines_pb2.PipelineCommand()
+    flow.define_flow.flow_name = "big_orders"
+    flow.define_flow.relation_flow_details.relation.filter.input.CopyFrom(_named("orders"))
+    request = base_pb2.ExecutePlanRequest()
+    request.plan.command.pipeline_command.CopyFrom(flow)
+    assert inspect(request, CWD).named_reads == [] and inspect(flow, CWD).pipeline
 
 
 def _python_udf(name: str) -> expressions_pb2.CommonInlineUserDefinedFunction:
