@@ -38,7 +38,7 @@ writer commands and in a SQL statement's leading words (:data:`SQL_CATALOG_WRITE
 that begin otherwise (``WITH … INSERT``, ``EXECUTE IMMEDIATE``); ``DROP VIEW`` is not counted (it may name
 a temporary view). Tables and views the attempt creates are seen in the same writer commands, in
 ``CreateDataFrameViewCommand`` (temporary views, global or not) and in a SQL statement's leading words
-(:data:`SQL_CREATES`); names are compared as :func:`table_key` reads them.
+(:data:`SQL_CREATES`, and ``CACHE TABLE name AS query``); names are compared as :func:`table_key` reads them.
 """
 
 from __future__ import annotations
@@ -79,6 +79,8 @@ SQL_PATH = re.compile(r"""\bLOCATION\s+'([^']*)'|[(,]\s*path\s*=?\s*'([^']*)'"""
                       r"|\b(?:parquet|csv|json|orc|text|avro|delta|binaryFile)\.`([^`]*)`", re.IGNORECASE)
 # ``CACHE [LAZY] TABLE name [AS query]``: data cached in the server's cache, which every session shares.
 SQL_CACHE_TABLE = re.compile(r"CACHE\s+(LAZY\s+)?TABLE\s+(?P<name>`[^`]+`|[\w.`]+)", re.IGNORECASE)
+# What may follow its name; anything more is the query of a temporary view it creates under that name.
+_SQL_CACHE_OPTIONS = re.compile(r"\s*(OPTIONS\s*\([^)]*\))?[\s;]*", re.IGNORECASE)
 # ``CREATE [OR REPLACE] [GLOBAL] [TEMP] [EXTERNAL] TABLE|VIEW [IF NOT EXISTS] name``, ``REPLACE TABLE name``: a
 # table or view the attempt makes itself, which it may then read by name.
 SQL_CREATES = re.compile(
@@ -277,6 +279,8 @@ def _sql(statement: str, found: Findings) -> None:
     cache = SQL_CACHE_TABLE.match(statement, at)
     if cache:
         found.cached_tables.append(cache.group("name"))
+        if not _SQL_CACHE_OPTIONS.fullmatch(statement, cache.end()):
+            found.made.append(table_key(cache.group("name")))
     creates = SQL_CREATES.match(statement, at)
     if creates:
         found.made.append(table_key(creates.group("name"), bool(creates.group("global"))))

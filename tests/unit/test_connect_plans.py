@@ -238,6 +238,9 @@ def _save_as_table(name: str) -> commands_pb2.WriteOperation:
     (_sql_command("CREATE TABLE IF NOT EXISTS `Sales`.`T` (a INT)"), ["sales.t"]),
     (_sql_command("/* x */ CREATE EXTERNAL TABLE e USING csv LOCATION '/x'"), ["e"]),
     (_sql_command("REPLACE TABLE r USING parquet AS SELECT 1"), ["r"]),
+    (_sql_command("CACHE LAZY TABLE c OPTIONS ('storageLevel' 'DISK_ONLY') AS SELECT 1"), ["c"]),
+    (_sql_command("cache table c2 select 1"), ["c2"]), (_sql_command("CACHE TABLE t OPTIONS ('a' 'b');"), []),
+    (_sql_command("CACHE TABLE t"), []),
     (_sql_command("SELECT * FROM v"), []), (_sql_command("CREATE FUNCTION f AS 'x.Y'"), []),
     (_sql_command("CREATE DATABASE d"), []), (_sql_command("INSERT INTO t VALUES (1)"), []),
 ])
