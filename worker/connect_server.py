@@ -20,7 +20,8 @@ cancel reach every Spark job of its session (worker/connect_plugin.py), when the
 
 Whether the server sees the attempts' files as they do (`ConnectServer.paths_elsewhere`) decides
 whether an attempt's relative paths are resolved in its working directory before its plans leave it
-(worker/connect_plans.py).
+(worker/connect_plans.py); where its Python workers run (`ConnectServer.functions_dir`) is named in the
+line that tells an attempt its Python functions run there.
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ class ConnectServer:
         self._master = spark_master
         self._conf = {**SERVER_CONF, **conf}
         self._dir = work_dir
+        self._temp = work_dir / "tmp"  # the JVM's temporary files and Spark's local directory (worker/jvm_temp.py)
         self._children = children
         self._on_change = on_change
         self._port = 0
@@ -122,6 +124,7 @@ class ConnectServer:
         self._engine_up = asyncio.Event()  # cleared while the cluster manager of its --spark-master is gone
         self._engine_up.set()
         self.paths_elsewhere = self._paths_elsewhere()
+        self.functions_dir = self._functions_dir()
 
     @property
     def supervised(self) -> bool:
@@ -135,6 +138,15 @@ class ConnectServer:
             return f"the Spark Connect server {self._given} is not the worker's own"
         fs = default_fs(self._conf, dict(os.environ))
         return f"the Spark Connect server's default filesystem is {fs}" if fs else ""
+
+    def _functions_dir(self) -> str:
+        """Under which directory the server's Python workers run ('' where this worker cannot tell): Spark
+        starts them in a directory of their session under SparkFiles' root, which is in Spark's local
+        directory — on a local master, the one the worker gives its own server unless its conf names another."""
+        if not self.supervised or not self._master.startswith("local") or "spark.local.dir" in self._conf \
+                or os.environ.get("SPARK_LOCAL_DIRS"):
+            return ""
+        return str(self._temp)
 
     def start(self) -> None:
         if self._task is None:
@@ -191,7 +203,7 @@ class ConnectServer:
         if not Path(spark_submit).exists():
             raise FileNotFoundError(f"spark-submit not found at {spark_submit}")
         conf = jvm_temp.temp_conf({**self._conf, "spark.connect.grpc.binding.address": "127.0.0.1",
-                                   "spark.connect.grpc.binding.port": str(port)}, self._dir / "tmp")
+                                   "spark.connect.grpc.binding.port": str(port)}, self._temp)
         if self._archive is not None:
             conf, self._archived = self._archive.conf(conf)
         cmd = [spark_submit, "--class", SERVER_CLASS, "--name", "sparkyard Spark Connect server",
@@ -208,7 +220,7 @@ class ConnectServer:
         if not self._port or not _port_free(self._port):
             self._port = _free_port()
         self._dir.mkdir(parents=True, exist_ok=True)
-        await asyncio.to_thread(jvm_temp.remove, self._dir / "tmp")  # what a killed worker's server left
+        await asyncio.to_thread(jvm_temp.remove, self._temp)  # what a killed worker's server left
         if self.plugin is None:
             jars = Path(spark_submit_path()).parent.parent / "jars"
             version = next((p.stem for p in jars.glob("spark-connect_*.jar")), "unknown")
@@ -232,7 +244,7 @@ class ConnectServer:
             Children.kill_group(proc.pid)  # Python workers it started
             self._children.forget(proc.pid)
             self.proc = None
-            await asyncio.to_thread(jvm_temp.remove, self._dir / "tmp")
+            await asyncio.to_thread(jvm_temp.remove, self._temp)
 
     async def _until_up(self, proc: asyncio.subprocess.Process, began: float) -> bool:
         deadline = began + START_TIMEOUT_S

@@ -19,7 +19,9 @@ JVM), so an attempt costs a new session on the server, not a Spark start. Per at
   are made absolute in the attempt's working directory, where a spark-submit driver would resolve them
   (elsewhere the attempt's log says once that they resolve on the server); a write to the server's catalog
   is said once in the attempt's log, with the server's warehouse, since that catalog is shared by every job
-  on the server;
+  on the server, and so is a read by name of a table or view the attempt did not create (it may be another
+  job's), and a Python function sent to run on the server (its relative paths resolve in the server's
+  Python workers' directory, not the attempt's);
 * Spark Connect has no SparkContext: ``spark.sparkContext``, ``df.rdd``, ``SparkContext(…)`` and
   ``SparkContext.getOrCreate()`` raise :class:`ConnectRunnerError`, which names the runner and the two
   runners that have them;
@@ -102,12 +104,13 @@ class RemoteSpark:
         self._said_lock = threading.Lock()
         self._persisted: list[Any] = []  # relations the attempt cached, uncached at its end
         self._cached_tables: list[str] = []
+        self._own_tables = connect_plans.OwnTables()
 
     # ---- per attempt -------------------------------------------------------------------------------------
 
     def begin(self, task: dict[str, Any], warn: Callable[[str], None]) -> None:
         """An attempt starts; ``task["connect"]`` holds the server's URL, the attempt's tag, its bundle root,
-        ``--py-files`` and scratch directory."""
+        ``--py-files`` and scratch directory, and what the worker knows of where the server resolves paths."""
         self.in_attempt = True
         self.stopped = False
         self._task = task
@@ -115,6 +118,7 @@ class RemoteSpark:
         self._warn = warn
         self._said = set()
         self._persisted, self._cached_tables = [], []
+        self._own_tables = connect_plans.OwnTables()
 
     def session(self) -> Any:
         """The attempt's session, made on first use."""
@@ -169,11 +173,13 @@ class RemoteSpark:
             return
         connect = self._task["connect"]
         elsewhere = connect["paths_elsewhere"]
-        found = connect_plans.inspect(message, None if elsewhere else self._task["cwd"])
+        found = connect_plans.inspect(message, None if elsewhere else self._task["cwd"],
+                                      functions="python" not in self._said)
         if found.persisted or found.cached_tables:
             with self._said_lock:
                 self._persisted += [_copy(relation) for relation in found.persisted]
                 self._cached_tables += found.cached_tables
+        unmade = self._own_tables.others(found)
         if found.relative and elsewhere and self._first("paths"):
             self._warn(f"relative paths given to Spark ({', '.join(repr(p) for p in found.relative[:3])}) "
                        f"resolve on the Spark Connect server, not in this attempt's working directory "
@@ -194,6 +200,20 @@ class RemoteSpark:
                        "on that server and kept after this attempt; spark-submit starts each program with an "
                        "empty catalog and ./spark-warehouse beside it: use --runner session or --runner submit "
                        "for that")
+        if unmade and self._first("named read"):
+            call, name = unmade[0]
+            self._warn(f"{call}({name!r}) reads a table or view this attempt did not create: under the connect "
+                       "runner the name resolves in the Spark Connect server's catalog, shared by every job on that "
+                       "server, so it may read what another job left there; spark-submit starts each program with "
+                       "an empty catalog, where this read fails: create it in the attempt, or use --runner session "
+                       "or --runner submit")
+        if found.functions and self._first("python"):
+            under = f" (under {connect['functions_dir']})" if connect["functions_dir"] else ""
+            self._warn(f"{found.functions[0]} runs in the Spark Connect server's Python workers, whose working "
+                       f"directory is a scratch directory of this attempt's session on the server{under}, where "
+                       "the job's --files are, so any other relative path it opens resolves there, not in this "
+                       "attempt's working directory as under spark-submit: give it absolute paths, or use --runner "
+                       "submit")
 
     def _first(self, what: str) -> bool:
         with self._said_lock:

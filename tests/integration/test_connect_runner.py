@@ -78,6 +78,10 @@ df.createOrReplaceTempView("numbers")
 spark.sql("CACHE TABLE numbers")
 print("rows", df.count(), spark.table("numbers").count())
 spark.catalog.listTables()
+try:
+    spark.table("made_elsewhere").count()  # a name this program did not create
+except Exception as exc:
+    print("not found:", type(exc).__name__)
 """
 
 
@@ -127,7 +131,7 @@ def test_dataframe_tasks_and_a_spark_submit_program_run_on_their_own_remote_sess
 
 def test_shipped_bundle_code_and_files_reach_a_udf_on_the_server(connect: tuple[Cluster, Client], tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    _, client = connect
+    cluster, client = connect
     project = tmp_path / "proj"
     (project / "mylib").mkdir(parents=True)
     (project / "mylib" / "__init__.py").write_text("")
@@ -138,6 +142,11 @@ def test_shipped_bundle_code_and_files_reach_a_udf_on_the_server(connect: tuple[
     run = _run(client, "job.py:main", bundle=".", files=["offset.txt"])
     assert run.state == pb.RUN_SUCCEEDED, run.tasks[0].attempts[-1].error
     assert json.loads(run.tasks[0].result_json) == [100, 103, 106, 109]
+    # The UDF runs in the server's Python workers, in a directory of the session's: said once.
+    log = b"".join(client.logs(run.tasks[0].id)).decode()
+    assert log.count("sparkyard: warning: the Python function 'offset' runs in the Spark Connect server's Python "
+                     "workers, whose working directory is a scratch directory of this attempt's session on the "
+                     f"server (under {cluster.root / 'c' / 'connect' / 'tmp'}), where the job's --files are") == 1, log
 
 
 def test_relative_paths_resolve_in_each_attempt_s_directory_so_two_jobs_do_not_share_a_checkpoint(
@@ -178,6 +187,11 @@ def test_what_a_job_cached_is_not_served_to_the_next_job_reading_the_same_files(
         # A listing of the server's catalog shows what other jobs left there: said once.
         assert log.count("sparkyard: warning: catalog.listTables(): under the connect runner the catalog is the "
                          "Spark Connect server's, shared by every job on that server") == 1, log[-3000:]
+        # So is a read by name of a table the attempt did not create; not that of its own view.
+        assert log.count("sparkyard: warning: spark.table('made_elsewhere') reads a table or view this attempt did "
+                         "not create: under the connect runner the name resolves in the Spark Connect server's "
+                         "catalog") == 1, log[-3000:]
+        assert "spark.table('numbers')" not in log and "not found: AnalysisException" in log, log[-3000:]
     assert counts == [("3", "3"), ("5", "5")]
 
 
@@ -262,6 +276,11 @@ SDP_PY = """from pyspark import pipelines as dp
 @dp.materialized_view
 def orders():
     return spark.range(10).withColumnRenamed("id", "amount")
+
+
+@dp.materialized_view
+def big_orders():
+    return spark.read.table("orders").where("amount > 5")
 """
 SDP_SQL = "CREATE MATERIALIZED VIEW revenue AS SELECT sum(amount) AS total FROM orders\n"
 
@@ -286,9 +305,10 @@ def test_a_spark_declarative_pipeline_runs_as_a_step_with_each_dataset_s_outcome
     outcome = json.loads(marts_run.tasks[0].result_json)
     assert outcome["run"] == "COMPLETED"
     assert {name.rsplit(".", 1)[-1]: state for name, state in outcome["flows"].items()} == {
-        "orders": "COMPLETED", "revenue": "COMPLETED"}
+        "orders": "COMPLETED", "big_orders": "COMPLETED", "revenue": "COMPLETED"}
     log = b"".join(client.logs(marts_run.tasks[0].id)).decode()
     assert "Flow" in log and "Run is COMPLETED" in log
+    assert "did not create" not in log, log[-3000:]  # a flow reading the pipeline's own dataset by name
     after = json.loads(client.run(steps["after"].run_id).tasks[0].result_json)
     assert after == {"marts": outcome}
 

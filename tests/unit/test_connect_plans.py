@@ -1,15 +1,17 @@
 """An attempt's Spark Connect plans before they leave its client (worker/connect_plans.py): relative paths
-made absolute in the attempt's directory, catalog writes noticed. On the installed pyspark's protos, no
-Spark."""
+made absolute in the attempt's directory, catalog writes, reads by name of tables the attempt did not create
+and Python functions for the server noticed. On the installed pyspark's protos, no Spark."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from pyspark.sql.connect.proto import base_pb2, catalog_pb2, commands_pb2, ml_pb2, relations_pb2
+from pyspark.sql.connect.proto import (base_pb2, catalog_pb2, commands_pb2, expressions_pb2, ml_pb2, pipelines_pb2,
+                                        relations_pb2)
+from pyspark.sql.connect.utils import get_python_ver
 
-from sparkyard.worker.connect_plans import inspect, is_relative, sql_catalog_write
+from sparkyard.worker.connect_plans import OwnTables, inspect, is_relative, sql_catalog_write
 from sparkyard.worker.connect_server import default_fs
 
 CWD = "/jobs/run-1"
@@ -197,3 +199,127 @@ def test_relative_paths_inside_sql_text_are_noticed_not_rewritten(statement: str
     sql.sql.query = statement
     assert inspect(sql, CWD).sql_relative == relative
     assert sql.sql.query == statement
+
+
+def _sql_command(statement: str) -> commands_pb2.Command:
+    command = commands_pb2.Command()
+    command.sql_command.input.sql.query = statement
+    return command
+
+
+def _named(name: str, streaming: bool = False) -> relations_pb2.Relation:
+    relation = relations_pb2.Relation()
+    relation.read.named_table.unparsed_identifier = name
+    relation.read.is_streaming = streaming
+    return relation
+
+
+def _view(name: str, is_global: bool = False) -> commands_pb2.Command:
+    command = commands_pb2.Command()
+    command.create_dataframe_view.CopyFrom(commands_pb2.CreateDataFrameViewCommand(name=name, is_global=is_global))
+    command.create_dataframe_view.input.CopyFrom(_read("data/x.csv", fmt="csv"))
+    return command
+
+
+def _save_as_table(name: str) -> commands_pb2.WriteOperation:
+    write = commands_pb2.WriteOperation()
+    write.table.table_name = name
+    return write
+
+
+@pytest.mark.parametrize(("message", "made"), [
+    (_view("Local"), ["local"]), (_view("Shared", is_global=True), ["global_temp.shared"]),
+    (_save_as_table("`default`.Events"), ["events"]),
+    (commands_pb2.WriteOperationV2(table_name="spark_catalog.default.T2"), ["t2"]),
+    (commands_pb2.WriteStreamOperationStart(table_name="sink"), ["sink"]),
+    (catalog_pb2.CreateTable(table_name="db.t"), ["db.t"]),
+    (_sql_command("CREATE OR REPLACE TEMP VIEW v AS SELECT 1"), ["v"]),
+    (_sql_command("create global temporary view g as select 1"), ["global_temp.g"]),
+    (_sql_command("CREATE TABLE IF NOT EXISTS `Sales`.`T` (a INT)"), ["sales.t"]),
+    (_sql_command("/* x */ CREATE EXTERNAL TABLE e USING csv LOCATION '/x'"), ["e"]),
+    (_sql_command("REPLACE TABLE r USING parquet AS SELECT 1"), ["r"]),
+    (_sql_command("CACHE LAZY TABLE c OPTIONS ('storageLevel' 'DISK_ONLY') AS SELECT 1"), ["c"]),
+    (_sql_command("cache table c2 select 1"), ["c2"]), (_sql_command("CACHE TABLE t OPTIONS ('a' 'b');"), []),
+    (_sql_command("CACHE TABLE t"), []),
+    (_sql_command("SELECT * FROM v"), []), (_sql_command("CREATE FUNCTION f AS 'x.Y'"), []),
+    (_sql_command("CREATE DATABASE d"), []), (_sql_command("INSERT INTO t VALUES (1)"), []),
+])
+def test_the_tables_and_views_a_plan_creates_are_noticed_by_name(message: object, made: list[str]) -> None:
+    assert inspect(message, CWD).made == made
+
+
+def test_a_read_by_name_of_a_table_the_attempt_did_not_create_is_told_apart_from_one_of_its_own() -> None:
+    own = OwnTables()
+    reads = inspect(_named("events"), CWD)
+    assert reads.named_reads == [("spark.table", "events")] and own.others(reads) == [("spark.table", "events")]
+    for creation in (_view("numbers"), _save_as_table("default.`Sales`"),
+                     _sql_command("CREATE TEMP VIEW late AS SELECT 1"), _view("g", is_global=True)):
+        assert own.others(inspect(creation, CWD)) == []
+    for name in ("numbers", "NUMBERS", "`numbers`", "sales", "spark_catalog.default.sales", "late", "global_temp.g"):
+        assert own.others(inspect(_named(name), CWD)) == [], name
+    # Another job's names, and a global view's name read without its database, are not the attempt's.
+    assert own.others(inspect(_named("other_db.numbers", streaming=True), CWD)) == [
+        ("readStream.table", "other_db.numbers")]
+    assert own.others(inspect(_named("g"), CWD)) == [("spark.table", "g")]
+    # A plan that creates a view and reads it (a view over itself is Spark's to refuse) counts it as its own.
+    both = base_pb2.ExecutePlanRequest()
+    both.plan.command.CopyFrom(_view("fresh"))
+    both.plan.command.create_dataframe_view.input.CopyFrom(_named("fresh"))
+    assert OwnTables().others(inspect(both, CWD)) == []
+    assert OwnTables().others(inspect(_named("numbers"), CWD)) == [("spark.table", "numbers")]  # per attempt
+
+
+def test_a_declarative_pipeline_s_flows_reading_its_own_datasets_are_not_reads_of_other_tables() -> None:
+    flow = pipelines_pb2.PipelineCommand()
+    flow.define_flow.flow_name = "big_orders"
+    flow.define_flow.relation_flow_details.relation.filter.input.CopyFrom(_named("orders"))
+    request = base_pb2.ExecutePlanRequest()
+    request.plan.command.pipeline_command.CopyFrom(flow)
+    assert inspect(request, CWD).named_reads == [] and inspect(flow, CWD).pipeline
+
+
+def _python_udf(name: str) -> expressions_pb2.CommonInlineUserDefinedFunction:
+    return expressions_pb2.CommonInlineUserDefinedFunction(
+        function_name=name, python_udf=expressions_pb2.PythonUDF(eval_type=100, command=b"\x80\x05.",
+                                                                 python_ver=get_python_ver()))
+
+
+def test_the_python_functions_a_plan_sends_to_the_server_are_noticed_wherever_they_are() -> None:
+    project = relations_pb2.Relation()
+    project.project.input.CopyFrom(_read("data/x.csv"))
+    call = project.project.expressions.add().unresolved_function
+    call.arguments.add().common_inline_user_defined_function.CopyFrom(_python_udf("parse"))
+    mapped = relations_pb2.Relation()
+    mapped.map_partitions.func.CopyFrom(_python_udf("enrich"))
+    grouped = relations_pb2.Relation()
+    grouped.group_map.func.CopyFrom(_python_udf("per_group"))
+    udtf = relations_pb2.Relation()
+    udtf.common_inline_user_defined_table_function.function_name = "Explode"
+    udtf.common_inline_user_defined_table_function.python_udtf.python_ver = get_python_ver()
+    source = commands_pb2.Command()
+    source.register_data_source.name = "mine"
+    source.register_data_source.python_data_source.python_ver = get_python_ver()
+    foreach = commands_pb2.WriteStreamOperationStart()
+    foreach.foreach_batch.python_function.python_ver = get_python_ver()
+    registered = commands_pb2.Command()
+    registered.register_function.CopyFrom(_python_udf("by_name"))
+    for message, function in [
+            (project, "the Python function 'parse'"), (mapped, "the Python function 'enrich'"),
+            (grouped, "the Python function 'per_group'"), (udtf, "the Python UDTF 'Explode'"),
+            (source, "the Python data source 'mine'"),
+            (foreach, "a stream's Python foreach/foreachBatch function"),
+            (registered, "the Python function 'by_name'")]:
+        assert inspect(message, CWD).functions == [function], function
+    assert inspect(project, CWD, functions=False).functions == []  # once said, not looked for again
+
+
+def test_a_plan_without_a_python_function_has_none_noticed() -> None:
+    scala = relations_pb2.Relation()
+    scala.project.input.CopyFrom(_named("t"))
+    udf = scala.project.expressions.add().common_inline_user_defined_function
+    udf.function_name = "jvm_side"
+    udf.scalar_scala_udf.payload = b"x"
+    # The Python version as a string literal: what the walk for functions waits for, without a function.
+    scala.project.expressions.add().literal.string = get_python_ver()
+    for message in (scala, _read("data/x.csv"), _sql_command("SELECT 1"), _view("v")):
+        assert inspect(message, CWD).functions == []

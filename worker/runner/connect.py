@@ -94,5 +94,6 @@ class ConnectRunner(SessionRunner):
         message["connect"] = {"url": self.server.url, "tag": attempt.tag, "bundle_root": ws.bundle_root,
                               "py_files": list(ws.py_files), "scratch": str(attempt.work_dir),
                               "session_jobs": self.server.plugin is not None,
-                              "paths_elsewhere": self.server.paths_elsewhere}
+                              "paths_elsewhere": self.server.paths_elsewhere,
+                              "functions_dir": self.server.functions_dir}
         return message
