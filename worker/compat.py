@@ -29,7 +29,8 @@ program written for ``spark-submit`` must not be able to tell — or break — t
 * what an attempt leaves in the context that Spark shares between sessions — the catalog's tables and
   databases, cached data, streaming queries, local properties, listeners, Hadoop FileSystem instances — is
   put back when it ends, and its relative paths (warehouse, checkpoints, readers and writers) resolve in its
-  working directory on every thread (worker/spark_reset.py).
+  working directory on every thread (worker/spark_reset.py), and in local mode so do those of the Python
+  workers Spark forks for its UDFs and RDD functions (worker/py_daemon.py);
 * on a cluster, where the executors' Hadoop ``FileSystem`` instances outlive the attempt out of the
   driver's reach, Hadoop settings the attempt gives at runtime (session conf, readers' and writers'
   options) are said in its log and retire the driver after it (worker/runtime_hadoop.py).
@@ -45,14 +46,18 @@ import logging
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from sparkyard.worker.runtime_hadoop import RuntimeHadoop
+from sparkyard.worker import py_daemon
+from sparkyard.worker.runtime_hadoop import RuntimeHadoop, on_cluster
 from sparkyard.worker.spark_reset import WAREHOUSE_CONF, Reset, warehouse_of
 from sparkyard.worker.warm_conf import PER_ATTEMPT, cannot_apply
 
 log = logging.getLogger(__name__)
+
+DAEMON_CONF = "spark.python.daemon.module"
 
 
 def _served_name(path: str) -> str:
@@ -81,6 +86,28 @@ def _serve(source: str, folder: str, name: str) -> Path:
         except OSError:  # another filesystem
             shutil.copyfile(source, served)
     return served
+
+
+def _daemon_conf(master: str, conf: dict[str, str]) -> dict[str, str]:
+    """In local mode, Spark's Python daemon as worker/py_daemon.py wraps it (each Python worker in the
+    attempt's directory), unless the conf chooses its own daemon or another Python for the workers."""
+    if on_cluster(master) or DAEMON_CONF in conf or "spark.pyspark.python" in conf:
+        return {}
+    os.environ[py_daemon.CWD_FILE_ENV] = str(Path(tempfile.gettempdir()) / f"sparkyard-attempt-cwd-{os.getpid()}")
+    return {DAEMON_CONF: py_daemon.MODULE}
+
+
+def _tell_python_workers(cwd: str) -> None:
+    """Name ``cwd`` to the Python daemon (worker/py_daemon.py) for the workers it forks from now on."""
+    path = os.environ.get(py_daemon.CWD_FILE_ENV)
+    if not path:
+        return
+    try:
+        temporary = f"{path}.new"
+        Path(temporary).write_text(cwd, encoding="utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        log.warning("the Python workers' directory could not be set to %s", cwd, exc_info=True)
 
 
 class SharedSpark:
@@ -115,7 +142,7 @@ class SharedSpark:
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.master(master).appName(f"sparkyard-driver-{os.getpid()}")
-        for key, value in conf.items():
+        for key, value in {**_daemon_conf(master, conf), **conf}.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
         if warm:
@@ -143,6 +170,7 @@ class SharedSpark:
         self._cwd = task["cwd"]
         if task["cwd"] != self._jvm_cwd:
             self.reset.enter(task["cwd"])
+            _tell_python_workers(task["cwd"])
             self._jvm_cwd = task["cwd"]
         self.reset.begin()
         self.hadoop.begin(warn, fresh=bool(task.get("fresh")))

@@ -213,7 +213,7 @@ class RemoteSpark:
                        f"directory is a scratch directory of this attempt's session on the server{under}, where "
                        "the job's --files are, so any other relative path it opens resolves there, not in this "
                        "attempt's working directory as under spark-submit: give it absolute paths, or use --runner "
-                       "submit")
+                       "session or --runner submit")
 
     def _first(self, what: str) -> bool:
         with self._said_lock:

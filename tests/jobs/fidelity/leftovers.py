@@ -2,7 +2,7 @@
 SparkContext (read back through SparkFiles on the driver and executors), a key on the context's Hadoop
 configuration, a JVM system property, a daemon thread still running with a local property of its own, and
 a non-daemon thread that does the program's last job after its main code has ended (Python waits for it,
-in the program's working directory)."""
+in the program's working directory; an RDD function on an executor looks there too)."""
 import os
 import threading
 import time
@@ -24,6 +24,10 @@ def first_line(_: int) -> str:
         return f.readline().strip()
 
 
+def in_program_dir(_: int) -> bool:  # a Python worker's relative path, as a UDF opening a file beside the program
+    return os.path.isfile("data/part-1.txt")
+
+
 def idle() -> None:  # dies with the program's process under spark-submit
     sc.setLocalProperty("spark.scheduler.pool", "idle-pool")
     threading.Event().wait()
@@ -36,6 +40,7 @@ def finish() -> None:
         lines = len(f.readlines())
     write(args.out, {"driver_lines": lines, "executor_first": sc.parallelize([0]).map(first_line).first(),
                      "in_program_dir": os.path.isfile("data/part-1.txt"),
+                     "executor_in_program_dir": sc.parallelize([0]).map(in_program_dir).first(),
                      "job_group": sc.getLocalProperty("spark.jobGroup.id"),
                      "hadoop_key": sc._jsc.hadoopConfiguration().get("fidelity.hadoop.key"),
                      "system_property": sc._jvm.java.lang.System.getProperty("fidelity.system.property")})

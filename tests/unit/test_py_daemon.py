@@ -1,0 +1,47 @@
+"""A warm driver's Python workers start in the attempt's directory (worker/py_daemon.py), as spark-submit's
+start in the program's; only in local mode, and never over the conf's own choice."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from sparkyard.worker import compat, py_daemon
+
+
+def test_each_worker_starts_in_the_directory_the_driver_named_last(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    named = tmp_path / "cwd"
+    monkeypatch.setenv(py_daemon.CWD_FILE_ENV, str(named))
+    seen: list[str] = []
+
+    def spark_worker(sock: socket.socket, authenticated: bool) -> int:
+        seen.append(os.getcwd())
+        return 0
+
+    worker = py_daemon.in_attempt_dir(spark_worker)
+    first, second = tmp_path / "job-a", tmp_path / "job-b"
+    first.mkdir()
+    second.mkdir()
+    with socket.socket() as sock:
+        for attempt in (first, second):
+            compat._tell_python_workers(str(attempt))
+            assert worker(sock, True) == 0
+        named.write_text(str(tmp_path / "gone"))  # a directory removed since: where the daemon is
+        worker(sock, True)
+    assert seen == [str(first), str(second), str(second)]
+
+
+@pytest.mark.parametrize("master, conf, given", [
+    ("local[1]", {}, True), ("local", {}, True), ("spark://h:7077", {}, False), ("local-cluster[2,1,1024]", {}, False),
+    ("local[2]", {compat.DAEMON_CONF: "pyspark.daemon"}, False), ("local[2]", {"spark.pyspark.python": "/py"}, False)])
+def test_the_daemon_is_given_in_local_mode_unless_the_conf_chooses(
+        master: str, conf: dict[str, str], given: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(py_daemon.CWD_FILE_ENV, raising=False)
+    out = compat._daemon_conf(master, conf)
+    assert out == ({compat.DAEMON_CONF: py_daemon.MODULE} if given else {})
+    assert (py_daemon.CWD_FILE_ENV in os.environ) == given
