@@ -234,7 +234,10 @@ class SharedSpark:
             for key in self.own_sql - self._conf.keys():  # Spark's default, as a spark-submit program has it
                 session.conf.unset(key)
             for key, value in self._conf.items():
-                if key in PER_ATTEMPT or self._started_with.get(key) == value:  # a fresh driver started with it
+                # Core and static conf are the JVM's: a warm driver refuses an attempt whose core or static conf
+                # differs from its own, so here the driver was started with it (a fresh driver, with the worker's
+                # own additions to it, such as the driver's Java options).
+                if key in PER_ATTEMPT or self._started_with.get(key) == value or self.cannot_apply({key: value}):
                     continue
                 try:
                     session.conf.set(key, value)

@@ -25,6 +25,7 @@ def _run(client: Client, archive_dir: Path, **options: object) -> dict[str, Any]
     assert run.state == pb.RUN_SUCCEEDED, run.tasks[0].attempts[-1].error
     result: dict[str, Any] = json.loads(run.tasks[0].result_json)
     result["mapped"] = [m for m in result["mapped"] if m.startswith(f"{archive_dir}/")]
+    result["log"] = b"".join(client.logs(run.tasks[0].id)).decode()
     return result
 
 
@@ -52,6 +53,10 @@ def test_a_worker_makes_the_archive_and_its_next_drivers_map_it(redis_server: Re
         fresh = _run(client, archive_dir, conf={"spark.driver.extraJavaOptions": "-Dsparkyard.mine=1"})
         assert fresh["mine"] == "1" and fresh["mapped"] == [archive], fresh
         assert "-Dsparkyard.mine=1" in str(fresh["options"]) and f"SharedArchiveFile={archive}" in str(fresh["options"])
+        # Started with the job's options (the worker's added to them): the log says so, and not that they
+        # "cannot change in a warm driver".
+        assert "this driver was started for this attempt" in fresh["log"] and "cannot change" not in fresh["log"], \
+            fresh["log"]
         # A spark-submit attempt (the submit runner) starts from it as well, with the job's options.
         submitted = _run(client, archive_dir, runner="submit", conf={"spark.driver.extraJavaOptions": "-Dsparkyard.mine=2"})
         assert submitted["mine"] == "2" and submitted["mapped"] == [archive], submitted
