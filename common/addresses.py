@@ -22,6 +22,9 @@ def master_addresses(text: str) -> list[str]:
     for item in (part.strip() for part in text.split(",")):
         if not item:
             continue
+        if "://" in item or "/" in item:  # a URL (http://host:7070): gRPC would fail to resolve it, unexplained
+            raise ConfigError(f"master {item!r} is not HOST:PORT: give the address without a scheme or path, "
+                              f"e.g. {item.split('://', 1)[-1].split('/', 1)[0] or DEFAULT_MASTER}")
         host, sep, port = item.rpartition(":")
         if not sep or host.endswith(":") or (item.startswith("[") and not host.endswith("]")):
             host, port = item, DEFAULT_MASTER.rpartition(":")[2]  # a host alone, or a bare IPv6 address
@@ -38,7 +41,7 @@ def master_addresses(text: str) -> list[str]:
 
 def check_host_port(address: str, name: str) -> None:
     host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if not sep or not host or "/" in host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ConfigError(f"{name} {address!r} is not HOST:PORT")
 
 

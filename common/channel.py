@@ -97,10 +97,19 @@ def tls_hint(cfg: TlsSettings) -> str:
     return " (check that --tls-ca signed the master's certificate and that it names this address)"
 
 
+def answered(exc: grpc.RpcError) -> bool:
+    """Whether a master's servicer gave this error (marked with ``errors.ANSWERED_METADATA``), not the
+    transport."""
+    trailing = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+    return any(key == errors.ANSWERED_METADATA for key, _ in trailing or ())
+
+
 def translate(exc: grpc.RpcError, master: str, hint: str = "") -> errors.SparkyardError:
     """A gRPC error as the matching Sparkyard error (``hint``: what to check when no master is reachable)."""
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
     details = exc.details() if hasattr(exc, "details") else str(exc)
+    if code == grpc.StatusCode.UNAVAILABLE and answered(exc):  # the master answered: its reason, as it gave it
+        return errors.Unavailable(f"master {master}: {details}")
     if code == grpc.StatusCode.UNAVAILABLE:
         if "Connection refused" in details:  # nothing listens there: TLS settings are not the cause
             return errors.Unavailable(f"no master listening at {master} (connection refused): is it running, "

@@ -108,3 +108,6 @@ BY_CODE_NAME: dict[str, type[SparkyardError]] = {
 # A standby master refuses calls with UNAVAILABLE and this trailing metadata: the leader's address
 # ('' while an election is under way), which clients and workers follow.
 LEADER_METADATA = "sparkyard-leader"
+# A master's servicer puts this on the errors it gives itself (master/services.py): an UNAVAILABLE it gives (a
+# worker not connected, Redis down) is not a master the client could not reach (common/channel.py).
+ANSWERED_METADATA = "sparkyard-answered"

@@ -13,7 +13,7 @@ import grpc
 import redis.exceptions
 
 from sparkyard import __version__
-from sparkyard.errors import InvalidArgument, SparkyardError, clip
+from sparkyard.errors import ANSWERED_METADATA, InvalidArgument, SparkyardError, clip
 from sparkyard.master.backfill import Backfiller
 from sparkyard.master.bundles import BundleStore, check_ref
 from sparkyard.master.connection import WorkerConnection
@@ -34,6 +34,9 @@ R = TypeVar("R")
 # Redis errors that pass with a failover: a primary without its replicas (min-replicas-to-write), a node
 # demoted under the caller, a replica that lost its primary.
 REDIS_REFUSALS_FOR_NOW = ("NOREPLICAS", "READONLY", "MASTERDOWN")
+
+
+ANSWERED = ((ANSWERED_METADATA, "1"),)
 
 
 def status_of(exc: BaseException) -> tuple[grpc.StatusCode, str] | None:
@@ -59,7 +62,7 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception, what: str) -
         log.error("%s failed", what, exc_info=exc)
         status = (grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
     code, message = status
-    await context.abort(code, clip(message))
+    await context.abort(code, clip(message), trailing_metadata=ANSWERED)
 
 
 def mapped(method: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]:

@@ -209,7 +209,7 @@ def dispatch(args: argparse.Namespace) -> int:
                 console().print(f"worker {args.worker_id} is draining")
         elif verb == "status":
             status = client.status()
-            out(status, lambda c: c.print(to_dict(status)))
+            out(status, lambda c: render.status_view(c, status))
         elif verb == "logs":
             return cmd_logs(client, args)
     return 0

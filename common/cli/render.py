@@ -157,6 +157,21 @@ def workers_table(console: Console, workers: Sequence[Any]) -> None:
     console.print(table)
 
 
+def status_view(console: Console, s: Any) -> None:
+    """The master's view of the cluster: a few lines, then its masters (``--json`` has every field)."""
+    ready = sum(s.ready_by_group.values())
+    groups = ", ".join(f"{g or 'default'} {n}" for g, n in sorted(s.ready_by_group.items()) if n)
+    console.print(f"master {s.master_id} ({s.role}, epoch {s.epoch}), Sparkyard {s.version}, up since "
+                  f"{_ts(s, 'started_at')}; leader: {s.leader or 'none'}")
+    console.print(f"workers alive {s.workers_alive}, slots {s.slots_free} free of {s.slots_total}; tasks ready "
+                  f"{ready}{f' ({groups})' if groups else ''}, leased {s.leased}; jobs scheduled {s.jobs_scheduled}, "
+                  f"timers pending {s.timers_pending}; redis {s.redis}")
+    table = _table("master", "address", "role", "last seen")
+    for m in s.masters:
+        table.add_row(m.id, m.address, m.role, _ts(m, "last_seen"))
+    console.print(table)
+
+
 @contextmanager
 def task_progress(console: Console, run_id: str) -> Iterator[Callable[[pb.Run], None]]:
     """A bar of a run's ended tasks out of all, with the time waited; yields the function that moves it.

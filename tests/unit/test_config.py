@@ -190,7 +190,8 @@ def test_load_validates_the_result() -> None:
         load(MasterConfig, "master", environ={"SPARKYARD_HEARTBEAT_S": "10"})
 
 
-@pytest.mark.parametrize("listen", ["7070", "localhost", ":7070", "host:", "host:port", "host:70700", "host:-1"])
+@pytest.mark.parametrize("listen", ["7070", "localhost", ":7070", "host:", "host:port", "host:70700", "host:-1",
+                                    "http://host:7070"])
 def test_bad_listen_address_is_refused(listen: str) -> None:
     with pytest.raises(ConfigError, match=f"listen '{listen}' is not HOST:PORT"):
         MasterConfig(listen=listen).validate()
@@ -494,6 +495,12 @@ def test_a_master_without_a_port_gets_the_masters_default_port(given: str, expec
 @pytest.mark.parametrize("given", ["127.0.0.1:70700", "host:0", "host:x", ":7070", " , "])
 def test_a_master_address_with_a_bad_port_is_refused_naming_it(given: str) -> None:
     with pytest.raises(ConfigError, match="master"):
+        master_addresses(given)
+
+
+@pytest.mark.parametrize("given", ["http://127.0.0.1:7070", "grpc://m1:7070", "m1:7070/api"])
+def test_a_master_given_as_a_url_is_refused_with_the_address_to_give(given: str) -> None:
+    with pytest.raises(ConfigError, match=f"master '{given}' is not HOST:PORT: give the address without a scheme"):
         master_addresses(given)
 
 
