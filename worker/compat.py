@@ -57,7 +57,7 @@ from sparkyard.worker.warm_conf import PER_ATTEMPT, cannot_apply
 
 log = logging.getLogger(__name__)
 
-DAEMON_CONF = "spark.python.daemon.module"
+DAEMON_CONF = py_daemon.DAEMON_CONF
 
 
 def _served_name(path: str) -> str:

@@ -20,8 +20,10 @@ cancel reach every Spark job of its session (worker/connect_plugin.py), when the
 
 Whether the server sees the attempts' files as they do (`ConnectServer.paths_elsewhere`) decides
 whether an attempt's relative paths are resolved in its working directory before its plans leave it
-(worker/connect_plans.py); where its Python workers run (`ConnectServer.functions_dir`) is named in the
-line that tells an attempt its Python functions run there.
+(worker/connect_plans.py). On a local master its Python workers (UDFs, pandas UDFs, `mapInPandas`…) start
+in the directory of the attempt whose session they serve (`ConnectServer.functions_follow`: Spark's
+daemon as worker/py_daemon.py wraps it, and each attempt's session carries a file naming its directory);
+where they cannot (`ConnectServer.functions_dir` names where they run, if known), the attempt is told once.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from pathlib import Path
 from typing import Callable
 
 from sparkyard.config import connect_address
-from sparkyard.worker import connect_plugin, jvm_temp
+from sparkyard.worker import connect_plugin, jvm_temp, py_daemon
 from sparkyard.worker.class_archive import ClassArchive
 from sparkyard.worker.children import Children, tied_command
 from sparkyard.worker.engine import answers
@@ -125,6 +127,10 @@ class ConnectServer:
         self._engine_up.set()
         self.paths_elsewhere = self._paths_elsewhere()
         self.functions_dir = self._functions_dir()
+        # Its Python workers start in the attempt's directory (worker/py_daemon.py), unless the conf chooses
+        # its own daemon or Python for them.
+        own = {py_daemon.DAEMON_CONF, "spark.pyspark.python"} & set(conf)
+        self.functions_follow = bool(self.functions_dir) and not own
 
     @property
     def supervised(self) -> bool:
@@ -208,6 +214,8 @@ class ConnectServer:
             conf, self._archived = self._archive.conf(conf)
         cmd = [spark_submit, "--class", SERVER_CLASS, "--name", "sparkyard Spark Connect server",
                "--master", self._master]
+        if self.functions_follow:
+            conf[py_daemon.DAEMON_CONF] = py_daemon.MODULE
         if self.plugin is not None:
             conf["spark.connect.extensions.command.classes"] = connect_plugin.CLASS
             cmd += ["--jars", str(self.plugin)]

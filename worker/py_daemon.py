@@ -18,8 +18,13 @@ import os
 import socket
 from typing import Callable
 
+DAEMON_CONF = "spark.python.daemon.module"
 MODULE = "sparkyard.worker.py_daemon"
 CWD_FILE_ENV = "SPARKYARD_ATTEMPT_CWD_FILE"
+# Without CWD_FILE_ENV (the worker's own Spark Connect server), the file of this name in the daemon's own
+# directory: Spark starts a session's Python workers in a directory of that session, where its file
+# artifacts are, and the attempt's client adds this one naming its directory (worker/remote_spark.py).
+SESSION_FILE = ".sparkyard-attempt-cwd"
 
 
 def attempt_cwd(path: str) -> str:
@@ -34,7 +39,7 @@ def attempt_cwd(path: str) -> str:
 def in_attempt_dir(spark_worker: Callable[[socket.socket, bool], int]) -> Callable[[socket.socket, bool], int]:
     """Spark's per-task worker function, run in the current attempt's directory."""
     def worker(sock: socket.socket, authenticated: bool) -> int:
-        cwd = attempt_cwd(os.environ.get(CWD_FILE_ENV, ""))
+        cwd = attempt_cwd(os.environ.get(CWD_FILE_ENV) or SESSION_FILE)
         if cwd:
             try:
                 os.chdir(cwd)

@@ -43,7 +43,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
-from sparkyard.worker import connect_plans, connect_plugin
+from sparkyard.worker import connect_plans, connect_plugin, py_daemon
 
 log = logging.getLogger(__name__)
 
@@ -133,8 +133,13 @@ class RemoteSpark:
             artifacts = self._artifacts(connect)
             if artifacts:
                 session.addArtifacts(*artifacts, pyfile=True)
-            if self._task["files"]:
-                session.addArtifacts(*self._task["files"], file=True)
+            files = list(self._task["files"])
+            if connect["functions_follow"]:  # the worker's own server starts its Python workers in this directory
+                named = Path(connect["scratch"]) / py_daemon.SESSION_FILE
+                named.write_text(self._task["cwd"], encoding="utf-8")
+                files.append(str(named))
+            if files:
+                session.addArtifacts(*files, file=True)
         return self._session
 
     def _set_conf(self, session: Any, key: str, value: str) -> None:
@@ -207,7 +212,7 @@ class RemoteSpark:
                        "server, so it may read what another job left there; spark-submit starts each program with "
                        "an empty catalog, where this read fails: create it in the attempt, or use --runner session "
                        "or --runner submit")
-        if found.functions and self._first("python"):
+        if found.functions and not connect["functions_follow"] and self._first("python"):
             under = f" (under {connect['functions_dir']})" if connect["functions_dir"] else ""
             self._warn(f"{found.functions[0]} runs in the Spark Connect server's Python workers, whose working "
                        f"directory is a scratch directory of this attempt's session on the server{under}, where "

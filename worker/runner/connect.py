@@ -95,5 +95,6 @@ class ConnectRunner(SessionRunner):
                               "py_files": list(ws.py_files), "scratch": str(attempt.work_dir),
                               "session_jobs": self.server.plugin is not None,
                               "paths_elsewhere": self.server.paths_elsewhere,
-                              "functions_dir": self.server.functions_dir}
+                              "functions_dir": self.server.functions_dir,
+                              "functions_follow": self.server.functions_follow}
         return message
