@@ -119,6 +119,7 @@ class SharedSpark:
         self.in_attempt = False
         self.stopped = False  # the attempt called stop()
         self.touched = False  # the attempt reached Spark (only then can it have left jobs running)
+        self._static_test: Any = None  # Spark's SQLConf.isStaticConfigKey (worker/warm_conf.py)
         self._session: Any = None
         self._conf: dict[str, str] = {}
         self._warn: Callable[[str], None] = log.warning
@@ -172,7 +173,7 @@ class SharedSpark:
             self.reset.enter(task["cwd"])
             _tell_python_workers(task["cwd"])
             self._jvm_cwd = task["cwd"]
-        self.reset.begin()
+        self.reset.forget()
         self.hadoop.begin(warn, fresh=bool(task.get("fresh")))
         includes = list(task["executor_path"])
         if task["archive"]:
@@ -186,8 +187,19 @@ class SharedSpark:
 
     def cannot_apply(self, conf: dict[str, str]) -> list[str]:
         """The items of a job's conf this context cannot give its attempt (worker/warm_conf.py)."""
-        is_static = self.sc._jvm.org.apache.spark.sql.internal.SQLConf.isStaticConfigKey
-        return cannot_apply(conf, self._started_with, is_static)
+        return cannot_apply(conf, self._started_with, self._is_static)
+
+    def _is_static(self, key: str) -> bool:
+        """Spark's test for a static SQL conf key (looked up in the JVM once, on the first key that needs it)."""
+        if self._static_test is None:
+            self._static_test = self.sc._jvm.org.apache.spark.sql.internal.SQLConf.isStaticConfigKey
+        return bool(self._static_test(key))
+
+    def _touch(self) -> None:
+        """The attempt reaches Spark: from now on it can leave something behind (worker/spark_reset.py)."""
+        if not self.touched:
+            self.touched = True
+            self.reset.begin()
 
     def cancel(self) -> None:
         """Cancel the attempt's Spark jobs (a driver runs one attempt: all of its jobs are the attempt's)."""
@@ -225,7 +237,7 @@ class SharedSpark:
 
     def session(self) -> Any:
         """The attempt's session, created on first use (a task that never touches Spark costs nothing)."""
-        self.touched = True
+        self._touch()
         if self._session is None:
             from pyspark.sql import SparkSession
 
@@ -332,7 +344,7 @@ class SharedSpark:
 
         def sc_new(cls: Any, *args: Any, **kwargs: Any) -> Any:
             if shared.in_attempt and cls is SparkContext and SparkContext._active_spark_context is shared.sc:
-                shared.touched = True
+                shared._touch()
                 return shared.sc
             return object.__new__(cls)
 
@@ -365,7 +377,7 @@ class SharedSpark:
 
         def sc_get_or_create(cls: Any, conf: Any = None) -> Any:
             if shared.in_attempt:
-                shared.touched = True
+                shared._touch()
                 return shared.sc
             return original_sc_get_or_create(cls, conf)
 

@@ -90,14 +90,24 @@ class Reset:
         map_field.setAccessible(True)
         self._fs_cache = map_field.get(cache)  # Hadoop's FileSystem instances by scheme, authority and user
         self._filesystems: Any = None  # its keys when the attempt began
+        # The Java classes used per attempt, looked up once: each name in a ``jvm.java.util.X`` chain is a
+        # round trip to the JVM (py4j), and a no-op attempt's whole cost was mostly such lookups.
+        self._java_system = self.jvm.java.lang.System
+        self._array_list = self.jvm.java.util.ArrayList
+        self._hash_set = self.jvm.java.util.HashSet
+
+    def forget(self) -> None:
+        """An attempt starts: nothing of it is known yet (:meth:`begin` runs when it first reaches Spark)."""
+        self.added = []
+        self._system = self._hadoop = self._listeners = self._filesystems = None
 
     def begin(self) -> None:
-        """An attempt starts (after :meth:`enter`): what :meth:`dirty` compares with when it ends."""
-        self.added = []
-        self._system = self.jvm.java.lang.System.getProperties().clone()
+        """The attempt reaches Spark (after :meth:`enter`): what :meth:`dirty` compares with when it ends. An
+        attempt that never reaches Spark cannot change what this compares, so it costs no JVM call."""
+        self._system = self._java_system.getProperties().clone()
         self._hadoop = self._hadoop_keys().clone()
-        self._listeners = self.jvm.java.util.ArrayList(self._bus.listeners())
-        self._filesystems = self.jvm.java.util.HashSet(self._fs_cache.keySet())
+        self._listeners = self._array_list(self._bus.listeners())
+        self._filesystems = self._hash_set(self._fs_cache.keySet())
 
     def _hadoop_keys(self) -> Any:
         """The keys set on the context's Hadoop configuration (Spark's ``spark.hadoop.*``, a program's
@@ -150,7 +160,7 @@ class Reset:
                 reasons.append(f"the program changed the SparkContext's Hadoop configuration ({keys}), whose "
                                "FileSystem instances the JVMs keep")
         if self._system is not None:
-            keys = _changed(self._system, self.jvm.java.lang.System.getProperties())
+            keys = _changed(self._system, self._java_system.getProperties())
             if keys:
                 reasons.append(f"the program changed JVM system properties ({keys}), which libraries read once")
         return "; ".join(reasons)
@@ -189,7 +199,7 @@ class Reset:
         posted to the bus before this)."""
         if self._listeners is None:
             return
-        added = self.jvm.java.util.ArrayList(self._bus.listeners())
+        added = self._array_list(self._bus.listeners())
         added.removeAll(self._listeners)
         for listener in added:
             self.sc._jsc.sc().removeSparkListener(listener)
@@ -198,7 +208,7 @@ class Reset:
         """Close the FileSystem instances made since the attempt began; closing one removes it from the cache."""
         if self._filesystems is None:
             return
-        made = self.jvm.java.util.HashSet(self._fs_cache.keySet())
+        made = self._hash_set(self._fs_cache.keySet())
         made.removeAll(self._filesystems)
         for key in made:
             filesystem = self._fs_cache.get(key)
