@@ -18,8 +18,9 @@ by every attempt on it, which no per-attempt reset can change, so the attempt's 
 reason a table read by name (``spark.table``, ``spark.read.table``, ``readStream.table``: ``Read.NamedTable``)
 that the attempt did not create itself may find another job's, where under spark-submit's empty catalog it
 fails: the walk notes the names the attempt creates (:class:`OwnTables`) and the names it reads, and the
-attempt's log says so for the others. A table read inside SQL text (``SELECT … FROM t``) is not looked at,
-nor one in a declarative pipeline's definitions (its flows read its own datasets by name).
+attempt's log says so for the others, also for a name read after ``FROM``/``JOIN`` in SQL text (a heuristic,
+:data:`SQL_READS`: a read it misses is not said), though not in a declarative pipeline's definitions (its
+flows read their own datasets by name).
 
 Last, the Python functions a plan sends to the server (a UDF or pandas UDF, the function of ``mapInPandas``,
 ``applyInPandas`` and the like, a UDTF, a Python data source, ``foreach``/``foreachBatch``): the server's
@@ -86,6 +87,22 @@ _SQL_CACHE_OPTIONS = re.compile(r"\s*(OPTIONS\s*\([^)]*\))?[\s;]*", re.IGNORECAS
 SQL_CREATES = re.compile(
     r"""(CREATE(\s+OR\s+REPLACE)?(?P<global>\s+GLOBAL)?(\s+TEMP(ORARY)?)?(\s+EXTERNAL)?\s+(TABLE|VIEW)|REPLACE\s+TABLE)
         (\s+IF\s+NOT\s+EXISTS)?\s+(?P<name>(`[^`]*`|[\w.])+)""", re.IGNORECASE | re.VERBOSE)
+# What a SQL statement reads by name (after FROM or JOIN), not counting a subquery, a table-valued function
+# (a name followed by '('), VALUES, a file queried in place (``parquet.`path```) or a name its WITH defines;
+# looked for once strings and comments are blanked out. A heuristic: what it misses is not said.
+SQL_READS = re.compile(r"\b(?:FROM|JOIN)\s+(?P<name>(?:`[^`]+`|[A-Za-z_]\w*)(?:\.(?:`[^`]+`|[A-Za-z_]\w*))*)(?P<call>\s*\()?",
+                       re.IGNORECASE)
+SQL_WITH_NAMES = re.compile(r"(?:\bWITH\s+(?:RECURSIVE\s+)?|,\s*)(?P<name>`[^`]+`|\w+)\s*(?:\([^)]*\)\s*)?AS\s*\(",
+                            re.IGNORECASE)
+_SQL_NOISE = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|--[^\n]*|/\*.*?\*/", re.DOTALL)
+_SQL_FILE_READ = re.compile(r"\b(?:parquet|csv|json|orc|text|avro|delta|binaryFile|xml)\.`[^`]*`", re.IGNORECASE)
+# FROM that does not name a table: EXTRACT(DAY FROM d), TRIM(BOTH ' ' FROM s), SUBSTRING(s FROM 2), a IS
+# DISTINCT FROM b.
+_SQL_FROM_NOT_TABLE = re.compile(r"\b(?:EXTRACT|TRIM|SUBSTRING|SUBSTR|POSITION|OVERLAY)\s*\([^()]*\)|\bDISTINCT\s+FROM\b",
+                                 re.IGNORECASE)
+_NOT_TABLES = frozenset({"values", "lateral", "unnest", "stream"})
+# The call a read found in SQL text is named by (worker/remote_spark.py says it as "SQL reading 'name'").
+SQL_READ = "SQL"
 # The default catalog's default database, which a name read without one means.
 DEFAULT_DATABASE_PREFIXES = ("spark_catalog.default.", "default.")
 GLOBAL_TEMP_DATABASE = "global_temp"
@@ -284,6 +301,17 @@ def _sql(statement: str, found: Findings) -> None:
     creates = SQL_CREATES.match(statement, at)
     if creates:
         found.made.append(table_key(creates.group("name"), bool(creates.group("global"))))
+    if not words and not shows:  # a write or a listing of the catalog is said as such
+        found.named_reads += [(SQL_READ, name) for name in sql_reads(statement)]
+
+
+def sql_reads(statement: str) -> list[str]:
+    """The names a SQL statement reads tables or views by (:data:`SQL_READS`), in order."""
+    text = _SQL_FROM_NOT_TABLE.sub(" ", _SQL_FILE_READ.sub(" ", _SQL_NOISE.sub(" ", statement)))
+    own = {table_key(m.group("name")) for m in SQL_WITH_NAMES.finditer(text)}
+    return [m.group("name") for m in SQL_READS.finditer(text)
+            if not m.group("call") and m.group("name").lower() not in _NOT_TABLES
+            and table_key(m.group("name")) not in own]
 
 
 def _persist(persist: Any, found: Findings) -> None:

@@ -207,7 +207,8 @@ class RemoteSpark:
                        "for that")
         if unmade and self._first("named read"):
             call, name = unmade[0]
-            self._warn(f"{call}({name!r}) reads a table or view this attempt did not create: under the connect "
+            what = f"SQL … FROM {name}" if call == connect_plans.SQL_READ else f"{call}({name!r})"
+            self._warn(f"{what} reads a table or view this attempt did not create: under the connect "
                        "runner the name resolves in the Spark Connect server's catalog, shared by every job on that "
                        "server, so it may read what another job left there; spark-submit starts each program with "
                        "an empty catalog, where this read fails: create it in the attempt, or use --runner session "

@@ -11,7 +11,7 @@ from pyspark.sql.connect.proto import (base_pb2, catalog_pb2, commands_pb2, expr
                                         relations_pb2)
 from pyspark.sql.connect.utils import get_python_ver
 
-from sparkyard.worker.connect_plans import OwnTables, inspect, is_relative, sql_catalog_write
+from sparkyard.worker.connect_plans import SQL_READ, OwnTables, inspect, is_relative, sql_catalog_write, sql_reads
 from sparkyard.worker.connect_server import default_fs
 
 CWD = "/jobs/run-1"
@@ -323,3 +323,26 @@ def test_a_plan_without_a_python_function_has_none_noticed() -> None:
     scala.project.expressions.add().literal.string = get_python_ver()
     for message in (scala, _read("data/x.csv"), _sql_command("SELECT 1"), _view("v")):
         assert inspect(message, CWD).functions == []
+
+
+@pytest.mark.parametrize("statement, reads", [
+    ("SELECT * FROM events", ["events"]),
+    ("select a from `db`.`t` join other o on o.id = a.id", ["`db`.`t`", "other"]),
+    ("WITH x AS (SELECT 1), y AS (SELECT * FROM x) SELECT * FROM y JOIN z", ["z"]),  # its own WITH names
+    ("SELECT EXTRACT(DAY FROM d), TRIM(BOTH ' ' FROM s), a IS DISTINCT FROM b FROM orders", ["orders"]),
+    ("SELECT * FROM range(10)", []), ("SELECT * FROM (SELECT 1) t", []), ("SELECT * FROM VALUES (1), (2)", []),
+    ("SELECT * FROM parquet.`data/x`", []),  # a file queried in place
+    ("SELECT 'from t' -- from u\n FROM v /* from w */", ["v"]),  # not in strings or comments
+])
+def test_the_names_sql_text_reads_tables_by(statement: str, reads: list[str]) -> None:
+    assert sql_reads(statement) == reads
+
+
+def test_a_sql_read_of_a_table_the_attempt_did_not_create_is_told_and_one_of_its_own_is_not() -> None:
+    own = OwnTables()
+    assert own.others(inspect(_sql_command("SELECT count(*) FROM events"), CWD)) == [(SQL_READ, "events")]
+    assert own.others(inspect(_view("numbers"), CWD)) == []
+    assert own.others(inspect(_sql_command("SELECT * FROM numbers JOIN numbers n2"), CWD)) == []
+    # A write or a listing of the shared catalog is said as such, not as a read.
+    for statement in ("INSERT INTO t SELECT * FROM events", "SHOW TABLES FROM db"):
+        assert inspect(_sql_command(statement), CWD).named_reads == [], statement
