@@ -88,6 +88,10 @@ def _committer(final: str, token: int, start: Barrier) -> None:
         commit(Path(final), token, str(token))
     except StaleOutput:
         pass
+    except FileNotFoundError:
+        # Its staging directory was removed while it wrote: only a publication of a newer token does that
+        # (the staging of attempts that can no longer publish goes), which a CI run saw once.
+        assert FencedOutput(Path(final)).record().token > token
 
 
 def test_concurrent_committers_leave_the_highest_token_published(tmp_path: Path) -> None:
