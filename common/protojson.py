@@ -18,7 +18,7 @@ from google.protobuf.message import Message
 from sparkyard.timeutil import rfc3339_ms
 
 _ENUM_PREFIXES = ("JOB_STATE_", "RUN_STATE_", "TASK_STATE_", "ATTEMPT_STATE_", "JOB_", "RUN_", "TASK_", "ATTEMPT_",
-                  "RUNNER_", "ROUTING_", "MISFIRE_", "OVERLAP_", "STEP_STATE_", "STEP_")
+                  "RUNNER_", "ROUTING_", "MISFIRE_", "OVERLAP_", "STEP_STATE_", "STEP_", "READINESS_")
 
 
 def enum_name(field: FieldDescriptor, number: int) -> str:

@@ -41,6 +41,7 @@ shutdown are untouched. One attempt at a time runs in a driver, on its main thre
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import os
@@ -93,7 +94,9 @@ def _daemon_conf(master: str, conf: dict[str, str]) -> dict[str, str]:
     attempt's directory), unless the conf chooses its own daemon or another Python for the workers."""
     if on_cluster(master) or DAEMON_CONF in conf or "spark.pyspark.python" in conf:
         return {}
-    os.environ[py_daemon.CWD_FILE_ENV] = str(Path(tempfile.gettempdir()) / f"sparkyard-attempt-cwd-{os.getpid()}")
+    path = Path(tempfile.gettempdir()) / f"sparkyard-attempt-cwd-{os.getpid()}"
+    os.environ[py_daemon.CWD_FILE_ENV] = str(path)
+    atexit.register(path.unlink, missing_ok=True)  # one small file per driver process, gone with it
     return {DAEMON_CONF: py_daemon.MODULE}
 
 

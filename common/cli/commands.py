@@ -183,7 +183,7 @@ def dispatch(args: argparse.Namespace) -> int:
             run, timed_out = _wait(client, args.run_id, args.timeout, args)
             out(run, lambda c: render.run_detail(c, run))
             if timed_out and not args.json:
-                print(f"sparkyard wait: run {args.run_id} still {pb.RunState.Name(run.state)} after {args.timeout}",
+                print(f"sparkyard wait: run {args.run_id} still {pb.RunState.Name(run.state).removeprefix('RUN_')} after {args.timeout}",
                       file=sys.stderr)
             return _wait_code(run, timed_out)
         elif verb == "cancel":

@@ -60,6 +60,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def _at_least_one(text: str) -> int:
+    """A count of workers: a local cluster with none could run nothing, yet would say it is ready."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
 def _submit_options(s: argparse.ArgumentParser) -> None:
     _common(s)
     add_rows(s, flag_table.JOB_OPTIONS)
@@ -170,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     lc.add_argument("--token", default=argparse.SUPPRESS,
                     help="a token the local master requires of clients and its workers send (default: none)")
     lc.add_argument("--token-file", default=argparse.SUPPRESS, help="file holding that token, kept out of `ps`")
-    lc.add_argument("--workers", type=int, default=2, metavar="N", help="how many workers to start (default 2)")
+    lc.add_argument("--workers", type=_at_least_one, default=2, metavar="N",
+                    help="how many workers to start (default 2)")
     lc.add_argument("--slots", type=int, default=2, metavar="N", help="task slots of each worker (default 2)")
     lc.add_argument("--listen", default=flag_table.DEFAULT_LISTEN, metavar="HOST:PORT",
                     help=f"the master's gRPC address (default {flag_table.DEFAULT_LISTEN})")

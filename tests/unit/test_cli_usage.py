@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sparkyard.cli import render
-from sparkyard.cli.main import main
+from sparkyard.cli.main import build_parser, main
 from sparkyard.spec import SpecError, validate_cron
 
 TASKS = str(Path(__file__).resolve().parents[2] / "examples" / "wordcount.py") + ":main"
@@ -73,3 +73,12 @@ def test_late_counts_the_queueing_to_the_start_not_only_the_firing() -> None:
     out = io.StringIO()
     render.runs_table(Console(file=out, width=240), [run])
     assert "│ 16.005s │" in out.getvalue(), out.getvalue()
+
+
+def test_a_local_cluster_of_no_workers_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """It started and said ready, a cluster that could never run a task (a new user's walk)."""
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["local", "--workers", "0"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip() == ("sparkyard local: argument --workers: 0 is not at least 1 "
+                                               "(see sparkyard local --help)")

@@ -200,3 +200,10 @@ def test_the_chosen_trigger_kind_is_rendered() -> None:
 def test_output_is_json_serialisable() -> None:
     text = json.dumps(to_dict(_run()))
     assert json.loads(text)["scheduled_at"] == "2024-11-22T08:00:00.123Z"
+
+
+def test_a_workers_readiness_is_named_without_its_prefix_as_every_enum_is() -> None:
+    """docs/console.md: enum names without their prefix; `workers --json` gave READINESS_READY."""
+    worker = pb.WorkerInfo(id="w1", readiness=pb.READINESS_READY)
+    assert to_dict(worker)["readiness"] == "READY"
+    assert to_dict(pb.WorkerInfo(id="w2", readiness=pb.READINESS_DEGRADED))["readiness"] == "DEGRADED"
