@@ -200,5 +200,7 @@ class WorkerConnection:
         }
         try:
             await self._store.put_worker(session.worker_id, info)
-        except (RedisError, Fenced):  # only what `sparkyard workers` shows: the next change records it again
+        except Fenced:  # this master no longer leads (it resigned as it stops): the leader records the worker
+            log.debug("worker=%s not recorded: this master no longer leads", session.worker_id)
+        except RedisError:  # only what `sparkyard workers` shows: the next change records it again
             log_failure(log, "recording worker=%s failed", session.worker_id)

@@ -58,6 +58,11 @@ def test_queued_and_delayed_jobs_survive_a_master_restart(make_cluster: object, 
         assert not timed_out and run.state == pb.RUN_SUCCEEDED
         assert [a.state for a in run.tasks[0].attempts] == [pb.ATTEMPT_SUCCEEDED]
         assert len(client.runs(job.id)) == 1
+    if sig == signal.SIGTERM:  # a graceful stop with a worker connected says nothing alarming about it
+        before = len(cluster.master.log())
+        cluster.stop_master(signal.SIGTERM)
+        stopping = cluster.master.log()[before:]
+        assert "master stopped in" in stopping and "recording worker" not in stopping, stopping
 
 
 def test_running_tasks_keep_their_leases_across_a_master_restart(make_cluster: object, tmp_path: Path) -> None:
