@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparkyard.worker import connect_plans, connect_plugin, py_daemon
+from sparkyard.worker.connect_notices import AttemptNotices
 
 log = logging.getLogger(__name__)
 
@@ -100,11 +101,10 @@ class RemoteSpark:
         self._task: dict[str, Any] = {}
         self._session: Any = None
         self._warn: Callable[[str], None] = log.warning
-        self._said: set[str] = set()  # what the attempt's log was told once (see :meth:`look`)
-        self._said_lock = threading.Lock()
+        self._notices: AttemptNotices | None = None  # what the attempt's log is told (see :meth:`look`)
+        self._cache_lock = threading.Lock()
         self._persisted: list[Any] = []  # relations the attempt cached, uncached at its end
         self._cached_tables: list[str] = []
-        self._own_tables = connect_plans.OwnTables()
 
     # ---- per attempt -------------------------------------------------------------------------------------
 
@@ -116,9 +116,8 @@ class RemoteSpark:
         self._task = task
         self._session = None
         self._warn = warn
-        self._said = set()
+        self._notices = AttemptNotices(warn, task["connect"], self._warehouse)
         self._persisted, self._cached_tables = [], []
-        self._own_tables = connect_plans.OwnTables()
 
     def session(self) -> Any:
         """The attempt's session, made on first use."""
@@ -174,58 +173,17 @@ class RemoteSpark:
 
     def look(self, message: Any) -> None:
         """A request or plan of the attempt on its way to the server (any thread of the attempt)."""
-        if not self.in_attempt:
+        notices = self._notices
+        if not self.in_attempt or notices is None:
             return
-        connect = self._task["connect"]
-        elsewhere = connect["paths_elsewhere"]
+        elsewhere = self._task["connect"]["paths_elsewhere"]
         found = connect_plans.inspect(message, None if elsewhere else self._task["cwd"],
-                                      functions="python" not in self._said)
+                                      functions=notices.wants_functions)
         if found.persisted or found.cached_tables:
-            with self._said_lock:
+            with self._cache_lock:
                 self._persisted += [_copy(relation) for relation in found.persisted]
                 self._cached_tables += found.cached_tables
-        unmade = self._own_tables.others(found)
-        if found.relative and elsewhere and self._first("paths"):
-            self._warn(f"relative paths given to Spark ({', '.join(repr(p) for p in found.relative[:3])}) "
-                       f"resolve on the Spark Connect server, not in this attempt's working directory "
-                       f"({elsewhere}): give Spark absolute paths under this runner")
-        if found.sql_relative and not elsewhere and self._first("sql paths"):
-            self._warn(f"relative paths inside SQL text ({', '.join(repr(p) for p in found.sql_relative[:3])}) "
-                       "resolve on the Spark Connect server, in its own directory, not in this attempt's (the "
-                       "client makes the paths of readers, writers and streams absolute, not those in SQL): "
-                       "give them absolute, or use --runner session or --runner submit")
-        if found.catalog_reads and not found.catalog and self._first("catalog read"):
-            self._warn(f"{found.catalog_reads[0]}: under the connect runner the catalog is the Spark Connect "
-                       "server's, shared by every job on that server: it shows what other jobs left there; "
-                       "spark-submit starts each program with an empty catalog: use --runner session or --runner "
-                       "submit for that")
-        if found.catalog and self._first("catalog"):
-            self._warn(f"{found.catalog[0]}: under the connect runner tables, views and databases go to the "
-                       f"Spark Connect server's catalog and warehouse ({self._warehouse()}), shared by every job "
-                       "on that server and kept after this attempt; spark-submit starts each program with an "
-                       "empty catalog and ./spark-warehouse beside it: use --runner session or --runner submit "
-                       "for that")
-        if unmade and self._first("named read"):
-            call, name = unmade[0]
-            what = f"SQL … FROM {name}" if call == connect_plans.SQL_READ else f"{call}({name!r})"
-            self._warn(f"{what} reads a table or view this attempt did not create: under the connect "
-                       "runner the name resolves in the Spark Connect server's catalog, shared by every job on that "
-                       "server, so it may read what another job left there; spark-submit starts each program with "
-                       "an empty catalog, where this read fails: create it in the attempt, or use --runner session "
-                       "or --runner submit")
-        if found.functions and not connect["functions_follow"] and self._first("python"):
-            under = f" (under {connect['functions_dir']})" if connect["functions_dir"] else ""
-            self._warn(f"{found.functions[0]} runs in the Spark Connect server's Python workers, whose working "
-                       f"directory is a scratch directory of this attempt's session on the server{under}, where "
-                       "the job's --files are, so any other relative path it opens resolves there, not in this "
-                       "attempt's working directory as under spark-submit: give it absolute paths, or use --runner "
-                       "session or --runner submit")
-
-    def _first(self, what: str) -> bool:
-        with self._said_lock:
-            first = what not in self._said
-            self._said.add(what)
-        return first
+        notices.tell(found)
 
     def _warehouse(self) -> str:
         session = self._session
