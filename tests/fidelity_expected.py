@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import EXAMPLES, TEST_DRIVER_CONF  # noqa: E402
-from sparkyard.worker.runner.submit import spark_submit_path  # noqa: E402
+from sparkyard.worker.spark_home import spark_submit_path  # noqa: E402
 
 PROGRAMS = EXAMPLES / "fidelity"
 RECORD = Path(__file__).resolve().parent / "fidelity_expected.json"

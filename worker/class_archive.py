@@ -41,6 +41,7 @@ from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children
 from sparkyard.worker.disk import free_space, no_space
 from sparkyard.worker.jvm_temp import JAVA_OPTIONS
+from sparkyard.worker.spark_home import spark_home as installed_spark_home
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +169,7 @@ class ClassArchive:
         if self.directory is None:
             return None
         if self._path is None:
-            home = self._spark_home or _find_spark_home()
+            home = self._spark_home or installed_spark_home()
             java = java_identity(self._env)
             if not java:
                 self.directory = None  # no Java: nothing will start a JVM from it
@@ -315,12 +316,6 @@ class ClassArchive:
                 await self._making
             except asyncio.CancelledError:
                 pass
-
-
-def _find_spark_home() -> Path:
-    from pyspark.find_spark_home import _find_spark_home as find
-
-    return Path(find())
 
 
 def train(conf: dict[str, str]) -> int:

@@ -44,7 +44,7 @@ from sparkyard.worker import connect_plugin, jvm_temp, py_daemon
 from sparkyard.worker.class_archive import ClassArchive
 from sparkyard.worker.children import Children, tied_command
 from sparkyard.worker.engine import answers
-from sparkyard.worker.runner.submit import spark_submit_path
+from sparkyard.worker.spark_home import spark_submit_path
 
 log = logging.getLogger(__name__)
 

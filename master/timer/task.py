@@ -19,10 +19,16 @@ the timer never leaves cyclic garbage for the GC to find.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
-if TYPE_CHECKING:
-    from sparkyard.master.timer.bucket import TimerTaskList
+
+class Holder(Protocol):
+    """What holds a pending task (a bucket, :class:`~sparkyard.master.timer.bucket.TimerTaskList`).
+
+    Named by what a task needs of it, so that this module does not import the bucket's, which imports it.
+    """
+
+    def remove(self, task: TimerTask) -> None: ...
 
 
 class TimerTaskEntry:
@@ -55,7 +61,7 @@ class TimerTask(TimerTaskEntry):
         self._deadline = deadline
         self._callback = callback
         self._expiration_ms = 0
-        self._list: TimerTaskList | None = None
+        self._list: Holder | None = None
         self._cancelled = False
 
     @property

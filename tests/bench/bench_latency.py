@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness import EXAMPLES, Cluster, start_redis  # noqa: E402
 from sparkyard.client import first_run_id  # noqa: E402
-from sparkyard.worker.runner.submit import spark_submit_path  # noqa: E402
+from sparkyard.worker.spark_home import spark_submit_path  # noqa: E402
 
 TRIVIAL = "from pyspark.sql import SparkSession\nprint(SparkSession.builder.getOrCreate().range(100).count())\n"
 

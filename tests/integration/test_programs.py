@@ -16,7 +16,7 @@ import pytest
 from harness import EXAMPLES, TEST_DRIVER_CONF, Cluster, RedisServer
 from sparkyard.client import Client, first_run_id
 from sparkyard.v1 import sparkyard_pb2 as pb
-from sparkyard.worker.runner.submit import spark_submit_path
+from sparkyard.worker.spark_home import spark_submit_path
 
 PROGRAMS = EXAMPLES / "programs"
 pytestmark = pytest.mark.spark

@@ -25,8 +25,6 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from pyspark.find_spark_home import _find_spark_home
-
 import sparkyard.worker
 from sparkyard import resources
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -35,6 +33,7 @@ from sparkyard.worker.children import Children, tree_rss
 from sparkyard.worker.class_archive import ClassArchive
 from sparkyard.worker.disk import no_space
 from sparkyard.worker.runner.base import ERROR_TAIL_LINES, AttemptRun, Outcome, log_tail
+from sparkyard.worker.spark_home import spark_submit_path
 from sparkyard.worker.warm_conf import MASTER_CONF, master_notice
 
 log = logging.getLogger(__name__)
@@ -48,12 +47,6 @@ MEMORY_CHECK_S = 0.5
 DEFAULT_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
 # The driver program (run as a file by spark-submit, never imported by the worker).
 BOOTSTRAP = Path(sparkyard.worker.__file__).parent / "bootstrap.py"
-
-
-def spark_submit_path() -> str:
-    """spark-submit of the installed pyspark (its bin/ ships inside the wheel)."""
-    home = Path(_find_spark_home())
-    return str(home / "bin" / "spark-submit")
 
 
 class SubmitRunner:
