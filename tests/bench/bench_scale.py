@@ -63,7 +63,9 @@ BURST_WORKERS_MAX = 20
 CLI_FIRST_PAGE = 50  # what `sparkyard jobs` asks for (master/jobs.py DEFAULT_LIST_LIMIT)
 LIST_REPEATS = 100
 # Redis as docs/deploy.md configures it (and the embedded one runs): a job's hash in the compact encoding.
-REDIS_CONFIG = ("--hash-max-ziplist-value", "1024")
+# Redis as docs/deploy.md configures it, with its latency monitor on: the firing window's report names what
+# blocked Redis itself (a fork for an AOF rewrite, an AOF write waiting on fsync, a slow script) and for how long.
+REDIS_CONFIG = ("--hash-max-ziplist-value", "1024", "--latency-monitor-threshold", "10")
 
 
 def rss_mb(pid: int) -> float:
@@ -144,6 +146,17 @@ def lateness(r: redis_lib.Redis, job_ids: list[str], since_ms: int, until_ms: in
     return late, unstarted
 
 
+def redis_latency(r: redis_lib.Redis) -> dict[str, Any]:
+    """What blocked Redis for 10 ms or more since LATENCY RESET (event → [times seen over 10 ms, the
+    longest ms]), and its persistence counters (forks since it started, the last one's ms)."""
+    events = {str(e[0]): [len(r.execute_command("LATENCY", "HISTORY", e[0])), int(e[3])]
+              for e in r.execute_command("LATENCY", "LATEST")}
+    info = r.info("persistence") | r.info("stats")
+    return {"events": events, "forks": info.get("total_forks", 0),
+            "last_fork_ms": int(info.get("latest_fork_usec", 0)) / 1000,
+            "aof_delayed_fsync": info.get("aof_delayed_fsync", 0)}
+
+
 def failover_check(r: redis_lib.Redis, job_ids: list[str], since_ms: int, until_ms: int) -> dict[str, int]:
     """For every-minute jobs over [since, until): scheduled times with no run (missed), tasks attempted more
     than once (run twice), and runs that did not succeed."""
@@ -222,6 +235,7 @@ def part_hold(daily: int, minute: int, minutes: int, keep_runs: int, leader_leas
             out["redis_after"], out["master_after"] = used_mb(r), rss_mb(leader.master.pid)
 
             # Firing: from the next whole minute on, for `minutes` minutes.
+            r.execute_command("LATENCY", "RESET")
             start_ms = (int(time.time()) // 60 + 1) * 60_000
             until_ms = start_ms + minutes * 60_000
             memory: list[tuple[int, float]] = []
@@ -231,6 +245,7 @@ def part_hold(daily: int, minute: int, minutes: int, keep_runs: int, leader_leas
             out["memory"] = memory
             out["master_firing"] = rss_mb(leader.master.pid)
             out["late"], out["unstarted"] = lateness(r, minute_ids, start_ms, until_ms)
+            out["redis_latency"] = redis_latency(r)
 
             # Listing while the firings go on.
             client = client_for()
@@ -317,6 +332,11 @@ def report_hold(h: dict[str, Any]) -> None:
     print(f"\nevery-minute lateness, scheduled → attempt started, ms p50 / p99 / max over {len(h['late']):,} runs: "
           f"{spread(h['late'])} (not started: {h['unstarted']})")
     print("Redis used_memory MB over the firing: " + ", ".join(f"{mb:.1f}" for _, mb in h["memory"]))
+    lat = h["redis_latency"]
+    print("Redis blocked ≥ 10 ms during the firing (event: times, longest ms): "
+          + (", ".join(f"{e}: {n}, {ms}" for e, (n, ms) in sorted(lat["events"].items())) or "never")
+          + f"; forks since Redis started {lat['forks']}, the last {lat['last_fork_ms']:.1f} ms, "
+          f"delayed AOF fsyncs {lat['aof_delayed_fsync']}")
     print("\n| listing | ms p50 / p99 / max |\n|---|---|")
     for what, values in h["list"].items():
         print(f"| {what} | {spread(values)} |")
