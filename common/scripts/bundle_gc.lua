@@ -10,24 +10,39 @@
 -- cannot read a job's bundle), or when none ever named it past the grace. The check and the delete are
 -- one step, and submit.lua / update.lua write a job's reference in the step that stores the job, only
 -- while the bundle exists: a job stored meanwhile cannot be missed, and none is stored without its bundle.
+--
+-- The references are read a page at a time (SSCAN) up to the first job that needs the bundle: a bundle a
+-- million jobs share was read whole (SMEMBERS) at every look, which held Redis for ~0.8 s each minute.
 local now = now_ms()
 local grace = tonumber(ARGV[1])
 local deleted = {}
+
+-- Whether a job of reference set ``refs`` can still fire or run; drops deleted jobs' references on the way.
+local function needed_by(refs)
+  local cursor = '0'
+  repeat
+    local page = redis.call('SSCAN', refs, cursor, 'COUNT', 100)
+    cursor = page[1]
+    for _, job_id in ipairs(page[2]) do
+      local state = redis.call('HGET', K.job(job_id), 'state')
+      if not state then
+        redis.call('SREM', refs, job_id)  -- a deleted job's reference
+      elseif (state ~= 'COMPLETED' and state ~= 'CANCELLED') or redis.call('SCARD', K.job_active(job_id)) > 0 then
+        return true
+      end
+    end
+  until cursor == '0'
+  return false
+end
+
 for _, digest in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)) do
   local refs = K.bundle_jobs(digest)
-  local jobs = redis.call('SMEMBERS', refs)
-  local needed = false
-  if #jobs == 0 then
+  local needed
+  if redis.call('SCARD', refs) == 0 then
     local created = tonumber(redis.call('HGET', K.bundle(digest), 'created_ms') or '0')
     needed = now - created < grace
-  end
-  for _, job_id in ipairs(jobs) do
-    local state = redis.call('HGET', K.job(job_id), 'state')
-    if not state then redis.call('SREM', refs, job_id) end  -- a deleted job's reference
-    if state and ((state ~= 'COMPLETED' and state ~= 'CANCELLED') or redis.call('SCARD', K.job_active(job_id)) > 0) then
-      needed = true
-      break
-    end
+  else
+    needed = needed_by(refs)
   end
   if needed then
     redis.call('ZADD', KEYS[1], 'XX', now, digest)  -- looked at: to the back of the list
