@@ -184,7 +184,7 @@ class JobService(pbg.JobServiceServicer):
     async def StreamTaskLog(self, request: pb.StreamTaskLogRequest,
                             context: grpc.aio.ServicerContext) -> AsyncIterator[pb.LogChunk]:
         try:
-            task = await self._jobs.get_task(request.task_id)
+            task = await (self._jobs.started_task if request.follow else self._jobs.get_task)(request.task_id)
             async for chunk in self._logs.attempt_log(task, request.attempt, request.offset, request.follow):
                 yield chunk
         except Exception as exc:

@@ -1,0 +1,51 @@
+"""``sparkyard logs TASK -f`` on a task still queued waits for its first attempt (it failed with "has not
+started yet"), and ends with one line if the task ends without ever starting."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from master_rig import MasterRig
+from sparkyard import errors, ids
+from sparkyard.master.jobs import START_POLL_S
+from sparkyard.v1 import sparkyard_pb2 as pb
+from test_job_names import rig  # noqa: F401 - the same rig fixture
+
+
+async def queued_task(rig: MasterRig) -> str:
+    made = await rig.master.jobs.submit(pb.JobSpec(name="q", entrypoint="/jobs/x.py:main", trigger=pb.Trigger(now=True)))
+    return ids.task_id(made.job.last_run_id, 0)
+
+
+async def polling(rig: MasterRig, waiter: asyncio.Task[object], before: int) -> None:
+    """Until the waiter sleeps on the rig's clock between two looks (10 s of real time at most)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while rig.clock.pending <= before and not waiter.done():
+        assert loop.time() < deadline, "the follow never waited for the task to start"
+        await asyncio.sleep(0.005)
+
+
+async def test_a_followed_log_waits_for_the_first_attempt_of_a_queued_task(rig: MasterRig) -> None:
+    task_id = await queued_task(rig)
+    before = rig.clock.pending
+    waiter = asyncio.create_task(rig.master.jobs.started_task(task_id))
+    await polling(rig, waiter, before)
+    assert not waiter.done()
+    await rig.store.claim("default", [(task_id, "w1")], lease_ms=60_000, timeout_grace_ms=0)
+    rig.clock.advance(START_POLL_S)
+    task = await asyncio.wait_for(waiter, 10)
+    assert task.id == task_id and [a.worker for a in task.attempts] == ["w1"]
+
+
+async def test_a_followed_log_of_a_task_cancelled_before_it_started_ends_with_one_line(rig: MasterRig) -> None:
+    task_id = await queued_task(rig)
+    before = rig.clock.pending
+    waiter = asyncio.create_task(rig.master.jobs.started_task(task_id))
+    await polling(rig, waiter, before)
+    assert task_id in await rig.master.jobs.cancel(task_id)
+    rig.clock.advance(START_POLL_S)
+    with pytest.raises(errors.NotFound, match=f"task {task_id} ended CANCELLED without starting"):
+        await asyncio.wait_for(waiter, 10)
