@@ -15,7 +15,7 @@ P:job:{job}                           hash    job record: spec (protobuf, base64
                                               retention, not listed), bundle (a step job's bundle digest,
                                               dropped from its references when the pipeline is deleted)
 P:jobs                                zset    job id → created_ms (listing, newest first)
-P:name:{name}                         zset    ids of the jobs named {name}, score 0 (not a pipeline's step jobs):
+P:name:{name}                         zset    ids of the jobs named {name}, score created_ms (not a pipeline's step jobs):
                                               a job's name resolves to its id with one read (the job
                                               hash keeps it as field name, to drop it on update/delete)
 P:schedule                            zset    job id → next fire time in ms (durable triggers)

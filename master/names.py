@@ -21,7 +21,7 @@ _PAGE = 100
 async def jobs_named(store: Store, name: str, limit: int, state: JobState | None, group: str) -> list[JobRecord]:
     """The jobs with this name, newest first, filtered by state and group before ``limit`` counts. A
     pipeline's step jobs are never in the index (their pipeline is)."""
-    job_ids = list(reversed(await store.job_ids_named(name)))  # ids sort by creation time
+    job_ids = list(reversed(await store.job_ids_named(name)))  # oldest first (lib.lua name_index)
     out: list[JobRecord] = []
     for start in range(0, len(job_ids), _PAGE):
         page = await asyncio.gather(*(store.get_job(j) for j in job_ids[start:start + _PAGE]))

@@ -134,7 +134,7 @@ class RedisReads:
         key = self.keys.job_name(name)
         if await self.redis.type(key) == "set":  # as an earlier version kept it (lib.lua name_index)
             return sorted(await self.redis.smembers(key))
-        return list(await self.redis.zrange(key, 0, -1))
+        return list(await self.redis.zrange(key, 0, -1))  # by creation ms, oldest first
 
     async def list_jobs(self, limit: int, state: JobState | None = None, group: str = "") -> list[JobRecord]:
         """Filters are applied while scanning pages of the jobs index, so ``limit`` counts matching jobs. A

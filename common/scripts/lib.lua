@@ -287,10 +287,12 @@ end
 -- bounded batch at a time. Nothing can fire it afterwards: fire.lua finds no job. The caller has made sure it
 -- has no active run. A parent unlinked by retention (it ended long ago: it will not run again) takes its
 -- children index with it; its children stay, and never fire.
--- The name index P:name:{name} is a sorted set (every score 0: ids in order, and ids sort by creation): a
--- name usually has one job, and a small sorted set takes Redis's compact encoding where a set of strings
--- (before Redis 7.2) never does — 240 bytes less per job. A set an earlier version left is turned into a
--- sorted set the first time it is touched (master/redis_reads.py reads either).
+-- The name index P:name:{name} is a sorted set, each job scored by its creation ms (so newest last; ids of a
+-- job submitted under an idempotency key do not sort by creation, ids.keyed_job_id): a name usually has one
+-- job, and a small sorted set takes Redis's compact encoding where a set of strings (before Redis 7.2) never
+-- does — 240 bytes less per job. An earlier version scored every entry 0 (its ids sorted by creation):
+-- those sort before every newer one, by id. A set an earlier version left is turned into a sorted set the
+-- first time it is touched (master/redis_reads.py reads either).
 local function name_index(name)
   local key = K.job_name(name)
   if redis.call('TYPE', key).ok == 'set' then
@@ -301,7 +303,7 @@ local function name_index(name)
   return key
 end
 
-local function name_add(name, job_id) redis.call('ZADD', name_index(name), 0, job_id) end
+local function name_add(name, job_id, created_ms) redis.call('ZADD', name_index(name), created_ms, job_id) end
 
 local function name_remove(name, job_id) redis.call('ZREM', name_index(name), job_id) end
 

@@ -59,7 +59,7 @@ for i, j in ipairs(bulk.jobs) do
     if bundle ~= '' then redis.call('SADD', K.bundle_jobs(bundle), id) end
     local name = bulk.names and bulk.names[i] or ''
     if name ~= '' then
-      name_add(name, id)
+      name_add(name, id, now)
       redis.call('HSET', job_key, 'name', name)
     end
     -- A pipeline's step jobs (j[10]: [id, spec index, bundle digest] each) are stored with it, never alone.

@@ -60,7 +60,7 @@ local old_name = redis.call('HGET', KEYS[1], 'name') or ''
 local new_name = ARGV[8] or old_name
 if new_name ~= old_name then
   if old_name ~= '' then name_remove(old_name, ARGV[1]) end
-  if new_name ~= '' then name_add(new_name, ARGV[1]) end
+  if new_name ~= '' then name_add(new_name, ARGV[1], tonumber(redis.call('HGET', KEYS[1], 'created_ms'))) end
 end
 if new_name ~= '' then push(fields, 'name', new_name) else redis.call('HDEL', KEYS[1], 'name') end
 redis.call('HSET', KEYS[1], unpack(fields))

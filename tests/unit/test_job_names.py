@@ -57,6 +57,21 @@ async def test_bulk_submits_index_every_job_and_step_jobs_are_not_indexed(rig: M
     assert await named(rig, "extract") == []
 
 
+async def test_jobs_of_one_name_list_newest_first_though_keyed_ids_do_not_sort_by_creation(rig: MasterRig) -> None:
+    """A job submitted under an idempotency key has the key's digest as its id (ids.keyed_job_id), so ids
+    no longer sort by creation: the name index orders by creation time. So does a name given by an update."""
+    jobs = rig.master.jobs
+    made = []
+    for key in ("zzz", "aaa", "mmm"):
+        made.append((await jobs.submit(spec("nightly"), key)).job.id)
+        rig.clock.advance(0.01)
+    assert await named(rig, "nightly") == made[::-1]
+    renamed = (await jobs.submit(spec("other"), "000")).job.id
+    rig.clock.advance(0.01)
+    await jobs.update(renamed, pb.JobSpec(name="nightly"), ["name"])
+    assert await named(rig, "nightly") == [renamed, *made[::-1]]
+
+
 async def test_a_name_index_is_a_compact_sorted_set_and_one_an_earlier_version_left_is_converted(
         rig: MasterRig) -> None:
     """Issue 23 item 4: a set of strings never takes Redis's compact encoding before 7.2 (240 bytes for a
