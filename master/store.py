@@ -255,7 +255,7 @@ class Store(Protocol):
 
     async def job_ids_named(self, name: str) -> list[str]:
         """Ids of the jobs with this name (an index kept by the write scripts: one read, whatever the
-        number of jobs), sorted (ids sort by creation time)."""
+        number of jobs), oldest first (scored by creation time)."""
         ...
 
     async def list_jobs(self, limit: int, state: JobState | None = None, group: str = "") -> list[JobRecord]:
