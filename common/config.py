@@ -36,6 +36,7 @@ from sparkyard.defaults import (
     DEFAULT_DRIVER_MAX_TASKS,
     DEFAULT_HEARTBEAT_S,
     DEFAULT_HISTORY_MAX_AGE_S,
+    DEFAULT_IDEMPOTENCY_TTL_S,
     DEFAULT_KEEP_RUNS,
     DEFAULT_LEADER_LEASE_S,
     DEFAULT_LEASE_S,
@@ -177,6 +178,7 @@ class MasterConfig(_Secrets):
     reaper_interval_s: Seconds = Field(DEFAULT_REAPER_INTERVAL_S, description="time between lease sweeps")
     max_lost: int = DEFAULT_MAX_LOST
     timeout_grace_s: Seconds = DEFAULT_TIMEOUT_GRACE_S
+    idempotency_ttl_s: Seconds = DEFAULT_IDEMPOTENCY_TTL_S
     dispatch_batch: int = DEFAULT_DISPATCH_BATCH
     preload_horizon_s: Seconds = Field(DEFAULT_PRELOAD_HORIZON_S, description="how far ahead the schedule is loaded "
                                        "into the timing wheel (re-read every half of it)")
@@ -217,10 +219,10 @@ class MasterConfig(_Secrets):
 
     def validate(self) -> MasterConfig:
         _positive(self, "lease_s", "heartbeat_s", "reaper_interval_s", "dispatch_batch", "outbound_queue",
-                  "preload_horizon_s", "wait_max_s", "dead_after_heartbeats", "max_bundle_bytes",
+                  "preload_horizon_s", "wait_max_s", "dead_after_heartbeats", "max_bundle_bytes", "idempotency_ttl_s",
                   "leader_lease_s", "redis_connect_wait_s", "keep_runs", "history_max_age_s", "retention_interval_s",
                   "max_message_bytes", "max_args_bytes", "max_env_bytes", "max_conf_bytes", "max_inputs")
-        _finite(self, "lease_s", "heartbeat_s", "reaper_interval_s", "timeout_grace_s",
+        _finite(self, "lease_s", "heartbeat_s", "reaper_interval_s", "timeout_grace_s", "idempotency_ttl_s",
                 "preload_horizon_s", "wait_max_s", "misfire_threshold_s", "priority_aging_s", "shutdown_grace_s",
                 "leader_lease_s", "history_max_age_s", "retention_interval_s", "redis_connect_wait_s")
         if self.heartbeat_s * 2 > self.lease_s:

@@ -20,6 +20,8 @@ DEFAULT_REAPER_INTERVAL_S = 1.0
 DEFAULT_MAX_LOST = 3
 # The master fails an attempt this long after its task timeout if the worker has not (worker hung).
 DEFAULT_TIMEOUT_GRACE_S = 10.0
+# A client retrying a submit within this window with the same idempotency key gets the same job.
+DEFAULT_IDEMPOTENCY_TTL_S = 24 * 3600.0
 # Upper bound of tasks claimed in one dispatch round (one Lua call); keeps one call under ~10 ms.
 DEFAULT_DISPATCH_BATCH = 512
 # Schedule entries due within this horizon are preloaded into the timing wheel (LTS PreLoader).

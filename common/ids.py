@@ -6,7 +6,6 @@ same schedule entry compute the same id and the ``SETNX`` in the fire script let
 
 from __future__ import annotations
 
-import hashlib
 import re
 import secrets
 from dataclasses import dataclass
@@ -49,18 +48,6 @@ def new_job_ids(now_ms: int, n: int) -> list[str]:
     """``n`` new job ids as :func:`new_job_id` makes them, from one read of the OS's random source."""
     pool = secrets.token_bytes(5 * n)
     return [f"j{now_ms:011x}{pool[5 * i:5 * i + 5].hex()}" for i in range(n)]
-
-
-def keyed_job_id(idempotency_key: str) -> str:
-    """The id of the job submitted under a client's idempotency key: 84 bits of the key's SHA-256.
-
-    Why derived rather than drawn: the key then needs no record of its own. A retried submit computes the
-    same id and finds the job (submit.lua), on any master, for as long as the job exists; a key kept
-    as its own Redis key with a TTL cost ~190 bytes per job, a sixth of a scheduled job's whole footprint.
-    Unlike drawn ids these do not sort by creation time (listings order jobs by their index's scores). A
-    different key giving the same id among a million jobs is about one chance in 10^13.
-    """
-    return "j" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:21]
 
 
 def run_id(job_id: str, scheduled_ms: int) -> str:

@@ -18,6 +18,7 @@ P:jobs                                zset    job id → created_ms (listing, ne
 P:name:{name}                         zset    ids of the jobs named {name}, score created_ms (not a pipeline's step jobs):
                                               a job's name resolves to its id with one read (the job
                                               hash keeps it as field name, to drop it on update/delete)
+P:idem:{key}                          string  job id submitted under a client idempotency key (TTL)
 P:schedule                            zset    job id → next fire time in ms (durable triggers)
 P:awaiting                            set     fixed-delay jobs whose next fire time waits for a run
                                               (job field awaits) to end
@@ -113,6 +114,7 @@ _TEMPLATES: dict[str, str] = {
     "attempts": "task:{}:attempts",
     "ready": "ready:{}",
     "worker_leases": "worker:{}:leases",
+    "idem": "idem:{}",
     "job_name": "name:{}",
     "bundle": "bundle:{}",
     "bundle_jobs": "bundle:{}:jobs",
@@ -170,6 +172,9 @@ class Keys:
 
     def worker_leases(self, worker_id: str) -> str:
         return self._k("worker_leases", worker_id)
+
+    def idempotency(self, key: str) -> str:
+        return self._k("idem", key)
 
     def job_name(self, name: str) -> str:
         return self._k("job_name", name)

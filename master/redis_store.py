@@ -86,7 +86,7 @@ class RedisStore(RedisReads, Store):
             specs.append(self._specs.text(spec))
         return si
 
-    async def submit_many(self, jobs: Sequence[NewJob]) -> list[SubmitResult]:
+    async def submit_many(self, jobs: Sequence[NewJob], idempotency_ttl_ms: int) -> list[SubmitResult]:
         """Store jobs with one ``submit.lua`` call (a bulk submit is one script run, one round trip).
 
         A job with ``fire_now`` inputs is created with its run (it fires in the same script). Jobs of a
@@ -99,13 +99,12 @@ class RedisStore(RedisReads, Store):
         entries: list[list[Any]] = []
         for job in jobs:
             si = self._spec_index(job.spec, specs, spec_index)
-            keyed = 1 if job.idempotency_key else 0
             if job.fire_mode == "after":
                 blocks.append(child_block(job.spec, 1, self.priority_aging_ms))
-                entries.append([job.job_id, si, job.fire_mode, job.after, keyed, "", 0, len(blocks) - 1,
+                entries.append([job.job_id, si, job.fire_mode, job.after, job.idempotency_key, "", 0, len(blocks) - 1,
                                 job.spec.bundle.digest])
             elif job.fire_now is None:
-                entries.append([job.job_id, si, job.fire_mode, job.fire_value_ms, keyed, "", 0, -1,
+                entries.append([job.job_id, si, job.fire_mode, job.fire_value_ms, job.idempotency_key, "", 0, -1,
                                 job.spec.bundle.digest])
             else:
                 key = (id(job.spec), job.fire_value_ms, id(job.fire_now))
@@ -113,28 +112,25 @@ class RedisStore(RedisReads, Store):
                 if bi is None:
                     bi = block_index[key] = len(blocks)
                     blocks.append(self._run_block(job.spec, job.fire_value_ms, job.fire_now))
-                entries.append([job.job_id, si, job.fire_mode, job.fire_value_ms, keyed,
+                entries.append([job.job_id, si, job.fire_mode, job.fire_value_ms, job.idempotency_key,
                                 ids.run_id(job.job_id, job.fire_value_ms), job.fire_value_ms, bi,
                                 job.spec.bundle.digest])
+            self._specs.remember(job.job_id, job.spec)
             if job.steps:
                 entries[-1].append([[step_id, self._spec_index(spec, specs, spec_index), spec.bundle.digest]
                                     for step_id, spec in job.steps])
-        payload = json.dumps({"specs": specs, "blocks": blocks, "jobs": entries,
-                              "names": [job.spec.name for job in jobs]}, separators=(",", ":"))
-        # With --redis-min-replicas the reply waits for replicas (ScriptLibrary.execute). A retry that finds its
-        # keyed job stored is refused the same way while the job lacks replicas: WAIT counts this connection's
-        # writes, and submit.lua rewrites a field of the job, unchanged, for such a retry.
-        raw = await self._lua("submit", [self.keys.jobs, self.keys.schedule], [payload])
-        results = [SubmitResult(j, int(d) == 1, int(c), int(n), bool(int(f)), id_taken=int(d) == 2,
-                                parent_missing=int(d) == 3, bundle_missing=int(d) == 4, purging=int(d) == 5)
-                   for j, d, c, n, f in _groups(raw, 5)]
-        # Only what was stored: a retry's spec (a keyed duplicate) may differ from the stored job's.
-        for job, res in zip(jobs, results):
-            if res.stored:
-                self._specs.remember(job.job_id, job.spec)
                 for step_id, spec in job.steps:
                     self._specs.remember(step_id, spec)
-        return results
+        payload = json.dumps({"specs": specs, "blocks": blocks, "jobs": entries,
+                              "names": [job.spec.name for job in jobs]}, separators=(",", ":"))
+        args = [payload, idempotency_ttl_ms]
+        # With --redis-min-replicas the reply waits for replicas (ScriptLibrary.execute). A retry that finds its
+        # idempotency key used is refused the same way while its job lacks replicas: WAIT counts this
+        # connection's writes, and submit.lua rewrites the key for such a retry.
+        raw = await self._lua("submit", [self.keys.jobs, self.keys.schedule], args)
+        return [SubmitResult(j, int(d) == 1, int(c), int(n), bool(int(f)), id_taken=int(d) == 2,
+                             parent_missing=int(d) == 3, bundle_missing=int(d) == 4)
+                for j, d, c, n, f in _groups(raw, 5)]
 
     async def fire_many(self, requests: Sequence[FireRequest]) -> list[Fired]:
         """In one pipeline (one round trip); each firing is its own atomic fire.lua call."""

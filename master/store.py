@@ -15,7 +15,7 @@ The contract, in short:
 * every claim hands out a fencing token greater than every token before it; a report or renewal counts
   only with the task's current token while it is LEASED, so a stale attempt can never overwrite a newer
   one and a terminal task never changes;
-* deadlines (leases, retry backoffs, master-side timeouts) are read against the store's
+* deadlines (leases, retry backoffs, master-side timeouts, idempotency keys) are read against the store's
   own clock (:meth:`Store.time_ms`: Redis ``TIME``, or a test store's clock), so all masters agree.
 """
 
@@ -66,12 +66,11 @@ class Store(Protocol):
 
     # ---- submit and fire -------------------------------------------------------------------------
 
-    async def submit_many(self, jobs: Sequence[NewJob]) -> list[SubmitResult]:
+    async def submit_many(self, jobs: Sequence[NewJob], idempotency_ttl_ms: int) -> list[SubmitResult]:
         """Store jobs with their first fire time (or, with ``fire_now``, their run), all in one step.
 
-        A job submitted under an idempotency key has the key's id (``ids.keyed_job_id``): while a job with
-        that id exists it is not stored again, and its result names the stored job (``duplicate``). Any
-        other job whose id exists is not stored (``id_taken``).
+        A job whose idempotency key was used within the TTL is not stored again: its result names the job
+        stored under the key (``duplicate``). A job whose id exists is not stored (``id_taken``).
         """
         ...
 

@@ -47,12 +47,6 @@ class SubmitResult:
     id_taken: bool = False  # another job has this id: nothing was stored
     parent_missing: bool = False  # a child job whose parent does not exist: nothing was stored
     bundle_missing: bool = False  # the job's bundle is not stored (collected since it was checked): nothing stored
-    purging: bool = False  # a keyed job's id is a deleted job's whose history is still being removed: nothing stored
-
-    @property
-    def stored(self) -> bool:
-        """The job was written by this submit."""
-        return not (self.duplicate or self.id_taken or self.parent_missing or self.bundle_missing or self.purging)
 
 
 @dataclass(frozen=True)
@@ -63,7 +57,7 @@ class NewJob:
     spec: pb.JobSpec
     fire_mode: str  # 'abs' | 'delay' | 'after' (a child job of ``after``) | 'manual' (no schedule entry)
     fire_value_ms: int
-    idempotency_key: str = ""  # the client's; job_id is then ids.keyed_job_id of it
+    idempotency_key: str = ""
     fire_now: Sequence[Sequence[Any]] | None = None  # task inputs: fire in the submit (scheduled = fire_value_ms)
     after: str = ""  # fire_mode 'after': the parent job's id
     steps: tuple[tuple[str, pb.JobSpec], ...] = ()  # a pipeline: its step jobs (id, spec), stored with it

@@ -146,26 +146,27 @@ class Submissions:
         self._verbose = len(requests) == 1
         now_ms = int(self._clock.now() * 1000)
         prepared = []
-        for i, (drawn, (spec, key)) in enumerate(zip(ids.new_job_ids(now_ms, len(requests)), requests)):
+        for i, (job_id, (spec, key)) in enumerate(zip(ids.new_job_ids(now_ms, len(requests)), requests)):
             if i and i % YIELD_EVERY == 0:
                 await asyncio.sleep(0)
             try:
-                prepared.append(self._prepare(ids.keyed_job_id(key) if key else drawn, spec, key, now_ms))
+                prepared.append(self._prepare(job_id, spec, key, now_ms))
             except InvalidArgument as exc:
                 raise type(exc)(f"jobs[{i}].{exc}" if name_index else str(exc)) from None
         await self._check_bundles(prepared)
         await self._check_parents(prepared)
+        ttl_ms = int(self._cfg.idempotency_ttl_s * 1000)
         out: list[Submitted] = []
         for start in range(0, len(prepared), SUBMIT_PIPELINE):
             chunk = prepared[start:start + SUBMIT_PIPELINE]
-            results = await self._store.submit_many(chunk)
+            results = await self._store.submit_many(chunk, ttl_ms)
             for attempt in range(ID_ATTEMPTS):
                 taken = [i for i, res in enumerate(results) if res.id_taken]
                 if not taken:
                     break
                 log.warning("%d new job ids were taken; drawing new ones", len(taken))
                 fresh = [replace(chunk[i], job_id=j) for i, j in zip(taken, ids.new_job_ids(now_ms, len(taken)))]
-                for i, res in zip(taken, await self._store.submit_many(fresh)):
+                for i, res in zip(taken, await self._store.submit_many(fresh, ttl_ms)):
                     chunk[i], results[i] = fresh[taken.index(i)], res
             else:
                 raise FailedPrecondition("could not draw unused job ids; try again")
@@ -201,10 +202,6 @@ class Submissions:
             raise NotFound(f"trigger.after.job_id: job {new.after} was deleted while the job was submitted")
         if res.bundle_missing:
             raise bundle_missing(new.spec.bundle.digest)
-        if res.purging:
-            raise FailedPrecondition(f"the job of idempotency key {new.idempotency_key!r} ({res.job_id}) was deleted and "
-                                     "its history is still being removed: submit again in a few seconds, or with "
-                                     "another key")
         if res.duplicate:
             job = await self._store.get_job(res.job_id)
             if job is None:

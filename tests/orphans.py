@@ -3,7 +3,9 @@
 Ids name their parents (a run id starts with its job id, a task id with its run id: common/ids.py), so
 searching for a job id finds its runs, tasks and attempts too. Looked at: every key name under the
 namespace, every member of its sets and sorted sets, every field and value of its hashes, every element of
-its lists. Not looked at: plain string values (the counters: fence, epoch).
+its lists. Not looked at: plain string values, i.e. idempotency keys (``P:idem:{key}`` → job id), which are
+meant to outlive their job until their TTL runs out (a retry after that TTL makes a new job), and the
+counters (fence, epoch).
 """
 
 from __future__ import annotations

@@ -287,10 +287,10 @@ end
 -- bounded batch at a time. Nothing can fire it afterwards: fire.lua finds no job. The caller has made sure it
 -- has no active run. A parent unlinked by retention (it ended long ago: it will not run again) takes its
 -- children index with it; its children stay, and never fire.
--- The name index P:name:{name} is a sorted set, each job scored by its creation ms (so newest last; ids of a
--- job submitted under an idempotency key do not sort by creation, ids.keyed_job_id): a name usually has one
--- job, and a small sorted set takes Redis's compact encoding where a set of strings (before Redis 7.2) never
--- does — 240 bytes less per job. An earlier version scored every entry 0 (its ids sorted by creation):
+-- The name index P:name:{name} is a sorted set, each job scored by its creation ms (newest last, whatever
+-- its id: the listing by name does not depend on how ids are made): a name usually has one job, and a
+-- small sorted set takes Redis's compact encoding where a set of strings (before Redis 7.2) never does —
+-- 240 bytes less per job. An earlier version scored every entry 0 (its ids sorted by creation):
 -- those sort before every newer one, by id. A set an earlier version left is turned into a sorted set the
 -- first time it is touched (master/redis_reads.py reads either).
 local function name_index(name)

@@ -1,61 +1,60 @@
 -- submit.lua — store new jobs (a bulk submit in one call) with their first fire times, at most once per
--- idempotency key (a keyed job's id is derived from its key: ids.keyed_job_id).
+-- idempotency key.
 --
 -- KEYS[1] jobs   KEYS[2] schedule
 -- ARGV[1] JSON {specs, blocks, jobs}: specs the stored spec texts (protobuf, base64) and blocks the run
 --         blocks of create_run (lib.lua) that the jobs share, jobs a list of [id, spec index, mode, value,
---         keyed, run, scheduled, block index, bundle digest ('' for none)] (indexes from 0): mode 'abs' (value is epoch ms) | 'delay'
+--         idem, run, scheduled, block index, bundle digest ('' for none)] (indexes from 0): mode 'abs' (value is epoch ms) | 'delay'
 --         (value is ms from Redis TIME now) | 'after' (a child job: value is its parent's job id; it has no
 --         schedule entry, a parent's run end fires it — see master/children.py) | 'manual' (no schedule entry:
 --         only a trigger, a backfill or a rerun makes its runs); then, for a pipeline, its step jobs (see
---         below); keyed 1 when the id is derived from the client's idempotency key, else 0; run a run id
+--         below); idem the client's idempotency key ('' for none); run a run id
 --         to create at once ('' for none: the job waits in the schedule), with its scheduled ms and block
 --         — a one-shot job due now fires here, in the same step as its submission: it is COMPLETED (no
 --         more firings) with its run already queued.
 --         A child job's block index names its runs' block (master/children.py), stored as its cblock.
 --         names (optional) the jobs' names, in the order of jobs, indexed in P:name:{name} ('' for none).
--- Returns per job a flat group of 5: job id, duplicate (0|1: a keyed job that exists, or 2: the id of an
--- unkeyed job is taken by another job — nothing was written, submit again with a new id; 3: a child job's
--- parent does not exist — nothing was written; 4: the job's bundle is not stored, the collector deleted it
--- since the master checked — nothing was written, upload it again; 5: a keyed job whose id is a deleted
--- job's that retention.lua has not purged yet — nothing was written: the purge would take the new job's
--- runs with it), created_ms, next_fire_ms, run created (0|1).
+-- ARGV[2] idempotency TTL ms
+-- Returns per job a flat group of 5: job id, duplicate (0|1, or 2: the id is taken by another job —
+-- nothing was written, submit again with a new id; 3: a child job's parent does not exist — nothing was
+-- written; 4: the job's bundle is not stored, the collector deleted it since the master checked — nothing
+-- was written, upload it again), created_ms, next_fire_ms, run created (0|1).
 --
 -- Invariant: a job is written together with its schedule entry, its run, or its place among its parent's
 -- children (never without), and with its reference to its bundle (P:bundle:{digest}:jobs) while the
 -- bundle exists: bundle_gc.lua runs either before this step (the submit is refused) or after it (it sees
--- the reference), never between. A key names one job while that job exists, so a client retrying a submit
--- after a lost reply gets the same job, from any master. A child is written only while its parent exists
--- (delete_job.lua refuses a parent with children), so a child never names a parent that is gone.
+-- the reference), never between. A key maps to one job for its TTL, so a client retrying a submit after a
+-- lost reply gets the same job. A child is written only while its parent exists (delete_job.lua refuses a
+-- parent with children), so a child never names a parent that is gone.
 --
--- A retry that finds its keyed job rewrites the job's created_ms as it is: a write that changes nothing,
--- so that a WAIT sent after this call on the same connection (--redis-min-replicas) covers the job it
--- returns. WAIT's contract counts only the writes of its own connection, and a retry may come on
+-- A retry that finds its key used rewrites the key as it is (same value, same TTL): a write that changes
+-- nothing, so that a WAIT sent after this call on the same connection (--redis-min-replicas) covers the
+-- job it returns. WAIT's contract counts only the writes of its own connection, and a retry may come on
 -- one that never wrote the job (another master's, a restarted one's, another of the pool); the rewrite is
 -- replicated after the job, so a replica that has it has the job too.
 local now = now_ms()
+local ttl = tonumber(ARGV[2])
 local out = {}
 local bulk = cjson.decode(ARGV[1])
 for i, j in ipairs(bulk.jobs) do
-  local id, spec, mode, fire, keyed, run, scheduled = j[1], bulk.specs[j[2] + 1], j[3], j[4], j[5], j[6], j[7]
+  local id, spec, mode, fire, idem, run, scheduled = j[1], bulk.specs[j[2] + 1], j[3], j[4], j[5], j[6], j[7]
   local bundle = j[9]
-  local exists = redis.call('EXISTS', K.job(id)) == 1
-  if exists and keyed == 1 then
-    local v = redis.call('HMGET', K.job(id), 'created_ms', 'next_fire_ms')
-    redis.call('HSET', K.job(id), 'created_ms', v[1])
-    push(out, id, 1, tonumber(v[1]), tonumber(v[2]) or -1, 0)
-  elseif exists then
+  local existing = idem ~= '' and redis.call('GET', K.idem(idem))
+  if existing and redis.call('EXISTS', K.job(existing)) == 1 then
+    redis.call('SET', K.idem(idem), existing, 'KEEPTTL')
+    local v = redis.call('HMGET', K.job(existing), 'created_ms', 'next_fire_ms')
+    push(out, existing, 1, tonumber(v[1]), tonumber(v[2]) or -1, 0)
+  elseif redis.call('EXISTS', K.job(id)) == 1 then
     push(out, id, 2, 0, -1, 0)
   elseif mode == 'after' and redis.call('EXISTS', K.job(fire)) == 0 then
     push(out, id, 3, 0, -1, 0)
   elseif bundle ~= '' and redis.call('EXISTS', K.bundle(bundle)) == 0 then
     push(out, id, 4, 0, -1, 0)
-  elseif keyed == 1 and redis.call('ZSCORE', K.purge, id) then
-    push(out, id, 5, 0, -1, 0)
   else
     local job_key = K.job(id)
     if mode == 'delay' then fire = now + fire end
     redis.call('ZADD', KEYS[1], now, id)
+    if idem ~= '' then redis.call('SET', K.idem(idem), id, 'PX', ttl) end
     if bundle ~= '' then redis.call('SADD', K.bundle_jobs(bundle), id) end
     local name = bulk.names and bulk.names[i] or ''
     if name ~= '' then

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness import EXAMPLES, Cluster, start_redis, wait_for  # noqa: E402
 from redis.asyncio import Redis  # noqa: E402
-from sparkyard import Client, FailedPrecondition, ids  # noqa: E402
+from sparkyard import Client, FailedPrecondition  # noqa: E402
 from sparkyard.keys import Keys  # noqa: E402
 from sparkyard.master.leader import take_lead  # noqa: E402
 from sparkyard.master.redis_store import RedisStore  # noqa: E402
@@ -117,14 +117,14 @@ async def part_bytes() -> dict[str, float]:
 
             cron = normalize(pb.JobSpec(entrypoint=NOOP, trigger=pb.Trigger(cron=pb.Trigger.Cron(expr="0 3 * * *"))))
             before = await used()
-            keys = [uuid.uuid4().hex for _ in range(1000)]
-            await store.submit_many([NewJob(ids.keyed_job_id(key), cron, "abs", FAR_FUTURE_MS, key) for key in keys])
+            await store.submit_many([NewJob(f"j{n:021x}", cron, "abs", FAR_FUTURE_MS, uuid.uuid4().hex)
+                                     for n in range(1, 1001)], 86_400_000)
             per_job = (await used() - before) / 1000
             every = pb.JobSpec(entrypoint=NOOP)
             every.trigger.every.interval.FromSeconds(1)
             every = normalize(every)
             job_id = "j" + "f" * 21
-            await store.submit_many([NewJob(job_id, every, "abs", FAR_FUTURE_MS)])
+            await store.submit_many([NewJob(job_id, every, "abs", FAR_FUTURE_MS)], 60_000)
 
             async def ended_runs(count: int, tasks: int, first_ms: int) -> float:
                 start = await used()

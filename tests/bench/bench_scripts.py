@@ -47,8 +47,8 @@ async def one_round(store: RedisStore, pid: int, jobs: int, batch: int, now_ms: 
     """Redis CPU µs per task of each phase, for ``jobs`` new one-task jobs."""
     spec = normalize(build_spec(NOOP))
     tasks = split_job(spec)
-    keys = [ids.new_job_id(now_ms) for _ in range(jobs)]  # idempotency keys, as the client sends one per job
-    new = [NewJob(ids.keyed_job_id(key), spec, "abs", now_ms, key, fire_now=tasks) for key in keys]
+    new = [NewJob(ids.new_job_id(now_ms), spec, "abs", now_ms, ids.new_job_id(now_ms), fire_now=tasks)
+           for _ in range(jobs)]
     claimed: list[tuple[str, int]] = []
     out: dict[str, float] = {}
 
@@ -64,7 +64,7 @@ async def one_round(store: RedisStore, pid: int, jobs: int, batch: int, now_ms: 
 
     async def submit() -> None:
         for start in range(0, jobs, BULK):
-            await store.submit_many(new[start:start + BULK])
+            await store.submit_many(new[start:start + BULK], 86_400_000)
 
     async def claim() -> None:
         while True:

@@ -3,7 +3,7 @@ test_store_contract.py whose fixtures it uses, on Redis time and on a fake clock
 
 from __future__ import annotations
 
-from test_store_contract import GROUP, every, job_id, lease, spec, store, subject  # noqa: F401
+from test_store_contract import GROUP, TTL_MS, every, job_id, lease, spec, store, subject  # noqa: F401
 
 from sparkyard import ids
 from sparkyard.master.redis_store import RedisStore
@@ -19,7 +19,7 @@ def bounds(keep_runs: int, budget: int = 500) -> RetentionBounds:
 
 
 async def recurring(store: Store, n: int) -> None:
-    await store.submit_many([NewJob(job_id(n), spec(trigger=every(1)), "abs", FAR_FUTURE_MS)])
+    await store.submit_many([NewJob(job_id(n), spec(trigger=every(1)), "abs", FAR_FUTURE_MS)], TTL_MS)
 
 
 async def fired(store: Store, n: int, at: int, tasks: int = 1) -> str:
@@ -106,23 +106,3 @@ async def stored_versions(store: Store, job: str) -> set[int]:
     fields = await store.redis.hkeys(store.keys.job(job))
     current = int(await store.redis.hget(store.keys.job(job), "spec_v") or 1)
     return {current} | {int(f.split("@", 1)[1]) for f in fields if str(f).startswith("spec@")}
-
-
-async def test_a_deleted_keyed_job_is_submitted_again_under_its_key_only_once_its_history_is_purged(store: Store) -> None:
-    """A keyed job's id is its key's: the new job must not start before the old one's runs are gone, or the
-    purge (which empties the job's runs index) would take the new job's runs with it."""
-    keyed = ids.keyed_job_id("nightly-load")
-    await store.submit_many([NewJob(keyed, spec(trigger=every(1)), "abs", FAR_FUTURE_MS, idempotency_key="nightly-load")])
-    run_id, res = await store.fire(keyed, spec(trigger=every(1)), 1_000, expected_ms=None, next_fire_ms=-1,
-                                   overlap="allow", inputs=[()])
-    assert res.status == "created"
-    (claim,) = await lease(store, [ids.task_id(run_id, 0)])
-    await store.report([Report(claim.task_id, claim.token, "SUCCEEDED")])
-    assert await store.delete_job(keyed) == ("ok", [])
-    (refused,) = await store.submit_many([NewJob(keyed, spec(name="new"), "delay", 0, idempotency_key="nightly-load")])
-    assert refused.purging and not refused.duplicate and await store.get_job(keyed) is None
-    await purge_all(store, bounds(keep_runs=10))
-    (again,) = await store.submit_many([NewJob(keyed, spec(name="new"), "delay", 0, idempotency_key="nightly-load")])
-    assert not again.purging and not again.duplicate and again.job_id == keyed
-    job = await store.get_job(keyed)
-    assert job is not None and job.spec.name == "new" and job.runs == 0

@@ -6,7 +6,8 @@ Each test gets a fresh store (its own Redis namespace) and ``advance(ms)``, whic
 store's time pass. With the fake clock the clock moves. ``TIME`` cannot be moved: every deadline the scripts
 compare with it (leases, master-side timeouts, retry backoffs) moves that much into the past instead (so
 tests compare deadlines with what the store reports, not with ``time_ms()`` readings taken before an
-advance); long leases and backoffs keep real time from mattering.
+advance); long leases and backoffs keep real time from mattering. Either way idempotency keys, which Redis
+itself expires, age by ``ms``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from sparkyard.states import AttemptState, JobState, RunState, TaskState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 LEASE_MS = 60_000
+TTL_MS = 60_000
 GROUP = "default"
 
 
@@ -50,6 +52,16 @@ class Subject:
     store: Store
     advance: Callable[[int], Awaitable[None]]
     set_fence: Callable[[int], Awaitable[None]]  # the last fencing token handed out (the next claim gets more)
+
+
+async def _age_idempotency_keys(store: RedisStore, ms: int) -> None:
+    redis: Any = store.redis  # Any: redis-py types replies as bytes | str
+    async for key in redis.scan_iter(match=store.keys.idempotency("*")):
+        left = await redis.pttl(key)
+        if left > ms:
+            await redis.pexpire(key, left - ms)
+        else:
+            await redis.delete(key)
 
 
 async def _shift_deadlines(store: RedisStore, ms: int) -> None:
@@ -70,6 +82,7 @@ async def subject(request: pytest.FixtureRequest, clocked_stores: ClockedStores)
             await _shift_deadlines(store, ms)
         else:
             clock.advance(ms / 1000)
+        await _age_idempotency_keys(store, ms)
 
     async def set_fence(token: int) -> None:
         await store.redis.set(store.keys.fence, token)
@@ -109,7 +122,7 @@ def inputs(*values: str) -> list[list[pb.SplitInput]]:
 
 async def fire_now(store: Store, n: int = 1, s: pb.JobSpec | None = None, tasks: int = 1, at: int = 1_000) -> str:
     """Job ``n`` submitted with its run created at once; returns the run id."""
-    (res,) = await store.submit_many([NewJob(job_id(n), s or spec(), "abs", at, fire_now=[()] * tasks)])
+    (res,) = await store.submit_many([NewJob(job_id(n), s or spec(), "abs", at, fire_now=[()] * tasks)], TTL_MS)
     assert res.fired
     return ids.run_id(job_id(n), at)
 
@@ -133,7 +146,7 @@ async def test_a_submitted_job_waits_in_the_schedule_at_its_first_fire_time(stor
     absolute, delayed = await store.submit_many([
         NewJob(job_id(1), spec(), "abs", now + 50_000),
         NewJob(job_id(2), spec(), "delay", 30_000),
-    ])
+    ], TTL_MS)
     assert absolute.next_fire_ms == now + 50_000 and not absolute.fired and not absolute.duplicate
     assert delayed.next_fire_ms == delayed.created_ms + 30_000
     job = await store.get_job(job_id(1))
@@ -147,7 +160,7 @@ async def test_a_submitted_job_waits_in_the_schedule_at_its_first_fire_time(stor
 async def test_a_bulk_submit_that_fires_now_queues_every_run_at_once(store: Store) -> None:
     s = spec()
     jobs = [NewJob(job_id(n), s, "abs", 1_000, fire_now=inputs("a", "b", "c")) for n in (1, 2)]
-    results = await store.submit_many(jobs)
+    results = await store.submit_many(jobs, TTL_MS)
     assert [(r.fired, r.next_fire_ms) for r in results] == [(True, 1_000), (True, 1_000)]
     for n in (1, 2):
         run_id = ids.run_id(job_id(n), 1_000)
@@ -163,27 +176,25 @@ async def test_a_bulk_submit_that_fires_now_queues_every_run_at_once(store: Stor
     assert (await store.counts())["scheduled"] == 0
 
 
-async def test_an_idempotency_key_names_one_job_while_it_exists(subject: Subject) -> None:
+async def test_an_idempotency_key_names_one_job_until_its_ttl_ends(subject: Subject) -> None:
     store = subject.store
-    keyed = ids.keyed_job_id("k")
     first, again = await store.submit_many([
-        NewJob(keyed, spec(name="first"), "delay", 5_000, idempotency_key="k"),
-        NewJob(keyed, spec(name="second"), "delay", 9_000, idempotency_key="k"),
-    ])
-    assert not first.duplicate and again.duplicate and again.job_id == keyed
+        NewJob(job_id(1), spec(), "delay", 5_000, idempotency_key="k"),
+        NewJob(job_id(2), spec(), "delay", 5_000, idempotency_key="k"),
+    ], TTL_MS)
+    assert not first.duplicate and again.duplicate and again.job_id == job_id(1)
     assert (again.created_ms, again.next_fire_ms) == (first.created_ms, first.next_fire_ms)
-    await subject.advance(86_400_000)  # no TTL: a day later the key still names its job
-    (later,) = await store.submit_many([NewJob(keyed, spec(name="third"), "delay", 5_000, idempotency_key="k")])
-    assert later.duplicate and later.job_id == keyed and not later.id_taken
-    job = await store.get_job(keyed)
-    assert job is not None and job.spec.name == "first"
-    # The retries' specs were not stored, so they are not what the job fires with either.
-    assert (await store.get_specs([(keyed, 0)]))[(keyed, 0)].name == "first"
+    (later,) = await store.submit_many([NewJob(job_id(3), spec(), "delay", 5_000, idempotency_key="k")], TTL_MS)
+    assert later.duplicate and later.job_id == job_id(1)
+    assert await store.get_job(job_id(2)) is None and await store.get_job(job_id(3)) is None
+    await subject.advance(TTL_MS + 1)
+    (fresh,) = await store.submit_many([NewJob(job_id(4), spec(), "delay", 5_000, idempotency_key="k")], TTL_MS)
+    assert not fresh.duplicate and fresh.job_id == job_id(4)
 
 
 async def test_a_new_job_never_overwrites_one_with_the_same_id(store: Store) -> None:
-    (a,) = await store.submit_many([NewJob(job_id(1), spec(name="first"), "delay", 0)])
-    (b,) = await store.submit_many([NewJob(job_id(1), spec(name="second"), "delay", 0)])
+    (a,) = await store.submit_many([NewJob(job_id(1), spec(name="first"), "delay", 0)], TTL_MS)
+    (b,) = await store.submit_many([NewJob(job_id(1), spec(name="second"), "delay", 0)], TTL_MS)
     assert not a.id_taken and b.id_taken and not b.duplicate
     job = await store.get_job(job_id(1))
     assert job is not None and job.spec.name == "first"
@@ -194,7 +205,7 @@ async def test_a_new_job_never_overwrites_one_with_the_same_id(store: Store) -> 
 
 async def test_a_schedule_entry_fires_once_and_moves_on(store: Store) -> None:
     s = spec(trigger=every(60))
-    (res,) = await store.submit_many([NewJob(job_id(1), s, "abs", 10_000)])
+    (res,) = await store.submit_many([NewJob(job_id(1), s, "abs", 10_000)], TTL_MS)
     run_id, fired = await store.fire(job_id(1), s, 10_000, expected_ms=10_000, next_fire_ms=70_000,
                                      overlap="allow", inputs=[()])
     assert run_id == ids.run_id(job_id(1), 10_000) and (fired.status, fired.run_state) == ("created", "SCHEDULED")
@@ -213,7 +224,7 @@ async def test_a_schedule_entry_fires_once_and_moves_on(store: Store) -> None:
 
 async def test_fire_many_fires_each_request_on_its_own(store: Store) -> None:
     s = spec(trigger=every(60))
-    await store.submit_many([NewJob(job_id(n), s, "abs", 5_000) for n in (1, 2)])
+    await store.submit_many([NewJob(job_id(n), s, "abs", 5_000) for n in (1, 2)], TTL_MS)
     results = await store.fire_many([
         FireRequest(job_id(1), s, 5_000, 5_000, 65_000, "allow", [(), ()]),
         FireRequest(job_id(2), s, 5_000, 4_000, 65_000, "allow", [()]),
@@ -225,7 +236,7 @@ async def test_fire_many_fires_each_request_on_its_own(store: Store) -> None:
 
 async def test_the_last_firing_completes_the_job(store: Store) -> None:
     s = spec()
-    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
     _, fired = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=-1, overlap="allow", inputs=[()])
     job = await store.get_job(job_id(1))
     assert fired.status == "created" and job is not None and job.state is JobState.COMPLETED and job.next_fire_ms == -1
@@ -234,7 +245,7 @@ async def test_the_last_firing_completes_the_job(store: Store) -> None:
 
 async def test_a_fixed_delay_job_waits_for_its_run_then_is_rescheduled_once(store: Store) -> None:
     s = spec(trigger=every(60, fixed_delay=True))
-    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
     run_id, _ = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=-2, overlap="allow", inputs=[()])
     assert await store.awaiting_jobs() == [job_id(1)]
     assert await store.awaiting_among([job_id(2), job_id(1)]) == [job_id(1)] and await store.awaiting_among([]) == []
@@ -251,7 +262,7 @@ async def test_a_fixed_delay_job_waits_for_its_run_then_is_rescheduled_once(stor
 
 async def test_a_fixed_delay_firing_skipped_by_overlap_forbid_waits_for_the_run_that_blocked_it(store: Store) -> None:
     s = spec(trigger=every(60, fixed_delay=True), overlap=pb.OVERLAP_FORBID)
-    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
     manual, _ = await store.fire(job_id(1), s, 4_000, expected_ms=None, next_fire_ms=-1, overlap="forbid",
                                  inputs=[()])
     skipped, res = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=-2, overlap="forbid",
@@ -269,7 +280,7 @@ async def test_a_fixed_delay_firing_skipped_by_overlap_forbid_waits_for_the_run_
 
 async def test_a_manual_firing_does_not_change_the_run_a_fixed_delay_job_waits_for(store: Store) -> None:
     s = spec(trigger=every(60, fixed_delay=True), overlap=pb.OVERLAP_FORBID)
-    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
     run_id, _ = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=-2, overlap="forbid",
                                  inputs=[()])
     manual, res = await store.fire(job_id(1), s, 6_000, expected_ms=None, next_fire_ms=-1, overlap="forbid",
@@ -286,7 +297,7 @@ async def test_a_scheduled_firing_never_makes_more_runs_than_max_runs(store: Sto
     # The firing at 65 s was planned while the job had 1 run of 2 (so it is its last); a manual trigger
     # made the second run before it reached the store. It must not create a third.
     s = spec(trigger=pb.Trigger(every=every(60).every, max_runs=2))
-    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
     await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=65_000, overlap="allow", inputs=[()])
     _, manual = await store.fire(job_id(1), s, 6_000, expected_ms=None, next_fire_ms=-1, overlap="allow",
                                  inputs=[()])
@@ -302,7 +313,7 @@ async def test_a_scheduled_firing_never_makes_more_runs_than_max_runs(store: Sto
 async def test_a_scheduled_firing_whose_run_exists_still_moves_the_schedule_on(store: Store) -> None:
     # A manual trigger that landed on the very millisecond of the schedule entry made its run already.
     s = spec(trigger=every(60))
-    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
     manual, _ = await store.fire(job_id(1), s, 5_000, expected_ms=None, next_fire_ms=-1, overlap="allow",
                                  inputs=[()])
     run_id, res = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=65_000, overlap="allow",
@@ -315,7 +326,7 @@ async def test_a_scheduled_firing_whose_run_exists_still_moves_the_schedule_on(s
 
 async def test_only_a_manual_trigger_fires_a_paused_job_and_nothing_fires_a_cancelled_one(store: Store) -> None:
     s = spec(trigger=every(60))
-    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
     assert (await store.set_job_state(job_id(1), JobState.PAUSED))[0] == "ok"
     _, scheduled = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=65_000, overlap="allow",
                                     inputs=[()])
@@ -331,7 +342,7 @@ async def test_only_a_manual_trigger_fires_a_paused_job_and_nothing_fires_a_canc
 
 async def test_overlap_forbid_and_a_misfire_skip_record_skipped_runs(store: Store) -> None:
     s = spec(trigger=every(60))
-    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
     first, _ = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=6_000, overlap="forbid",
                                 inputs=[()])
     second, overlap = await store.fire(job_id(1), s, 6_000, expected_ms=6_000, next_fire_ms=7_000, overlap="forbid",
@@ -352,7 +363,7 @@ async def test_overlap_forbid_and_a_misfire_skip_record_skipped_runs(store: Stor
 
 async def test_overlap_forbid_with_max_active_runs_skips_only_once_that_many_are_active(store: Store) -> None:
     s = spec(trigger=every(60), overlap=pb.OVERLAP_FORBID, max_active_runs=2)
-    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
     fired = [await store.fire(job_id(1), s, t, expected_ms=t, next_fire_ms=t + 1_000, overlap="forbid", inputs=[()])
              for t in (5_000, 6_000, 7_000)]
     assert [f[1].status for f in fired] == ["created", "created", "skipped"]
@@ -361,7 +372,7 @@ async def test_overlap_forbid_with_max_active_runs_skips_only_once_that_many_are
 
 async def test_a_firing_with_no_tasks_ends_its_run_at_once(store: Store) -> None:
     s = spec(trigger=every(60))
-    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
     run_id, res = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=65_000, overlap="forbid",
                                    inputs=[])
     assert (res.status, res.run_state) == ("created", "SUCCEEDED")
@@ -374,7 +385,7 @@ async def test_a_firing_with_no_tasks_ends_its_run_at_once(store: Store) -> None
     _, nxt = await store.fire(job_id(1), s, 65_000, expected_ms=65_000, next_fire_ms=125_000, overlap="forbid",
                               inputs=[()])
     assert nxt.status == "created"  # nothing is still active to forbid it
-    await store.submit_many([NewJob(job_id(2), spec(), "abs", 1_000, fire_now=[])])
+    await store.submit_many([NewJob(job_id(2), spec(), "abs", 1_000, fire_now=[])], TTL_MS)
     at_submit = await store.get_run(ids.run_id(job_id(2), 1_000))
     assert at_submit is not None and (at_submit.state, at_submit.task_count) == (RunState.SUCCEEDED, 0)
     assert await store.active_runs(job_id(2)) == [] and await store.ready_counts() == {GROUP: 1}
@@ -396,7 +407,7 @@ async def test_the_ready_queue_goes_by_priority_and_age_then_task_id(store: Stor
 
 async def test_peek_shows_what_routing_needs(store: Store) -> None:
     s = spec(trigger=every(60), routing=pb.ROUTING_CONSISTENT_HASH, routing_key="tenant-7")
-    await store.submit_many([NewJob(job_id(1), s, "abs", 1_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 1_000)], TTL_MS)
     first, _ = await store.fire(job_id(1), s, 1_000, expected_ms=1_000, next_fire_ms=2_000, overlap="allow",
                                 inputs=[()])
     (claim,) = await lease(store, [ids.task_id(first, 0)], "w7")
@@ -434,7 +445,7 @@ async def test_a_claim_leases_ready_tasks_under_strictly_increasing_tokens(store
 
 
 async def test_a_claim_hands_out_the_task_inputs(store: Store) -> None:
-    (res,) = await store.submit_many([NewJob(job_id(1), spec(), "abs", 1_000, fire_now=inputs("part-0"))])
+    (res,) = await store.submit_many([NewJob(job_id(1), spec(), "abs", 1_000, fire_now=inputs("part-0"))], TTL_MS)
     (claim,) = await lease(store, [ids.task_id(ids.run_id(job_id(1), 1_000), 0)])
     assert claim.inputs_json == '[["part-0",""]]'
 
@@ -755,7 +766,7 @@ async def test_a_reconnecting_worker_loses_only_the_leases_it_no_longer_has(stor
 async def test_cancelling_a_job_ends_every_task_and_leaves_no_queue_entry(subject: Subject) -> None:
     store = subject.store
     s = spec(trigger=every(60), retry=retry(2, 10_000))
-    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
     run_id, _ = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=65_000, overlap="allow",
                                  inputs=[()] * 4)
     t0, t1, t2, t3 = (ids.task_id(run_id, i) for i in range(4))
@@ -785,7 +796,7 @@ async def test_cancelling_a_job_ends_every_task_and_leaves_no_queue_entry(subjec
 
 async def test_a_cancelled_fixed_delay_job_no_longer_awaits_its_run(store: Store) -> None:
     s = spec(trigger=every(60, fixed_delay=True))
-    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
     run_id, _ = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=-2, overlap="allow", inputs=[()])
     assert await store.awaiting_jobs() == [job_id(1)]
     result = await store.cancel("user", job_id=job_id(1), run_ids=[run_id], task_ids=[ids.task_id(run_id, 0)])
@@ -797,7 +808,7 @@ async def test_a_cancelled_fixed_delay_job_no_longer_awaits_its_run(store: Store
 
 @pytest.mark.parametrize("target", [JobState.COMPLETED, JobState.CANCELLED])
 async def test_a_job_is_only_ever_set_paused_or_active(store: Store, target: JobState) -> None:
-    await store.submit_many([NewJob(job_id(1), spec(trigger=every(60)), "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), spec(trigger=every(60)), "abs", 5_000)], TTL_MS)
     with pytest.raises(ValueError, match="PAUSED or ACTIVE"):
         await store.set_job_state(job_id(1), target)
     job = await store.get_job(job_id(1))
@@ -806,7 +817,7 @@ async def test_a_job_is_only_ever_set_paused_or_active(store: Store, target: Job
 
 async def test_pause_removes_the_schedule_entry_and_resume_puts_it_back(store: Store) -> None:
     s = spec(trigger=every(60))
-    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
     assert await store.set_job_state(job_id(1), JobState.PAUSED) == ("ok", "PAUSED", 5_000)
     assert await store.due_schedule(10**13) == []
     assert await store.set_job_state(job_id(1), JobState.PAUSED) == ("unchanged", "PAUSED", 5_000)
@@ -829,7 +840,7 @@ async def test_pause_removes_the_schedule_entry_and_resume_puts_it_back(store: S
 
 async def test_an_update_changes_the_spec_for_later_runs_and_runs_made_before_keep_theirs(store: Store) -> None:
     old, new = spec(trigger=every(60), args=["a"]), spec(trigger=every(60), args=["b"])
-    await store.submit_many([NewJob(job_id(1), old, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), old, "abs", 5_000)], TTL_MS)
     before, _ = await store.fire(job_id(1), old, 5_000, expected_ms=5_000, next_fire_ms=65_000, overlap="allow",
                                  inputs=[()])
     result = await store.update_spec(job_id(1), 1, new, -1)
@@ -853,7 +864,7 @@ async def test_an_update_changes_the_spec_for_later_runs_and_runs_made_before_ke
 
 async def test_an_update_with_a_new_schedule_replaces_the_entry_in_the_same_step(store: Store) -> None:
     s = spec(trigger=every(60))
-    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
     assert (await store.update_spec(job_id(1), 1, s, 3_600_000)).next_fire_ms == 3_600_000
     assert await store.due_schedule(10**13) == [(job_id(1), 3_600_000)]
     _, old_time = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=65_000, overlap="allow",
@@ -863,7 +874,7 @@ async def test_an_update_with_a_new_schedule_replaces_the_entry_in_the_same_step
 
 async def test_a_paused_job_takes_a_new_schedule_when_it_resumes(store: Store) -> None:
     s = spec(trigger=every(60))
-    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
     await store.set_job_state(job_id(1), JobState.PAUSED)
     result = await store.update_spec(job_id(1), 1, s, 90_000)
     assert (result.status, result.state) == ("ok", "PAUSED") and await store.due_schedule(10**13) == []
@@ -873,7 +884,7 @@ async def test_a_paused_job_takes_a_new_schedule_when_it_resumes(store: Store) -
 
 async def test_a_fixed_delay_job_given_a_new_schedule_awaits_its_run_no_more(store: Store) -> None:
     s = spec(trigger=every(60, fixed_delay=True))
-    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
     run_id, _ = await store.fire(job_id(1), s, 5_000, expected_ms=5_000, next_fire_ms=-2, overlap="allow", inputs=[()])
     await store.update_spec(job_id(1), 1, spec(trigger=every(30)), 50_000)
     assert await store.awaiting_jobs() == [] and await store.due_schedule(10**13) == [(job_id(1), 50_000)]
@@ -882,7 +893,7 @@ async def test_a_fixed_delay_job_given_a_new_schedule_awaits_its_run_no_more(sto
 
 async def test_only_an_active_or_paused_job_is_updated_and_from_its_current_version(store: Store) -> None:
     s = spec(trigger=every(60))
-    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
     assert (await store.update_spec(job_id(1), 1, s, -1)).spec_version == 2
     conflict = await store.update_spec(job_id(1), 1, s, -1)
     assert (conflict.status, conflict.spec_version) == ("conflict", 2)
@@ -895,7 +906,7 @@ async def test_only_an_active_or_paused_job_is_updated_and_from_its_current_vers
 async def test_jobs_are_listed_newest_first_with_filters_before_the_limit(subject: Subject) -> None:
     store = subject.store
     for n, group in ((1, "a"), (2, "b"), (3, "a")):
-        await store.submit_many([NewJob(job_id(n), spec(group=group), "delay", 60_000)])
+        await store.submit_many([NewJob(job_id(n), spec(group=group), "delay", 60_000)], TTL_MS)
         await subject.advance(5)
     await store.set_job_state(job_id(3), JobState.PAUSED)
     assert [j.id for j in await store.list_jobs(10)] == [job_id(3), job_id(2), job_id(1)]
@@ -906,7 +917,7 @@ async def test_jobs_are_listed_newest_first_with_filters_before_the_limit(subjec
 
 async def test_specs_are_read_back_as_submitted(store: Store) -> None:
     s = spec(name="report", priority=3)
-    await store.submit_many([NewJob(job_id(1), s, "delay", 60_000)])
+    await store.submit_many([NewJob(job_id(1), s, "delay", 60_000)], TTL_MS)
     found = await store.get_specs([(job_id(1), 1), (job_id(2), 1)])
     assert list(found) == [(job_id(1), 1)] and found[(job_id(1), 1)] == s
     assert await store.get_spec(job_id(1)) == s and await store.get_spec(job_id(2)) is None
@@ -944,7 +955,7 @@ async def test_worker_records_are_kept_as_given(store: Store) -> None:
 
 async def test_a_backfill_plan_keeps_each_time_once_until_it_is_done_and_goes_with_its_job(store: Store) -> None:
     now = await store.time_ms()
-    await store.submit_many([NewJob(job_id(1), spec(trigger=every(3600)), "abs", now + 3_600_000)])
+    await store.submit_many([NewJob(job_id(1), spec(trigger=every(3600)), "abs", now + 3_600_000)], TTL_MS)
     assert await store.backfill_plan(job_id(1), 2, [3_000, 1_000, 2_000]) == ("ok", 3, 3)
     assert await store.backfill_plan(job_id(1), 3, [2_000, 4_000]) == ("ok", 1, 4)  # 2_000 is pending already
     assert await store.backfill_jobs() == {job_id(1): 3}
@@ -963,7 +974,7 @@ async def test_a_backfill_plan_keeps_each_time_once_until_it_is_done_and_goes_wi
 
 async def test_deleting_a_job_drops_its_backfill_plan(store: Store) -> None:
     now = await store.time_ms()
-    await store.submit_many([NewJob(job_id(1), spec(trigger=every(3600)), "abs", now + 3_600_000)])
+    await store.submit_many([NewJob(job_id(1), spec(trigger=every(3600)), "abs", now + 3_600_000)], TTL_MS)
     await store.backfill_plan(job_id(1), 1, [1_000, 2_000])
     assert (await store.delete_job(job_id(1)))[0] == "ok"
     assert await store.backfill_jobs() == {} and await store.backfill_pending(job_id(1), 10) == []
@@ -985,7 +996,7 @@ async def test_queue_depths_count_each_group_s_ready_tasks_by_priority_up_to_a_l
     low, high = spec(priority=-5, group="etl"), spec(priority=7, group="etl")
     await store.submit_many([NewJob(job_id(1), low, "abs", 1_000, fire_now=inputs("a", "b")),
                              NewJob(job_id(2), high, "abs", 2_000, fire_now=inputs("c")),
-                             NewJob(job_id(3), spec(), "abs", 3_000, fire_now=inputs("d"))])
+                             NewJob(job_id(3), spec(), "abs", 3_000, fire_now=inputs("d"))], TTL_MS)
     depths = await store.queue_depths(limit=100)
     assert {g: (d.length, d.by_priority) for g, d in depths.items()} == {"etl": (3, {-5: 2, 7: 1}),
                                                                           GROUP: (1, {0: 1})}
@@ -999,11 +1010,11 @@ def after(parent: str, when: int = pb.AFTER_SUCCEEDED) -> pb.Trigger:
 
 async def test_a_child_job_is_stored_without_a_schedule_entry_only_while_its_parent_exists(store: Store) -> None:
     (orphan,) = await store.submit_many([NewJob(job_id(2), spec(trigger=after(job_id(1))), "after", -1,
-                                                after=job_id(1))])
+                                                after=job_id(1))], TTL_MS)
     assert orphan.parent_missing and await store.get_job(job_id(2)) is None and await store.parents() == set()
     await fire_now(store, 1)
     (child,) = await store.submit_many([NewJob(job_id(2), spec(trigger=after(job_id(1))), "after", -1,
-                                               after=job_id(1))])
+                                               after=job_id(1))], TTL_MS)
     assert not child.parent_missing and not child.fired and child.next_fire_ms == -1
     job = await store.get_job(job_id(2))
     assert job is not None and job.state is JobState.ACTIVE and job.next_fire_ms == -1
@@ -1014,7 +1025,8 @@ async def test_a_child_job_is_stored_without_a_schedule_entry_only_while_its_par
 async def test_a_parent_is_deleted_only_after_its_children_and_a_deleted_child_leaves_the_index(store: Store) -> None:
     await fire_now(store, 1)
     for n in (2, 3):
-        await store.submit_many([NewJob(job_id(n), spec(trigger=after(job_id(1))), "after", -1, after=job_id(1))])
+        await store.submit_many([NewJob(job_id(n), spec(trigger=after(job_id(1))), "after", -1, after=job_id(1))],
+                                TTL_MS)
     (run,) = await store.active_runs(job_id(1))
     await store.cancel("stop", job_id=job_id(1), run_ids=[run], task_ids=[ids.task_id(run, 0)])
     assert await store.delete_job(job_id(1)) == ("children", [job_id(2), job_id(3)])
@@ -1028,7 +1040,7 @@ async def test_a_parent_is_deleted_only_after_its_children_and_a_deleted_child_l
 async def test_a_parent_run_s_end_fires_its_active_children_once_in_the_same_script(store: Store) -> None:
     child_spec = spec(trigger=after(job_id(1)))
     await fire_now(store, 1, at=500)  # the parent exists before its child
-    await store.submit_many([NewJob(job_id(2), child_spec, "after", -1, after=job_id(1))])
+    await store.submit_many([NewJob(job_id(2), child_spec, "after", -1, after=job_id(1))], TTL_MS)
 
     async def parent_run_ending(at: int) -> str:
         ((run_id, fired),) = await store.fire_many([FireRequest(job_id(1), spec(), at, None, -1, "allow", inputs("a"))])
@@ -1061,7 +1073,7 @@ async def test_a_job_state_change_other_than_pause_or_resume_is_refused(store: S
 async def test_replies_are_parsed_into_enums_and_named_records(store: Store) -> None:
     """The scripts' words become enum members (an unknown word would raise), their tuples named records."""
     s = spec(trigger=every(60))
-    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
     (fired,) = await store.fire_many([FireRequest(job_id(1), s, 5_000, 5_000, 65_000, "allow", [()])])
     assert fired.result.status is FireStatus.CREATED and fired.result.run_state is RunState.SCHEDULED
     assert await store.job_progress([job_id(1)]) == {job_id(1): JobProgress(JobState.ACTIVE, 1, 1)}

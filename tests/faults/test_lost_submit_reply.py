@@ -20,7 +20,6 @@ import pytest
 from redis.asyncio import Redis
 
 from harness import EXAMPLES, Cluster, RedisServer, start_redis, wait_for
-from sparkyard import ids
 from sparkyard.client import Client, build_spec
 from sparkyard.errors import Unavailable
 from sparkyard.keys import Keys
@@ -34,6 +33,7 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 
 TASKS = EXAMPLES / "tasks.py"
+TTL_MS = 600_000
 
 
 class Replicated:
@@ -143,41 +143,34 @@ async def test_a_retried_submit_is_acknowledged_only_once_a_replica_has_its_job(
     """The retry finds its key used and returns the stored job; with --redis-min-replicas it is refused
     like the first try until a replica has the job, though it comes on another connection (as from another
     master, or a restarted one). WAIT's contract counts only the writes of its own connection (Redis 6.2
-    and 7.0 count every write made before it, so this held there already): the retry rewrites a field of the
-    job, unchanged, so that it holds by the contract too."""
+    and 7.0 count every write made before it, so this held there already): the retry rewrites its key,
+    unchanged, so that it holds by the contract too."""
     keys = Keys(f"wait-{uuid.uuid4().hex[:8]}")
     first, retry = (RedisStore(Redis(port=replicated.primary.port, decode_responses=True), keys, min_replicas=1)
                     for _ in range(2))
     retry.scripts.epoch = await take_lead(first.scripts, "replica-test")
     spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main"))
     key = uuid.uuid4().hex
-    job = ids.keyed_job_id(key)
     primary = replicated.primary.client()
-    primary.config_set("notify-keyspace-events", "Kh")
+    primary.config_set("notify-keyspace-events", "K$")
     writes = primary.pubsub()
-    writes.subscribe(f"__keyspace@0__:{keys.job(job)}")
-
-    def written() -> list[str]:
-        """The job's writes since the last call (each is published before its script's reply)."""
-        messages = iter(lambda: writes.get_message(timeout=0.2), None)
-        return [m["data"] for m in messages if m["type"] == "message"]
-
+    writes.subscribe(f"__keyspace@0__:{keys.idempotency(key)}")
     assert replicated.replica is not None
     try:
         replicated.pause_replica()
         try:
             with pytest.raises(Unavailable, match="0 of the 1 replicas"):
-                await first.submit_many([NewJob(job, spec, "delay", 3_600_000, key)])
-            assert "hset" in written()  # the job
+                await first.submit_many([NewJob("j" + "1" * 22, spec, "delay", 3_600_000, key)], TTL_MS)
             with pytest.raises(Unavailable, match="0 of the 1 replicas"):
-                await retry.submit_many([NewJob(job, spec, "delay", 3_600_000, key)])
-            assert written() == ["hset"]  # the retry's rewrite
+                await retry.submit_many([NewJob("j" + "2" * 22, spec, "delay", 3_600_000, key)], TTL_MS)
         finally:
             replicated.resume_replica()
-        (res,) = await retry.submit_many([NewJob(job, spec, "delay", 3_600_000, key)])
-        assert res.duplicate and res.job_id == job
+        (res,) = await retry.submit_many([NewJob("j" + "3" * 22, spec, "delay", 3_600_000, key)], TTL_MS)
+        assert res.duplicate and res.job_id == "j" + "1" * 22
         assert replicated.replica.client().exists(keys.job(res.job_id))
-        assert written() == ["hset"]
+        messages = iter(lambda: writes.get_message(timeout=0.2), None)  # published before the replies
+        events = [m["data"] for m in messages if m["type"] == "message"]
+        assert events == ["set"] * 3  # the first try's, and each retry's rewrite
     finally:
         writes.close()
         primary.config_set("notify-keyspace-events", "")
@@ -196,7 +189,7 @@ async def test_no_fencing_token_or_trigger_is_given_out_before_a_replica_has_it(
     try:
         await take_lead(store.scripts, "replica-test")
         spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main"))
-        await store.submit_many([NewJob("j" + "4" * 22, spec, "delay", 3_600_000)])
+        await store.submit_many([NewJob("j" + "4" * 22, spec, "delay", 3_600_000)], TTL_MS)
         trigger = FireRequest("j" + "4" * 22, spec, 1_000, None, -1, "allow", [()])
         replicated.pause_replica()
         try:

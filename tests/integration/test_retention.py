@@ -45,7 +45,7 @@ def every_second() -> pb.JobSpec:
 
 async def recurring_job(store: RedisStore, job_id: str = JOB) -> pb.JobSpec:
     spec = every_second()
-    await store.submit_many([NewJob(job_id, spec, "abs", 4_000_000_000_000)])
+    await store.submit_many([NewJob(job_id, spec, "abs", 4_000_000_000_000)], 60_000)
     return spec
 
 
@@ -128,7 +128,7 @@ async def test_active_runs_and_the_runs_a_job_names_are_never_deleted(store: Red
 
 async def test_an_ended_one_shot_job_past_the_max_age_is_deleted_with_its_history(store: RedisStore) -> None:
     spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main"))
-    await store.submit_many([NewJob(JOB, spec, "abs", 1_000, fire_now=[()])])
+    await store.submit_many([NewJob(JOB, spec, "abs", 1_000, fire_now=[()])], 60_000)
     (claim,) = await store.claim("default", [(f"{JOB}.0000000001000.00000", "w1")], lease_ms=LEASE_MS,
                                  timeout_grace_ms=0)
     await store.purge_history(0, RetentionBounds(keep_runs=1, max_age_ms=0, jobs_per_step=100, budget=500))
@@ -154,7 +154,7 @@ async def test_a_deleted_job_is_gone_at_once_and_purged_in_small_steps_leaving_n
     spec = every_second()
     spec.retry.CopyFrom(retry)
     spec.split.max_concurrent = 1
-    await store.submit_many([NewJob(JOB, spec, "abs", 4_000_000_000_000)])
+    await store.submit_many([NewJob(JOB, spec, "abs", 4_000_000_000_000)], 60_000)
     await store.redis.sadd(store.keys.bundle_jobs("d" * 64), JOB)
     other = "j0000000000200000000002"
     other_spec = await recurring_job(store, other)

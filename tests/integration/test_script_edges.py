@@ -65,7 +65,7 @@ def _spec(**kw: object) -> pb.JobSpec:
 
 
 async def _ready(store: RedisStore, **kw: object) -> str:
-    (res,) = await store.submit_many([NewJob(JOB, _spec(**kw), "abs", 1_000, fire_now=[()])])
+    (res,) = await store.submit_many([NewJob(JOB, _spec(**kw), "abs", 1_000, fire_now=[()])], 60_000)
     assert res.fired
     (ready,) = await store.peek_ready("default", 10)
     return ready.task_id
@@ -131,7 +131,7 @@ async def cancel_keeps_a_running_attempt(store: RedisStore) -> None:
 
 
 async def pause_keeps_the_job_active(store: RedisStore) -> None:
-    await store.submit_many([NewJob(JOB, _spec(), "abs", 10**13)])
+    await store.submit_many([NewJob(JOB, _spec(), "abs", 10**13)], 60_000)
     assert (await store.set_job_state(JOB, JobState.PAUSED))[0] == "illegal"
 
 

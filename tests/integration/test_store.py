@@ -29,7 +29,7 @@ async def leased_task(store: RedisStore, job_id: str = "j0000000000100000000001"
                       **kw: object) -> tuple[str, int, str]:
     """A job fired at submit, its one task claimed: (task id, token, run id)."""
     s = spec(**kw)
-    (res,) = await store.submit_many([NewJob(job_id, s, "abs", 1_000, fire_now=[()])])
+    (res,) = await store.submit_many([NewJob(job_id, s, "abs", 1_000, fire_now=[()])], 60_000)
     assert res.fired
     (ready,) = await store.peek_ready("default", 10)
     (claim,) = await store.claim("default", [(ready.task_id, worker)], lease_ms=LEASE_MS, timeout_grace_ms=0)
@@ -81,7 +81,7 @@ async def test_a_fixed_delay_job_that_joined_awaiting_before_the_awaits_field_aw
     every = pb.Trigger(every=pb.Trigger.Every(fixed_delay=True))
     every.every.interval.FromSeconds(60)
     s, job_id = spec(trigger=every), "j0000000000100000000002"
-    await store.submit_many([NewJob(job_id, s, "abs", 5_000)])
+    await store.submit_many([NewJob(job_id, s, "abs", 5_000)], 60_000)
     run_id, _ = await store.fire(job_id, s, 5_000, expected_ms=5_000, next_fire_ms=-2, overlap="allow", inputs=[()])
     assert await store.redis.hget(store.keys.job(job_id), "awaits") == run_id
     await store.redis.hdel(store.keys.job(job_id), "awaits")
@@ -97,10 +97,10 @@ async def test_a_job_and_its_bundle_reference_are_stored_in_one_step_only_while_
     first, second = "a" * 64, "b" * 64
     job_id = "j0000000000100000000001"
     named = normalize(pb.JobSpec(entrypoint="x.py:main", bundle=pb.BundleRef(digest=first, size=1)))
-    (refused,) = await store.submit_many([NewJob(job_id, named, "delay", 60_000)])
+    (refused,) = await store.submit_many([NewJob(job_id, named, "delay", 60_000)], 60_000)
     assert refused.bundle_missing and not await r.exists(k.job(job_id), k.bundle_jobs(first))
     await r.hset(k.bundle(first), "chunks", 0)
-    (stored,) = await store.submit_many([NewJob(job_id, named, "delay", 60_000)])
+    (stored,) = await store.submit_many([NewJob(job_id, named, "delay", 60_000)], 60_000)
     assert not stored.bundle_missing and await r.smembers(k.bundle_jobs(first)) == {job_id}
     renamed = normalize(pb.JobSpec(entrypoint="x.py:main", bundle=pb.BundleRef(digest=second, size=1)))
     missing = await store.update_spec(job_id, 1, renamed, -1)
@@ -121,7 +121,7 @@ async def test_a_bundle_shared_by_many_jobs_is_kept_while_any_needs_it_and_its_r
     await r.zadd(k.bundles, {digest: 0})
     spec = normalize(pb.JobSpec(entrypoint="x.py:main", bundle=pb.BundleRef(digest=digest, size=1)))
     jobs = [f"j{n:021x}" for n in range(1, 351)]
-    await store.submit_many([NewJob(job_id, spec, "delay", 3_600_000) for job_id in jobs])
+    await store.submit_many([NewJob(job_id, spec, "delay", 3_600_000) for job_id in jobs], 60_000)
     blobs = Redis(port=r.connection_pool.connection_kwargs["port"])
     bundles = BundleStore(RedisBundles(blobs, k, store.scripts), 1)
     for job_id in jobs[:-1]:

@@ -29,7 +29,7 @@ async def _hourly_job(clocked_stores: ClockedStores) -> tuple[MasterRig, JobReco
     clock = FakeClock(start=1_800_000_000)
     rig = MasterRig(clock, await clocked_stores.make(clock))
     spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", trigger=pb.Trigger(cron=pb.Trigger.Cron(expr="0 * * * *"))))
-    await rig.store.submit_many([NewJob(JOB, spec, "abs", rig.now_ms() + 3_600_000)])
+    await rig.store.submit_many([NewJob(JOB, spec, "abs", rig.now_ms() + 3_600_000)], 60_000)
     job = await rig.store.get_job(JOB)
     assert job is not None
     return rig, job

@@ -33,7 +33,7 @@ class Rig(MasterRig):
         if await self.store.get_job(PARENT) is None:
             spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", trigger=pb.Trigger(cron=pb.Trigger.Cron(
                 expr="0 3 * * *"))))
-            await self.store.submit_many([NewJob(PARENT, spec, "abs", self.now_ms() + 86_400_000)])
+            await self.store.submit_many([NewJob(PARENT, spec, "abs", self.now_ms() + 86_400_000)], 60_000)
         job = await self.store.get_job(PARENT)
         assert job is not None
         return job.spec
@@ -59,7 +59,7 @@ class Rig(MasterRig):
         self.clock.advance(0.001)
         spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", overlap=overlap,
                                     trigger=pb.Trigger(after=pb.Trigger.After(job_id=PARENT, when=when))))
-        (res,) = await self.store.submit_many([NewJob(child_id(n), spec, "after", -1, after=PARENT)])
+        (res,) = await self.store.submit_many([NewJob(child_id(n), spec, "after", -1, after=PARENT)], 60_000)
         assert not res.parent_missing
         return child_id(n)
 
@@ -92,7 +92,7 @@ async def test_a_run_end_fires_the_children_whose_condition_it_meets_with_the_pa
 async def test_a_chain_fires_all_the_way_down_with_the_first_run_s_time(rig: Rig) -> None:
     first = await rig.child(1)
     spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", trigger=pb.Trigger(after=pb.Trigger.After(job_id=first))))
-    await rig.store.submit_many([NewJob(child_id(2), spec, "after", -1, after=first)])
+    await rig.store.submit_many([NewJob(child_id(2), spec, "after", -1, after=first)], 60_000)
     parent_run = await rig.parent_run()
     (middle,) = await rig.store.list_runs(first, 10)
     await rig.finish(middle.id)

@@ -223,7 +223,7 @@ def test_host_port_listen_address_is_accepted(listen: str) -> None:
 
 @pytest.mark.parametrize("field", ["lease_s", "heartbeat_s", "reaper_interval_s", "dispatch_batch",
                                    "outbound_queue", "preload_horizon_s", "wait_max_s", "dead_after_heartbeats",
-                                   "max_bundle_bytes", "max_message_bytes",
+                                   "max_bundle_bytes", "idempotency_ttl_s", "max_message_bytes",
                                    "max_args_bytes", "max_env_bytes", "max_conf_bytes", "max_inputs"])
 def test_master_durations_and_sizes_must_be_positive(field: str) -> None:
     with pytest.raises(ConfigError, match=f"^--.* \\({field}\\) must be positive"):
@@ -349,10 +349,10 @@ def test_worker_limits_must_not_be_negative_but_zero_turns_them_off(field: str) 
 
 
 def test_durations_and_sizes_are_read_from_every_source(toml: TomlWriter) -> None:
-    path = toml('[master]\nlease_s = "20s"\nmax_bundle_bytes = "32m"\ntimeout_grace_s = "1h30m"\n')
+    path = toml('[master]\nlease_s = "20s"\nmax_bundle_bytes = "32m"\nidempotency_ttl_s = "1h30m"\n')
     cfg = load(MasterConfig, "master", config_file=path, environ={"SPARKYARD_HEARTBEAT_S": "500ms"},
                overrides={"preload_horizon_s": "2m", "result_max_bytes": "1k"})
-    assert (cfg.lease_s, cfg.heartbeat_s, cfg.timeout_grace_s, cfg.preload_horizon_s) == (20.0, 0.5, 5400.0, 120.0)
+    assert (cfg.lease_s, cfg.heartbeat_s, cfg.idempotency_ttl_s, cfg.preload_horizon_s) == (20.0, 0.5, 5400.0, 120.0)
     assert (cfg.max_bundle_bytes, cfg.result_max_bytes) == (32 << 20, 1024)
 
 

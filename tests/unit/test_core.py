@@ -35,7 +35,7 @@ class Rig(MasterRig):
         """A job fired at submit with one task; returns the task id."""
         at = int(self.clock.now() * 1000)
         norm = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", **spec))  # type: ignore[arg-type]
-        await self.store.submit_many([NewJob(JOB, norm, "abs", at, fire_now=[[]])])
+        await self.store.submit_many([NewJob(JOB, norm, "abs", at, fire_now=[[]])], 60_000)
         self.run_id = ids.run_id(JOB, at)
         return ids.task_id(self.run_id, 0)
 

@@ -171,6 +171,7 @@ ID_KEYS = {
     "attempts": "P:task:X:attempts",
     "ready": "P:ready:X",
     "worker_leases": "P:worker:X:leases",
+    "idempotency": "P:idem:X",
     "bundle": "P:bundle:X",
     "bundle_jobs": "P:bundle:X:jobs",
 }
@@ -196,6 +197,10 @@ FIXED_KEYS = {
     "webhook_defaults": "P:webhook_defaults",
     "running_pipelines": "P:pipeline_runs:running",
 }
+# Lua builder name → Python method name (where they differ).
+LUA_TO_PYTHON = {"idem": "idempotency"}
+
+
 def test_default_namespace_is_sy() -> None:
     assert DEFAULT_NAMESPACE == "sy"
     assert Keys().namespace == "sy"
@@ -265,7 +270,7 @@ def test_lua_key_builders_produce_the_python_keys(namespace: str, ident: str) ->
     keys = Keys(namespace)
     builders, _ = _eval_prelude(keys.lua_prelude())
     for lua_name, (head, tail) in builders.items():
-        method = getattr(keys, lua_name)
+        method = getattr(keys, LUA_TO_PYTHON.get(lua_name, lua_name))
         assert head + ident + tail == method(ident), lua_name
 
 
@@ -278,5 +283,5 @@ def test_lua_key_constants_equal_the_python_keys(namespace: str) -> None:
 
 def test_lua_prelude_covers_every_key_of_the_schema() -> None:
     builders, constants = _eval_prelude(Keys().lua_prelude())
-    assert set(builders) == set(ID_KEYS)
+    assert {LUA_TO_PYTHON.get(n, n) for n in builders} == set(ID_KEYS)
     assert set(constants) == set(FIXED_KEYS)

@@ -57,9 +57,9 @@ async def test_bulk_submits_index_every_job_and_step_jobs_are_not_indexed(rig: M
     assert await named(rig, "extract") == []
 
 
-async def test_jobs_of_one_name_list_newest_first_though_keyed_ids_do_not_sort_by_creation(rig: MasterRig) -> None:
-    """A job submitted under an idempotency key has the key's digest as its id (ids.keyed_job_id), so ids
-    no longer sort by creation: the name index orders by creation time. So does a name given by an update."""
+async def test_jobs_of_one_name_list_newest_first_by_their_creation_time(rig: MasterRig) -> None:
+    """The name index orders by creation time, not by id (ids sort by creation only as long as they are
+    drawn, common/ids.py). So does a name given by an update."""
     jobs = rig.master.jobs
     made = []
     for key in ("zzz", "aaa", "mmm"):

@@ -32,7 +32,7 @@ class Rig(MasterRig):
     async def submit(self, job_id: str, first_ms: int, **spec: object) -> pb.JobSpec:
         every = pb.Trigger(every=pb.Trigger.Every(interval={"seconds": EVERY_MS // 1000}))
         norm = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", trigger=every, **spec))  # type: ignore[arg-type]
-        (result,) = await self.store.submit_many([NewJob(job_id, norm, "abs", first_ms)])
+        (result,) = await self.store.submit_many([NewJob(job_id, norm, "abs", first_ms)], 60_000)
         assert not result.duplicate and not result.id_taken
         return norm
 
@@ -196,7 +196,7 @@ async def test_a_fixed_delay_firing_skipped_by_overlap_forbid_does_not_stall_the
     first = rig.now_ms()
     every = pb.Trigger(every=pb.Trigger.Every(interval={"seconds": EVERY_MS // 1000}, fixed_delay=True))
     spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", trigger=every, overlap=pb.OVERLAP_FORBID))
-    await rig.store.submit_many([NewJob("j1", spec, "abs", first)])
+    await rig.store.submit_many([NewJob("j1", spec, "abs", first)], 60_000)
     rig.clock.advance(1.0)
     manual, _ = await rig.preloader.trigger_now("j1", spec, 1)  # a manual run is active when the firing comes
     await rig.preloader.fire_batch([("j1", first)])
@@ -219,7 +219,7 @@ async def test_a_firing_with_no_tasks_ends_its_run_and_a_fixed_delay_job_moves_o
     first = rig.now_ms()
     every = pb.Trigger(every=pb.Trigger.Every(interval={"seconds": EVERY_MS // 1000}, fixed_delay=True))
     spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", trigger=every, overlap=pb.OVERLAP_FORBID))
-    await rig.store.submit_many([NewJob("j1", spec, "abs", first)])
+    await rig.store.submit_many([NewJob("j1", spec, "abs", first)], 60_000)
     await rig.preloader.fire_batch([("j1", first)])
     assert await rig.runs("j1") == [(first, RunState.SUCCEEDED)] and await rig.store.active_runs("j1") == []
     await settle(rig.store)  # the reschedule is one store call on this loop

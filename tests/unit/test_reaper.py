@@ -80,7 +80,7 @@ class Rig:
     async def leased(self, tasks: int = 1, retry: pb.RetryPolicy | None = None) -> list[str]:
         """One job fired at submit, its tasks leased to w1; returns the task ids."""
         spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", retry=retry))
-        await self.store.submit_many([NewJob(JOB, spec, "abs", 1_000, fire_now=[()] * tasks)])
+        await self.store.submit_many([NewJob(JOB, spec, "abs", 1_000, fire_now=[()] * tasks)], 60_000)
         task_ids = [ids.task_id(ids.run_id(JOB, 1_000), i) for i in range(tasks)]
         await self.lease(task_ids)
         return task_ids

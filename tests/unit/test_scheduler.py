@@ -37,7 +37,7 @@ async def submit(store: RedisStore, n: int, tasks: int = 1, priority: int = 0, a
     """Job ``n`` fired at submit with ``tasks`` tasks (inputs p0, p1, …); returns the task ids."""
     spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", priority=priority))
     inputs = [[pb.SplitInput(value=f"p{i}")] for i in range(tasks)]
-    await store.submit_many([NewJob(job_id(n), spec, "abs", at, fire_now=inputs)])
+    await store.submit_many([NewJob(job_id(n), spec, "abs", at, fire_now=inputs)], 60_000)
     return [ids.task_id(ids.run_id(job_id(n), at), i) for i in range(tasks)]
 
 
@@ -124,7 +124,7 @@ async def test_an_assignment_carries_its_own_inputs_not_the_splits_whole_list(cl
     spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", split=pb.SplitSpec(
         inputs=[pb.SplitInput(value=f"/in/{i}") for i in range(3)], max_concurrent=5)))
     inputs = [[pb.SplitInput(value=f"/in/{i}")] for i in range(3)]
-    await rig.store.submit_many([NewJob(job_id(1), spec, "abs", 1_000, fire_now=inputs)])
+    await rig.store.submit_many([NewJob(job_id(1), spec, "abs", 1_000, fire_now=inputs)], 60_000)
     w1 = connect(rig.registry, rig.clock, "w1", 3)
     await rig.scheduler.dispatch_round()
     assignments = sent(w1)

@@ -79,7 +79,7 @@ async def ended_run(store: RedisStore, n: int, outcome: str = "FAILED", **urls: 
     now = await store.time_ms()
     job_id = f"j{n:021x}"
     spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", **urls))
-    await store.submit_many([NewJob(job_id, spec, "abs", now, fire_now=[[]])])
+    await store.submit_many([NewJob(job_id, spec, "abs", now, fire_now=[[]])], 60_000)
     run_id = ids.run_id(job_id, now)
     (claim,) = await store.claim("default", [(ids.task_id(run_id, 0), "w1")], lease_ms=60_000, timeout_grace_ms=0)
     (verdict,) = await store.report([Report(claim.task_id, claim.token, outcome)])
