@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
@@ -49,6 +50,8 @@ MAX_ENUMERATED_MISSES = 10_000
 # Parsed cron expressions kept: parsing is most of what croniter costs (a bulk submit of a million daily
 # jobs spent a third of the master's CPU on it), and a job's expression is the same at every firing.
 CRON_CACHE = 4096
+# croniter's random field (``R``): drawn when the expression is parsed, so such expressions are not kept.
+_RANDOM_FIELD = re.compile(r"\bR\b")
 
 
 def _ms(d: object) -> int:
@@ -67,7 +70,10 @@ def _cron_after(cron: pb.Trigger.Cron, after_ms: int) -> int:
     six = len(fields) == 6
     hour_field = fields[2] if six else fields[1]
     start = datetime.fromtimestamp(after_ms / 1000, tz=zone)
-    it = copy.copy(_parsed(cron.expr, six))  # its own position: backfills enumerate in another thread
+    if _RANDOM_FIELD.search(cron.expr):  # croniter draws an R field when it parses: a draw per use, as before
+        it = croniter(cron.expr, start, second_at_beginning=six)
+    else:
+        it = copy.copy(_parsed(cron.expr, six))  # its own position: backfills enumerate in another thread
     nxt: datetime = it.get_next(datetime, start_time=start)
     if not hour_field.startswith("*") and nxt.replace(tzinfo=None) <= start.replace(tzinfo=None):
         nxt = it.get_next(datetime)  # the same wall time again, in the repeated hour: skip it

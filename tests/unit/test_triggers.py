@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from sparkyard.master import triggers
 from sparkyard.master.triggers import (
     AFTER_RUN,
     NONE,
@@ -483,3 +484,14 @@ def test_a_backfill_refuses_a_range_past_its_limit_and_triggers_without_a_cadenc
     for trigger in (_every(MINUTE, fixed_delay=True), _at(T0)):
         with pytest.raises(NoCadence, match="backfill needs a cron or fixed-rate job"):
             backfill_times(trigger, T0, T0 + HOUR, limit=3)
+
+
+def test_parsed_cron_expressions_are_kept_but_not_one_with_a_random_field() -> None:
+    """croniter draws an ``R`` field when it parses: keeping that parse would give every job with the same
+    expression the same draw for the life of the master."""
+    triggers._parsed.cache_clear()
+    for expr in ("17 3 * * *", "17 3 * * *", "0 0 * * FRI"):
+        triggers._cron_after(pb.Trigger.Cron(expr=expr), 1_700_000_000_000)
+    assert triggers._parsed.cache_info().currsize == 2
+    nxt = triggers._cron_after(pb.Trigger.Cron(expr="R 3 * * *"), 1_700_000_000_000)
+    assert triggers._parsed.cache_info().currsize == 2 and nxt > 1_700_000_000_000
