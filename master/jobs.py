@@ -140,8 +140,9 @@ class JobManager:
         return task
 
     async def started_task(self, task_id: str) -> TaskRecord:
-        """The task once an attempt of it has started: a followed log (``logs -f``) waits for it, as ``tail -F``
-        waits for a file, where it failed while the task was still queued. NotFound if it ends without one."""
+        """The task once a worker has taken it (it has an attempt): a followed log (``logs -f``) waits for
+        that, as ``tail -F`` waits for a file, where it failed while the task was still queued. NotFound if
+        it ends without one."""
         while True:
             task = await self.get_task(task_id)
             if task.attempts:
