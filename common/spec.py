@@ -19,6 +19,7 @@ import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -217,7 +218,7 @@ def validate_cron(expr: str, tz: str) -> None:
     if len(fields) not in (5, 6):
         raise SpecError("trigger.cron.expr", f"{quote(expr)} has {len(fields)} fields; use 5 (min hour dom mon dow) "
                         "or 6 (sec min hour dom mon dow)")
-    if not _cron_parses(expr, len(fields) == 6):
+    if parsed_cron(expr, len(fields) == 6) is None:
         raise SpecError("trigger.cron.expr", f"{quote(expr)} is not a valid cron expression{_bad_cron_field(fields)}")
     if tz:
         try:
@@ -227,11 +228,16 @@ def validate_cron(expr: str, tz: str) -> None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _cron_parses(expr: str, six: bool) -> bool:
-    """Remembered: parsing is most of croniter's cost, and a bulk submit's jobs often share an expression."""
-    from croniter import croniter  # only a cron trigger needs it: a CLI submit without --cron never loads it
+def parsed_cron(expr: str, six: bool) -> Any:
+    """The expression parsed by croniter (None: it is not valid), kept: parsing is most of croniter's cost,
+    a bulk submit's jobs often share an expression, and the master's fire times (master/triggers.py) copy
+    the same parse that validation made. Typed Any: croniter is imported only when a cron is met."""
+    from croniter import CroniterError, croniter  # a CLI submit without --cron never loads it
 
-    return bool(croniter.is_valid(expr, second_at_beginning=six))
+    try:
+        return croniter(expr, 0.0, second_at_beginning=six)
+    except CroniterError:
+        return None
 
 
 def _validate_trigger(trigger: pb.Trigger) -> None:

@@ -27,7 +27,6 @@ from its scheduled time, so a fixed-rate job does not drift.
 from __future__ import annotations
 
 import copy
-import functools
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -35,6 +34,7 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
+from sparkyard.spec import parsed_cron
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 # No further firing.
@@ -47,9 +47,6 @@ AFTER_RUN = -2
 MAX_ENUMERATED_MISSES = 10_000
 
 
-# Parsed cron expressions kept: parsing is most of what croniter costs (a bulk submit of a million daily
-# jobs spent a third of the master's CPU on it), and a job's expression is the same at every firing.
-CRON_CACHE = 4096
 # croniter's random field (``R``): drawn when the expression is parsed, so such expressions are not kept.
 _RANDOM_FIELD = re.compile(r"\bR\b")
 
@@ -73,17 +70,13 @@ def _cron_after(cron: pb.Trigger.Cron, after_ms: int) -> int:
     if _RANDOM_FIELD.search(cron.expr):  # croniter draws an R field when it parses: a draw per use, as before
         it = croniter(cron.expr, start, second_at_beginning=six)
     else:
-        it = copy.copy(_parsed(cron.expr, six))  # its own position: backfills enumerate in another thread
+        # The parse validation kept (a bulk submit of daily jobs spent a third of the master's CPU parsing each
+        # expression twice), copied for a position of its own: backfills enumerate in another thread.
+        it = copy.copy(parsed_cron(cron.expr, six))
     nxt: datetime = it.get_next(datetime, start_time=start)
     if not hour_field.startswith("*") and nxt.replace(tzinfo=None) <= start.replace(tzinfo=None):
         nxt = it.get_next(datetime)  # the same wall time again, in the repeated hour: skip it
     return int(round(nxt.timestamp() * 1000))
-
-
-@functools.lru_cache(maxsize=CRON_CACHE)
-def _parsed(expr: str, six: bool) -> croniter:
-    """A parsed expression to copy: its parsed fields are only read by ``get_next``, so copies share them."""
-    return croniter(expr, 0.0, second_at_beginning=six)
 
 
 def first_fire_ms(trigger: pb.Trigger, now_ms: int) -> int:

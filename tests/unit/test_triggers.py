@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from sparkyard.master import triggers
+from sparkyard.spec import parsed_cron
 from sparkyard.master.triggers import (
     AFTER_RUN,
     NONE,
@@ -489,9 +490,9 @@ def test_a_backfill_refuses_a_range_past_its_limit_and_triggers_without_a_cadenc
 def test_parsed_cron_expressions_are_kept_but_not_one_with_a_random_field() -> None:
     """croniter draws an ``R`` field when it parses: keeping that parse would give every job with the same
     expression the same draw for the life of the master."""
-    triggers._parsed.cache_clear()
+    parsed_cron.cache_clear()
     for expr in ("17 3 * * *", "17 3 * * *", "0 0 * * FRI"):
         triggers._cron_after(pb.Trigger.Cron(expr=expr), 1_700_000_000_000)
-    assert triggers._parsed.cache_info().currsize == 2
+    assert parsed_cron.cache_info().currsize == 2
     nxt = triggers._cron_after(pb.Trigger.Cron(expr="R 3 * * *"), 1_700_000_000_000)
-    assert triggers._parsed.cache_info().currsize == 2 and nxt > 1_700_000_000_000
+    assert parsed_cron.cache_info().currsize == 2 and nxt > 1_700_000_000_000
