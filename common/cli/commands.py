@@ -32,7 +32,8 @@ EXIT_TIMEOUT = 124
 EXIT_UNREACHABLE = 69
 # What a submit reads of the job it made when it does not print it whole (its line, the next run's id, the
 # runner's notice): a split's input list, thousands of paths, does not come back.
-_SUBMIT_READS = ("id", "next_fire_at", "last_run_id", "spec.name", *(f"spec.{f}" for f in resources.NOTICE_FIELDS))
+_SUBMIT_READS = ("id", "next_fire_at", "last_run_id", "spec.name", "spec.group",
+                 *(f"spec.{f}" for f in resources.NOTICE_FIELDS))
 # The connection options of the top parser that the verbs needing no master (local, certs) do not read.
 _UNUSED_OFFLINE = ("master", "config", "tls_ca", "tls_cert", "tls_key")
 
@@ -53,6 +54,7 @@ def cmd_submit(client: Client, args: argparse.Namespace, out: Callable[..., None
     printed_whole = args.json and not args.wait
     job = client.submit_spec(spec, args.idempotency_key, read_mask=() if printed_whole else _SUBMIT_READS).job
     _warn_unhonoured(job)
+    _note_unserved(client, job.spec.group)
     if after is not None:
         out(job, lambda c: c.print(f"submitted job {job.id} ({job.spec.name}); it fires when a run of job "
                                    f"{after.job_id} ends ({render.after_when(after.when)})"))
@@ -69,6 +71,18 @@ def _warn_unhonoured(job: pb.Job) -> None:
     notice = resources.submit_notice(job.spec)
     if notice:
         print(f"sparkyard: warning: {notice}", file=sys.stderr)
+
+
+def _note_unserved(client: Client, group: str) -> None:
+    """One line when no worker serves the job's group now: its runs wait (silently, were it not said) until
+    one connects, which a mistyped --group or a worker not started yet would otherwise leave unexplained."""
+    workers = [w for w in client.workers() if not w.draining]
+    if any(w.group == group for w in workers):
+        return
+    others = sorted({w.group for w in workers})
+    now = f"workers connected serve {', '.join(map(repr, others))}" if others else "no worker is connected"
+    print(f"sparkyard: note: no worker serves group {group!r} now ({now}); the job's runs wait until one does",
+          file=sys.stderr)
 
 
 def _wait(client: Client, run_id: str, timeout: str | None, args: argparse.Namespace) -> tuple[pb.Run, bool]:

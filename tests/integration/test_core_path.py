@@ -216,6 +216,19 @@ def test_cli_bad_input_prints_one_line_and_fails(shared_cluster: Cluster, args: 
     assert len(lines) == 1 and message in lines[0], done.stderr
 
 
+def test_a_submit_to_a_group_no_worker_serves_says_so_in_one_line(shared_cluster: Cluster) -> None:
+    served = cli(shared_cluster, "submit", f"{TASKS}:count", "--cron", "0 3 * * *")
+    assert served.returncode == 0 and served.stderr == "", served.stderr
+    unserved = cli(shared_cluster, "submit", f"{TASKS}:count", "--group", "gpu", "--cron", "0 3 * * *")
+    assert unserved.returncode == 0, unserved.stderr
+    assert unserved.stderr.splitlines() == [
+        "sparkyard: note: no worker serves group 'gpu' now (workers connected serve 'default'); the job's runs "
+        "wait until one does"], unserved.stderr
+    client = shared_cluster.client()
+    for done in (served, unserved):
+        client.delete(done.stdout.split()[2])
+
+
 def test_cli_without_a_reachable_master_says_so() -> None:
     done = subprocess.run([sys.executable, "-m", "sparkyard.cli.main", "--master", "127.0.0.1:1", "jobs"],
                           capture_output=True, text=True, timeout=60)
