@@ -15,7 +15,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable
 
 from sparkyard import errors, resources
-from sparkyard.cli import render
+from sparkyard.cli import flag_table, render
 from sparkyard.cli.offline import cmd_certs, cmd_local
 from sparkyard.client import Client, first_run_id
 from sparkyard.config_source import ConfigError
@@ -229,13 +229,25 @@ def dispatch(args: argparse.Namespace) -> int:
     return 0
 
 
+# A job option's flag by the name the job options' errors give it (the Python client's keyword, e.g.
+# input_globs): a command line's error names the flag its user typed (--inputs).
+_JOB_FLAGS = {row["dest"]: flag for flag, _, row in flag_table.JOB_OPTIONS}
+
+
+def _as_typed(verb: str, message: str) -> str:
+    """``message`` with a leading job option's name said as its flag, for the verbs that take job options."""
+    name, sep, rest = message.partition(": ")
+    flag = _JOB_FLAGS.get(name) if verb in ("submit", "update") and sep else None
+    return f"{flag}: {rest}" if flag else message
+
+
 def run(args: argparse.Namespace) -> int:
     """Do what the parsed command line says; every error is one line on stderr and an exit code."""
     said = f"sparkyard {args.verb}"  # every error names the verb it came from
     try:
         return dispatch(args)
     except (errors.InvalidArgument, ConfigError) as exc:
-        print(f"{said}: {exc}", file=sys.stderr)
+        print(f"{said}: {_as_typed(args.verb, str(exc))}", file=sys.stderr)
         return 2
     except errors.Unavailable as exc:
         print(f"{said}: {exc}", file=sys.stderr)

@@ -24,7 +24,13 @@ NOWHERE = ["--master", "127.0.0.1:1"]
     (["submit", "--retries", "2"], "sparkyard submit: give the program to run: path/to/app.py [its arguments] "
                                    "or module:function (see sparkyard submit --help)"),
     (["submit", TASKS, "--at", "2020-01-01T00:00:00Z"],
-     "sparkyard submit: at: 2020-01-01T00:00:00.000Z is in the past; give a later time, or no --at to run it now"),
+     "sparkyard submit: --at: 2020-01-01T00:00:00.000Z is in the past; give a later time, or no --at to run it now"),
+    # A job option's error names the flag typed, not the option's name in the Python client (input_globs).
+    (["submit", TASKS, "--inputs", "no/such/dir/*"], "sparkyard submit: --inputs: no file matches 'no/such/dir/*'"),
+    (["submit", TASKS, "--driver-memory", "lots"], "sparkyard submit: --driver-memory: 'lots' is not a size like 512m "
+                                                   "or 2g (a whole number, then k, m, g, t or p)"),
+    (["update", "J", "--timeout", "5x"], "sparkyard update: --timeout: '5x' is not a duration (use e.g. 500ms, 10s, "
+                                         "5m, 1h30m)"),
 ])
 def test_a_usage_error_is_one_line_naming_the_verb(argv: list[str], line: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
