@@ -235,9 +235,13 @@ _JOB_FLAGS = {row["dest"]: flag for flag, _, row in flag_table.JOB_OPTIONS}
 
 
 def _as_typed(verb: str, message: str) -> str:
-    """``message`` with a leading job option's name said as its flag, for the verbs that take job options."""
+    """``message`` with a leading job option's name said as its flag, for the verbs that take job options. The
+    master names a field of the job's spec (``trigger.cron.expr``): its innermost part that is an option's
+    name is the flag (``--cron``)."""
     name, sep, rest = message.partition(": ")
-    flag = _JOB_FLAGS.get(name) if verb in ("submit", "update") and sep else None
+    if verb not in ("submit", "update") or not sep:
+        return message
+    flag = next((_JOB_FLAGS[part] for part in reversed(name.split(".")) if part in _JOB_FLAGS), None)
     return f"{flag}: {rest}" if flag else message
 
 

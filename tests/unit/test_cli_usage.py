@@ -88,3 +88,17 @@ def test_a_local_cluster_of_no_workers_is_refused(capsys: pytest.CaptureFixture[
     assert exit_.value.code == 2
     assert capsys.readouterr().err.strip() == ("sparkyard local: argument --workers: 0 is not at least 1 "
                                                "(see sparkyard local --help)")
+
+
+@pytest.mark.parametrize("verb, message, said", [
+    ("submit", "trigger.cron.expr: '* * *' has 3 fields", "--cron: '* * *' has 3 fields"),
+    ("submit", "trigger.cron.tz: 'Mars/Base' is not a time zone", "--tz: 'Mars/Base' is not a time zone"),
+    ("update", "trigger.every.interval: must be positive", "--every: must be positive"),
+    ("submit", "input_globs: no file matches 'x'", "--inputs: no file matches 'x'"),
+    ("submit", "entrypoint.path: not absolute", "entrypoint.path: not absolute"),  # no option of that name
+    ("jobs", "limit: must not be negative", "limit: must not be negative"),  # a verb without job options
+])
+def test_the_master_s_field_paths_are_said_as_the_flag_typed(verb: str, message: str, said: str) -> None:
+    from sparkyard.cli.commands import _as_typed
+
+    assert _as_typed(verb, message) == said
