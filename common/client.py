@@ -192,7 +192,7 @@ class Client:
         completed jobs (they fire no more), those whose last run FAILED — as the console shows them."""
         if state == "failed":
             done = self.jobs(limit=limit, state="completed", group=group, name=name)
-            return [j for j in done if j.last_run_id and self.run(j.last_run_id).state == pb.RUN_FAILED]
+            return [j for j in done if j.last_run_state == pb.RUN_FAILED]
         enum = pb.JobState.Value(f"JOB_{state.upper()}") if state else pb.JOB_STATE_UNSPECIFIED
         wanted, token = limit or LISTED_BY_DEFAULT, ""
         out: list[pb.Job] = []

@@ -22,7 +22,7 @@ def _set_ms(ts: Timestamp, ms: int, record_id: str) -> None:
         log_once(f"{record_id} {ms}", "record %s holds a time out of range (%d ms); shown without it", record_id, ms)
 
 
-def job_to_proto(job: JobRecord, with_spec: bool = True) -> pb.Job:
+def job_to_proto(job: JobRecord, with_spec: bool = True, last_run_state: RunState | None = None) -> pb.Job:
     out = pb.Job(
         id=job.id,
         spec=job.spec if with_spec else None,
@@ -30,6 +30,7 @@ def job_to_proto(job: JobRecord, with_spec: bool = True) -> pb.Job:
         runs=job.runs,
         last_run_id=job.last_run_id,
         spec_version=job.spec_version,
+        last_run_state=pb.RunState.Value(to_proto(last_run_state)) if last_run_state else None,
     )
     _set_ms(out.spec_updated_at, job.spec_updated_ms, job.id)
     _set_ms(out.created_at, job.created_ms, job.id)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from typing import Callable, Sequence
 
 from sparkyard import ids
 from sparkyard.clock import Clock
@@ -29,7 +29,7 @@ from sparkyard.master.submissions import Submissions, Submitted, bundle_missing,
 from sparkyard.pipeline_spec import same_version
 from sparkyard.spec import SpecError
 from sparkyard.updates import apply_update
-from sparkyard.states import RUN_TERMINAL, TASK_TERMINAL, JobState, StepState, TaskState
+from sparkyard.states import RUN_TERMINAL, TASK_TERMINAL, JobState, RunState, StepState, TaskState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -120,6 +120,11 @@ class JobManager:
             return (state is None or job.state == state) and (not group or job.spec.group == group) and keep(job)
 
         return await job_page(self._store, self._limit(limit), wanted, after, budget)
+
+    async def last_run_states(self, jobs: Sequence[JobRecord]) -> list[RunState | None]:
+        """Each job's last run's state (None when it has none): what a reader needs to tell a COMPLETED job
+        whose last run FAILED from one that succeeded, read with the jobs rather than run by run."""
+        return await self._store.run_states([job.last_run_id for job in jobs])
 
     async def get_run(self, run_id: str) -> RunRecord:
         self.check_id(run_id, ids.IdKind.RUN)

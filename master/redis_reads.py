@@ -19,7 +19,7 @@ from sparkyard.master import store_outcomes as outcomes
 from sparkyard.master.records import StepRecord, JobRecord, RunRecord, TaskRecord, read_one, readable, spec_from_text
 from sparkyard.master.spec_cache import SpecCache
 from sparkyard.master.store_values import DEFAULT_DUE_LIMIT
-from sparkyard.states import JobState, StepState
+from sparkyard.states import JobState, RunState, StepState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 
@@ -225,6 +225,13 @@ class RedisReads:
             read = [readable(r, lambda: RunRecord.from_hash(r, h)) for r, h in zip(run_ids, hashes) if h]
             out.append([run for run in read if run is not None])
         return out
+
+    async def run_states(self, run_ids: Sequence[str]) -> list[RunState | None]:
+        pipe = self.redis.pipeline(transaction=False)
+        for run_id in run_ids:
+            pipe.hget(self.keys.run(run_id or "-"), "state")
+        known = {state.value for state in RunState}
+        return [RunState(state) if state in known else None for state in await pipe.execute()]
 
     async def get_tasks(self, task_ids: Sequence[str]) -> list[TaskRecord]:
         pipe = self.redis.pipeline(transaction=False)

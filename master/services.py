@@ -123,13 +123,16 @@ class JobService(pbg.JobServiceServicer):
 
     @mapped
     async def GetJob(self, request: pb.GetJobRequest, context: grpc.aio.ServicerContext) -> pb.Job:
-        return job_to_proto(await self._jobs.get_job(request.job_id))
+        job = await self._jobs.get_job(request.job_id)
+        return job_to_proto(job, last_run_state=(await self._jobs.last_run_states([job]))[0])
 
     @mapped
     async def ListJobs(self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext) -> pb.ListJobsResponse:
         page = await self._jobs.list_jobs(request.limit, _state_filter(request.state), request.group, request.name,
                                           after=request.page_token)
-        return pb.ListJobsResponse(jobs=[job_to_proto(j) for j in page.jobs], next_page_token=page.next)
+        states = await self._jobs.last_run_states(page.jobs)
+        return pb.ListJobsResponse(jobs=[job_to_proto(j, last_run_state=s) for j, s in zip(page.jobs, states)],
+                                   next_page_token=page.next)
 
     @mapped
     async def Cancel(self, request: pb.CancelRequest, context: grpc.aio.ServicerContext) -> pb.CancelResponse:

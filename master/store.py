@@ -53,7 +53,7 @@ from sparkyard.master.store_values import (
     UpdateResult,
     Verdict,
 )
-from sparkyard.states import JobState
+from sparkyard.states import JobState, RunState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 
@@ -276,6 +276,10 @@ class Store(Protocol):
 
     async def recent_runs(self, job_ids: Sequence[str], limit: int) -> list[list[RunRecord]]:
         """Each job's latest ``limit`` runs, latest scheduled first, without their tasks."""
+        ...
+
+    async def run_states(self, run_ids: Sequence[str]) -> list[RunState | None]:
+        """Each run's state, None for a run that does not exist (or '' asked), in one round trip."""
         ...
 
     async def get_tasks(self, task_ids: Sequence[str]) -> list[TaskRecord]:

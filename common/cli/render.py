@@ -71,6 +71,14 @@ def _state(message: Message) -> str:
     return enum_name(message.DESCRIPTOR.fields_by_name["state"], getattr(message, "state"))
 
 
+def job_state(job: Any) -> str:
+    """A job's state as a person reads it, as the console shows it: a COMPLETED job (it fires no more) whose
+    last run FAILED is FAILED; a one-shot job whose only run failed did not complete anything."""
+    if job.state == pb.JOB_COMPLETED and job.last_run_state == pb.RUN_FAILED:
+        return "FAILED"
+    return _state(job)
+
+
 def after_when(when: int) -> str:
     """``succeeded`` / ``failed`` / ``always``: a child job's condition as --after says it."""
     return pb.AfterWhen.Name(when or pb.AFTER_SUCCEEDED).removeprefix("AFTER_").lower()
@@ -88,7 +96,7 @@ def jobs_table(console: Console, jobs: Sequence[Any]) -> None:
                   "at": lambda: f"at {_ts(trig, 'at')}",
                   "after": lambda: f"after {trig.after.job_id}:{after_when(trig.after.when)}"}.get(kind, lambda: kind)()
         name = f"{job.spec.name} (pipeline, {len(job.spec.steps)} steps)" if job.spec.steps else job.spec.name
-        table.add_row(job.id, name, _state(job), detail, job.spec.group, str(job.spec.priority),
+        table.add_row(job.id, name, job_state(job), detail, job.spec.group, str(job.spec.priority),
                       str(job.runs), _ts(job, "next_fire_at"))
     console.print(table)
 

@@ -377,7 +377,7 @@ class BundleRef(_message.Message):
     def __init__(self, digest: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "spec", "state", "created_at", "updated_at", "next_fire_at", "runs", "last_run_id", "spec_version", "spec_updated_at")
+    __slots__ = ("id", "spec", "state", "created_at", "updated_at", "next_fire_at", "runs", "last_run_id", "spec_version", "spec_updated_at", "last_run_state")
     ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -388,6 +388,7 @@ class Job(_message.Message):
     LAST_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_VERSION_FIELD_NUMBER: _ClassVar[int]
     SPEC_UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_RUN_STATE_FIELD_NUMBER: _ClassVar[int]
     id: str
     spec: JobSpec
     state: JobState
@@ -398,7 +399,8 @@ class Job(_message.Message):
     last_run_id: str
     spec_version: int
     spec_updated_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_fire_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., runs: _Optional[int] = ..., last_run_id: _Optional[str] = ..., spec_version: _Optional[int] = ..., spec_updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    last_run_state: RunState
+    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_fire_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., runs: _Optional[int] = ..., last_run_id: _Optional[str] = ..., spec_version: _Optional[int] = ..., spec_updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_run_state: _Optional[_Union[RunState, str]] = ...) -> None: ...
 
 class Attempt(_message.Message):
     __slots__ = ("number", "worker", "fencing_token", "state", "leased_at", "started_at", "finished_at", "result_json", "error", "traceback", "log_path")

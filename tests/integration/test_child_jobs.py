@@ -67,9 +67,10 @@ def test_a_parent_s_run_fires_its_children_down_a_chain_with_the_parent_s_schedu
 
 def test_bad_after_values_are_refused_naming_the_option(shared_cluster: Cluster) -> None:
     cli = [sys.executable, "-m", "sparkyard.cli.main", "--master", shared_cluster.address, "submit", f"{TASKS}:noop"]
-    for after, says in (("j19a8c2f3a1b2c3d4e5f65:sometimes", "after: 'sometimes' is not one of"),
-                        ("j19a8c2f3a1b2c3d4e5f65", "trigger.after.job_id: job j19a8c2f3a1b2c3d4e5f65 not found"),
-                        ("no-job-has-this-name", "after: 'no-job-has-this-name' is neither a job id nor the name of a job")):
+    for after, says in (("j19a8c2f3a1b2c3d4e5f65:sometimes", "submit: --after: 'sometimes' is not one of"),
+                        ("j19a8c2f3a1b2c3d4e5f65", "submit: --after: job j19a8c2f3a1b2c3d4e5f65 not found"),
+                        ("no-job-has-this-name",
+                         "submit: --after: 'no-job-has-this-name' is neither a job id nor the name of a job")):
         done = subprocess.run([*cli, "--after", after], capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and says in done.stderr, (after, done.returncode, done.stderr)
 

@@ -230,6 +230,20 @@ def test_a_submit_to_a_group_no_worker_serves_says_so_in_one_line(shared_cluster
         client.delete(done.stdout.split()[2])
 
 
+def test_a_one_shot_job_whose_run_failed_reads_failed_in_the_cli_as_on_the_console(shared_cluster: Cluster) -> None:
+    client = shared_cluster.client()
+    failed = client.submit(f"{TASKS}:always_fail", name="cli-fails", retries=0)
+    run, _ = client.wait(first_run_id(failed), timeout=120)
+    assert run.state == pb.RUN_FAILED
+    job = client.job(failed.id)
+    assert (job.state, job.last_run_state) == (pb.JOB_COMPLETED, pb.RUN_FAILED)
+    table = cli(shared_cluster, "job", failed.id)
+    assert table.returncode == 0 and "FAILED" in table.stdout and "COMPLETED" not in table.stdout, table.stdout
+    listed = cli(shared_cluster, "jobs", "--state", "failed", "--json")
+    assert failed.id in [j["id"] for j in json.loads(listed.stdout)], listed.stdout
+    client.delete(failed.id)
+
+
 def test_cli_without_a_reachable_master_says_so() -> None:
     done = subprocess.run([sys.executable, "-m", "sparkyard.cli.main", "--master", "127.0.0.1:1", "jobs"],
                           capture_output=True, text=True, timeout=60)

@@ -11,6 +11,7 @@ from sparkyard.master.redis_bundles import RedisBundles
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.store_values import NewJob, Report
 from sparkyard.spec import normalize
+from sparkyard.states import RunState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 LEASE_MS = 60_000
@@ -134,3 +135,10 @@ async def test_a_bundle_shared_by_many_jobs_is_kept_while_any_needs_it_and_its_r
     assert await bundles.collect() == [digest]
     assert not await r.exists(k.bundle(digest), k.bundle_jobs(digest))
     await blobs.aclose()
+
+
+async def test_run_states_reads_each_run_s_state_in_one_round_trip_and_none_for_no_run(store: RedisStore) -> None:
+    task_id, token, run_id = await leased_task(store)
+    assert await store.run_states([run_id, "", "j0000000000100000000009.r1"]) == [RunState.RUNNING, None, None]
+    await store.report([Report(task_id, token, "FAILED", error="boom")])
+    assert await store.run_states([run_id]) == [RunState.FAILED]

@@ -10,6 +10,7 @@ import pytest
 from sparkyard.cli import render
 from sparkyard.cli.main import build_parser, main
 from sparkyard.spec import SpecError, validate_cron
+from sparkyard.v1 import sparkyard_pb2 as pb
 
 TASKS = str(Path(__file__).resolve().parents[2] / "examples" / "wordcount.py") + ":main"
 NOWHERE = ["--master", "127.0.0.1:1"]
@@ -102,3 +103,12 @@ def test_the_master_s_field_paths_are_said_as_the_flag_typed(verb: str, message:
     from sparkyard.cli.commands import _as_typed
 
     assert _as_typed(verb, message) == said
+
+
+@pytest.mark.parametrize("state, last_run, shown", [
+    (pb.JOB_COMPLETED, pb.RUN_FAILED, "FAILED"), (pb.JOB_COMPLETED, pb.RUN_SUCCEEDED, "COMPLETED"),
+    (pb.JOB_COMPLETED, pb.RUN_STATE_UNSPECIFIED, "COMPLETED"), (pb.JOB_ACTIVE, pb.RUN_FAILED, "ACTIVE"),
+])
+def test_a_completed_job_whose_last_run_failed_reads_failed_as_on_the_console(state: int, last_run: int,
+                                                                              shown: str) -> None:
+    assert render.job_state(pb.Job(state=state, last_run_state=last_run)) == shown
