@@ -29,7 +29,7 @@ from sparkyard.master.submissions import Submissions, Submitted, bundle_missing,
 from sparkyard.pipeline_spec import same_version
 from sparkyard.spec import SpecError
 from sparkyard.updates import apply_update
-from sparkyard.states import RUN_TERMINAL, TASK_TERMINAL, JobState, RunState, StepState, TaskState
+from sparkyard.states import RUN_TERMINAL, TASK_TERMINAL, AttemptState, JobState, RunState, StepState, TaskState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -146,11 +146,13 @@ class JobManager:
 
     async def started_task(self, task_id: str) -> TaskRecord:
         """The task once a worker has taken it (it has an attempt): a followed log (``logs -f``) waits for
-        that, as ``tail -F`` waits for a file, where it failed while the task was still queued. NotFound if
-        it ends without one."""
+        that, as ``tail -F`` waits for a file, where it failed while the task was still queued. An attempt
+        handed back (RELEASED: a draining worker's, or one no worker could be given) is not what runs next:
+        the follow waits for the task's next attempt. NotFound if it ends without one."""
         while True:
             task = await self.get_task(task_id)
-            if task.attempts:
+            handed_back = bool(task.attempts) and task.attempts[-1].state is AttemptState.RELEASED
+            if task.attempts and (not handed_back or task.state in TASK_TERMINAL):
                 return task
             if task.state in TASK_TERMINAL:
                 raise NotFound(f"task {task_id} ended {task.state.value} without starting: it has no log")

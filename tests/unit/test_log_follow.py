@@ -1,5 +1,6 @@
 """``sparkyard logs TASK -f`` on a task still queued waits for its first attempt (it failed with "has not
-started yet"), and ends with one line if the task ends without ever starting."""
+started yet"), and ends with one line if the task ends without ever starting; an attempt handed back
+(RELEASED) makes it wait for the next one (it ended at once)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from master_rig import MasterRig
 from sparkyard import errors, ids
 from sparkyard.master.jobs import START_POLL_S
+from sparkyard.master.store_values import Report
 from sparkyard.v1 import sparkyard_pb2 as pb
 from test_job_names import rig  # noqa: F401 - the same rig fixture
 
@@ -49,3 +51,17 @@ async def test_a_followed_log_of_a_task_cancelled_before_it_started_ends_with_on
     rig.clock.advance(START_POLL_S)
     with pytest.raises(errors.NotFound, match=f"task {task_id} ended CANCELLED without starting"):
         await asyncio.wait_for(waiter, 10)
+
+
+async def test_a_followed_log_of_a_task_handed_back_waits_for_its_next_attempt(rig: MasterRig) -> None:
+    task_id = await queued_task(rig)
+    (first,) = await rig.store.claim("default", [(task_id, "w1")], lease_ms=60_000, timeout_grace_ms=0)
+    await rig.store.report([Report(task_id, first.token, "RELEASED", error="draining")])
+    before = rig.clock.pending
+    waiter = asyncio.create_task(rig.master.jobs.started_task(task_id))
+    await polling(rig, waiter, before)
+    assert not waiter.done()
+    await rig.store.claim("default", [(task_id, "w2")], lease_ms=60_000, timeout_grace_ms=0)
+    rig.clock.advance(START_POLL_S)
+    task = await asyncio.wait_for(waiter, 10)
+    assert [a.worker for a in task.attempts][-1] == "w2" and task.attempts[-1].number == 2
