@@ -11,6 +11,7 @@ import pytest
 from master_rig import MasterRig
 from sparkyard import errors, ids
 from sparkyard.master.jobs import START_POLL_S
+from sparkyard.master.records import TaskRecord
 from sparkyard.master.store_values import Report
 from sparkyard.v1 import sparkyard_pb2 as pb
 from test_job_names import rig  # noqa: F401 - the same rig fixture
@@ -30,15 +31,20 @@ async def polling(rig: MasterRig, waiter: asyncio.Task[object], before: int) -> 
         await asyncio.sleep(0.005)
 
 
-async def test_a_followed_log_waits_for_the_first_attempt_of_a_queued_task(rig: MasterRig) -> None:
-    task_id = await queued_task(rig)
+async def followed_until_claimed(rig: MasterRig, task_id: str, worker: str) -> TaskRecord:
+    """Follow the task's log, see the follow wait, then let ``worker`` claim it: what the follow returns."""
     before = rig.clock.pending
     waiter = asyncio.create_task(rig.master.jobs.started_task(task_id))
     await polling(rig, waiter, before)
     assert not waiter.done()
-    await rig.store.claim("default", [(task_id, "w1")], lease_ms=60_000, timeout_grace_ms=0)
+    await rig.store.claim("default", [(task_id, worker)], lease_ms=60_000, timeout_grace_ms=0)
     rig.clock.advance(START_POLL_S)
-    task = await asyncio.wait_for(waiter, 10)
+    return await asyncio.wait_for(waiter, 10)
+
+
+async def test_a_followed_log_waits_for_the_first_attempt_of_a_queued_task(rig: MasterRig) -> None:
+    task_id = await queued_task(rig)
+    task = await followed_until_claimed(rig, task_id, "w1")
     assert task.id == task_id and [a.worker for a in task.attempts] == ["w1"]
 
 
@@ -57,11 +63,5 @@ async def test_a_followed_log_of_a_task_handed_back_waits_for_its_next_attempt(r
     task_id = await queued_task(rig)
     (first,) = await rig.store.claim("default", [(task_id, "w1")], lease_ms=60_000, timeout_grace_ms=0)
     await rig.store.report([Report(task_id, first.token, "RELEASED", error="draining")])
-    before = rig.clock.pending
-    waiter = asyncio.create_task(rig.master.jobs.started_task(task_id))
-    await polling(rig, waiter, before)
-    assert not waiter.done()
-    await rig.store.claim("default", [(task_id, "w2")], lease_ms=60_000, timeout_grace_ms=0)
-    rig.clock.advance(START_POLL_S)
-    task = await asyncio.wait_for(waiter, 10)
+    task = await followed_until_claimed(rig, task_id, "w2")
     assert [a.worker for a in task.attempts][-1] == "w2" and task.attempts[-1].number == 2
