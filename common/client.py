@@ -149,13 +149,22 @@ class Client:
             request.read_mask.paths.extend(read_mask)
         return self._link.call("jobs", "SubmitJob", request)
 
-    def submit_many(self, specs: Sequence[pb.JobSpec]) -> list[pb.Job]:
-        """Submit many jobs in one call (all validated first; one bad spec rejects the call)."""
+    def submit_many(self, specs: Sequence[pb.JobSpec], idempotency_keys: Sequence[str] | None = None) -> list[pb.Job]:
+        """Submit many jobs in one call (all validated first; one bad spec rejects the call).
+
+        ``idempotency_keys``, one per spec, make the call safe to repeat: a job whose key the master has seen
+        (within its idempotency TTL) is returned as it is, not made again, so a bulk submit that failed
+        part-way (the master stored the jobs chunk by chunk) is finished by sending it again. Without them each
+        call draws fresh keys, and repeating it makes the jobs again."""
+        if idempotency_keys is not None and len(idempotency_keys) != len(specs):
+            raise errors.InvalidArgument(f"idempotency_keys: {len(idempotency_keys)} keys for {len(specs)} jobs "
+                                         "(one per job)")
+        keys = list(idempotency_keys) if idempotency_keys is not None else [uuid.uuid4().hex for _ in specs]
         for spec in specs:
             resolve_after(spec, self._named)
         self._upload_for(specs)
-        request = pb.SubmitJobsRequest(jobs=[pb.SubmitJobRequest(spec=s, idempotency_key=uuid.uuid4().hex)
-                                             for s in specs])
+        request = pb.SubmitJobsRequest(jobs=[pb.SubmitJobRequest(spec=s, idempotency_key=k)
+                                             for s, k in zip(specs, keys)])
         return [r.job for r in self._link.call("jobs", "SubmitJobs", request).jobs]
 
     def update(self, job_id: str, entrypoint: str = "", **options: Any) -> pb.Job:

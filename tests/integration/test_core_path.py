@@ -149,6 +149,24 @@ def test_idempotency_key_returns_the_same_job(shared_cluster: Cluster) -> None:
     client.cancel(first.id)
 
 
+def test_a_bulk_submit_with_keys_sent_again_returns_its_jobs_instead_of_making_them_twice(
+        shared_cluster: Cluster) -> None:
+    from sparkyard.options import build_spec
+
+    client = shared_cluster.client()
+    specs = [build_spec(entry("noop"), name=f"bulk-keyed-{i}", delay="1h") for i in range(3)]
+    keys = [f"bulk-keyed-{i}" for i in range(3)]
+    first = client.submit_many(specs, idempotency_keys=keys)
+    again = client.submit_many(specs, idempotency_keys=keys)
+    assert [j.id for j in again] == [j.id for j in first] and len({j.id for j in first}) == 3
+    unkeyed = client.submit_many(specs[:1])
+    assert unkeyed[0].id not in {j.id for j in first}
+    with pytest.raises(InvalidArgument, match="idempotency_keys: 2 keys for 3 jobs"):
+        client.submit_many(specs, idempotency_keys=keys[:2])
+    for job in (*first, *unkeyed):
+        client.cancel(job.id)
+
+
 def test_many_waiters_on_one_run_all_wake(shared_cluster: Cluster) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
