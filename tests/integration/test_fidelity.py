@@ -118,7 +118,10 @@ def runs(redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) ->
     root = tmp_path_factory.mktemp("fidelity")
     cluster = Cluster(redis_server.url, root / "cluster", namespace="fidelity")
     try:
-        cluster.start_master()
+        # Leases of production's length, not the fault tests' 4 s: three workers, a Spark Connect server and
+        # spark-submits start at once here, and on 2 cores a worker starved for 2.4 s fenced itself mid-attempt;
+        # the re-run then found the first attempt's table on the shared server (CI, 2026-11-27).
+        cluster.start_master("--lease", "15s", "--heartbeat", "3s")
         for runner in RUNNERS:
             cluster.start_worker(runner, slots=SLOTS[runner], runner=runner, group=runner)
         cluster.wait_workers(*RUNNERS)
