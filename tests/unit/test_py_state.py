@@ -132,3 +132,19 @@ def test_a_programs_process_settings_are_put_back_and_its_alarm_cancelled() -> N
     assert settings() == before
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     assert random.random() != sequence.random()  # seeded afresh, as a new interpreter is, not the program's
+
+
+def test_a_python_handler_the_program_replaced_by_sig_ign_is_put_back() -> None:
+    def mine(*_: object) -> None:
+        return None
+
+    previous = signal.signal(signal.SIGUSR2, mine)
+    try:
+        state = ProcessState()
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        state.restore()
+        assert signal.getsignal(signal.SIGUSR2) is mine
+        assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
