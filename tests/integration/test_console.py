@@ -120,6 +120,9 @@ def test_pages_actions_and_a_live_log(shared_cluster: Cluster, tab: Tab, tmp_pat
     page.click("#resume")
     expect(page.locator("#notice")).to_have_text("Job is ACTIVE")
     assert client.job(nightly.id).state == pb.JOB_ACTIVE
+    # The notice comes before the page is built again for the new state: a form filled in meanwhile is
+    # replaced by the new page's (CI, 2026-11-27). The new page's Resume is disabled.
+    expect(page.locator("#resume")).to_be_disabled()
     edit = page.locator("#edit-schedule")
     edit.locator("select").select_option("every")
     edit.locator("input[name=value]").fill("soon")
