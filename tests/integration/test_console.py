@@ -82,7 +82,8 @@ def http(address: str, path: str, method: str = "GET", token: str = "",
     return status, json.loads(body) if kind.startswith("application/json") else body.decode(), headers
 
 
-def test_pages_actions_and_a_live_log(shared_cluster: Cluster, tab: Tab, tmp_path: Path) -> None:
+def test_pages_actions_and_a_live_log(shared_cluster: Cluster, tab: Tab, tmp_path: Path,
+                                     request: pytest.FixtureRequest) -> None:
     client = shared_cluster.client()
     page, base = tab.page, f"http://{shared_cluster.http['master']}/"
     # User data that would be markup if the page injected it as HTML.
@@ -93,6 +94,8 @@ def test_pages_actions_and_a_live_log(shared_cluster: Cluster, tab: Tab, tmp_pat
     assert done.state == pb.RUN_SUCCEEDED
     stop = tmp_path / "stop"
     live = client.submit(f"{TASKS}:print_until", name="console-live", args=[str(stop)])
+    # Ended however this test ends: left running, it holds a slot of the shared cluster for the next tests.
+    request.addfinalizer(lambda: stop.write_text("stop"))
     live_run = first_run_id(live)
     wait_for(lambda: client.run(live_run).tasks[0].attempts, 60, "the live task to start")
 

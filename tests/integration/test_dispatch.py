@@ -85,10 +85,10 @@ def test_a_prefetched_task_never_waits_behind_a_long_one(shared_cluster: Cluster
     """Workers queue tasks beyond their slots (prefetch); one whose slots are taken by long attempts hands
     its queued tasks back, and a worker with free slots runs them."""
     client = shared_cluster.client()
-    # Every slot of both workers ready: an earlier test of the shared cluster (a cancel, a timeout) may have
-    # left a driver warming, and the key's worker with one ready slot takes one long task, not both (CI,
-    # 2026-11-27).
-    wait_for(lambda: all(w.ready_slots == w.slots for w in client.workers()), 120, "every slot ready")
+    # Every slot of both workers ready and free: with one taken (a task an earlier test of the shared cluster
+    # left running, a driver still warming) the key's worker takes one long task, not both (CI, 2026-11-27).
+    wait_for(lambda: all(w.ready_slots == w.slots == w.free_slots for w in client.workers()), 120,
+             "every slot of both workers ready and free")
     warm, _ = client.wait(first_run_id(client.submit(f"{TASKS}:noop", parallelism=100)), timeout=120)
     assert warm.state == pb.RUN_SUCCEEDED  # both workers now know their tasks are short: they prefetch
     long_job = client.submit(f"{TASKS}:sleep_python", args=["120"], parallelism=2, routing="consistent-hash",
