@@ -5,11 +5,12 @@ running attempt just ended sends at once, as nothing more is coming to share the
 master's cost is per message more than per result (a stream read through gRPC, a report script call, an
 acknowledgement), and with 2 ms a worker of 2 slots running no-op tasks sent one or two results a message.
 At 20 ms the master spent about half the CPU per task and Redis a third less, with throughput no lower
-(docs/benchmarks.md, "Worker reports: 20 ms instead of 2 ms"). A busy worker's results reach the master up to
-20 ms later; the slots do not wait for them (the prefetch queue refills them), nor do leases (seconds). While the worker is
-disconnected the batcher backs off and retries; results also stay pending in the result ledger (worker/ledger.py) until
-the master acknowledges them, and are re-submitted after a reconnect — the batcher's dedupe by
-(task, token) keeps one copy.
+(docs/benchmarks.md, "Worker reports: 20 ms instead of 2 ms"). A busy worker's results reach the master up
+to 20 ms later; the slots do not wait for them (the prefetch queue refills them), nor do leases (seconds).
+
+While the worker is disconnected the batcher backs off and retries; results also stay pending in the result
+ledger (worker/ledger.py) until the master acknowledges them, and are re-submitted after a reconnect — the
+batcher's dedupe by (task, token) keeps one copy.
 """
 
 from __future__ import annotations
