@@ -113,7 +113,7 @@ function act(path, done) {
     try {
       const result = await api(path, { method: "POST" });
       notice(done(result), true);
-      render();
+      render(true);  // the page as the action left it, unless the user began filling in one of its forms
     } catch (err) {
       notice(err.message, false);
     } finally {
@@ -154,8 +154,8 @@ function route() {
   return { page, id: decodeURIComponent(rest.join("/")), query: new URLSearchParams(query || "") };
 }
 
-// ``refresh``: the page's own periodic rebuild (not a navigation), which must not replace a form the user
-// began filling in while it was being built.
+// ``refresh``: the page's own rebuild, periodic or after an action (not a navigation), which must not replace
+// a form the user began filling in while it was being built; the refresh the page arms shows it later.
 async function render(refresh = false) {
   pageAbort.abort();
   pageAbort = new AbortController();
@@ -168,9 +168,10 @@ async function render(refresh = false) {
   const main = document.getElementById("main");
   try {
     const content = await (pages[page] || jobsPage)(id, query);
-    if (refresh && editing()) return;  // the page function armed the next refresh already
-    document.getElementById("login").hidden = true;
-    main.replaceChildren(...content.filter((c) => c !== null && c !== undefined && c !== false));
+    if (!refresh || !editing()) {  // else the page function armed the next refresh already
+      document.getElementById("login").hidden = true;
+      main.replaceChildren(...content.filter((c) => c !== null && c !== undefined && c !== false));
+    }
   } catch (err) {
     if (err.name === "AbortError") return;
     if (!(err instanceof ApiError)) console.warn(err);

@@ -228,6 +228,43 @@ def test_the_periodic_refresh_waits_while_a_form_is_being_filled_in(shared_clust
     assert tab.errors == []
 
 
+def test_the_rebuild_after_an_action_keeps_a_form_being_filled_in(shared_cluster: Cluster, tab: Tab) -> None:
+    """After Pause the page is built again to show the job paused; a schedule the user began typing while that
+    rebuild was on its way is kept (it once came back as "cron", and the user's schedule was lost). The
+    rebuild's reads are held until the form is filled in, so the race is not left to timing."""
+    job = shared_cluster.client().submit(f"{TASKS}:noop", name="console-act-race", cron="0 4 * * *")
+    page = tab.page
+    page.goto(f"http://{shared_cluster.http['master']}/#/job/{job.id}")
+    edit = page.locator("#edit-schedule")
+    expect(edit.locator("select")).to_have_value("cron")
+    held: list[Any] = []
+    holding = [True]
+    page.route(f"**/api/jobs/{job.id}*", lambda route: held.append(route)
+               if holding[0] and route.request.method == "GET" else route.continue_())
+    page.click("#pause")
+    expect(page.locator("#notice")).to_contain_text("Job is PAUSED")
+    edit.locator("select").select_option("every")
+    edit.locator("input[name=value]").fill("15m")
+
+    def rebuild_held() -> bool:
+        page.wait_for_timeout(10)  # lets the route handler run (the sync API dispatches events in its calls)
+        return bool(held)
+
+    wait_for(rebuild_held, 30, "the page's rebuild after Pause to ask for the job")
+    holding[0] = False
+    with page.expect_request(lambda request: "/api/status" in request.url):  # the rebuild's last read
+        for route in held:
+            route.continue_()
+    expect(edit.locator("select")).to_have_value("every")
+    expect(edit.locator("input[name=value]")).to_have_value("15m")
+    expect(page.locator("#resume")).to_be_disabled()  # not rebuilt yet: the form is being filled in
+    edit.locator("button").click()
+    expect(page.locator("#notice")).to_contain_text("Schedule changed")
+    expect(page.locator("#edit-schedule input[name=value]")).to_have_value("900s")
+    expect(page.locator("#resume")).to_be_enabled()
+    assert tab.errors == []
+
+
 def test_drain_from_the_workers_page(make_cluster: Any, tab: Tab) -> None:
     cluster: Cluster = make_cluster()
     address = f"127.0.0.1:{free_port()}"
