@@ -3,12 +3,15 @@
     .venv/bin/python tests/bench/bench_scripts.py [--jobs 10000] [--batch 256] [--repeat 3]
 
 A fresh redis-server (AOF on, as the embedded one) and the master's own ``RedisStore``; no master process, no
-workers. Phase by phase, ``--jobs`` one-task jobs are bulk-submitted (fire now, 1,000 per call), peeked
-and claimed (``--batch`` per call, as the slot scheduler does), reported STARTED+SUCCEEDED (as a worker
-batch, ``--batch`` per call), and each phase's redis-server CPU time (from /proc, so AOF writing and
-networking are included) and the time spent inside the scripts (INFO commandstats) are divided by the
-number of tasks. The sum is the Redis share of one task in
-``bench_throughput.py``; the split shows which script to work on.
+workers. Phase by phase: ``--jobs`` one-task jobs are bulk-submitted to fire now (1,000 per call: submit.lua makes
+their runs), and ``--jobs`` more with a schedule entry, which are then fired as the preloader fires due
+entries (``fire.lua``, 500 to a pipeline: the path of scheduled jobs and of a burst due in the same second);
+every task is peeked and claimed (``--batch`` per call, as the slot scheduler does) and reported
+STARTED+SUCCEEDED (as a worker batch, ``--batch`` per call). Each phase's redis-server CPU time (from /proc,
+so AOF writing and networking are included) and the time spent inside the scripts (INFO commandstats) are
+divided by the number of tasks it handled. The specs carry no bundle (the entrypoint is on the path, as in
+``bench_throughput.py``): bundles cost the upload, not the scripts measured here. The split shows which
+script to work on.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from sparkyard.keys import Keys  # noqa: E402
 from sparkyard.master.splitter import split_job  # noqa: E402
 from sparkyard.master.leader import take_lead  # noqa: E402
 from sparkyard.master.redis_store import RedisStore  # noqa: E402
-from sparkyard.master.store_values import NewJob, Report  # noqa: E402
+from sparkyard.master.preloader import FIRE_BATCH  # noqa: E402
+from sparkyard.master.store_outcomes import FireStatus  # noqa: E402
+from sparkyard.master.store_values import FireRequest, NewJob, Report  # noqa: E402
 from sparkyard import ids  # noqa: E402
 from sparkyard.spec import normalize  # noqa: E402
 
@@ -44,11 +49,15 @@ def cpu_s(pid: int) -> float:
 
 
 async def one_round(store: RedisStore, pid: int, jobs: int, batch: int, now_ms: int) -> dict[str, float]:
-    """Redis CPU µs per task of each phase, for ``jobs`` new one-task jobs."""
+    """Redis CPU µs per task of each phase, for ``jobs`` one-task jobs fired in their submit and ``jobs`` fired
+    from the schedule."""
     spec = normalize(build_spec(NOOP))
+    spec.ClearField("bundle")
     tasks = split_job(spec)
     new = [NewJob(ids.new_job_id(now_ms), spec, "abs", now_ms, ids.new_job_id(now_ms), fire_now=tasks)
            for _ in range(jobs)]
+    due_ms = now_ms + 3_600_000  # an hour ahead: fired below, by hand, as if that hour had come
+    scheduled = [NewJob(ids.new_job_id(now_ms), spec, "abs", due_ms, ids.new_job_id(now_ms)) for _ in range(jobs)]
     claimed: list[tuple[str, int]] = []
     out: dict[str, float] = {}
 
@@ -56,15 +65,21 @@ async def one_round(store: RedisStore, pid: int, jobs: int, batch: int, now_ms: 
         stats = await store.redis.info("commandstats")
         return float(stats.get("cmdstat_evalsha", {}).get("usec", 0)) + float(stats.get("cmdstat_eval", {}).get("usec", 0))
 
-    async def phase(name: str, body: Callable[[], Awaitable[None]]) -> None:
+    async def phase(name: str, body: Callable[[], Awaitable[None]], per: int) -> None:
         before, inside = cpu_s(pid), await script_us()
         await body()
-        out[name] = (cpu_s(pid) - before) * 1e6 / jobs
-        out[f"{name} (inside scripts)"] = (await script_us() - inside) / jobs
+        out[name] = (cpu_s(pid) - before) * 1e6 / per
+        out[f"{name} (inside scripts)"] = (await script_us() - inside) / per
 
-    async def submit() -> None:
+    async def submit(which: list[NewJob]) -> None:
         for start in range(0, jobs, BULK):
-            await store.submit_many(new[start:start + BULK], 86_400_000)
+            assert all(not r.bundle_missing for r in await store.submit_many(which[start:start + BULK], 86_400_000))
+
+    async def fire() -> None:
+        for start in range(0, jobs, FIRE_BATCH):
+            fired = await store.fire_many([FireRequest(j.job_id, spec, due_ms, due_ms, -1, "allow", tasks)
+                                           for j in scheduled[start:start + FIRE_BATCH]])
+            assert all(f.result.status is FireStatus.CREATED for f in fired), fired[0]
 
     async def claim() -> None:
         while True:
@@ -81,10 +96,12 @@ async def one_round(store: RedisStore, pid: int, jobs: int, batch: int, now_ms: 
             await store.report([Report(t, tok, "SUCCEEDED", result_json="null", started_ms=now_ms,
                                        finished_ms=now_ms, log_path="/tmp/x.log") for t, tok in chunk])
 
-    await phase("submit", submit)
-    await phase("peek + claim", claim)
-    await phase("report", report)
-    assert len(claimed) == jobs, f"claimed {len(claimed)} of {jobs}"
+    await phase("submit, fired in it (submit.lua)", lambda: submit(new), jobs)
+    await phase("submit, scheduled (submit.lua)", lambda: submit(scheduled), jobs)
+    await phase("fire from the schedule (fire.lua)", fire, jobs)
+    await phase("peek + claim", claim, 2 * jobs)
+    await phase("report", report, 2 * jobs)
+    assert len(claimed) == 2 * jobs, f"claimed {len(claimed)} of {2 * jobs}"
     return out
 
 
