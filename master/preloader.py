@@ -17,7 +17,8 @@ A manual trigger goes through the same path (steps 2–5) with no schedule entry
 submitted to run now gets its first run elsewhere: ``submit.lua`` creates it with the job, in one step.
 
 Firings are processed by a small pool of coroutines fed by a queue, so 10,000 jobs due in the same second
-make 10,000 Redis calls in flight a few at a time rather than 10,000 concurrent tasks.
+make a few ``fire.lua`` calls in flight at a time (each firing up to :data:`FIRE_BATCH` jobs) rather than
+10,000 concurrent tasks.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 log = logging.getLogger(__name__)
 
 # Coroutines firing due jobs concurrently; each takes up to FIRE_BATCH due entries at a time and fires
-# them in one pipeline, so 10,000 jobs due in the same second cost ~20 round trips, not 10,000.
+# them in one fire.lua call, so 10,000 jobs due in the same second cost ~20 script calls, not 10,000.
 FIRE_CONCURRENCY = 4
 FIRE_BATCH = 500
 # When a firing or a top-up fails because Redis cannot be reached (restarting, failing over), the next

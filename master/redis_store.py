@@ -133,28 +133,31 @@ class RedisStore(RedisReads, Store):
                 for j, d, c, n, f in _groups(raw, 5)]
 
     async def fire_many(self, requests: Sequence[FireRequest]) -> list[Fired]:
-        """In one pipeline (one round trip); each firing is its own atomic fire.lua call."""
-        k = self.keys
-        pipe = self.redis.pipeline(transaction=False)
+        """In one ``fire.lua`` call (one round trip, the script's library run once), each firing atomic on its
+        own. Firings whose run blocks are the same (the jobs of a bulk submit due in the same second) send it
+        once; a pipeline's block is sent per firing, since making its steps' runs writes into it."""
+        blocks: list[str] = []
+        block_index: dict[str, int] = {}
+        fires: list[list[Any]] = []
         runs = []
         for r in requests:
             run = ids.run_id(r.job_id, r.scheduled_ms if r.run_ms is None else r.run_ms)
             runs.append(run)
-            await self._lua.queue(
-                pipe, "fire",
-                [k.job(r.job_id), k.run(run), k.job_runs(r.job_id), k.job_active(r.job_id), k.schedule,
-                 k.ready(r.spec.group), k.groups],
-                [r.job_id, run, r.scheduled_ms,
-                 "manual" if r.expected_ms is None else r.expected_ms,
-                 r.next_fire_ms, r.overlap, r.skip_reason,
-                 json.dumps(self._run_block(r.spec, r.scheduled_ms, r.inputs, r.spec_version, r.rerun_of, r.keep_steps,
-                                            r.backfill),
-                            separators=(",", ":")),
-                 r.spec.trigger.max_runs, r.spec_version, max(1, r.spec.max_active_runs)],
-            )
-        replies = await self._lua.execute(pipe)
-        return [Fired(run, FireResult(outcomes.FireStatus(raw[0]), int(raw[1]), RunState(raw[2]) if raw[2] else None))
-                for run, raw in zip(runs, replies)]
+            block = json.dumps(self._run_block(r.spec, r.scheduled_ms, r.inputs, r.spec_version, r.rerun_of,
+                                               r.keep_steps, r.backfill), separators=(",", ":"))
+            bi = block_index.get(block) if not r.spec.steps else None
+            if bi is None:
+                bi = len(blocks)
+                blocks.append(block)
+                if not r.spec.steps:
+                    block_index[block] = bi
+            fires.append([r.job_id, run, r.scheduled_ms, "manual" if r.expected_ms is None else r.expected_ms,
+                          r.next_fire_ms, r.overlap, r.skip_reason, bi, r.spec.trigger.max_runs, r.spec_version,
+                          max(1, r.spec.max_active_runs)])
+        payload = '{"blocks":[' + ",".join(blocks) + '],"fires":' + json.dumps(fires, separators=(",", ":")) + "}"
+        raw = await self._lua("fire", [], [payload])
+        return [Fired(run, FireResult(outcomes.FireStatus(status), int(fired_ms), RunState(state) if state else None))
+                for run, (status, fired_ms, state) in zip(runs, _groups(raw, 3))]
 
     # ---- dispatch ----------------------------------------------------------------------------------
 
