@@ -496,3 +496,14 @@ def test_parsed_cron_expressions_are_kept_but_not_one_with_a_random_field() -> N
     assert parsed_cron.cache_info().currsize == 2
     nxt = triggers._cron_after(pb.Trigger.Cron(expr="R 3 * * *"), 1_700_000_000_000)
     assert parsed_cron.cache_info().currsize == 2 and nxt > 1_700_000_000_000
+
+
+def test_the_jobs_of_one_expression_due_together_share_one_fire_time_computation() -> None:
+    """Every ``0 0 * * *`` job planned at midnight needs the same next time: computed once, then kept. An
+    expression with a random field is drawn afresh each time (a kept answer would repeat one draw)."""
+    triggers._cron_next.cache_clear()
+    times = {triggers._cron_after(pb.Trigger.Cron(expr="0 0 * * *", tz="Europe/Berlin"), 1_700_000_000_000)
+             for _ in range(100)}
+    assert len(times) == 1 and triggers._cron_next.cache_info().misses == 1
+    draws = {triggers._cron_after(pb.Trigger.Cron(expr="R R * * *"), 1_700_000_000_000) for _ in range(20)}
+    assert len(draws) > 1 and triggers._cron_next.cache_info().currsize == 1
