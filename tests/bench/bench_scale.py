@@ -1,7 +1,7 @@
 """Scale: a million schedules on one master and one Redis; bursts of jobs due in the same second.
 
     .venv/bin/python tests/bench/bench_scale.py [--daily 990000] [--every-minute 10000] [--minutes 3]
-        [--keep-runs 3] [--bursts 10000,100000] [--leader-lease 0] [--list-repeats 100]
+        [--keep-runs 3] [--bursts 10000,100000] [--burst-shape at|cron] [--leader-lease 0] [--list-repeats 100]
 
 Part 1 (issue 23 item 4) — a fresh Redis, a leader and a standby master (default configuration but
 ``--keep-runs``), two protocol-level workers (tests/bench/protocol_worker.py: they speak the worker protocol
@@ -22,7 +22,8 @@ has its own name. Then, in order:
 * ``kill -9`` of the leader: how long after the kill the standby's first firing came, and, for every
   every-minute job over the minute around the kill (30 s either side), scheduled times missed or run twice.
 
-Part 2 (item 5) — for each size in ``--bursts``: that many jobs submitted with the same ``--at`` second T;
+Part 2 (item 5) — for each size in ``--bursts``: that many jobs submitted with the same ``--at`` second T (with
+``--burst-shape cron``: daily cron jobs of one expression whose time is T, the midnight burst);
 protocol-level workers of 1,000 slots each, one per 1,000 jobs (20 at most); from the attempt records, how long after T each task
 was leased (p50/p99/max).
 """
@@ -287,7 +288,16 @@ def part_hold(daily: int, minute: int, minutes: int, keep_runs: int, leader_leas
             redis.stop()
 
 
-def part_burst(n: int) -> dict[str, float]:
+def burst_spec(shape: str, at: int) -> pb.JobSpec:
+    """A job of a burst due at second ``at``: one-shot (``--at``), or a daily cron job whose time it is (the
+    midnight burst of every ``0 0 * * *`` job: one expression, one fire time)."""
+    if shape == "at":
+        return build_spec(NOOP, at=at)
+    t = time.gmtime(at)
+    return build_spec(NOOP, cron=f"{t.tm_sec} {t.tm_min} {t.tm_hour} * * *")
+
+
+def part_burst(n: int, shape: str = "at") -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         redis = start_redis(Path(tmp) / "redis", extra=REDIS_CONFIG)
         cluster = Cluster(redis.url, Path(tmp) / "cluster", driver_conf="")
@@ -301,7 +311,7 @@ def part_burst(n: int) -> dict[str, float]:
             at = int(time.time()) + 8 + n // 1000  # a whole second, far enough ahead for the submit to finish
             jobs = []
             for start in range(0, n, BULK):
-                jobs += client.submit_many([build_spec(NOOP, at=at) for _ in range(min(BULK, n - start))])
+                jobs += client.submit_many([burst_spec(shape, at) for _ in range(min(BULK, n - start))])
             assert time.time() < at, "submitting took longer than the lead time"
             r = redis.client()
             run_keys = [f"sy:run:{first_run_id(j)}" for j in jobs]
@@ -356,6 +366,8 @@ def main() -> int:
     parser.add_argument("--minutes", type=int, default=3)
     parser.add_argument("--keep-runs", type=int, default=3)
     parser.add_argument("--bursts", default="10000,100000", help="comma-separated sizes; empty: none")
+    parser.add_argument("--burst-shape", choices=("at", "cron"), default="at",
+                        help="a burst's jobs one-shot (--at T) or daily cron jobs due at T (the midnight burst)")
     parser.add_argument("--list-repeats", type=int, default=LIST_REPEATS, help="requests timed per listing")
     parser.add_argument("--leader-lease", type=float, default=0,
                         help="seconds (0: the default); on a machine so loaded that a 3 s lease is lost")
@@ -368,9 +380,10 @@ def main() -> int:
         report_hold(part_hold(args.daily, args.every_minute, args.minutes, args.keep_runs, args.leader_lease))
     sizes = [int(s) for s in args.bursts.split(",") if s]
     if sizes:
-        print("\n| jobs due in the same second | leased after the fire second p50 / p99 / max ms |\n|---|---|")
+        print(f"\n| jobs due in the same second ({args.burst_shape}) | leased after the fire second p50 / p99 / max ms |"
+              "\n|---|---|")
     for n in sizes:
-        b = part_burst(n)
+        b = part_burst(n, args.burst_shape)
         print(f"| {b['jobs']:,} | {spread(b['leased'])} |", flush=True)
     print(f"load at the end {os.getloadavg()[0]:.1f}")
     return 0
