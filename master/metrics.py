@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # Trigger lateness (scheduled → fired) is milliseconds when all is well and seconds under overload or
 # after a failover; buckets from 1 ms to a minute.
 LATENESS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-# One Lua script call: ~0.1 ms idle, a dispatch round of 512 claims ~10 ms; a second means trouble.
+# One Lua script call: ~0.1 ms idle, a dispatch round of 1,024 claims ~45 ms; a second means trouble.
 # Queued tasks a scrape reads one by one to count them by priority (the queue does not say it: about 10 ms
 # of Redis per 10,000); past this a group's depth is reported without the split.
 QUEUE_SPLIT_LIMIT = 10_000
