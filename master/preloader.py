@@ -48,8 +48,11 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 log = logging.getLogger(__name__)
 
 # Coroutines firing due jobs concurrently; each takes up to FIRE_BATCH due entries at a time and fires
-# them in one fire.lua call, so 10,000 jobs due in the same second cost ~20 script calls, not 10,000.
-FIRE_CONCURRENCY = 4
+# them in one fire.lua call, so 10,000 jobs due in the same second cost ~20 script calls, not 10,000. Two:
+# one plans its batch while Redis runs the other's. Four held the master's loop with planning long enough
+# to delay the dispatch rounds that lease the fired tasks (10,000 due together: leased p50 ~1.8 s with four,
+# ~1.0 s with two, ~1.1 s with one; docs/benchmarks.md, "Bursts").
+FIRE_CONCURRENCY = 2
 FIRE_BATCH = 500
 # When a firing or a top-up fails because Redis cannot be reached (restarting, failing over), the next
 # top-up comes after this pause, doubling up to the maximum while it keeps failing, instead of half a
