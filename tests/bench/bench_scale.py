@@ -316,11 +316,16 @@ def part_burst(n: int, shape: str = "at") -> dict[str, float]:
             r = redis.client()
             run_keys = [f"sy:run:{first_run_id(j)}" for j in jobs]
 
-            def all_done() -> bool:
+            def succeeded(keys: list[str]) -> bool:
                 pipe = r.pipeline(transaction=False)
-                for key in run_keys[-200:]:
+                for key in keys:
                     pipe.hget(key, "state")
-                return all(s == "SUCCEEDED" for s in pipe.execute()) and client.status().leased == 0
+                return all(s == "SUCCEEDED" for s in pipe.execute())
+
+            def all_done() -> bool:
+                # The jobs fire in no particular order: the last ones submitted and no lease held can both be
+                # true while others are still to fire. So every run is looked at, once the cheap check holds.
+                return succeeded(run_keys[-200:]) and client.status().leased == 0 and succeeded(run_keys)
 
             wait_for(all_done, 120 + n // 500, "all runs to succeed", interval=0.1)
             pipe = r.pipeline(transaction=False)
