@@ -219,6 +219,11 @@ class Preloader:
                 quiet = res.status is FireStatus.CREATED and not request.skip_reason
                 manual = request.expected_ms is None  # a trigger or a backfill: not late, as asked for
                 self._metrics.fired(res.status.value, None if manual else res.fired_ms - request.scheduled_ms)
+                if res.status is FireStatus.FAILED:
+                    # Its schedule entry is where it was: the next load of the schedule fires it again.
+                    log.error("job=%s run=%s: its firing due at %d failed in Redis: %s", request.job_id, run_id,
+                              request.scheduled_ms, res.error)
+                    continue
                 log.log(logging.DEBUG if quiet else logging.INFO, "job=%s run=%s fire %s (late %d ms)%s",
                         request.job_id, run_id, res.status.value, res.fired_ms - request.scheduled_ms,
                         f": {request.skip_reason}" if request.skip_reason else "")

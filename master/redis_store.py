@@ -156,8 +156,14 @@ class RedisStore(RedisReads, Store):
                           max(1, r.spec.max_active_runs)])
         payload = '{"blocks":[' + ",".join(blocks) + '],"fires":' + json.dumps(fires, separators=(",", ":")) + "}"
         raw = await self._lua("fire", [], [payload])
-        return [Fired(run, FireResult(outcomes.FireStatus(status), int(fired_ms), RunState(state) if state else None))
-                for run, (status, fired_ms, state) in zip(runs, _groups(raw, 3))]
+        out = []
+        for run, (status, fired_ms, state) in zip(runs, _groups(raw, 3)):
+            fire_status = outcomes.FireStatus(status)
+            if fire_status is outcomes.FireStatus.FAILED:
+                out.append(Fired(run, FireResult(fire_status, int(fired_ms), None, error=state)))
+            else:
+                out.append(Fired(run, FireResult(fire_status, int(fired_ms), RunState(state) if state else None)))
+        return out
 
     # ---- dispatch ----------------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ class FireStatus(str, Enum):
     INACTIVE = "inactive"  # the job is paused, cancelled or gone
     EXHAUSTED = "exhausted"  # the job has made its max runs
     CHANGED = "changed"  # the job's spec changed since the caller read it: read it again
+    FAILED = "failed"  # the firing raised in Redis (FireResult.error says why); the others of its call went on
 
 
 # Firings after which the run exists (made by this firing or before): the schedule entry was consumed.

@@ -87,6 +87,7 @@ class FireResult:
     status: FireStatus
     fired_ms: int
     run_state: RunState | None  # the run's state (created, skipped, exists), else None
+    error: str = ""  # why the firing failed (status failed)
 
 
 class Fired(NamedTuple):

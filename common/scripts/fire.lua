@@ -18,7 +18,8 @@
 --   spec version: the one the firing was planned with (the job's field spec_v; absent = 1)
 --   max active: with overlap 'forbid', how many runs of the job may be active before a firing is skipped
 -- Returns per firing a flat group of 3: status, fired_ms, run state; status: created | skipped | exists | stale |
--- inactive | exhausted | changed (the job's spec was updated since the firing was planned: plan it again). A
+-- inactive | exhausted | changed (the job's spec was updated since the firing was planned: plan it again) |
+-- failed (the firing raised an error, which takes the run state's place). A
 -- created run is SCHEDULED, or SUCCEEDED when it has no tasks (it ended as it was created: see create_run).
 -- `exists`: the run was made already (a manual trigger on the same millisecond, or a firing whose reply was
 -- lost); a scheduled firing still advances the schedule past it. `exhausted`: the job has made its max runs
@@ -107,7 +108,13 @@ local batch = cjson.decode(ARGV[1])
 local now = now_ms()
 local out = {}
 for _, f in ipairs(batch.fires) do
-  local r = fire(f, batch.blocks[f[8] + 1], now)
-  push(out, r[1], r[2], r[3])
+  -- One firing that raises (a job's data not as the scripts wrote it) fails alone, naming why; the rest of the
+  -- batch is fired. What it wrote before the error stays, as it would have without the batch.
+  local ok, r = pcall(fire, f, batch.blocks[f[8] + 1], now)
+  if ok then
+    push(out, r[1], r[2], r[3])
+  else
+    push(out, 'failed', now, type(r) == 'table' and tostring(r.err) or tostring(r))
+  end
 end
 return out

@@ -234,6 +234,21 @@ async def test_fire_many_fires_each_request_on_its_own(store: Store) -> None:
     assert await store.run_task_counts([results[0][0], results[1][0]]) == {results[0][0]: 2, results[1][0]: 0}
 
 
+async def test_a_firing_that_raises_fails_alone_and_names_why(store: Store) -> None:
+    """The firings of a batch are one script call: a job whose data the script cannot read (a run count that
+    is no number) fails its own firing, with Redis's error, and the others of the call are fired."""
+    trigger = every(60)
+    trigger.max_runs = 5
+    s = spec(trigger=trigger)
+    await store.submit_many([NewJob(job_id(n), s, "abs", 5_000) for n in (1, 2)], TTL_MS)
+    redis: Any = store.redis  # type: ignore[attr-defined]
+    await redis.hset(store.keys.job(job_id(1)), "runs", "many")  # type: ignore[attr-defined]
+    results = await store.fire_many([FireRequest(job_id(n), s, 5_000, 5_000, 65_000, "allow", [()]) for n in (1, 2)])
+    assert [r.status for _, r in results] == ["failed", "created"]
+    assert "compare" in results[0][1].error and results[1][1].error == ""
+    assert await store.due_schedule(10**13) == [(job_id(1), 5_000), (job_id(2), 65_000)]
+
+
 async def test_the_last_firing_completes_the_job(store: Store) -> None:
     s = spec()
     await store.submit_many([NewJob(job_id(1), s, "abs", 5_000)], TTL_MS)
