@@ -15,6 +15,10 @@ P:job:{job}                           hash    job record: spec (protobuf, base64
                                               retention, not listed), bundle (a step job's bundle digest,
                                               dropped from its references when the pipeline is deleted)
 P:jobs                                zset    job id → created_ms (listing, newest first)
+P:jobs:paused                         zset    the PAUSED jobs of P:jobs, same scores: listing them reads
+                                              this, not every job (kept by job_state.lua, cancel.lua,
+                                              reschedule.lua and unlink_job; retention.lua adds a paused
+                                              job missing from it, as an earlier version left them)
 P:name:{name}                         zset    ids of the jobs named {name}, score created_ms (not a pipeline's step jobs):
                                               a job's name resolves to its id with one read (the job
                                               hash keeps it as field name, to drop it on update/delete)
@@ -197,6 +201,10 @@ class Keys:
         return f"{self.namespace}:jobs"
 
     @property
+    def jobs_paused(self) -> str:
+        return f"{self.namespace}:jobs:paused"
+
+    @property
     def backfills(self) -> str:
         return f"{self.namespace}:backfills"
 
@@ -276,7 +284,7 @@ class Keys:
             lines.append(
                 f"K.{name} = function(id) return '{self.namespace}:{head}' .. id .. '{tail}' end"
             )
-        for name in ("jobs", "schedule", "awaiting", "purge", "groups", "delayed", "leases", "timeouts", "workers",
+        for name in ("jobs", "jobs_paused", "schedule", "awaiting", "purge", "groups", "delayed", "leases", "timeouts", "workers",
                      "fence", "bundles", "leader", "epoch", "masters", "backfills", "parents", "webhooks",
                      "webhook_tries", "webhook_defaults", "running_pipelines"):
             lines.append(f"K.{name} = '{getattr(self, name)}'")

@@ -37,15 +37,16 @@ def check_cursor(after: str) -> str:
 
 
 async def job_page(store: Store, limit: int, keep: Callable[[JobRecord], bool], after: str,
-                   budget: int) -> JobPage:
+                   budget: int, *, paused: bool = False) -> JobPage:
     """Up to ``limit`` jobs that ``keep`` accepts, newest first after cursor ``after``, from at most
-    ``budget`` index entries (at least ``limit``)."""
+    ``budget`` index entries (at least ``limit``); ``paused``: from the index of the paused jobs, which a
+    filter on that state reads instead of every job."""
     cursor, scanned = check_cursor(after), 0
     out: list[JobRecord] = []
     budget = max(budget, limit)
     while scanned < budget:
         count = min(max(_ROUND, limit - len(out)), budget - scanned)
-        jobs, following = await store.scan_jobs(cursor, count)
+        jobs, following = await store.scan_jobs(cursor, count, paused=paused)
         scanned += count if following else len(jobs)
         for job, after_it in jobs:
             if keep(job):

@@ -111,7 +111,8 @@ class JobManager:
                         after: str = "", budget: int = LIST_SCAN_BUDGET,
                         keep: Callable[[JobRecord], bool] = lambda _: True) -> JobPage:
         """Newest first. By name: the name index, whole. Otherwise a page from at most ``budget`` index
-        entries after cursor ``after``; ``keep`` filters further (the console's search)."""
+        entries after cursor ``after`` (of the paused jobs' index for that state, so that the few paused
+        jobs among a million are one request away); ``keep`` filters further (the console's search)."""
         if name:
             named = await jobs_named(self._store, name, self._limit(limit), state, group)
             return JobPage(named, "", len(named))
@@ -119,7 +120,8 @@ class JobManager:
         def wanted(job: JobRecord) -> bool:
             return (state is None or job.state == state) and (not group or job.spec.group == group) and keep(job)
 
-        return await job_page(self._store, self._limit(limit), wanted, after, budget)
+        return await job_page(self._store, self._limit(limit), wanted, after, budget,
+                              paused=state is JobState.PAUSED)
 
     async def last_run_states(self, jobs: Sequence[JobRecord]) -> list[RunState | None]:
         """Each job's last run's state (None when it has none): what a reader needs to tell a COMPLETED job

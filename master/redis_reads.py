@@ -142,23 +142,23 @@ class RedisReads:
         out: list[JobRecord] = []
         after, page = "", max(limit, 100)
         while len(out) < limit:
-            found, after = await self.scan_jobs(after, page)
+            found, after = await self.scan_jobs(after, page, paused=state is JobState.PAUSED)
             out += [j for j, _ in found if (state is None or j.state == state) and (not group or j.spec.group == group)]
             if not after:
                 break
         return out[:limit]
 
-    async def scan_jobs(self, after: str, count: int) -> tuple[list[tuple[JobRecord, str]], str]:
+    async def scan_jobs(self, after: str, count: int, *, paused: bool = False) -> tuple[list[tuple[JobRecord, str]], str]:
         """The ``count`` entries of the jobs index after cursor ``after`` (newest first; '' from the newest):
         a count and a range, whatever the number of jobs, plus the jobs made in the cursor's millisecond.
         The cursor (``created_ms:job_id``) holds its place even when its job was deleted since."""
-        start = 0
+        index, start = self.keys.jobs_paused if paused else self.keys.jobs, 0
         if after:
             ms, job_id = after.split(":")
-            higher = await self.redis.zcount(self.keys.jobs, f"({ms}", "+inf")
-            same = await self.redis.zrangebyscore(self.keys.jobs, ms, ms)
+            higher = await self.redis.zcount(index, f"({ms}", "+inf")
+            same = await self.redis.zrangebyscore(index, ms, ms)
             start = higher + sum(1 for j in same if j >= job_id)  # the index orders a millisecond's ids downwards
-        rows = await self.redis.zrevrange(self.keys.jobs, start, start + count - 1, withscores=True)
+        rows = await self.redis.zrevrange(index, start, start + count - 1, withscores=True)
         pipe = self.redis.pipeline(transaction=False)
         for job_id, _ in rows:
             pipe.hgetall(self.keys.job(job_id))

@@ -30,6 +30,7 @@ if job_id ~= '' then
   if state and may('job', state, 'CANCELLED') then
     redis.call('HSET', K.job(job_id), 'state', 'CANCELLED', 'updated_ms', now, 'next_fire_ms', '')
     redis.call('ZREM', KEYS[1], job_id)
+    if state == 'PAUSED' then redis.call('ZREM', K.jobs_paused, job_id) end
     redis.call('SREM', K.awaiting, job_id)  -- a fixed-delay job waiting for its run's end waits no more
     redis.call('HDEL', K.job(job_id), 'awaits')
     cancelled[#cancelled + 1] = job_id

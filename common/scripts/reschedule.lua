@@ -21,5 +21,6 @@ if next_fire >= 0 then
 else
   redis.call('HSET', KEYS[1], 'next_fire_ms', '')
   if may('job', v[1], 'COMPLETED') then redis.call('HSET', KEYS[1], 'state', 'COMPLETED') end
+  if v[1] == 'PAUSED' then redis.call('ZREM', K.jobs_paused, ARGV[1]) end
 end
 return {'ok', next_fire}

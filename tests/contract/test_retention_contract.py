@@ -9,6 +9,7 @@ from sparkyard import ids
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.store import Store
 from sparkyard.master.store_values import FireRequest, NewJob, PurgeResult, Report, RetentionBounds
+from sparkyard.states import JobState
 
 FAR_FUTURE_MS = 4_000_000_000_000
 DAY_MS = 86_400_000
@@ -106,3 +107,17 @@ async def stored_versions(store: Store, job: str) -> set[int]:
     fields = await store.redis.hkeys(store.keys.job(job))
     current = int(await store.redis.hget(store.keys.job(job), "spec_v") or 1)
     return {current} | {int(f.split("@", 1)[1]) for f in fields if str(f).startswith("spec@")}
+
+
+async def test_retention_puts_a_paused_job_missing_from_the_paused_index_back(store: Store) -> None:
+    """A job paused by a version that kept no index of paused jobs is listed as paused after one pass."""
+    assert isinstance(store, RedisStore)
+    for n in (1, 2):
+        await recurring(store, n)
+    await store.set_job_state(job_id(2), JobState.PAUSED)
+    paused = await store.scan_jobs("", 10, paused=True)
+    assert [j.id for j, _ in paused[0]] == [job_id(2)]
+    await store.redis.zrem(store.keys.jobs_paused, job_id(2))
+    assert (await store.scan_jobs("", 10, paused=True))[0] == []
+    await purge_all(store, bounds(keep_runs=100))
+    assert [(j.id, j.state) for j, _ in (await store.scan_jobs("", 10, paused=True))[0]] == [(job_id(2), JobState.PAUSED)]

@@ -177,6 +177,7 @@ ID_KEYS = {
 }
 FIXED_KEYS = {
     "jobs": "P:jobs",
+    "jobs_paused": "P:jobs:paused",
     "schedule": "P:schedule",
     "awaiting": "P:awaiting",
     "purge": "P:purge",

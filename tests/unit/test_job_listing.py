@@ -64,3 +64,20 @@ async def test_a_cursor_holds_its_place_when_its_job_is_deleted_and_a_bad_one_is
     assert [j.id for j in rest.jobs] == older
     with pytest.raises(errors.InvalidArgument, match="after: 'nonsense' is not a page cursor"):
         await rig.master.jobs.list_jobs(10, None, "", after="nonsense")
+
+
+async def test_the_paused_jobs_among_many_are_one_request_away(rig: MasterRig) -> None:
+    """Listing a state that few jobs are in read every job before (33 s at a million): paused jobs are
+    read from their own index, with the same cursors."""
+    older = await submit(rig, 3)
+    await submit(rig, 30)
+    newer = await submit(rig, 2)
+    for job_id in (older[1], newer[0]):
+        await rig.master.jobs.pause(job_id)
+    first = await rig.master.jobs.list_jobs(1, JobState.PAUSED, "", budget=1)
+    assert ([j.id for j in first.jobs], first.scanned) == ([newer[0]], 1)
+    rest = await rig.master.jobs.list_jobs(10, JobState.PAUSED, "", after=first.next, budget=10)
+    assert ([j.id for j in rest.jobs], rest.next) == ([older[1]], "")
+    await rig.master.jobs.resume(newer[0])
+    again = await rig.master.jobs.list_jobs(10, JobState.PAUSED, "", budget=10)
+    assert [j.id for j in again.jobs] == [older[1]]

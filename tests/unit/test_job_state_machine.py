@@ -217,6 +217,15 @@ class JobLifecycle(RuleBasedStateMachine):
         assert not due & set(self.cancelled_runs), "a cancelled job has a schedule entry"
 
     @invariant()
+    def the_paused_index_holds_every_paused_job_and_no_other(self) -> None:
+        """What ``sparkyard jobs --state paused`` reads instead of every job: a transition that forgot it
+        would hide a paused job from the listing, or keep a deleted one in the index for ever."""
+        store = self.rig.store
+        indexed = set(self.run(store.redis.zrange(store.keys.jobs_paused, 0, -1)))
+        paused = {j.id for j in self.run(store.list_jobs(10_000)) if j.state == JobState.PAUSED}
+        assert indexed == paused, f"indexed but not paused: {indexed - paused}; paused, not indexed: {paused - indexed}"
+
+    @invariant()
     def every_leased_task_has_a_running_attempt_with_its_current_token(self) -> None:
         tasks = self._all_tasks()
         leased = [t for t in tasks if t.state == TaskState.LEASED]
