@@ -57,6 +57,7 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MODULE_PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 FUNC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MARK_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 class SpecError(ValueError):
@@ -374,7 +375,7 @@ def _inside_bundle(path: str) -> bool:
 def _validate_bundle(spec: pb.JobSpec, entry: Entrypoint) -> None:
     """With shipped code, file paths are relative to the bundle root and stay inside it."""
     digest = spec.bundle.digest
-    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+    if not _SHA256_HEX.fullmatch(digest):
         raise SpecError("bundle.digest", f"{quote(digest)} is not a sha256 (64 lowercase hex digits)")
     if spec.bundle.size <= 0:
         raise SpecError("bundle.size", "must be positive")

@@ -46,24 +46,30 @@ def check(message: Message, path: str = "") -> None:
     if full_name == _DURATION:
         _check_duration(message, path)
         return
-    for field in _checked_fields(message.DESCRIPTOR):
+    checked = _checked_fields(message.DESCRIPTOR)
+    # Only the fields set: a field left at its default holds a well-formed value (enum 0 is always defined).
+    for field, value in message.ListFields():
+        if field.number not in checked:
+            continue
         name = f"{path}.{field.name}" if path else field.name
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             value_field = field.message_type.fields_by_name["value"]
-            for key, item in getattr(message, field.name).items():
+            for key, item in value.items():
                 _check_value(value_field, item, f"{name}[{quote(key, 40)}]")
         elif _repeated(field):
-            for i, item in enumerate(getattr(message, field.name)):
+            for i, item in enumerate(value):
                 _check_value(field, item, f"{name}[{i}]")
-        elif field.type != FieldDescriptor.TYPE_MESSAGE or message.HasField(field.name):
-            _check_value(field, getattr(message, field.name), name)
+        else:
+            _check_value(field, value, name)
 
 
 @functools.cache
-def _checked_fields(descriptor: Descriptor) -> tuple[FieldDescriptor, ...]:
-    """The fields of ``descriptor`` that can hold an ill-formed value, directly or further down (a worker's
-    Reports of 500 results is checked on the master's hot path: strings and ints are skipped)."""
-    return tuple(field for field in descriptor.fields if _can_be_malformed(field, frozenset({descriptor.full_name})))
+def _checked_fields(descriptor: Descriptor) -> frozenset[int]:
+    """The numbers of the fields of ``descriptor`` that can hold an ill-formed value, directly or further
+    down (a worker's Reports of 500 results is checked on the master's hot path: strings and ints are
+    skipped)."""
+    return frozenset(field.number for field in descriptor.fields
+                     if _can_be_malformed(field, frozenset({descriptor.full_name})))
 
 
 def _can_be_malformed(field: FieldDescriptor, seen: frozenset[str]) -> bool:

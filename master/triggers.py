@@ -65,7 +65,9 @@ def _cron_after(cron: pb.Trigger.Cron, after_ms: int) -> int:
     """
     if _RANDOM_FIELD.search(cron.expr):  # croniter draws an R field when it parses: a draw per use, as before
         return _cron_compute(cron.expr, cron.tz, after_ms, random=True)
-    return _cron_next(cron.expr, cron.tz, after_ms)
+    # Cron times are whole seconds, so the first one after any moment of a second is the first one after
+    # the second's start: the jobs of one expression submitted in the same second share one computation.
+    return _cron_next(cron.expr, cron.tz, after_ms - after_ms % 1000)
 
 
 @functools.lru_cache(maxsize=4096)

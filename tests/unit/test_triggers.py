@@ -507,3 +507,15 @@ def test_the_jobs_of_one_expression_due_together_share_one_fire_time_computation
     assert len(times) == 1 and triggers._cron_next.cache_info().misses == 1
     draws = {triggers._cron_after(pb.Trigger.Cron(expr="R R * * *"), 1_700_000_000_000) for _ in range(20)}
     assert len(draws) > 1 and triggers._cron_next.cache_info().currsize == 1
+
+
+def test_jobs_of_one_expression_submitted_in_the_same_second_share_one_computation_and_stay_exact() -> None:
+    """A bulk submit's jobs come milliseconds apart: the first cron time after each is the one after the
+    second's start (cron times are whole seconds), including for a moment just before a fire time."""
+    triggers._cron_next.cache_clear()
+    every_5s = pb.Trigger.Cron(expr="*/5 * * * * *")
+    second = 1_700_000_004_000  # a fire time is at +1 s
+    assert {triggers._cron_after(every_5s, second + ms) for ms in (0, 1, 500, 999)} == {second + 1_000}
+    assert triggers._cron_next.cache_info().misses == 1
+    assert triggers._cron_after(every_5s, second + 1_000) == second + 6_000  # strictly after, not at
+    assert triggers._cron_after(every_5s, second + 999) == second + 1_000
