@@ -11,6 +11,7 @@ import pytest
 
 from sparkyard import errors
 from sparkyard.cli.main import build_parser
+from sparkyard.option_values import read as read_value
 from sparkyard.options import JobOptions, build_spec
 from sparkyard.errors import InvalidArgument
 from sparkyard.spec import normalize
@@ -96,6 +97,14 @@ def test_a_bad_flag_value_on_the_command_line_is_refused_naming_it(project: Path
         cli_spec("--retries", "1.5")
     with pytest.raises(SystemExit):  # argparse: two triggers at once
         cli_spec("--delay", "1s", "--every", "1s")
+
+
+def test_every_default_is_in_the_form_its_option_reads_to() -> None:
+    """JobOptions skips reading a value that is its default: that holds only if reading it changes nothing."""
+    for f in dataclasses.fields(JobOptions):
+        if f.default is not dataclasses.MISSING:
+            read = read_value(f.metadata["option"].kind, f.name, f.default)
+            assert read == f.default and type(read) is type(f.default), f.name
 
 
 def test_defaults_make_a_job_that_runs_now_once(project: Path) -> None:
