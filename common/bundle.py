@@ -103,21 +103,24 @@ def build(entry_path: Path | None, func: str, *, submit_dir: Path, bundle_dir: P
 def siblings(entry_path: Path) -> tuple[tuple[str, int, int], ...]:
     """The Python modules and packages beside a script (with their versions), or none if they weigh more
     than SIBLINGS_MAX_BYTES."""
-    directory = entry_path.parent
-    spec = _ignores(directory)
-    found: list[Path] = []
+    directory, entry = str(entry_path.parent), str(entry_path)
+    spec = _ignores(entry_path.parent)
+    found: list[str] = []
+    # Paths as strings, not Path objects: a bulk submit walks the same folder once per job, and pathlib's
+    # parsing was most of that walk.
     for base, dirs, names in os.walk(directory):  # into packages only: a home directory is not walked
-        rel_base = Path(base).relative_to(directory)
-        dirs[:] = sorted(d for d in dirs if (Path(base, d) / "__init__.py").is_file()
-                         and not spec.match_file(f"{(rel_base / d).as_posix()}/"))
-        found += [Path(base, n) for n in names if n.endswith(".py") and Path(base, n) != entry_path
-                  and not spec.match_file((rel_base / n).as_posix())]
-    stamped = tuple((str(p), *_stamp(p)) for p in sorted(found))
+        rel = "" if base == directory else base[len(directory) + 1:].replace(os.sep, "/") + "/"
+        dirs[:] = sorted(d for d in dirs if os.path.isfile(os.path.join(base, d, "__init__.py"))
+                         and not spec.match_file(f"{rel}{d}/"))
+        found += [path for path in (os.path.join(base, n) for n in names if n.endswith(".py"))
+                  if path != entry and not spec.match_file(rel + os.path.basename(path))]
+    # Ordered by path components, as Path objects sort: the bundle's members, and so its digest, stay as they were.
+    stamped = tuple((p, *_stamp(p)) for p in sorted(found, key=lambda p: p.split(os.sep)))
     total = sum(size for _, _, size in stamped)
     if total <= SIBLINGS_MAX_BYTES:
         return stamped
-    if directory not in _SAID_TOO_BIG:  # said once per folder: a bulk submit builds its bundle many times
-        _SAID_TOO_BIG.add(directory)
+    if entry_path.parent not in _SAID_TOO_BIG:  # said once per folder: a bulk submit builds its bundle many times
+        _SAID_TOO_BIG.add(entry_path.parent)
         largest = max(stamped, key=lambda s: s[2])[0]
         log.warning("the Python modules beside %s are not shipped with it: they weigh %.1f MiB, over %g MiB "
                     "(the largest: %s); ship what it imports with --py-files, or --bundle DIR with a %s",
@@ -125,9 +128,9 @@ def siblings(entry_path: Path) -> tuple[tuple[str, int, int], ...]:
     return ()
 
 
-def _stamp(path: Path) -> tuple[int, int]:
+def _stamp(path: str | Path) -> tuple[int, int]:
     try:
-        st = path.stat()
+        st = os.stat(path)
     except OSError:
         raise InvalidArgument(f"file not found: {path}") from None
     if not stat.S_ISREG(st.st_mode):

@@ -202,8 +202,7 @@ class JobOptions:
     @classmethod
     def of(cls, options: Mapping[str, Any]) -> JobOptions:
         """Options from keyword arguments; an unknown name is refused, naming it."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(options) - known)
+        unknown = sorted(set(options).difference(name for name, _, _ in _reading()[0]))
         if unknown:
             raise errors.InvalidArgument(f"unknown job option(s): {', '.join(unknown)}")
         return cls(**{k: v for k, v in options.items() if v is not None})
