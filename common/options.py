@@ -176,10 +176,12 @@ class JobOptions:
                             spec=())
 
     def __post_init__(self) -> None:
-        fields, triggers = _reading()
+        fields, triggers, _ = _reading()
         for name, kind, default in fields:
             value = getattr(self, name)
-            if value is default:  # a default is in its one form already (tests/unit/test_options.py checks)
+            # A default is in its one form already (tests/unit/test_options.py checks), and so is an empty
+            # list or dict (what a list or dict option starts as).
+            if value is default or (not value and type(value) in (list, dict)):
                 continue
             read = read_value(kind, name, value)
             if read is not value:
@@ -202,7 +204,7 @@ class JobOptions:
     @classmethod
     def of(cls, options: Mapping[str, Any]) -> JobOptions:
         """Options from keyword arguments; an unknown name is refused, naming it."""
-        unknown = sorted(set(options).difference(name for name, _, _ in _reading()[0]))
+        unknown = sorted(set(options).difference(_reading()[2]))
         if unknown:
             raise errors.InvalidArgument(f"unknown job option(s): {', '.join(unknown)}")
         return cls(**{k: v for k, v in options.items() if v is not None})
@@ -360,12 +362,13 @@ class JobOptions:
 
 
 @functools.cache
-def _reading() -> tuple[tuple[tuple[str, str, Any], ...], tuple[str, ...]]:
-    """Each option's (name, kind, default: a sentinel for a list or dict), and the trigger options: what
-    every JobOptions reads, taken from the fields once (a bulk submit of a million jobs makes a million)."""
+def _reading() -> tuple[tuple[tuple[str, str, Any], ...], tuple[str, ...], frozenset[str]]:
+    """Each option's (name, kind, default: a sentinel for a list or dict), the trigger options and every
+    option's name: what every JobOptions reads, taken from the fields once (a bulk submit of a million jobs
+    makes a million)."""
     fields = dataclasses.fields(JobOptions)
     return (tuple((f.name, f.metadata["option"].kind, f.default) for f in fields),
-            tuple(f.name for f in fields if f.metadata["option"].when))
+            tuple(f.name for f in fields if f.metadata["option"].when), frozenset(f.name for f in fields))
 
 
 def _paths(items: Sequence[str], base: Path) -> tuple[Path, ...]:
