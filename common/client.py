@@ -34,11 +34,11 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 
 if TYPE_CHECKING:
     from sparkyard.bundle import Bundle
-    from sparkyard.options import JobOptions, build_spec
+    from sparkyard.options import JobOptions, build_spec, build_specs
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Client", "JobOptions", "build_spec", "first_run_id", "translate"]
+__all__ = ["Client", "JobOptions", "build_spec", "build_specs", "first_run_id", "translate"]
 
 # WaitRun calls are chained in steps of at most this long (the server caps one call too).
 WAIT_STEP_S = 300.0
@@ -51,10 +51,11 @@ LISTED_BY_DEFAULT = 50
 
 
 def __getattr__(name: str) -> Any:
-    """``JobOptions`` and ``build_spec``, named here for ``from sparkyard.client import build_spec``, are
-    imported when first asked for: a client that submits nothing (``sparkyard jobs``, ``status``) does not
-    wait for the job options' parsers, bundles and cron (docs/benchmarks.md, CLI start-up)."""
-    if name in ("JobOptions", "build_spec"):
+    """``JobOptions``, ``build_spec`` and ``build_specs``, named here for ``from sparkyard.client import
+    build_spec``, are imported when first asked for: a client that submits nothing (``sparkyard jobs``,
+    ``status``) does not wait for the job options' parsers, bundles and cron (docs/benchmarks.md, CLI
+    start-up)."""
+    if name in ("JobOptions", "build_spec", "build_specs"):
         from sparkyard import options
 
         return getattr(options, name)

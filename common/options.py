@@ -43,6 +43,9 @@ _METAVARS = {"int": "N", "count": "N", "duration": "DURATION", "instant": "TIME"
 # How far in the past an --at may be (the clocks of client and master differ a little; a time computed as
 # "now" is past by the time it is read): beyond it, the time is a mistake, not a wish to run at once.
 AT_PAST_GRACE_S = 60.0
+# What build_specs keeps between the jobs of one call: (entrypoint, base, py_files, files, bundle, ship) →
+# (the resolved entrypoint, its bundle).
+CodeMemo = dict[tuple[Any, ...], tuple[str, "Bundle | None"]]
 
 AFTER_WHEN = {"succeeded": pb.AFTER_SUCCEEDED, "failed": pb.AFTER_FAILED, "always": pb.AFTER_ALWAYS}
 
@@ -275,16 +278,24 @@ class JobOptions:
         spec, packed = self.to_spec(entrypoint)
         return spec, sorted(fields), packed
 
-    def to_spec(self, entrypoint: str) -> tuple[pb.JobSpec, Bundle | None]:
+    def to_spec(self, entrypoint: str, code: CodeMemo | None = None) -> tuple[pb.JobSpec, Bundle | None]:
         """The JobSpec, and the bundle of files to upload with it (None: nothing is shipped). A file
         entrypoint, ``py_files``, ``files`` and ``bundle`` are shipped unless ``ship`` is False (see
         :mod:`sparkyard.bundle` for the layout). Without an entrypoint (an update that does not change
-        the code) nothing is resolved or shipped."""
+        the code) nothing is resolved or shipped. ``code``: what earlier calls of the same batch
+        resolved and packed (:func:`build_specs`), taken as it is for the same entrypoint and files."""
         base = Path(self.base_dir or Path.cwd()).absolute()
-        try:
-            entry = resolve_entrypoint(entrypoint, base) if entrypoint else ""
-        except ValueError as exc:
-            raise errors.InvalidArgument(str(exc)) from None
+        key = (entrypoint, base, tuple(self.py_files), tuple(self.files), self.bundle, self.ship)
+        if code is not None and key in code:
+            entry, packed = code[key]
+        else:
+            try:
+                entry = resolve_entrypoint(entrypoint, base) if entrypoint else ""
+            except ValueError as exc:
+                raise errors.InvalidArgument(str(exc)) from None
+            packed = self._pack(entry, base) if entry else None
+            if code is not None:
+                code[key] = (entry, packed)
         spec = pb.JobSpec(
             name=self.name, entrypoint=entry, args=self.args, conf=self.conf, env=self.env, py_files=self.py_files,
             group=self.group, priority=self.priority, runner=RUNNERS.get(self.runner, pb.RUNNER_UNSPECIFIED),
@@ -298,7 +309,12 @@ class JobOptions:
             executor_cores=self.executor_cores, num_executors=self.num_executors,
             max_active_runs=self.max_active_runs,
         )
-        packed = self._ship(spec, entry, base) if entry else None
+        if packed is not None:
+            spec.entrypoint = packed.entrypoint or entry
+            del spec.py_files[:]
+            spec.py_files.extend(packed.py_files)
+            spec.files.extend(packed.files)
+            spec.bundle.digest, spec.bundle.size = packed.digest, len(packed.data)
         spec.retry.max_attempts = self.retries + 1
         for target, seconds in ((spec.retry.initial_backoff, self.backoff), (spec.retry.max_backoff, self.max_backoff),
                                 (spec.timeout, self.timeout)):
@@ -308,20 +324,15 @@ class JobOptions:
         self._split(spec.split, base)
         return spec, packed
 
-    def _ship(self, spec: pb.JobSpec, entry: str, base: Path) -> Bundle | None:
+    def _pack(self, entry: str, base: Path) -> Bundle | None:
+        """The bundle a resolved entrypoint ships (None: nothing is shipped)."""
         parsed = parse_entrypoint(entry)
         py_files, files = _paths(self.py_files, base), _paths(self.files, base)
         if not self.ship or not (parsed.is_file or self.bundle or py_files or files):
             return None
-        packed = build_bundle(Path(parsed.path) if parsed.is_file else None, parsed.func, submit_dir=base,
-                              bundle_dir=_paths([self.bundle], base)[0] if self.bundle else None,
-                              py_files=py_files, files=files)
-        spec.entrypoint = packed.entrypoint or entry
-        del spec.py_files[:]
-        spec.py_files.extend(packed.py_files)
-        spec.files.extend(packed.files)
-        spec.bundle.digest, spec.bundle.size = packed.digest, len(packed.data)
-        return packed
+        return build_bundle(Path(parsed.path) if parsed.is_file else None, parsed.func, submit_dir=base,
+                            bundle_dir=_paths([self.bundle], base)[0] if self.bundle else None,
+                            py_files=py_files, files=files)
 
     def _trigger(self, trig: pb.Trigger) -> None:
         if self.delay is not None:
@@ -385,3 +396,12 @@ def _paths(items: Sequence[str], base: Path) -> tuple[Path, ...]:
 def build_spec(entrypoint: str, **options: Any) -> pb.JobSpec:
     """A JobSpec from keyword options (the fields of :class:`JobOptions`); InvalidArgument names a bad one."""
     return JobOptions.of(options).to_spec(entrypoint)[0]
+
+
+def build_specs(entrypoint: str, jobs: Iterable[Mapping[str, Any]], **common: Any) -> list[pb.JobSpec]:
+    """The JobSpecs of many jobs of one entrypoint, each from its own options over ``common`` (as
+    :func:`build_spec` takes them). The entrypoint is checked and its code packed once for the call, as the
+    files are when the call starts: ``build_spec`` per job walks and stamps them each time, which was most of
+    a bulk submitter's time (tests/bench/bench_scale.py)."""
+    code: CodeMemo = {}
+    return [JobOptions.of({**common, **each}).to_spec(entrypoint, code)[0] for each in jobs]

@@ -12,7 +12,8 @@ import pytest
 from sparkyard import errors
 from sparkyard.cli.main import build_parser
 from sparkyard.option_values import read as read_value
-from sparkyard.options import JobOptions, build_spec
+from sparkyard import options
+from sparkyard.options import JobOptions, build_spec, build_specs
 from sparkyard.errors import InvalidArgument
 from sparkyard.spec import normalize
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -97,6 +98,23 @@ def test_a_bad_flag_value_on_the_command_line_is_refused_naming_it(project: Path
         cli_spec("--retries", "1.5")
     with pytest.raises(SystemExit):  # argparse: two triggers at once
         cli_spec("--delay", "1s", "--every", "1s")
+
+
+def test_build_specs_makes_what_build_spec_makes_packing_the_code_once(project: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many jobs of one entrypoint: the same specs as one build_spec each, the code packed once per set of
+    files (a job with files of its own is packed for them), and a bad option named."""
+    (project / "util.py").write_text("X = 1\n")
+    jobs = [{"name": "a", "cron": "0 1 * * *"}, {"name": "b", "every": "10m", "retries": 2},
+            {"name": "c", "py_files": ["util.py"]}, {"name": "d", "cron": "0 2 * * *"}]
+    one_by_one = [build_spec("job.py:main", **{"group": "etl", **job}) for job in jobs]
+    packed: list[object] = []
+    real = options.build_bundle
+    monkeypatch.setattr(options, "build_bundle", lambda *a, **kw: packed.append(a) or real(*a, **kw))
+    assert build_specs("job.py:main", jobs, group="etl") == one_by_one
+    assert len(packed) == 2 and list(one_by_one[2].py_files) == ["util.py"] and not one_by_one[0].py_files
+    with pytest.raises(InvalidArgument, match="priority"):
+        build_specs("job.py:main", [{"name": "a"}, {"name": "b", "priority": "high"}])
 
 
 def test_every_default_is_in_the_form_its_option_reads_to() -> None:
