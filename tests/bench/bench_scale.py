@@ -2,12 +2,13 @@
 
     .venv/bin/python tests/bench/bench_scale.py [--daily 990000] [--every-minute 10000] [--minutes 3]
         [--keep-runs 3] [--bursts 10000,100000] [--burst-shape at|cron] [--leader-lease 0] [--list-repeats 100]
+        [--submit-threads 4]
 
 Part 1 (issue 23 item 4) — a fresh Redis, a leader and a standby master (default configuration but
 ``--keep-runs``), two protocol-level workers (tests/bench/protocol_worker.py: they speak the worker protocol
 and finish every task at once, so the master and Redis are measured, not Spark). Submitted through the
-public API's bulk submit (``Client.submit_many``, 1,000 jobs a call made by ``build_specs``, from two client
-threads): ``--daily`` jobs with a daily cron schedule, their fire times spread over the day's seconds (6-field
+public API's bulk submit (``Client.submit_many``, 1,000 jobs a call made by ``build_specs``, from
+``--submit-threads`` client threads): ``--daily`` jobs with a daily cron schedule, their fire times spread over the day's seconds (6-field
 cron, time zone Europe/Berlin), and ``--every-minute`` jobs firing every minute, spread over the minute's seconds. Each job
 has its own name. Then, in order:
 
@@ -374,7 +375,7 @@ def report_hold(h: dict[str, Any]) -> None:
 
 
 def main() -> int:
-    global LIST_REPEATS
+    global LIST_REPEATS, SUBMIT_THREADS
     parser = argparse.ArgumentParser()
     parser.add_argument("--daily", type=int, default=990_000)
     parser.add_argument("--every-minute", type=int, default=10_000)
@@ -384,10 +385,12 @@ def main() -> int:
     parser.add_argument("--burst-shape", choices=("at", "cron"), default="at",
                         help="a burst's jobs one-shot (--at T) or daily cron jobs due at T (the midnight burst)")
     parser.add_argument("--list-repeats", type=int, default=LIST_REPEATS, help="requests timed per listing")
+    parser.add_argument("--submit-threads", type=int, default=SUBMIT_THREADS,
+                        help="client threads sending the bulk submit's calls at once")
     parser.add_argument("--leader-lease", type=float, default=0,
                         help="seconds (0: the default); on a machine so loaded that a 3 s lease is lost")
     args = parser.parse_args()
-    LIST_REPEATS = args.list_repeats
+    LIST_REPEATS, SUBMIT_THREADS = args.list_repeats, args.submit_threads
     commit = os.popen("git rev-parse --short HEAD").read().strip()
     print(f"commit {commit}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.1f}",
           flush=True)
