@@ -8,9 +8,9 @@ Part 1 (issue 23 item 4) — a fresh Redis, a leader and a standby master (defau
 ``--keep-runs``), two protocol-level workers (tests/bench/protocol_worker.py: they speak the worker protocol
 and finish every task at once, so the master and Redis are measured, not Spark). Submitted through the
 public API's bulk submit (``Client.submit_many``, 1,000 jobs a call made by ``build_specs``, from
-``--submit-threads`` client threads): ``--daily`` jobs with a daily cron schedule, their fire times spread over the day's seconds (6-field
-cron, time zone Europe/Berlin), and ``--every-minute`` jobs firing every minute, spread over the minute's seconds. Each job
-has its own name. Then, in order:
+``--submit-threads`` client threads): ``--daily`` jobs with a daily cron schedule, their fire times spread
+over the day's seconds (6-field cron, time zone Europe/Berlin), and ``--every-minute`` jobs firing every
+minute, spread over the minute's seconds. Each job has its own name. Then, in order:
 
 * submit time; Redis ``used_memory`` per job (measured over the daily jobs, before the every-minute jobs
   start making runs), right after the submit and once the submit's idempotency keys have expired (a day
