@@ -104,17 +104,18 @@ def siblings(entry_path: Path) -> tuple[tuple[str, int, int], ...]:
     """The Python modules and packages beside a script (with their versions), or none if they weigh more
     than SIBLINGS_MAX_BYTES."""
     directory, entry = str(entry_path.parent), str(entry_path)
+    under = directory.rstrip(os.sep) + os.sep  # a script in / has its packages at /pkg
     spec = _ignores(entry_path.parent)
     found: list[str] = []
     # Paths as strings, not Path objects: a bulk submit walks the same folder once per job, and pathlib's
     # parsing was most of that walk.
     for base, dirs, names in os.walk(directory):  # into packages only: a home directory is not walked
-        rel = "" if base == directory else base[len(directory) + 1:].replace(os.sep, "/") + "/"
+        rel = "" if base == directory else base[len(under):].replace(os.sep, "/") + "/"
         dirs[:] = sorted(d for d in dirs if os.path.isfile(os.path.join(base, d, "__init__.py"))
                          and not spec.match_file(f"{rel}{d}/"))
         found += [path for path in (os.path.join(base, n) for n in names if n.endswith(".py"))
                   if path != entry and not spec.match_file(rel + os.path.basename(path))]
-    # Ordered by path components, as Path objects sort: the bundle's members, and so its digest, stay as they were.
+    # Ordered by path components, as Path objects sort (the stamps key the packed bundle's cache).
     stamped = tuple((p, *_stamp(p)) for p in sorted(found, key=lambda p: p.split(os.sep)))
     total = sum(size for _, _, size in stamped)
     if total <= SIBLINGS_MAX_BYTES:

@@ -19,9 +19,9 @@ def test_modules_and_packages_beside_a_script_travel_with_it_minus_ignored(tmp_p
     (tmp_path / "jobs" / "helpers" / "deep").mkdir(parents=True)
     (tmp_path / "jobs" / "notes").mkdir()
     for name in ("jobs/etl.py", "jobs/util.py", "jobs/secret.py", "jobs/helpers/__init__.py", "jobs/helpers/x.py",
-                 "jobs/helpers/deep/y.py", "jobs/notes/z.py", "jobs/data.csv", "top.py"):
+                 "jobs/helpers/deep/y.py", "jobs/helpers/skip.py", "jobs/notes/z.py", "jobs/data.csv", "top.py"):
         (tmp_path / name).write_text("x = 1\n")
-    (tmp_path / "jobs" / ".sparkyardignore").write_text("secret.py\n")
+    (tmp_path / "jobs" / ".sparkyardignore").write_text("secret.py\nhelpers/skip.py\n")
     packed = bundle.build(tmp_path / "jobs" / "etl.py", "", submit_dir=tmp_path)
     # deep/ has no __init__.py: not a package of helpers; notes/ is no package; data is not a module.
     assert _names(packed) == ["jobs/etl.py", "jobs/helpers/__init__.py", "jobs/helpers/x.py", "jobs/util.py"]
