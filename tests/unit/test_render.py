@@ -113,6 +113,16 @@ def test_unset_sub_message_is_none() -> None:
     assert to_dict(pb.Job(id="j1"))["spec"] is None
 
 
+def test_a_oneof_s_scalars_appear_only_when_set_and_maps_and_lists_whole() -> None:
+    spec = pb.JobSpec(conf={"a": "1"}, args=["x", "y"])
+    spec.trigger.every.interval.FromSeconds(60)
+    out = to_dict(spec)
+    assert out["trigger"]["every"]["interval"] == 60.0 and out["trigger"]["cron"] is None
+    assert "now" not in out["trigger"] and "manual" not in out["trigger"]
+    assert (out["conf"], out["args"]) == ({"a": "1"}, ["x", "y"])
+    assert to_dict(pb.Trigger(now=True))["now"] is True
+
+
 # ---------------------------------------------------------------------------------------------------- result
 
 
