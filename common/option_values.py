@@ -19,6 +19,18 @@ ROUTINGS = {"least-loaded": pb.ROUTING_LEAST_LOADED, "round-robin": pb.ROUTING_R
             "random": pb.ROUTING_RANDOM, "consistent-hash": pb.ROUTING_CONSISTENT_HASH,
             "previous-worker": pb.ROUTING_PREVIOUS_WORKER}
 CHOICES = {"runner": RUNNERS, "misfire": MISFIRES, "overlap": OVERLAPS, "routing": ROUTINGS}
+AFTER_WHEN = {"succeeded": pb.AFTER_SUCCEEDED, "failed": pb.AFTER_FAILED, "always": pb.AFTER_ALWAYS}
+
+
+def parse_after(text: str) -> tuple[str, int]:
+    """``JOB[:succeeded|failed|always]`` → (parent job id, pb.AfterWhen); InvalidArgument naming what is wrong."""
+    job_id, _, when = text.partition(":")
+    if when and when not in AFTER_WHEN:
+        raise errors.InvalidArgument(f"after: {when!r} is not one of {', '.join(AFTER_WHEN)} "
+                                     "(--after JOB[:succeeded|failed|always])")
+    if not job_id:
+        raise errors.InvalidArgument("after: name the parent job (--after JOB[:succeeded|failed|always])")
+    return job_id, AFTER_WHEN[when or "succeeded"]
 
 
 def read(kind: str, name: str, value: Any) -> Any:

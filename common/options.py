@@ -28,7 +28,7 @@ from sparkyard import errors
 from sparkyard.bundle import Bundle
 from sparkyard.bundle import build as build_bundle
 from sparkyard.flags import Row, add_rows
-from sparkyard.option_values import CHOICES, MISFIRES, OVERLAPS, ROUTINGS
+from sparkyard.option_values import CHOICES, MISFIRES, OVERLAPS, ROUTINGS, parse_after
 from sparkyard.runners import RUNNERS
 from sparkyard.option_values import read as read_value
 from sparkyard.timeutil import rfc3339_ms
@@ -46,20 +46,6 @@ AT_PAST_GRACE_S = 60.0
 # What build_specs keeps between the jobs of one call: (entrypoint, base, py_files, files, bundle, ship) →
 # (the resolved entrypoint, its bundle).
 CodeMemo = dict[tuple[Any, ...], tuple[str, "Bundle | None"]]
-
-AFTER_WHEN = {"succeeded": pb.AFTER_SUCCEEDED, "failed": pb.AFTER_FAILED, "always": pb.AFTER_ALWAYS}
-
-
-def parse_after(text: str) -> tuple[str, int]:
-    """``JOB[:succeeded|failed|always]`` → (parent job id, pb.AfterWhen); InvalidArgument naming what is wrong."""
-    job_id, _, when = text.partition(":")
-    if when and when not in AFTER_WHEN:
-        raise errors.InvalidArgument(f"after: {when!r} is not one of {', '.join(AFTER_WHEN)} "
-                                     "(--after JOB[:succeeded|failed|always])")
-    if not job_id:
-        raise errors.InvalidArgument("after: name the parent job (--after JOB[:succeeded|failed|always])")
-    return job_id, AFTER_WHEN[when or "succeeded"]
-
 
 @dataclass(frozen=True)
 class Option:
@@ -285,7 +271,9 @@ class JobOptions:
         the code) nothing is resolved or shipped. ``code``: what earlier calls of the same batch
         resolved and packed (:func:`build_specs`), taken as it is for the same entrypoint and files."""
         base = Path(self.base_dir or Path.cwd()).absolute()
-        key = (entrypoint, base, tuple(self.py_files), tuple(self.files), self.bundle, self.ship)
+        key: tuple[Any, ...] = ()
+        if code is not None:
+            key = (entrypoint, base, tuple(self.py_files), tuple(self.files), self.bundle, self.ship)
         if code is not None and key in code:
             entry, packed = code[key]
         else:
