@@ -203,7 +203,8 @@ class MasterConfig(_Secrets):
     max_conf_bytes: Bytes = Field(DEFAULT_MAX_CONF_BYTES, description="largest total of a job's Spark conf")
     max_inputs: int = Field(DEFAULT_MAX_INPUTS, description="most inputs of one run")
     leader_lease_s: Seconds = Field(DEFAULT_LEADER_LEASE_S, description="the leader's lease; a standby takes over "
-                                    "about this long after it dies")
+                                    "about this long after the leader's host dies or is cut off, half as long after "
+                                    "its process dies")
     redis_connect_wait_s: Seconds = Field(DEFAULT_REDIS_CONNECT_WAIT_S, description="a start waits for Redis as "
                                           "long as it takes, saying so every this long (naming Redis)")
     redis_min_replicas: int = Field(0, description="use no write (a submit's or trigger's reply, a fencing token, "

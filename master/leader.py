@@ -2,9 +2,18 @@
 
 The leader holds a lease in Redis (``P:leader``: id, epoch, address; it expires unless renewed) under an
 epoch that grows on every change of leader (``leader.lua``). It renews the lease every ``lease / 6``; a
-standby tries to take it every ``lease / 12``, so after a leader dies a standby leads within about
-``lease + lease / 12`` (3.25 s by default) and a graceful stop, which gives the lease up, hands over
-within ``lease / 12``.
+standby tries to take it every ``lease / 12``, so a graceful stop, which gives the lease up, hands over
+within ``lease / 12``, and a leader whose host died or was cut off is replaced within about
+``lease + lease / 12`` (3.25 s by default).
+
+A leader whose process died (``kill -9``, the OOM killer, a crash) is replaced sooner, without waiting out its
+lease: its Redis connections, named after it (:func:`connection_name`), closed with it. A standby that sees
+none of them for half a lease (``CLIENT LIST``, every ``lease / 12``) takes the lease over from that holder
+(``leader.lua`` ``takeover``), about ``lease / 2`` after the death (1.5 s by default). Half a lease is two
+renewals of a live leader: one whose connections were dropped (Redis restarted, a connection killed) has
+opened new ones by then. A leader that is alive but stopped (SIGSTOP, a long pause) keeps its connections,
+and so its lease. Were a live leader ever taken over this way, nothing breaks: it is fenced like one paused
+past its lease. Where ``CLIENT LIST`` is refused (an ACL without it, a proxy), the lease alone decides.
 
 The epoch is what makes this safe rather than merely likely: every write script compares the caller's
 epoch with the current one and refuses otherwise (:mod:`sparkyard.master.scripts`). A leader paused past
@@ -50,10 +59,17 @@ class LeaderView:
     address: str
 
 
-async def _leader_op(scripts: ScriptLibrary, op: str, master_id: str, address: str,
-                     lease_ms: int) -> tuple[bool, LeaderView]:
-    status, epoch, leader_id, leader_address = await scripts(
-        "leader", [], [op, master_id, address, lease_ms, scripts.epoch])
+def connection_name(namespace: str, master_id: str) -> str:
+    """The name every Redis connection of a master carries (``CLIENT SETNAME``; no spaces or controls)."""
+    return f"sparkyard:{namespace}:master:" + "".join(c if "!" <= c <= "~" else "_" for c in master_id)
+
+
+async def _leader_op(scripts: ScriptLibrary, op: str, master_id: str, address: str, lease_ms: int,
+                     holder: LeaderView | None = None) -> tuple[bool, LeaderView]:
+    args: list[object] = [op, master_id, address, lease_ms, scripts.epoch]
+    if holder is not None:
+        args += [holder.leader_id, holder.epoch]
+    status, epoch, leader_id, leader_address = await scripts("leader", [], args)
     return status == LEADER, LeaderView(int(epoch), leader_id, leader_address)
 
 
@@ -85,6 +101,9 @@ class Leadership:
         self.view = LeaderView(0, "", "")
         self._renewed_at = 0.0
         self._stopping = False
+        # The holder seen without a connection to Redis, and since when (monotonic s); None: none such.
+        self._gone: tuple[LeaderView, float] | None = None
+        self._sees_connections = True  # False once CLIENT LIST was refused: the lease alone decides
 
     @property
     def role(self) -> str:
@@ -94,16 +113,49 @@ class Leadership:
     def epoch(self) -> int:
         return self._scripts.epoch
 
-    async def _call(self, op: str) -> bool:
-        leading, self.view = await _leader_op(self._scripts, op, self.master_id, self.address, self.lease_ms)
+    async def _call(self, op: str, holder: LeaderView | None = None) -> bool:
+        leading, self.view = await _leader_op(self._scripts, op, self.master_id, self.address, self.lease_ms,
+                                              holder)
         return leading
 
     async def acquire(self) -> bool:
         """Take the lease if nobody holds it; True if this master now leads (``epoch`` is its epoch)."""
-        if await self._call("acquire"):
+        return await self._take("acquire")
+
+    async def _take(self, op: str, holder: LeaderView | None = None) -> bool:
+        if await self._call(op, holder):
             self._scripts.epoch = self.view.epoch
             self.leading = True
             self._renewed_at = self._clock.monotonic()
+        return self.leading
+
+    async def take_over_if_gone(self) -> bool:
+        """After a failed :meth:`acquire`: take the lease over from a holder none of whose connections Redis
+        has had for half a lease (its process is gone); True if this master now leads."""
+        holder = self.view
+        if not self._sees_connections or not holder.leader_id or holder.leader_id == self.master_id:
+            self._gone = None
+            return False
+        try:
+            names = await self._store.connection_names()
+        except redis.exceptions.ResponseError as exc:
+            self._sees_connections = False
+            log.info("cannot list Redis connections (%s): a leader is replaced when its lease ends", exc)
+            return False
+        if connection_name(self._store.keys.namespace, holder.leader_id) in names:
+            self._gone = None
+            return False
+        now = self._clock.monotonic()
+        if self._gone is None or self._gone[0] != holder:
+            self._gone = (holder, now)
+            return False
+        gone_s = now - self._gone[1]
+        if gone_s < self.lease_ms / 2000:
+            return False
+        if await self._take("takeover", holder):
+            log.warning("the leader %s (epoch %d) has had no connection to Redis for %.1fs: its process is gone; "
+                        "taking over before its lease ends", holder.leader_id, holder.epoch, gone_s)
+        self._gone = None
         return self.leading
 
     async def first_election(self) -> bool:
@@ -147,7 +199,7 @@ class Leadership:
                         await self._depose(f"the lease was taken over (leader now {self.view.leader_id or 'nobody'}, "
                                            f"epoch {self.view.epoch})")
                         return
-                elif not self._stopping and await self.acquire():
+                elif not self._stopping and (await self.acquire() or await self.take_over_if_gone()):
                     log.info("leading (epoch %d) as %s at %s", self.epoch, self.master_id, self.address)
                     try:
                         await self._on_elected(self.epoch)

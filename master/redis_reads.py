@@ -285,3 +285,9 @@ class RedisReads:
     async def get_masters(self) -> dict[str, dict[str, Any]]:
         raw = await self.redis.hgetall(self.keys.masters)
         return {m: json.loads(v) for m, v in raw.items()}
+
+    async def connection_names(self) -> set[str]:
+        """The names of the connections open to Redis now (``CLIENT LIST``): a master's carry its id
+        (:func:`sparkyard.master.leader.connection_name`), so a standby sees whether its leader's process is
+        still there."""
+        return {str(c.get("name", "")) for c in await self.redis.client_list()}

@@ -73,17 +73,20 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
     return SentinelUrl(tuple(sentinels), service, parts.password, int(db))
 
 
-def connect(url: str, *, decode: bool, max_connections: int) -> Redis:
-    """A client of the Redis at ``url`` (its connections are made on first use)."""
+def connect(url: str, *, decode: bool, max_connections: int, name: str = "") -> Redis:
+    """A client of the Redis at ``url`` (its connections are made on first use), each connection named
+    ``name`` (``CLIENT SETNAME``) if one is given."""
+    client_name = name or None
     if urlsplit(url).scheme == SENTINEL_SCHEME:
         s = parse_sentinel_url(url)
         sentinel = Sentinel(list(s.sentinels), sentinel_kwargs={"socket_timeout": SENTINEL_TIMEOUT_S})
         client = sentinel.master_for(s.service, decode_responses=decode, password=s.password, db=s.db,
-                                     max_connections=max_connections, health_check_interval=30, retry=_retry())
+                                     max_connections=max_connections, health_check_interval=30, retry=_retry(),
+                                     client_name=client_name)
     else:
         client = Redis(connection_pool=BlockingConnectionPool.from_url(
             url, decode_responses=decode, health_check_interval=30, max_connections=max_connections,
-            timeout=POOL_WAIT_S, retry=_retry()))
+            timeout=POOL_WAIT_S, retry=_retry(), client_name=client_name))
     pool = client.connection_pool
     pool.connection_class = packing_in_c(pool.connection_class)
     return client

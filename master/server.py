@@ -33,7 +33,7 @@ from sparkyard.addresses import in_use, is_loopback
 from sparkyard.master.assembly import Master, build_master
 from sparkyard.master.auth import Role, RoleAuthInterceptor
 from sparkyard.master.embedded_redis import EmbeddedRedis
-from sparkyard.master.leader import LeaderGate, Leadership
+from sparkyard.master.leader import LeaderGate, Leadership, connection_name
 from sparkyard.master.leader_link import LeaderLink, PeerTls
 from sparkyard.master.metrics import MasterMetrics
 from sparkyard.master.request_guard import RequestGuard
@@ -194,10 +194,13 @@ class MasterServer:
         else:
             self._embedded = EmbeddedRedis(Path(cfg.data_dir) / "redis")
             self.redis_url = await asyncio.to_thread(self._embedded.start)
+        # Every connection carries this master's id: a standby that sees none of its leader's takes over
+        # without waiting out the lease (master/leader.py).
+        name = connection_name(cfg.namespace, master_id(advertised(cfg.advertise or self._listen)))
         try:
-            self._redis = connect(self.redis_url, decode=True, max_connections=REDIS_CONNECTIONS)
+            self._redis = connect(self.redis_url, decode=True, max_connections=REDIS_CONNECTIONS, name=name)
             # Bundles are bytes: their client does not decode replies.
-            self._raw_redis = connect(self.redis_url, decode=False, max_connections=REDIS_CONNECTIONS // 4)
+            self._raw_redis = connect(self.redis_url, decode=False, max_connections=REDIS_CONNECTIONS // 4, name=name)
         except RedisUrlError as exc:
             raise StartupError(str(exc)) from None
         await self._reach_redis(self._redis)

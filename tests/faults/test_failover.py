@@ -15,6 +15,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from redis import Redis
+
 from harness import EXAMPLES, Cluster, free_port, no_duplicate_firings, wait_for
 from sparkyard.client import Client, first_run_id
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -24,13 +26,13 @@ TASKS = EXAMPLES / "tasks.py"
 ARGS = ("--lease", "10", "--heartbeat", "1", "--log-level", "DEBUG")
 
 
-def two_masters(make_cluster: object) -> tuple[Cluster, Cluster, Client]:
+def two_masters(make_cluster: object, *extra: str) -> tuple[Cluster, Cluster, Client]:
     """The leader in the first cluster, a standby in the second; a client given both."""
     first: Cluster = make_cluster()  # type: ignore[operator]
     second: Cluster = make_cluster()  # type: ignore[operator]
     second.namespace = first.namespace
-    first.start_master(*ARGS, port=free_port())  # fixed ports: a deposed master comes back on its own
-    second.start_master(*ARGS, port=free_port())
+    first.start_master(*ARGS, *extra, port=free_port())  # fixed ports: a deposed master comes back on its own
+    second.start_master(*ARGS, *extra, port=free_port())
     assert Client(second.address).status().role == "standby"
     both = f"{first.address},{second.address}"
     first.address = both  # workers started from the first cluster get both masters
@@ -68,6 +70,28 @@ def test_a_paused_leader_is_replaced_and_comes_back_fenced_as_a_standby(make_clu
     print(f"SIGSTOP of the leader: the standby led {takeover:.2f}s after the pause; the woken leader stepped "
           f"down (epoch now {client.status().epoch})")
     assert takeover < 60
+
+
+def test_a_killed_leader_is_replaced_before_its_lease_ends(make_cluster: object) -> None:
+    """kill -9 closes the leader's Redis connections: the standby takes over half a lease later, not a whole
+    lease. The 20 s lease leaves a loaded machine 10 s of margin between the two."""
+    first, second, client = two_masters(make_cluster, "--leader-lease", "20s", "--lease", "30s")
+    standby = first.address.split(",")[1]
+    job = client.submit(f"{TASKS}:noop", every="1s")
+    wait_for(lambda: len(client.runs(job.id)) >= 2, 30, "the 1 s job to fire")
+    assert first.master is not None and second.master is not None
+    redis = Redis.from_url(first.redis_url, decode_responses=True)
+    first.master.process.kill()
+    killed_at = time.monotonic()
+    lease_left = redis.pttl(f"{first.namespace}:leader") / 1000
+    wait_for(lambda: role(standby) == "leader", 60, "the standby to lead")
+    takeover = time.monotonic() - killed_at
+    assert "its process is gone; taking over before its lease ends" in second.master.log(), second.master.log()[-3000:]
+    fired = len(client.runs(job.id))
+    wait_for(lambda: len(client.runs(job.id)) >= fired + 3, 30, "more firings by the new leader")
+    client.pause(job.id)
+    no_duplicate_firings(client, job.id)
+    print(f"kill -9 of the leader: the standby led {takeover:.2f}s after it; the lease had {lease_left:.1f}s left")
 
 
 def test_a_stopped_leader_hands_over_at_once(make_cluster: object) -> None:

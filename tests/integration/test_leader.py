@@ -10,11 +10,12 @@ from typing import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 
 from harness import RedisServer
-from sparkyard.clock import SystemClock
+from sparkyard.clock import FakeClock, SystemClock
 from sparkyard.keys import Keys
-from sparkyard.master.leader import Leadership
+from sparkyard.master.leader import Leadership, connection_name
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.scripts import SCRIPT_NAMES, UNFENCED, Fenced, ScriptLibrary
 
@@ -25,7 +26,8 @@ LEASE_S = 0.5
 class Master:
     """The election part of one master: its own script library (its own epoch) on the shared Redis."""
 
-    def __init__(self, redis: Redis, keys: Keys, name: str) -> None:
+    def __init__(self, redis: Redis, keys: Keys, name: str, lease_s: float = LEASE_S,
+                 clock: SystemClock | FakeClock | None = None) -> None:
         self.store = RedisStore(redis, keys)
         self.events: list[str] = []
 
@@ -35,7 +37,8 @@ class Master:
         async def deposed(why: str) -> None:
             self.events.append("deposed")
 
-        self.leadership = Leadership(self.store, name, f"{name}:7070", LEASE_S, SystemClock(), elected, deposed)
+        self.leadership = Leadership(self.store, name, f"{name}:7070", lease_s, clock or SystemClock(), elected,
+                                     deposed)
 
 
 @pytest.fixture
@@ -124,6 +127,63 @@ async def test_a_leader_that_could_not_start_leading_steps_down(redis: Redis, ke
     a.leadership._on_elected = half_started
     await asyncio.wait_for(a.leadership.run(), 10 * LEASE_S)  # the loop ends once deposed
     assert a.events == ["elected 1", "deposed"] and not a.leadership.leading and a.store.scripts.epoch == 0
+
+
+async def test_a_standby_takes_over_from_a_leader_whose_process_is_gone_before_its_lease_ends(
+        redis_server: RedisServer, keys: Keys) -> None:
+    """A leader's connections carry its name; once Redis has had none of them for half a lease, a standby
+    takes the lease over from it (the lease here outlasts the test: only the half-lease window, on a fake
+    clock, is waited for)."""
+    clock = FakeClock()
+    named = {m: Redis(port=redis_server.port, decode_responses=True, client_name=connection_name(keys.namespace, m))
+             for m in ("a", "b")}
+    try:
+        a, b = (Master(named[m], keys, m, lease_s=600, clock=clock) for m in ("a", "b"))
+        assert await a.leadership.acquire() and not await b.leadership.acquire()
+        clock.advance(400)
+        assert not await b.leadership.take_over_if_gone()  # a's connection is open: it lives, however long
+        await named["a"].connection_pool.disconnect()  # a's process died: Redis saw its connections close
+        assert not await b.leadership.take_over_if_gone()  # gone since now
+        clock.advance(299)
+        assert not await b.leadership.take_over_if_gone()
+        clock.advance(2)
+        assert await b.leadership.take_over_if_gone() and b.leadership.epoch == 2
+        assert await named["b"].pttl(keys.leader) > 500_000  # b's own lease, a's was not waited out
+        with pytest.raises(Fenced, match="epoch 1 is not the current one"):
+            await a.store.reschedule_after_run("j1", "r1", 0)  # were a alive after all, it is fenced
+        assert not await a.leadership.renew()
+    finally:
+        for client in named.values():
+            await client.aclose()
+
+
+async def test_a_takeover_never_takes_the_lease_from_a_holder_it_did_not_see_gone(redis: Redis, keys: Keys) -> None:
+    a, b, c = Master(redis, keys, "a"), Master(redis, keys, "b"), Master(redis, keys, "c")
+    assert await a.leadership.acquire() and not await b.leadership.acquire()
+    seen_gone = b.leadership.view
+    await redis.delete(keys.leader)  # a's lease lapsed and c took it, after b looked
+    assert await c.leadership.acquire()
+    assert not await b.leadership._take("takeover", seen_gone)
+    assert b.leadership.view.leader_id == "c" and await c.leadership.renew()
+
+
+async def test_a_standby_that_cannot_list_connections_waits_for_the_lease(redis: Redis, keys: Keys) -> None:
+    """CLIENT LIST refused (an ACL without it): no takeover, and no further tries."""
+    clock = FakeClock()
+    a, b = Master(redis, keys, "a", lease_s=600, clock=clock), Master(redis, keys, "b", lease_s=600, clock=clock)
+    calls = []
+
+    async def refused() -> set[str]:
+        calls.append(1)
+        raise ResponseError("NOPERM this user has no permissions to run the 'client|list' command")
+
+    b.store.connection_names = refused  # type: ignore[method-assign]
+    assert await a.leadership.acquire() and not await b.leadership.acquire()
+    await redis.client_kill_filter(_type="normal", skipme=False)  # nobody's connections are left at all
+    for _ in range(3):
+        clock.advance(400)
+        assert not await b.leadership.take_over_if_gone()
+    assert calls == [1] and not await b.leadership.acquire()
 
 
 async def test_every_write_script_is_fenced_and_refuses_before_it_writes(redis: Redis, keys: Keys) -> None:
