@@ -309,22 +309,26 @@ class Client:
 
     first_run_id = staticmethod(first_run_id)
 
-    def logs(self, task_id: str, *, attempt: int = 0, follow: bool = False, offset: int = 0) -> Iterator[bytes]:
-        """The log of a task's attempt (latest by default), chunk by chunk; ``follow`` streams until it ends.
-        Goes to the leader like every call; a stream broken by a change of master resumes where it was, and a
-        followed one rides through a restart of its only master as :meth:`wait` does (up to
-        WAIT_UNREACHABLE_S with no master at all)."""
+    def logs(self, task_id: str, *, attempt: int = 0, follow: bool = False, offset: int = 0,
+             retries: bool = False) -> Iterator[bytes]:
+        """The log of a task's attempt (latest by default), chunk by chunk; ``follow`` streams until it ends,
+        and with ``retries`` goes on with the task's next attempts (each log begins with its attempt's header
+        line) until the task has ended. Goes to the leader like every call; a stream broken by a change of
+        master resumes where it was, and a followed one rides through a restart of its only master as
+        :meth:`wait` does (up to WAIT_UNREACHABLE_S with no master at all)."""
         deadline = time.monotonic() + LEADER_WAIT_S
         unreachable: set[str] = set()
         unreachable_since: float | None = None
         while True:
-            request = pb.StreamTaskLogRequest(task_id=task_id, attempt=attempt, follow=follow, offset=offset)
+            request = pb.StreamTaskLogRequest(task_id=task_id, attempt=attempt, follow=follow, offset=offset,
+                                              retries=retries)
             try:
                 for chunk in self._link.stubs("jobs").StreamTaskLog(request, metadata=self._link.metadata,
                                                       timeout=None if follow else self._link.timeout * 4):
                     unreachable_since = None
+                    # A resumed stream asks for the attempt it was in (not the latest), from where it was.
+                    attempt, offset = chunk.attempt or attempt, chunk.offset + len(chunk.data)
                     if chunk.data:
-                        offset += len(chunk.data)
                         yield chunk.data
                 return
             except grpc.RpcError as exc:

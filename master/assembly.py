@@ -122,7 +122,7 @@ def build_master(cfg: MasterConfig, store: Store, clock: Clock, timer: SystemTim
     reaper = Reaper(store, registry, outcomes, timer, background, cfg)
     submissions = Submissions(cfg, store, clock, outcomes, arming, bundles, metrics)
     jobs = JobManager(cfg, store, clock, outcomes, purgatory, arming, preloader, submissions)
-    logs = LogRelay(registry)
+    logs = LogRelay(registry, jobs.get_task, clock)
     connection = WorkerConnection(store, registry, outcomes, logs, reports, clock, cfg)
 
     events.subscribe(WorkReady, lambda _: scheduler.wake())

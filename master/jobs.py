@@ -29,7 +29,7 @@ from sparkyard.master.submissions import Submissions, Submitted, bundle_missing,
 from sparkyard.pipeline_spec import same_version
 from sparkyard.spec import SpecError
 from sparkyard.updates import apply_update
-from sparkyard.states import RUN_TERMINAL, TASK_TERMINAL, AttemptState, JobState, RunState, StepState, TaskState
+from sparkyard.states import RUN_TERMINAL, JobState, RunState, StepState, TaskState
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -42,8 +42,6 @@ MAX_LIST_LIMIT = 10_000
 LIST_SCAN_BUDGET = 10_000
 # A job cancel re-reads the job's active runs this many times if firings keep racing it.
 CANCEL_ATTEMPTS = 5
-# How often a followed log of a task still queued looks whether an attempt of it has started.
-START_POLL_S = 0.5
 # An update re-reads the job and merges its change again this many times if other updates keep coming first.
 UPDATE_ATTEMPTS = 5
 
@@ -145,20 +143,6 @@ class JobManager:
         if task is None:
             raise NotFound(f"task {task_id} not found")
         return task
-
-    async def started_task(self, task_id: str) -> TaskRecord:
-        """The task once a worker has taken it (it has an attempt): a followed log (``logs -f``) waits for
-        that, as ``tail -F`` waits for a file, where it failed while the task was still queued. An attempt
-        handed back (RELEASED: a draining worker's, or one no worker could be given) is not what runs next:
-        the follow waits for the task's next attempt. NotFound if it ends without one."""
-        while True:
-            task = await self.get_task(task_id)
-            handed_back = bool(task.attempts) and task.attempts[-1].state is AttemptState.RELEASED
-            if task.attempts and (not handed_back or task.state in TASK_TERMINAL):
-                return task
-            if task.state in TASK_TERMINAL:
-                raise NotFound(f"task {task_id} ended {task.state.value} without starting: it has no log")
-            await self._clock.sleep(START_POLL_S)
 
     @staticmethod
     def _limit(limit: int) -> int:

@@ -187,8 +187,8 @@ class JobService(pbg.JobServiceServicer):
     async def StreamTaskLog(self, request: pb.StreamTaskLogRequest,
                             context: grpc.aio.ServicerContext) -> AsyncIterator[pb.LogChunk]:
         try:
-            task = await (self._jobs.started_task if request.follow else self._jobs.get_task)(request.task_id)
-            async for chunk in self._logs.attempt_log(task, request.attempt, request.offset, request.follow):
+            async for chunk in self._logs.task_log(request.task_id, request.attempt, request.offset, request.follow,
+                                                   request.retries):
                 yield chunk
         except Exception as exc:
             await _abort(context, exc, "StreamTaskLog")

@@ -109,7 +109,7 @@ def _wait_code(run: pb.Run, timed_out: bool) -> int:
 def cmd_logs(client: Client, args: argparse.Namespace) -> int:
     """The log as it is; with --json one object ``{"task", "attempt" (when given), "log"}``, or with -f one a
     line per chunk as it comes (the log's bytes as UTF-8, a bad byte replaced)."""
-    chunks = client.logs(args.task_id, attempt=args.attempt, follow=args.follow)
+    chunks = client.logs(args.task_id, attempt=args.attempt, follow=args.follow, retries=not args.attempt)
     head: dict[str, Any] = {"task": args.task_id, **({"attempt": args.attempt} if args.attempt else {})}
     if args.json and not args.follow:
         render.print_json({**head, "log": b"".join(chunks).decode(errors="replace")})

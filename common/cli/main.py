@@ -168,7 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(lg)
     lg.add_argument("task_id")
     lg.add_argument("--attempt", type=int, default=0, help="attempt number (default: latest)")
-    lg.add_argument("-f", "--follow", action="store_true", help="keep printing until the attempt ends")
+    lg.add_argument("-f", "--follow", action="store_true", help="keep printing until the task ends (its retries "
+                    "included); with --attempt, until that attempt ends")
 
     ct = sub.add_parser("certs", help="make a development CA and TLS certificates for masters, workers and clients")
     _json(ct)

@@ -701,26 +701,30 @@ class WaitRunResponse(_message.Message):
     def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ..., timed_out: _Optional[bool] = ...) -> None: ...
 
 class StreamTaskLogRequest(_message.Message):
-    __slots__ = ("task_id", "attempt", "follow", "offset")
+    __slots__ = ("task_id", "attempt", "follow", "offset", "retries")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RETRIES_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     attempt: int
     follow: bool
     offset: int
-    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., follow: _Optional[bool] = ..., offset: _Optional[int] = ...) -> None: ...
+    retries: bool
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., follow: _Optional[bool] = ..., offset: _Optional[int] = ..., retries: _Optional[bool] = ...) -> None: ...
 
 class LogChunk(_message.Message):
-    __slots__ = ("data", "offset", "eof")
+    __slots__ = ("data", "offset", "eof", "attempt")
     DATA_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     EOF_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     data: bytes
     offset: int
     eof: bool
-    def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ..., eof: _Optional[bool] = ...) -> None: ...
+    attempt: int
+    def __init__(self, data: _Optional[bytes] = ..., offset: _Optional[int] = ..., eof: _Optional[bool] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class Lease(_message.Message):
     __slots__ = ("task_id", "fencing_token")

@@ -123,6 +123,23 @@ def test_logs_follow_streams_a_running_attempt_until_it_ends(shared_cluster: Clu
     assert client.run(run_id).state == pb.RUN_SUCCEEDED  # -f returned because the attempt ended
 
 
+def test_logs_follow_goes_on_into_the_retry_of_a_failed_attempt_until_the_task_ends(shared_cluster: Cluster) -> None:
+    client = shared_cluster.client()
+    job = client.submit(f"{TASKS}:fail_first", retries=1, backoff="1s")
+    run_id = first_run_id(job)
+    wait_for(lambda: client.run(run_id).tasks[0].attempts, 60, "the first attempt to start")
+    task_id = client.run(run_id).tasks[0].id
+    logs = [sys.executable, "-m", "sparkyard.cli.main", "--master", shared_cluster.address, "logs", task_id]
+    done = subprocess.run([*logs, "-f"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.index(f"attempt 1 of task {task_id}"), done.stdout.index(f"attempt 2 of task {task_id}")
+    assert first < done.stdout.index("planned failure on attempt 1") < second, done.stdout
+    assert client.run(run_id).state == pb.RUN_SUCCEEDED  # -f returned because the task ended
+    one = subprocess.run([*logs, "--attempt", "1", "-f"], capture_output=True, text=True, timeout=60)
+    assert one.returncode == 0 and "planned failure on attempt 1" in one.stdout, one.stderr
+    assert f"attempt 2 of task {task_id}" not in one.stdout  # --attempt N: that attempt's log alone
+
+
 def test_a_result_over_the_size_limit_fails_the_attempt_clearly(shared_cluster: Cluster) -> None:
     client = shared_cluster.client()
     run, _ = client.wait(first_run_id(client.submit(f"{TASKS}:big_result")), timeout=120)
