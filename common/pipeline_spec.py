@@ -83,9 +83,10 @@ def _cycle(after: dict[str, list[str]]) -> list[str]:
     return []
 
 
-def normalize_pipeline(spec: pb.JobSpec) -> pb.JobSpec:
+def normalize_pipeline(spec: pb.JobSpec, *, wellformed_checked: bool = False) -> pb.JobSpec:
     """A validated copy of a pipeline spec: its own fields checked as a job's, every step's spec as a job's
-    (without a trigger: a step runs when the graph says), the graph checked."""
+    (without a trigger: a step runs when the graph says), the graph checked (``wellformed_checked`` as
+    :func:`~sparkyard.spec.normalize` takes it)."""
     if spec.entrypoint:
         raise SpecError("entrypoint", "a pipeline has steps instead of an entrypoint")
     if not spec.name:
@@ -95,7 +96,7 @@ def normalize_pipeline(spec: pb.JobSpec) -> pb.JobSpec:
     own.CopyFrom(spec)
     del own.steps[:]
     own.entrypoint = _STAND_IN
-    out = normalize(own)
+    out = normalize(own, wellformed_checked=wellformed_checked)
     out.entrypoint = ""
     for i, step in enumerate(spec.steps):
         if step.trigger_rule not in pb.TriggerRule.values():
@@ -112,7 +113,7 @@ def normalize_pipeline(spec: pb.JobSpec) -> pb.JobSpec:
         if not step_spec.name:
             step_spec.name = f"{spec.name}.{step.name}"
         try:
-            added.spec.CopyFrom(normalize(step_spec))
+            added.spec.CopyFrom(normalize(step_spec, wellformed_checked=wellformed_checked))
         except SpecError as exc:
             raise SpecError(f"steps[{i}].spec.{exc.field}", str(exc).removeprefix(f"{exc.field}: ")) from None
     return out

@@ -294,14 +294,17 @@ def _validate_retry(retry: pb.RetryPolicy) -> None:
         raise SpecError("retry.multiplier", f"{retry.multiplier:g} is outside 1..{MAX_BACKOFF_MULTIPLIER:g}")
 
 
-def normalize(spec: pb.JobSpec, *, require_absolute_path: bool = True) -> pb.JobSpec:
-    """A validated copy of ``spec`` with defaults filled in; SpecError names the first bad field."""
+def normalize(spec: pb.JobSpec, *, require_absolute_path: bool = True, wellformed_checked: bool = False) -> pb.JobSpec:
+    """A validated copy of ``spec`` with defaults filled in; SpecError names the first bad field.
+    ``wellformed_checked``: every value of the message was checked already (:mod:`sparkyard.wellformed`: the
+    master's request guard checks each request whole), so it is not walked a second time."""
     out = pb.JobSpec()
     out.CopyFrom(spec)
-    try:
-        wellformed.check(out)
-    except wellformed.MalformedField as exc:
-        raise SpecError(exc.field, str(exc).removeprefix(f"{exc.field}: ")) from None
+    if not wellformed_checked:
+        try:
+            wellformed.check(out)
+        except wellformed.MalformedField as exc:
+            raise SpecError(exc.field, str(exc).removeprefix(f"{exc.field}: ")) from None
     entry = parse_entrypoint(out.entrypoint)
     if out.HasField("bundle"):
         _validate_bundle(out, entry)

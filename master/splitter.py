@@ -87,6 +87,8 @@ class SplitSpec:
 def split_job(spec: pb.JobSpec) -> list[tuple[SplitInput, ...]]:
     """The task slices of one run of a job (every firing and the submit-time check split the same way)."""
     s = spec.split
+    if not s.ListFields():  # nothing to split (most jobs): one task, as split() makes it
+        return [()]
     return split(SplitSpec(
         inputs=tuple(SplitInput(i.value, i.mark) for i in s.inputs),
         parallelism=s.parallelism,

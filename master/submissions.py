@@ -98,7 +98,10 @@ class Submissions:
         if hit is not None:
             return hit
         try:
-            norm = normalize_pipeline(spec) if spec.steps else normalize(spec)
+            # Well-formed already: the request guard checked each request whole, and an update merges a
+            # checked change into a stored spec.
+            norm = (normalize_pipeline(spec, wellformed_checked=True) if spec.steps
+                    else normalize(spec, wellformed_checked=True))
             check_sizes(norm, self._cfg)
             tasks = split_job(norm)
         except SpecError as exc:  # SplitError is a SpecError

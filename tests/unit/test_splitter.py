@@ -20,7 +20,9 @@ from sparkyard.master.splitter import (
     SplitSpec,
     channel_count,
     split,
+    split_job,
 )
+from sparkyard.v1 import sparkyard_pb2 as pb
 
 # -------------------------------------------------------------------------------------------- channel_count
 
@@ -96,6 +98,14 @@ def test_parallelism_without_inputs_gives_that_many_empty_tasks() -> None:
 
 def test_no_inputs_and_no_parallelism_gives_one_empty_task() -> None:
     assert split(SplitSpec()) == [()]
+    assert split_job(pb.JobSpec()) == split(SplitSpec())  # its shortcut for a job with nothing to split
+
+
+def test_a_job_splits_as_its_split_message_says() -> None:
+    spec = pb.JobSpec(split=pb.SplitSpec(parallelism=3))
+    assert split_job(spec) == split(SplitSpec(parallelism=3)) == [(), (), ()]
+    with pytest.raises(SplitError, match="split.parallelism"):
+        split_job(pb.JobSpec(split=pb.SplitSpec(parallelism=MAX_TASKS_PER_RUN + 1)))
 
 
 def test_task_count_is_capped_by_the_number_of_inputs() -> None:
