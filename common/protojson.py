@@ -31,61 +31,56 @@ def enum_name(field: FieldDescriptor, number: int) -> str:
     return name
 
 
-def _value(field: FieldDescriptor, value: Any) -> Any:
-    return _converter(field)(field, value)
-
-
-@functools.cache
-def _converter(field: FieldDescriptor) -> Callable[[FieldDescriptor, Any], Any]:
-    """How a value of ``field`` reads in JSON, decided once per field (the console's jobs page converts a
-    hundred jobs and their runs on every refresh)."""
+def _converter(field: FieldDescriptor) -> Callable[[Any], Any]:
+    """How a value of ``field`` reads in JSON."""
     if field.type == FieldDescriptor.TYPE_MESSAGE:
         full = field.message_type.full_name
         if full == "google.protobuf.Timestamp":
-            return lambda _, v: rfc3339_ms(v.ToMilliseconds()) if (v.seconds or v.nanos) else None
+            return lambda v: rfc3339_ms(v.ToMilliseconds()) if (v.seconds or v.nanos) else None
         if full == "google.protobuf.Duration":
-            return lambda _, v: v.ToMilliseconds() / 1000
-        return lambda _, v: to_dict(v)
+            return lambda v: v.ToMilliseconds() / 1000
+        return to_dict
     if field.type == FieldDescriptor.TYPE_ENUM:
-        return enum_name
+        return lambda v: enum_name(field, v)
     if field.type == FieldDescriptor.TYPE_BYTES:
-        return lambda _, v: v.decode(errors="replace")
-    return lambda _, v: v
+        return lambda v: v.decode(errors="replace")
+    return lambda v: v
 
 
 _MAP, _REPEATED, _MESSAGE, _ONEOF, _PLAIN = range(5)
 
 
 @functools.cache
-def _plan(descriptor: Descriptor) -> tuple[tuple[str, int, FieldDescriptor, Any], ...]:
-    """Each field of a message type: its name, how it is written, the descriptor its values are converted
-    by, and a map's value field or a oneof's name."""
+def _plan(descriptor: Descriptor) -> tuple[tuple[str, int, Callable[[Any], Any], str], ...]:
+    """Each field of a message type, decided once per type (the console's jobs page converts a hundred jobs
+    and their runs on every refresh): its name, how it is written, how its values (a map's: its entries'
+    values) convert, and a oneof's name."""
     out = []
     for field in descriptor.fields:
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            out.append((field.name, _MAP, field, field.message_type.fields_by_name["value"]))
+            out.append((field.name, _MAP, _converter(field.message_type.fields_by_name["value"]), ""))
         elif field.is_repeated:
-            out.append((field.name, _REPEATED, field, None))
+            out.append((field.name, _REPEATED, _converter(field), ""))
         elif field.type == FieldDescriptor.TYPE_MESSAGE:
-            out.append((field.name, _MESSAGE, field, None))
+            out.append((field.name, _MESSAGE, _converter(field), ""))
         elif field.containing_oneof is not None:
-            out.append((field.name, _ONEOF, field, field.containing_oneof.name))
+            out.append((field.name, _ONEOF, _converter(field), field.containing_oneof.name))
         else:
-            out.append((field.name, _PLAIN, field, None))
+            out.append((field.name, _PLAIN, _converter(field), ""))
     return tuple(out)
 
 
 def to_dict(message: Message) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name, kind, field, extra in _plan(message.DESCRIPTOR):
+    for name, kind, convert, oneof in _plan(message.DESCRIPTOR):
         if kind == _MAP:
-            out[name] = {k: _value(extra, v) for k, v in getattr(message, name).items()}
+            out[name] = {k: convert(v) for k, v in getattr(message, name).items()}
         elif kind == _REPEATED:
-            out[name] = [_value(field, v) for v in getattr(message, name)]
+            out[name] = [convert(v) for v in getattr(message, name)]
         elif kind == _MESSAGE:
-            out[name] = _value(field, getattr(message, name)) if message.HasField(name) else None
-        elif kind != _ONEOF or message.WhichOneof(extra) == name:
-            out[name] = _value(field, getattr(message, name))
+            out[name] = convert(getattr(message, name)) if message.HasField(name) else None
+        elif kind != _ONEOF or message.WhichOneof(oneof) == name:
+            out[name] = convert(getattr(message, name))
     if "result_json" in out:
         text = out.pop("result_json")
         try:
