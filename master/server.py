@@ -144,12 +144,14 @@ class MasterServer:
         self.http: HttpEndpoint | None = None
         self._link: LeaderLink | None = None
         self._listen = cfg.listen
+        self._address = ""  # what others reach this master at, once its port is known
 
     async def start(self) -> None:
         cfg = self.cfg
         host = cfg.listen.rpartition(":")[0]
         server_credentials = tls_credentials(cfg)
         self._listen = concrete_port(cfg.listen)
+        self._address = advertised(cfg.advertise or self._listen)
         port = self._listen.rpartition(":")[2]
         taken = in_use(host, int(port)) if port.isdigit() else ""
         if taken:  # before Redis is opened or started for nothing
@@ -196,7 +198,7 @@ class MasterServer:
             self.redis_url = await asyncio.to_thread(self._embedded.start)
         # Every connection carries this master's id: a standby that sees none of its leader's takes over
         # without waiting out the lease (master/leader.py).
-        name = connection_name(cfg.namespace, master_id(advertised(cfg.advertise or self._listen)))
+        name = connection_name(cfg.namespace, master_id(self._address))
         try:
             self._redis = connect(self.redis_url, decode=True, max_connections=REDIS_CONNECTIONS, name=name)
             # Bundles are bytes: their client does not decode replies.
@@ -211,7 +213,7 @@ class MasterServer:
         refused for its token or by a standby is refused unread)."""
         cfg = self.cfg
         assert self._redis is not None
-        address = advertised(cfg.advertise or self._listen)
+        address = self._address
         self.leadership = leadership = Leadership(store, master_id(address), address, cfg.leader_lease_s,
                                                   self.clock, self._elected, self._lost)
         server = grpc.aio.server(
