@@ -16,19 +16,17 @@ import logging
 import socket
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 import grpc
-from aiohttp import web
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from redis.asyncio import Redis
 
 from sparkyard.clock import Clock, SystemClock
 from sparkyard.config import MasterConfig, read_file
-from sparkyard.httpserve import Access, HttpEndpoint, HttpStartError, Route, metrics_response
 from sparkyard.keys import Keys
-from sparkyard.master import console
 from sparkyard.addresses import in_use, is_loopback
 from sparkyard.master.assembly import Master, build_master
 from sparkyard.master.auth import Role, RoleAuthInterceptor
@@ -43,6 +41,11 @@ from sparkyard.master.services import BundleService, ClusterService, JobService,
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.redis_url import RedisUrlError, connect
 from sparkyard.master.timer import SystemTimer
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from sparkyard.httpserve import HttpEndpoint
 from sparkyard.retry import REDIS_REFUSED, REDIS_TRANSIENT, with_redis_retry
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
@@ -247,6 +250,11 @@ class MasterServer:
         return server
 
     async def _start_http(self, store: RedisStore, master: Master, leadership: Leadership) -> None:
+        # Imported here, not at the top: aiohttp is a third of a master's start-up CPU (~0.3 of ~1 s), and
+        # only a master given --http serves pages (a restart after kill -9 is that much sooner without).
+        from sparkyard.httpserve import Access, HttpEndpoint, HttpStartError, Route
+        from sparkyard.master import console
+
         cfg = self.cfg
         self._link = LeaderLink(leadership, PeerTls.of(cfg))
         api = console.ConsoleApi(master.jobs, store, master.registry, self.clock, master.logs, leadership, self._link,
@@ -285,6 +293,8 @@ class MasterServer:
         body = await self.metrics.render(master.registry.sessions(), leadership.leading, leadership.epoch,
                                          master.store.queue_depths, master.store.ping,
                                          master.store.running_pipeline_runs)
+        from sparkyard.httpserve import metrics_response  # loaded by _start_http already
+
         return metrics_response(body)
 
     async def _elected(self, epoch: int) -> None:

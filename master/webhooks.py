@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 from sparkyard import __version__
 from sparkyard.clock import Clock
@@ -33,6 +31,9 @@ from sparkyard.master.metrics import MasterMetrics
 from sparkyard.master.scripts import log_failure
 from sparkyard.master.store import Store
 from sparkyard.states import RunState
+
+if TYPE_CHECKING:
+    import aiohttp
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +168,8 @@ class Webhooks:
 
     async def _post(self, url: str, body: dict[str, Any], run_id: str) -> str:
         """One try; '' when the receiver took it, else what went wrong."""
+        import aiohttp  # at the first webhook, not at every master's start (a third of its start-up CPU)
+
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=WEBHOOK_TIMEOUT_S),
