@@ -2,7 +2,8 @@
 # Installs Sparkyard with its test tools into ./.venv and runs the whole test suite:
 # generated code current, type check, every import a declared dependency (deptry), package seams
 # (import-linter), then the fast tier (tests/unit), then contract, integration, fault and cluster tests (real
-# Redis, gRPC, Spark); each in two processes (pytest-xdist; a test file stays on one, see tests/conftest.py);
+# Redis, gRPC, Spark); each in two processes (pytest-xdist; a test file stays on one, the longest files go out
+# first: tests/file_order.py);
 # then a 3-minute nemesis soak (tests/soak). Extra arguments go to pytest instead, and the soak is not run
 # (e.g. deploy/test.sh tests/unit -x; -n 0 runs in this process alone).
 set -euo pipefail

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections import defaultdict
 import sys
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator
@@ -13,6 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "cluster"))
 
+import file_order  # noqa: E402
 from clocked_store import ClockedStores  # noqa: E402
 from harness import Cluster, RedisServer, free_port, start_redis  # noqa: E402
 from netcluster import PROXY_VARS, NetCluster  # noqa: E402
@@ -34,23 +36,44 @@ _namespaces = itertools.count(1)
 _active: list[Cluster] = []
 
 
-# Test files that use the multi-host network (net_cluster): under xdist they all run on one process.
-_NET_FILES = ("tests/cluster/", "tests/faults/test_network_faults.py", "tests/faults/test_pipeline_faults.py")
+# SPARKYARD_RECORD_DURATIONS=PATH: this run's seconds per test file are written there (tests/file_order.py).
+_RECORD_ENV = "SPARKYARD_RECORD_DURATIONS"
+_seconds: dict[str, float] = defaultdict(float)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under pytest-xdist (``-n 2``, as deploy/test.sh runs the suite) a test file runs whole on one
     process, so its module fixtures start once, and the files on the multi-host network all run on one
-    process, so the network is built once. (xdist's own ``loadgroup`` marks are ignored by this pytest.)"""
+    process, so the network is built once; the units go out in collection order, which
+    :func:`pytest_collection_modifyitems` makes longest first. (xdist's own ``loadgroup`` marks are ignored
+    by this pytest.)"""
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False  # xdist's own order (most tests first) is not the longest first
 
     class ByFile(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return "net" if path.startswith(_NET_FILES) else path
+            return file_order.unit(nodeid)
 
     return ByFile(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    order = {nodeid: i for i, nodeid in enumerate(file_order.longest_first([item.nodeid for item in items],
+                                                                           file_order.recorded()))}
+    items.sort(key=lambda item: order[item.nodeid])
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if os.environ.get(_RECORD_ENV):
+        _seconds[file_order.test_file(report.nodeid)] += report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    path = os.environ.get(_RECORD_ENV)
+    if path and _seconds and not hasattr(session.config, "workerinput"):  # the controller, which saw every report
+        file_order.record(_seconds, Path(path))
 
 
 @pytest.fixture(scope="session")
