@@ -28,6 +28,7 @@ from typing import Awaitable, Callable, Sequence
 from aiohttp import web
 
 from sparkyard.addresses import holder_of
+from sparkyard.startup import StartupError
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +64,6 @@ class Route:
     path: str  # aiohttp's syntax: /api/jobs/{job_id}
     handler: Handler
     access: Access
-
-
-class HttpStartError(RuntimeError):
-    """The address cannot be served (in use, not an address of this host); the message names it."""
 
 
 def _holds(request: web.Request, token: bytes) -> bool:
@@ -133,7 +130,7 @@ class HttpEndpoint:
             except (OSError, ssl.SSLError) as exc:
                 await self._runner.cleanup()
                 self._runner = None
-                raise HttpStartError(f"cannot serve https on {self.host}:{self.port} with certificate "
+                raise StartupError(f"cannot serve https on {self.host}:{self.port} with certificate "
                                      f"{self._tls[0]} and key {self._tls[1]}: {exc}") from None
         site = web.TCPSite(self._runner, self.host.strip("[]"), self.port, ssl_context=context)
         try:
@@ -142,7 +139,7 @@ class HttpEndpoint:
             await self._runner.cleanup()
             self._runner = None
             holder = holder_of(self.port) if exc.errno == errno.EADDRINUSE else ""
-            raise HttpStartError(f"cannot serve http on {self.host}:{self.port}: {exc.strerror or exc}{holder}") from None
+            raise StartupError(f"cannot serve http on {self.host}:{self.port}: {exc.strerror or exc}{holder}") from None
         if self.port == 0:
             server = site._server  # aiohttp keeps the listening socket here; port 0 needs the kernel's choice
             assert server is not None

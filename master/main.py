@@ -25,8 +25,9 @@ from sparkyard.config import ConfigError, MasterConfig, load
 from sparkyard.flags import add_flags
 from sparkyard.logsetup import configure_logging
 from sparkyard.profiling import profiled
+from sparkyard.startup import StartupError
 from sparkyard.master.embedded_redis import EmbeddedRedisError
-from sparkyard.master.server import MasterServer, StartupError, check_exposure, redact
+from sparkyard.master.server import MasterServer, check_exposure, redact
 
 log = logging.getLogger("sparkyard.master")
 

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
     from sparkyard.httpserve import HttpEndpoint
 from sparkyard.retry import REDIS_REFUSED, REDIS_TRANSIENT, with_redis_retry
+from sparkyard.startup import StartupError
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 
@@ -66,10 +67,6 @@ MESSAGE_SLACK_BYTES = 1024 * 1024
 MAX_SEND_BYTES = 64 * 1024 * 1024
 # Keepalive pings let both sides notice a dead peer on an idle stream (a worker with no tasks).
 KEEPALIVE_MS = 10_000
-
-
-class StartupError(RuntimeError):
-    """The master cannot start with this configuration (message says why and what to do)."""
 
 
 def advertised(address: str) -> str:
@@ -252,7 +249,7 @@ class MasterServer:
     async def _start_http(self, store: RedisStore, master: Master, leadership: Leadership) -> None:
         # Imported here, not at the top: aiohttp is a third of a master's start-up CPU (~0.3 of ~1 s), and
         # only a master given --http serves pages (a restart after kill -9 is that much sooner without).
-        from sparkyard.httpserve import Access, HttpEndpoint, HttpStartError, Route
+        from sparkyard.httpserve import Access, HttpEndpoint, Route
         from sparkyard.master import console
 
         cfg = self.cfg
@@ -263,10 +260,7 @@ class MasterServer:
         self.http = HttpEndpoint(cfg.http, routes, admin=cfg.token, viewer=cfg.viewer_token,
                                  static={"/static": console.FILES},
                                  tls=(cfg.tls_cert, cfg.tls_key) if cfg.tls_cert else None)
-        try:
-            await self.http.start()
-        except HttpStartError as exc:
-            raise StartupError(str(exc)) from None
+        await self.http.start()
 
     async def _reach_redis(self, client: Redis) -> None:
         """Wait for Redis however long it takes, saying so every ``--redis-connect-wait``: Redis may be lost

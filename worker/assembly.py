@@ -21,13 +21,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Awaitable, Callable
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from sparkyard.clock import Clock, SystemClock
 from sparkyard.config import WorkerConfig
-from sparkyard.httpserve import Access, HttpEndpoint, Route, metrics_response
 from sparkyard.lifecycle import Loop, Service
 from sparkyard.worker.bundles import BundleCache, fetch_over
 from sparkyard.worker.children import Children
@@ -47,6 +44,11 @@ from sparkyard.worker.runner.session import SessionRunner
 from sparkyard.worker.runner.submit import SubmitRunner
 from sparkyard.worker.runners import Runners
 from sparkyard.worker.slots import STOP_TIMEOUT_S, AttemptSlots
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from sparkyard.httpserve import HttpEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +161,9 @@ class Worker:
         self._stopping = asyncio.Event()
         self.http: HttpEndpoint | None = None
         if cfg.metrics:
+            # Imported here: aiohttp is a third of a worker's start-up CPU, and the endpoint is optional.
+            from sparkyard.httpserve import Access, HttpEndpoint, Route
+
             # The worker token opens it as the admin's does on the master; the metrics token only reads.
             self.http = HttpEndpoint(cfg.metrics, [Route("GET", "/metrics", self._metrics_page, Access.READ)],
                                      admin=cfg.token or cfg.metrics_token, viewer=cfg.metrics_token,
@@ -231,6 +236,8 @@ class Worker:
         await self.drain()
 
     async def _metrics_page(self, request: web.Request) -> web.Response:
+        from sparkyard.httpserve import metrics_response  # loaded with the endpoint already
+
         slots = self.slots
         connected = self.link.connection.up and self.link.registered.is_set()
         # Unregistered, no slot is offered to anyone whatever the runners are: not ready (issue 25 item 5).

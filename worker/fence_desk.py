@@ -24,6 +24,7 @@ import os
 import socket
 from typing import TYPE_CHECKING, Awaitable, Callable
 
+from sparkyard.startup import StartupError
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 if TYPE_CHECKING:
@@ -37,10 +38,6 @@ MASTER_TIMEOUT_S = 10.0
 MAX_LINE_BYTES = 4096
 
 Answer = Callable[[str, int], Awaitable[tuple[bool, str]]]
-
-
-class DeskStartError(RuntimeError):
-    """The fence desk's address is taken (another worker runs on this work directory); the message says so."""
 
 
 def desk_address(work_dir: str | os.PathLike[str]) -> str:
@@ -62,7 +59,7 @@ class FenceDesk:
         try:
             self._server = await asyncio.start_unix_server(self._serve, path=self.address, limit=MAX_LINE_BYTES)
         except OSError as exc:
-            raise DeskStartError(f"cannot open the fence desk ({exc.strerror}): is another worker running with "
+            raise StartupError(f"cannot open the fence desk ({exc.strerror}): is another worker running with "
                                  "this --work-dir?") from None
 
     async def stop(self) -> None:

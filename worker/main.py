@@ -23,12 +23,11 @@ import sys  # noqa: E402
 from sparkyard.channel import credentials  # noqa: E402
 from sparkyard.config import ConfigError, WorkerConfig, load  # noqa: E402
 from sparkyard.flags import add_flags  # noqa: E402
-from sparkyard.httpserve import HttpStartError  # noqa: E402
 from sparkyard.logsetup import configure_logging  # noqa: E402
 from sparkyard.addresses import is_loopback  # noqa: E402
 from sparkyard.profiling import profiled  # noqa: E402
+from sparkyard.startup import StartupError  # noqa: E402
 from sparkyard.worker.assembly import Worker, build_worker  # noqa: E402
-from sparkyard.worker.fence_desk import DeskStartError  # noqa: E402
 
 log = logging.getLogger("sparkyard.worker")
 
@@ -57,7 +56,7 @@ async def _run(worker: Worker) -> int:
         loop.add_signal_handler(sig, on_signal)
     try:
         await worker.run()
-    except (HttpStartError, DeskStartError) as exc:
+    except StartupError as exc:
         print(f"sparkyard-worker: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -16,7 +16,8 @@ from sparkyard.clock import FakeClock
 from sparkyard.config import WorkerConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.assembly import build_worker
-from sparkyard.worker.fence_desk import DeskStartError, FenceDesk, ask_worker
+from sparkyard.startup import StartupError
+from sparkyard.worker.fence_desk import FenceDesk, ask_worker
 from sparkyard.worker.fenced_output import AttemptOutputs, FencedOutput, OutputError, StaleOutput, final_path
 from sparkyard.worker.runner.base import AttemptRun, Kill
 from sparkyard.worker.slots import Execution
@@ -162,7 +163,7 @@ async def test_the_fence_desk_answers_one_question_per_connection(tmp_path: Path
     desk = FenceDesk(f"\0sparkyard-test-{os.getpid()}-{tmp_path.name}", answer)
     await desk.start()
     try:
-        with pytest.raises(DeskStartError, match="another worker running with this --work-dir"):
+        with pytest.raises(StartupError, match="another worker running with this --work-dir"):
             await FenceDesk(desk.address, answer).start()
         assert await asyncio.to_thread(ask_worker, desk.address, "t1", 8) == (True, "")
         assert await asyncio.to_thread(ask_worker, desk.address, "t1", 7) == (False, "t1 is at 8")

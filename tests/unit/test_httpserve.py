@@ -13,7 +13,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from sparkyard.httpserve import MAY_ACT, Access, HttpEndpoint, HttpStartError, Route, metrics_response
+from sparkyard.httpserve import MAY_ACT, Access, HttpEndpoint, Route, metrics_response
+from sparkyard.startup import StartupError
 
 
 async def _page(request: web.Request) -> web.Response:
@@ -61,7 +62,7 @@ def test_an_address_in_use_is_a_clear_error() -> None:
             taken.bind(("127.0.0.1", 0))
             taken.listen()
             port = taken.getsockname()[1]
-            with pytest.raises(HttpStartError, match=f"cannot serve http on 127.0.0.1:{port}: .* by pid {os.getpid()} "):
+            with pytest.raises(StartupError, match=f"cannot serve http on 127.0.0.1:{port}: .* by pid {os.getpid()} "):
                 await HttpEndpoint(f"127.0.0.1:{port}", [Route("GET", "/metrics", _page, Access.READ)]).start()
 
     asyncio.run(scenario())
