@@ -131,7 +131,7 @@ class HttpEndpoint:
                 await self._runner.cleanup()
                 self._runner = None
                 raise StartupError(f"cannot serve https on {self.host}:{self.port} with certificate "
-                                     f"{self._tls[0]} and key {self._tls[1]}: {exc}") from None
+                                   f"{self._tls[0]} and key {self._tls[1]}: {exc}") from None
         site = web.TCPSite(self._runner, self.host.strip("[]"), self.port, ssl_context=context)
         try:
             await site.start()

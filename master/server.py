@@ -41,15 +41,15 @@ from sparkyard.master.services import BundleService, ClusterService, JobService,
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.redis_url import RedisUrlError, connect
 from sparkyard.master.timer import SystemTimer
+from sparkyard.retry import REDIS_REFUSED, REDIS_TRANSIENT, with_redis_retry
+from sparkyard.startup import StartupError
+from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 
 if TYPE_CHECKING:
     from aiohttp import web
 
     from sparkyard.httpserve import HttpEndpoint
-from sparkyard.retry import REDIS_REFUSED, REDIS_TRANSIENT, with_redis_retry
-from sparkyard.startup import StartupError
-from sparkyard.v1 import sparkyard_pb2 as pb
-from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 
 log = logging.getLogger(__name__)
 
@@ -282,13 +282,13 @@ class MasterServer:
                 raise StartupError(f"cannot reach redis at {redact(self.redis_url)}: {exc}") from None
 
     async def _metrics_page(self, request: web.Request) -> web.Response:
+        from sparkyard.httpserve import metrics_response  # loaded by _start_http already
+
         assert self.master is not None and self.leadership is not None
         master, leadership = self.master, self.leadership
         body = await self.metrics.render(master.registry.sessions(), leadership.leading, leadership.epoch,
                                          master.store.queue_depths, master.store.ping,
                                          master.store.running_pipeline_runs)
-        from sparkyard.httpserve import metrics_response  # loaded by _start_http already
-
         return metrics_response(body)
 
     async def _elected(self, epoch: int) -> None:
