@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections import defaultdict
 import sys
+from collections import defaultdict
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator
 
