@@ -143,6 +143,11 @@ async def test_a_standby_takes_over_from_a_leader_whose_process_is_gone_before_i
         clock.advance(400)
         assert not await b.leadership.take_over_if_gone()  # a's connection is open: it lives, however long
         await named["a"].connection_pool.disconnect()  # a's process died: Redis saw its connections close
+        gone = connection_name(keys.namespace, "a")
+        for _ in range(200):  # Redis notices a closed socket on its next loop: wait for it, up to 10 s
+            if all(c.get("name") != gone for c in await named["b"].client_list()):
+                break
+            await asyncio.sleep(0.05)
         assert not await b.leadership.take_over_if_gone()  # gone since now
         clock.advance(299)
         assert not await b.leadership.take_over_if_gone()
