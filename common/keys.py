@@ -6,7 +6,7 @@ All keys live under a namespace prefix (default ``sy``) so several clusters can 
 ====================================  ======  =========================================================
 key                                   type    meaning
 ====================================  ======  =========================================================
-P:job:{job}                           hash    job record: spec (protobuf, base64), state, created_ms, updated_ms,
+P:job:{job}                           hash    job record: spec (protobuf, master/records.py), state, created_ms, updated_ms,
                                               next_fire_ms, runs, skipped, last_run_id (absent = none / 0),
                                               awaits (while in awaiting: the run whose end sets the next
                                               fire time), w:{index} (worker that last ran task index),
@@ -22,7 +22,9 @@ P:jobs:paused                         zset    the PAUSED jobs of P:jobs, same sc
 P:name:{name}                         zset    ids of the jobs named {name}, score created_ms (not a pipeline's step jobs):
                                               a job's name resolves to its id with one read (the job
                                               hash keeps it as field name, to drop it on update/delete)
-P:idem:{key}                          string  job id submitted under a client idempotency key (TTL)
+P:idem:{period}:{bucket}              hash    client idempotency key → '{expiry ms}:{job id}', the keys whose
+                                              SHA-1 starts with {bucket} (4 hex digits) written in {period}
+                                              (ms ÷ the TTL); expires with the period after (submit.lua)
 P:schedule                            zset    job id → next fire time in ms (durable triggers)
 P:awaiting                            set     fixed-delay jobs whose next fire time waits for a run
                                               (job field awaits) to end
@@ -177,8 +179,9 @@ class Keys:
     def worker_leases(self, worker_id: str) -> str:
         return self._k("worker_leases", worker_id)
 
-    def idempotency(self, key: str) -> str:
-        return self._k("idem", key)
+    def idempotency(self, bucket: str) -> str:
+        """The hash of one period's bucket of idempotency keys, ``{period}:{bucket}`` (submit.lua)."""
+        return self._k("idem", bucket)
 
     def job_name(self, name: str) -> str:
         return self._k("job_name", name)

@@ -62,19 +62,30 @@ def read_one(kind: str, record_id: str, parse: Callable[[], R]) -> R:
                        "written by hand or by a Sparkyard version this one does not know") from None
 
 
+# A stored spec is this mark, then its protobuf encoding with each byte as the character of that code point
+# (Latin-1): the text is valid UTF-8, as every reply of the store's client is decoded, and Redis keeps a byte
+# below 0x80 (most of a spec: its strings, field tags, small numbers) as one byte and one above it as two,
+# against base64's four for every three. At a million jobs that is ~60 B a job. A text without the mark is
+# base64, as versions before 2026-11-28 stored it; it still reads. Base64 never contains the mark.
+SPEC_MARK = "~"
+
+
 def spec_to_text(spec: pb.JobSpec) -> str:
-    """A JobSpec as stored in Redis: base64 of its protobuf encoding.
+    """A JobSpec as stored in Redis (see :data:`SPEC_MARK`).
 
     Binary protobuf costs ~1 µs to write and read against ~20 µs for JSON, which matters when thousands of
     jobs are submitted a second; old fields stay readable as the proto evolves. ``sparkyard job ID --json``
     shows a spec readably.
     """
-    return base64.b64encode(spec.SerializeToString()).decode()
+    return SPEC_MARK + spec.SerializeToString().decode("latin-1")
 
 
 def spec_from_text(text: str) -> pb.JobSpec:
     spec = pb.JobSpec()
-    spec.ParseFromString(base64.b64decode(text))
+    if text.startswith(SPEC_MARK):
+        spec.ParseFromString(text[1:].encode("latin-1"))
+    else:
+        spec.ParseFromString(base64.b64decode(text))
     return spec
 
 

@@ -158,7 +158,7 @@ class Submissions:
                 raise type(exc)(f"jobs[{i}].{exc}" if name_index else str(exc)) from None
         await self._check_bundles(prepared)
         await self._check_parents(prepared)
-        ttl_ms = int(self._cfg.idempotency_ttl_s * 1000)
+        ttl_ms = max(1, int(self._cfg.idempotency_ttl_s * 1000))  # submit.lua divides time by it
         out: list[Submitted] = []
         for start in range(0, len(prepared), SUBMIT_PIPELINE):
             chunk = prepared[start:start + SUBMIT_PIPELINE]

@@ -3,9 +3,9 @@
 Ids name their parents (a run id starts with its job id, a task id with its run id: common/ids.py), so
 searching for a job id finds its runs, tasks and attempts too. Looked at: every key name under the
 namespace, every member of its sets and sorted sets, every field and value of its hashes, every element of
-its lists. Not looked at: plain string values, i.e. idempotency keys (``P:idem:{key}`` → job id), which are
-meant to outlive their job until their TTL runs out (a retry after that TTL makes a new job), and the
-counters (fence, epoch).
+its lists. Not looked at: idempotency keys (the hashes ``P:idem:…`` → job ids), which are meant to
+outlive their job until their TTL runs out (a retry after that TTL makes a new job), and plain string values
+(the counters: fence, epoch).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ def references(client: redis.Redis, namespace: str, needles: Iterable[str]) -> l
 
     for raw_key in client.scan_iter(match=f"{namespace}:*", count=1000):
         key = raw_key.decode(errors="replace") if isinstance(raw_key, bytes) else raw_key
+        if key.startswith(f"{namespace}:idem:"):
+            continue
         if hit(key):
             found.append(key)
             continue

@@ -2,7 +2,7 @@
 -- idempotency key.
 --
 -- KEYS[1] jobs   KEYS[2] schedule
--- ARGV[1] JSON {specs, blocks, jobs}: specs the stored spec texts (protobuf, base64) and blocks the run
+-- ARGV[1] JSON {specs, blocks, jobs}: specs the stored spec texts (protobuf, master/records.py) and blocks the run
 --         blocks of create_run (lib.lua) that the jobs share, jobs a list of [id, spec index, mode, value,
 --         idem, run, scheduled, block index, bundle digest ('' for none)] (indexes from 0): mode 'abs' (value is epoch ms) | 'delay'
 --         (value is ms from Redis TIME now) | 'after' (a child job: value is its parent's job id; it has no
@@ -27,21 +27,48 @@
 -- lost reply gets the same job. A child is written only while its parent exists (delete_job.lua refuses a
 -- parent with children), so a child never names a parent that is gone.
 --
--- A retry that finds its key used rewrites the key as it is (same value, same TTL): a write that changes
+-- Idempotency keys are kept in hashes, one per period of the TTL and bucket of keys (the first four hex
+-- digits of the key's SHA-1): field key → '{expiry ms}:{job id}'. A key written in period p expires within
+-- period p + 1, so a lookup reads the current period's bucket and the one before, and a bucket expires
+-- whole at the end of period p + 1. Small hashes are one compact allocation each in Redis: ~75 B a key
+-- against ~160 B for a string key with its own expiry (issue #23: a million jobs submitted in a day). A
+-- change of the TTL setting changes the periods: keys of the old one are no longer found.
+--
+-- A retry that finds its key used rewrites the key as it is (same value, same expiry): a write that changes
 -- nothing, so that a WAIT sent after this call on the same connection (--redis-min-replicas) covers the
 -- job it returns. WAIT's contract counts only the writes of its own connection, and a retry may come on
 -- one that never wrote the job (another master's, a restarted one's, another of the pool); the rewrite is
 -- replicated after the job, so a replica that has it has the job too.
 local now = now_ms()
 local ttl = tonumber(ARGV[2])
+local period = math.floor(now / ttl)
+
+-- The job id a key names, with the bucket and the entry that hold it; nil when unused or expired.
+local function idem_get(idem)
+  local bucket = redis.sha1hex(idem):sub(1, 4)
+  for p = period, period - 1, -1 do
+    local key = K.idem(string.format('%d:%s', p, bucket))
+    local entry = redis.call('HGET', key, idem)
+    local sep = entry and entry:find(':', 1, true)
+    if sep and tonumber(entry:sub(1, sep - 1)) > now then return entry:sub(sep + 1), key, entry end
+  end
+end
+
+local function idem_put(idem, id)
+  local key = K.idem(string.format('%d:%s', period, redis.sha1hex(idem):sub(1, 4)))
+  redis.call('HSET', key, idem, string.format('%d:%s', now + ttl, id))
+  redis.call('PEXPIRE', key, (period + 2) * ttl - now)
+end
+
 local out = {}
 local bulk = cjson.decode(ARGV[1])
 for i, j in ipairs(bulk.jobs) do
   local id, spec, mode, fire, idem, run, scheduled = j[1], bulk.specs[j[2] + 1], j[3], j[4], j[5], j[6], j[7]
   local bundle = j[9]
-  local existing = idem ~= '' and redis.call('GET', K.idem(idem))
+  local existing, idem_key, idem_entry
+  if idem ~= '' then existing, idem_key, idem_entry = idem_get(idem) end
   if existing and redis.call('EXISTS', K.job(existing)) == 1 then
-    redis.call('SET', K.idem(idem), existing, 'KEEPTTL')
+    redis.call('HSET', idem_key, idem, idem_entry)
     local v = redis.call('HMGET', K.job(existing), 'created_ms', 'next_fire_ms')
     push(out, existing, 1, tonumber(v[1]), tonumber(v[2]) or -1, 0)
   elseif redis.call('EXISTS', K.job(id)) == 1 then
@@ -54,7 +81,7 @@ for i, j in ipairs(bulk.jobs) do
     local job_key = K.job(id)
     if mode == 'delay' then fire = now + fire end
     redis.call('ZADD', KEYS[1], now, id)
-    if idem ~= '' then redis.call('SET', K.idem(idem), id, 'PX', ttl) end
+    if idem ~= '' then idem_put(idem, id) end
     if bundle ~= '' then redis.call('SADD', K.bundle_jobs(bundle), id) end
     local name = bulk.names and bulk.names[i] or ''
     if name ~= '' then

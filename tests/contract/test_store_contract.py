@@ -6,12 +6,12 @@ Each test gets a fresh store (its own Redis namespace) and ``advance(ms)``, whic
 store's time pass. With the fake clock the clock moves. ``TIME`` cannot be moved: every deadline the scripts
 compare with it (leases, master-side timeouts, retry backoffs) moves that much into the past instead (so
 tests compare deadlines with what the store reports, not with ``time_ms()`` readings taken before an
-advance); long leases and backoffs keep real time from mattering. Either way idempotency keys, which Redis
-itself expires, age by ``ms``.
+advance), idempotency keys' expiries too; long leases and backoffs keep real time from mattering.
 """
 
 from __future__ import annotations
 
+import base64
 import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
@@ -21,6 +21,7 @@ import pytest
 from clocked_store import ClockedStores
 from sparkyard import ids
 from sparkyard.clock import FakeClock
+from sparkyard.master.records import SPEC_MARK, spec_from_text
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.store import Store
 from sparkyard.master.store_values import Claim, FireRequest, NewJob, Report, ready_score
@@ -52,16 +53,16 @@ class Subject:
     store: Store
     advance: Callable[[int], Awaitable[None]]
     set_fence: Callable[[int], Awaitable[None]]  # the last fencing token handed out (the next claim gets more)
+    moves_time: bool  # advance() moves the store's clock (a FakeClock), not the deadlines
 
 
 async def _age_idempotency_keys(store: RedisStore, ms: int) -> None:
+    """Each idempotency key's expiry (in its entry, '{expiry ms}:{job id}': submit.lua) ``ms`` sooner."""
     redis: Any = store.redis  # Any: redis-py types replies as bytes | str
-    async for key in redis.scan_iter(match=store.keys.idempotency("*")):
-        left = await redis.pttl(key)
-        if left > ms:
-            await redis.pexpire(key, left - ms)
-        else:
-            await redis.delete(key)
+    async for bucket in redis.scan_iter(match=store.keys.idempotency("*")):
+        for field, entry in (await redis.hgetall(bucket)).items():
+            expiry, _, job = entry.partition(":")
+            await redis.hset(bucket, field, f"{int(expiry) - ms}:{job}")
 
 
 async def _shift_deadlines(store: RedisStore, ms: int) -> None:
@@ -80,14 +81,14 @@ async def subject(request: pytest.FixtureRequest, clocked_stores: ClockedStores)
     async def advance(ms: int) -> None:
         if clock is None:
             await _shift_deadlines(store, ms)
+            await _age_idempotency_keys(store, ms)
         else:
-            clock.advance(ms / 1000)
-        await _age_idempotency_keys(store, ms)
+            clock.advance(ms / 1000)  # idempotency keys expire by the store's time too
 
     async def set_fence(token: int) -> None:
         await store.redis.set(store.keys.fence, token)
 
-    yield Subject(store, advance, set_fence)
+    yield Subject(store, advance, set_fence, clock is not None)
 
 
 @pytest.fixture
@@ -188,6 +189,45 @@ async def test_an_idempotency_key_names_one_job_until_its_ttl_ends(subject: Subj
     assert later.duplicate and later.job_id == job_id(1)
     assert await store.get_job(job_id(2)) is None and await store.get_job(job_id(3)) is None
     await subject.advance(TTL_MS + 1)
+    (fresh,) = await store.submit_many([NewJob(job_id(4), spec(), "delay", 5_000, idempotency_key="k")], TTL_MS)
+    assert not fresh.duplicate and fresh.job_id == job_id(4)
+
+
+async def test_a_spec_reads_back_byte_for_byte_whatever_bytes_its_encoding_holds(store: RedisStore) -> None:
+    """The stored text carries each protobuf byte as one character (master/records.py): NUL and other control
+    bytes, bytes above 0x7F (a negative priority, a two-byte field tag, non-ASCII text) survive the submit's JSON,
+    ``update.lua``'s argument and the reply; a spec stored as base64 by an earlier version still reads."""
+    awkward = spec(args=["a\x00b\x1f\x7f", "é✓€"], priority=-1, retry=retry(3, 200_000), env={"K": "\x00\xff"})
+    raw = awkward.SerializeToString()
+    assert b"\x00" in raw and max(raw) > 0x7F
+    (res,) = await store.submit_many([NewJob(job_id(1), awkward, "delay", 60_000)], TTL_MS)
+    text = await store.redis.hget(store.keys.job(job_id(1)), "spec")
+    assert text.startswith(SPEC_MARK) and spec_from_text(text) == awkward
+    job = await store.get_job(job_id(1))
+    assert job is not None and job.spec == awkward
+    changed = pb.JobSpec()
+    changed.CopyFrom(awkward)
+    changed.args.append("\x01\x80")
+    assert (await store.update_spec(job_id(1), 1, changed, res.next_fire_ms)).status is UpdateStatus.OK
+    assert spec_from_text(await store.redis.hget(store.keys.job(job_id(1)), "spec")) == changed
+    assert spec_from_text(base64.b64encode(raw).decode()) == awkward
+
+
+async def test_an_idempotency_key_used_just_before_its_period_ends_is_found_after_it(subject: Subject) -> None:
+    """submit.lua keeps keys in hashes per period of the TTL: a key is looked up in its period and the one
+    before, so it names its job for exactly its TTL across the period's end."""
+    if not subject.moves_time:
+        pytest.skip("the periods follow the store's clock: only a fake clock can be put just before a period's end")
+    store = subject.store
+    await subject.advance(TTL_MS - await store.time_ms() % TTL_MS - 1)
+    (first,) = await store.submit_many([NewJob(job_id(1), spec(), "delay", 5_000, idempotency_key="k")], TTL_MS)
+    await subject.advance(2)
+    (again,) = await store.submit_many([NewJob(job_id(2), spec(), "delay", 5_000, idempotency_key="k")], TTL_MS)
+    assert not first.duplicate and again.duplicate and again.job_id == job_id(1)
+    await subject.advance(TTL_MS - 3)
+    (last,) = await store.submit_many([NewJob(job_id(3), spec(), "delay", 5_000, idempotency_key="k")], TTL_MS)
+    assert last.duplicate and last.job_id == job_id(1)
+    await subject.advance(1)
     (fresh,) = await store.submit_many([NewJob(job_id(4), spec(), "delay", 5_000, idempotency_key="k")], TTL_MS)
     assert not fresh.duplicate and fresh.job_id == job_id(4)
 

@@ -152,9 +152,9 @@ async def test_a_retried_submit_is_acknowledged_only_once_a_replica_has_its_job(
     spec = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main"))
     key = uuid.uuid4().hex
     primary = replicated.primary.client()
-    primary.config_set("notify-keyspace-events", "K$")
+    primary.config_set("notify-keyspace-events", "Kh")
     writes = primary.pubsub()
-    writes.subscribe(f"__keyspace@0__:{keys.idempotency(key)}")
+    writes.psubscribe(f"__keyspace@0__:{keys.idempotency('*')}")  # the key's bucket (submit.lua)
     assert replicated.replica is not None
     try:
         replicated.pause_replica()
@@ -169,8 +169,8 @@ async def test_a_retried_submit_is_acknowledged_only_once_a_replica_has_its_job(
         assert res.duplicate and res.job_id == "j" + "1" * 22
         assert replicated.replica.client().exists(keys.job(res.job_id))
         messages = iter(lambda: writes.get_message(timeout=0.2), None)  # published before the replies
-        events = [m["data"] for m in messages if m["type"] == "message"]
-        assert events == ["set"] * 3  # the first try's, and each retry's rewrite
+        events = [m["data"] for m in messages if m["type"] == "pmessage"]
+        assert events == ["hset"] * 3  # the first try's, and each retry's rewrite
     finally:
         writes.close()
         primary.config_set("notify-keyspace-events", "")
