@@ -62,6 +62,7 @@ from sparkyard.worker.context import ENV_TASK, TaskContext, set_current  # noqa:
 from sparkyard.worker.entry import LazySpark, ScriptExit, encode_result, invoke  # noqa: E402
 from sparkyard.worker.py_state import (  # noqa: E402
     ExitHooks,
+    ImportedModules,
     LoggingState,
     ProcessState,
     join_program_threads,
@@ -215,7 +216,7 @@ class Driver:
                 return {"op": "done", "id": attempt_id, "fresh": refused}
         saved_cwd, saved_path, saved_argv = os.getcwd(), list(sys.path), list(sys.argv)
         saved_env = _environ_snapshot()
-        modules_before = set(sys.modules)
+        imported = ImportedModules()
         logging_before, threads_before, exit_hooks = LoggingState(), set(threading.enumerate()), ExitHooks()
         process_before = ProcessState()
         log_fd = os.open(task["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -272,7 +273,7 @@ class Driver:
             sys.argv[:] = saved_argv
             _restore_environ(saved_env)
             time.tzset()  # the C library's time zone, which a program's TZ and tzset() changed, as it was
-            _forget_modules(set(sys.modules) - modules_before, task["sys_path"])
+            imported.forget(task["sys_path"])
         return reply
 
 
@@ -313,17 +314,6 @@ def _restore_environ(saved: dict[bytes, bytes]) -> None:
     for key, value in saved.items():
         if data.get(key) != value:
             os.environ[os.fsdecode(key)] = os.fsdecode(value)
-
-
-def _forget_modules(names: set[str], roots: list[str]) -> None:
-    """Drop modules an attempt imported from its own code (the next attempt may ship another version);
-    libraries it imported from site-packages stay loaded (C extensions cannot be loaded twice)."""
-    prefixes = tuple(os.path.join(r, "") for r in roots if r)
-    for name in names:
-        module = sys.modules.get(name)
-        origin = getattr(module, "__file__", None) or ""
-        if prefixes and origin.startswith(prefixes):
-            del sys.modules[name]
 
 
 def main(argv: list[str]) -> int:

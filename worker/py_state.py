@@ -17,6 +17,10 @@ does the same wait (:func:`join_program_threads`) and runs the attempt's own ``a
 would go on into the next attempt with the Spark local properties (job group, pool) of its JVM thread and
 whatever jobs it starts, so :func:`left_running` names it and the session runner retires that driver.
 
+Modules. The modules an attempt imported from its own code are forgotten after it (:class:`ImportedModules`),
+so the next attempt loads its own version; libraries it imported from site-packages stay loaded (C
+extensions cannot be loaded twice).
+
 Process settings. A program may change what its whole process does — signal handlers, the signal mask and
 interval timers (``signal.alarm``), warnings filters, the recursion limit, the default socket timeout, the
 umask, ``sys.excepthook`` and ``threading.excepthook``, ``sys.stdout``/``sys.stderr`` objects, the switch
@@ -39,7 +43,8 @@ import sys
 import threading
 import traceback
 import warnings
-from typing import Any, Callable
+from itertools import islice
+from typing import Any, Callable, Iterable
 
 # The format of Sparkyard's own lines in a driver's and an attempt's log.
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -242,3 +247,31 @@ class ProcessState:
         if locale.setlocale(locale.LC_ALL) != self._locale:
             locale.setlocale(locale.LC_ALL, self._locale)
         random.seed()
+
+
+class ImportedModules:
+    """The modules imported from now on, to forget those of an attempt's own code when it ends."""
+
+    def __init__(self) -> None:
+        self._before = set(sys.modules)
+        self._count = len(sys.modules)
+        self._last = next(reversed(sys.modules))
+
+    def added(self) -> Iterable[str]:
+        """sys.modules is a dict, so new entries follow the old ones: while the newest old entry is still at its
+        place nothing older was removed, and the added ones are the entries after it, found without hashing
+        every name (the set difference of ~1,000 names was ~70 µs of every attempt); else by the difference."""
+        if next(islice(sys.modules, self._count - 1, None), None) == self._last:
+            return list(islice(sys.modules, self._count, None))
+        return set(sys.modules) - self._before
+
+    def forget(self, roots: list[str]) -> None:
+        """Drop the added modules whose file is under one of ``roots`` (the attempt's own code)."""
+        prefixes = tuple(os.path.join(r, "") for r in roots if r)
+        if not prefixes:
+            return
+        for name in self.added():
+            module = sys.modules.get(name)
+            origin = getattr(module, "__file__", None) or ""
+            if origin.startswith(prefixes):
+                del sys.modules[name]

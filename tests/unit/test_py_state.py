@@ -17,7 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from sparkyard.worker.py_state import ExitHooks, LoggingState, ProcessState, join_program_threads, left_running
+from sparkyard.worker.py_state import (
+    ExitHooks,
+    ImportedModules,
+    LoggingState,
+    ProcessState,
+    join_program_threads,
+    left_running,
+)
 
 
 def test_a_programs_logging_configuration_is_undone(tmp_path: Path) -> None:
@@ -148,3 +155,37 @@ def test_a_python_handler_the_program_replaced_by_sig_ign_is_put_back() -> None:
         assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
     finally:
         signal.signal(signal.SIGUSR2, previous)
+
+
+def _module_file(root: Path, name: str) -> None:
+    (root / f"{name}.py").write_text("VALUE = 1\n")
+
+
+def test_an_attempts_own_modules_are_forgotten_and_libraries_stay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _module_file(tmp_path, "sy_attempt_own")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    imported = ImportedModules()
+    import sy_attempt_own  # noqa: F401  (the attempt's code)
+    import colorsys  # noqa: F401  (a library it imported: stays)
+    added = set(imported.added())
+    assert "sy_attempt_own" in added
+    imported.forget([str(tmp_path)])
+    assert "sy_attempt_own" not in sys.modules and "colorsys" in sys.modules
+
+
+def test_modules_an_attempt_removed_do_not_hide_the_ones_it_added(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The added modules are the entries after the newest old one while nothing older went; an attempt that
+    removed an older one (here the newest) is answered by the set difference, with the same result."""
+    for name in ("sy_old_a", "sy_old_b", "sy_new"):
+        _module_file(tmp_path, name)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import sy_old_a  # noqa: F401
+    import sy_old_b  # noqa: F401
+    imported = ImportedModules()
+    del sys.modules["sy_old_b"]
+    import sy_new  # noqa: F401
+    assert set(imported.added()) == {"sy_new"}
+    imported.forget([str(tmp_path)])
+    assert "sy_new" not in sys.modules and "sy_old_a" in sys.modules
+    del sys.modules["sy_old_a"]
