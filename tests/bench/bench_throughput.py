@@ -1,7 +1,7 @@
 """Throughput: N no-op tasks through 2 session-runner workers, submit → SUCCEEDED, against Celery.
 
     deploy/bench.sh [--tasks 2000] [--slots 2] [--mode split|jobs] [--peer celery|none] [--repeat K]
-                    [--inputs N] [--entry bundle|path] [--no-cli] [--no-ceiling]
+                    [--inputs N] [--entry bundle|path] [--no-cli] [--no-ceiling] [--ceiling-dir DIR]
 
 (deploy/bench.sh installs the benchmark's extra, Celery, and runs this file with the project's Python.)
 
@@ -21,7 +21,9 @@ it (``sparkyard submit noop.py:main --inputs 'in/*' --parallelism N --wait --jso
 throughput_paths.py), timed from the command's start to its exit; ``sparkyard --help`` is timed for the
 CLI's start-up. Last, with the cluster stopped, the runner's own ceiling: two processes each holding a
 ``SessionRunner`` of the same slots (the workers' own drivers) fed the same N attempts with no master
-(tests/bench/throughput_ceiling.py).
+(tests/bench/throughput_ceiling.py), its drivers' CPU given for their Python and their JVMs apart;
+``--ceiling-dir /dev/shm`` puts its attempts' log files on tmpfs (creating a file costs this machine's root
+file system up to 1 ms of CPU: docs/benchmarks.md).
 
 The peer, run by this benchmark on the same redis-server right after: Celery (tests/bench/celery_noop.py)
 with the same shape — 2 worker processes × concurrency 2 (prefork), Redis broker and result backend,
@@ -43,6 +45,7 @@ import argparse
 import hashlib
 import os
 import signal
+import shutil
 import statistics
 import subprocess
 import sys
@@ -287,6 +290,8 @@ def main() -> int:
                         help="run Celery with the same shape after each run (default) or not")
     parser.add_argument("--no-cli", action="store_true", help="skip the run through the CLI")
     parser.add_argument("--no-ceiling", action="store_true", help="skip the runner's ceiling (drivers, no master)")
+    parser.add_argument("--ceiling-dir", default="", help="the ceiling's work directory (attempt logs) under this "
+                        "directory, e.g. /dev/shm (default: the run's temporary directory)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each (alternating)")
     parser.add_argument("--worker-arg", action="append", default=[],
                         help="extra worker flag, e.g. --worker-arg=--prefetch-max=0 (a tuned configuration)")
@@ -327,7 +332,12 @@ def main() -> int:
             cluster.stop()
             redis.stop()
         if not args.no_ceiling and args.mode == "split":
-            ceiling = throughput_paths.ceiling(spec_bytes, bundle_root, Path(tmp) / "ceiling", args.tasks, 2, args.slots)
+            ceiling_work = Path(tempfile.mkdtemp(dir=args.ceiling_dir)) if args.ceiling_dir else Path(tmp) / "ceiling"
+            try:
+                ceiling = throughput_paths.ceiling(spec_bytes, bundle_root, ceiling_work, args.tasks, 2, args.slots)
+            finally:
+                if args.ceiling_dir:
+                    shutil.rmtree(ceiling_work, ignore_errors=True)
     speed_after = speed_ms()
     report(args, rows, ceiling, start, load, (speed_before, speed_after))
     return 0
@@ -363,7 +373,8 @@ def report(args: argparse.Namespace, rows: list[tuple[dict[str, Any], tuple[floa
     if ceiling:
         best = max(o["tasks_s"] for o, _, _ in rows)
         print(f"runner's ceiling (2 feeders × {args.slots} warm drivers, no master): {ceiling['tasks_s']:,.0f} tasks/s; "
-              f"CPU µs per task: feeders {ceiling['feeder_us']:,.0f}, drivers {ceiling['drivers_us']:,.0f}; "
+              f"CPU µs per task: feeders {ceiling['feeder_us']:,.0f}, drivers {ceiling['drivers_us']:,.0f} "
+              f"(Python {ceiling['driver_python_us']:,.0f}, JVMs {ceiling['driver_jvm_us']:,.0f}); "
               f"the best in-process run above is {best / ceiling['tasks_s']:.0%} of it")
 
 

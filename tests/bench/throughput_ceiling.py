@@ -8,7 +8,7 @@ drivers (the worker's own runner, its own driver processes) is handed N attempts
 BUNDLE_ROOT, '' when it ships none, one input each), all at once, and runs them to the end. Prints one JSON line: the time of the
 first ``begin`` and of the last outcome (it prints ``ready`` once its drivers are warm and begins when
 a line arrives on stdin, so the parent starts every feeder at once), this process's own CPU seconds over that stretch and its drivers'
-(with their JVMs). What it does not do — leases, fencing tokens, reports, gRPC, Redis — is what the
+(their Python and their JVMs, also apart). What it does not do — leases, fencing tokens, reports, gRPC, Redis — is what the
 throughput benchmark's distance to this ceiling is made of.
 """
 
@@ -33,15 +33,20 @@ READY_TIMEOUT_S = 300.0
 RESULT_MAX_BYTES = 1 << 20
 
 
-def drivers_cpu_s() -> float:
-    total = 0.0
+def drivers_cpu_s() -> tuple[float, float]:
+    """CPU seconds so far of this process's descendants: the warm drivers' Python, and their JVMs."""
+    python = jvm = 0.0
     for child in psutil.Process().children(recursive=True):
         try:
             times = child.cpu_times()
-            total += times.user + times.system
+            is_jvm = child.name() == "java"
         except psutil.Error:
-            pass
-    return total
+            continue
+        if is_jvm:
+            jvm += times.user + times.system
+        else:
+            python += times.user + times.system
+    return python, jvm
 
 
 async def feed(spec: pb.JobSpec, bundle_root: Path | None, work: Path, tasks: int, slots: int) -> dict[str, float]:
@@ -79,11 +84,13 @@ async def feed(spec: pb.JobSpec, bundle_root: Path | None, work: Path, tasks: in
         runner.begin(run, finished)
     await done
     ended = time.time()
-    own, drivers = time.process_time() - own0, drivers_cpu_s() - drivers0
+    own, drivers = time.process_time() - own0, drivers_cpu_s()
     await runner.close()
     if failed:
         raise SystemExit(f"throughput_ceiling: {len(failed)} attempts failed, first: {failed[0]}")
-    return {"began": began, "ended": ended, "own_cpu_s": own, "drivers_cpu_s": drivers}
+    python, jvm = drivers[0] - drivers0[0], drivers[1] - drivers0[1]
+    return {"began": began, "ended": ended, "own_cpu_s": own, "drivers_cpu_s": python + jvm,
+            "driver_python_cpu_s": python, "driver_jvm_cpu_s": jvm}
 
 
 def main() -> int:

@@ -103,4 +103,6 @@ def ceiling(spec_bytes: bytes, bundle_root: Path | None, work: Path, tasks: int,
         outs.append(json.loads(out.strip().splitlines()[-1]))
     rate = tasks / max(0.001, max(o["ended"] for o in outs) - min(o["began"] for o in outs))
     return {"tasks_s": rate, "feeder_us": sum(o["own_cpu_s"] for o in outs) / tasks * 1e6,
-            "drivers_us": sum(o["drivers_cpu_s"] for o in outs) / tasks * 1e6}
+            "drivers_us": sum(o["drivers_cpu_s"] for o in outs) / tasks * 1e6,
+            "driver_python_us": sum(o["driver_python_cpu_s"] for o in outs) / tasks * 1e6,
+            "driver_jvm_us": sum(o["driver_jvm_cpu_s"] for o in outs) / tasks * 1e6}
