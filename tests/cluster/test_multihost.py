@@ -9,6 +9,7 @@ import time
 import pytest
 import redis
 
+from harness import wait_for
 from netcluster import MASTER_PORT, REDIS_PORT, NetCluster, results
 from netns import netem_unavailable_reason
 from sparkyard.client import first_run_id
@@ -43,7 +44,15 @@ def test_worker_hosts_run_a_split_job_without_the_client_s_files(net_cluster: Ne
     assert run.state == pb.RUN_SUCCEEDED, run
     assert [r["exists"] for r in results(run)] == [False, False]
 
-    # A split run: 4 tasks over the two one-slot workers, both take part.
+    # A split run: 4 tasks over the two one-slot workers, both take part. The cluster is shared with the
+    # fault tests, whose failovers leave a worker reconnecting for a while: the run starts once both are
+    # registered, ready and idle (a worker the master does not see yet takes no part; under load one was
+    # still away when the first tasks went out, and its peer ran all four).
+    def both_idle() -> bool:
+        ready = [w for w in client.workers() if w.alive and w.readiness == pb.READINESS_READY and w.free_slots >= 1]
+        return {w.id for w in ready} == {"w1", "w2"}
+
+    wait_for(both_idle, 120, "both workers registered, ready and idle")
     job = client.submit("cluster_jobs:whoami", parallelism=4, base_dir=cluster.submit_dir)
     run, _ = client.wait(first_run_id(job), timeout=120)
     assert run.state == pb.RUN_SUCCEEDED, run
