@@ -43,19 +43,23 @@ local now = now_ms()
 local ttl = tonumber(ARGV[2])
 local period = math.floor(now / ttl)
 
--- The job id a key names, with the bucket and the entry that hold it; nil when unused or expired.
-local function idem_get(idem)
-  local bucket = redis.sha1hex(idem):sub(1, 4)
+-- The hash of a key's bucket in period p.
+local function idem_hash(bucket, p)
+  return K.idem(string.format('%d:%s', p, bucket))
+end
+
+-- The job id a key names, with the hash and the entry that hold it; nil when unused or expired.
+local function idem_get(idem, bucket)
   for p = period, period - 1, -1 do
-    local key = K.idem(string.format('%d:%s', p, bucket))
+    local key = idem_hash(bucket, p)
     local entry = redis.call('HGET', key, idem)
     local sep = entry and entry:find(':', 1, true)
     if sep and tonumber(entry:sub(1, sep - 1)) > now then return entry:sub(sep + 1), key, entry end
   end
 end
 
-local function idem_put(idem, id)
-  local key = K.idem(string.format('%d:%s', period, redis.sha1hex(idem):sub(1, 4)))
+local function idem_put(idem, bucket, id)
+  local key = idem_hash(bucket, period)
   redis.call('HSET', key, idem, string.format('%d:%s', now + ttl, id))
   redis.call('PEXPIRE', key, (period + 2) * ttl - now)
 end
@@ -65,8 +69,11 @@ local bulk = cjson.decode(ARGV[1])
 for i, j in ipairs(bulk.jobs) do
   local id, spec, mode, fire, idem, run, scheduled = j[1], bulk.specs[j[2] + 1], j[3], j[4], j[5], j[6], j[7]
   local bundle = j[9]
-  local existing, idem_key, idem_entry
-  if idem ~= '' then existing, idem_key, idem_entry = idem_get(idem) end
+  local bucket, existing, idem_key, idem_entry
+  if idem ~= '' then
+    bucket = redis.sha1hex(idem):sub(1, 4)  -- once per key: a new job's entry goes in the same bucket
+    existing, idem_key, idem_entry = idem_get(idem, bucket)
+  end
   if existing and redis.call('EXISTS', K.job(existing)) == 1 then
     redis.call('HSET', idem_key, idem, idem_entry)
     local v = redis.call('HMGET', K.job(existing), 'created_ms', 'next_fire_ms')
@@ -81,7 +88,7 @@ for i, j in ipairs(bulk.jobs) do
     local job_key = K.job(id)
     if mode == 'delay' then fire = now + fire end
     redis.call('ZADD', KEYS[1], now, id)
-    if idem ~= '' then idem_put(idem, id) end
+    if idem ~= '' then idem_put(idem, bucket, id) end
     if bundle ~= '' then redis.call('SADD', K.bundle_jobs(bundle), id) end
     local name = bulk.names and bulk.names[i] or ''
     if name ~= '' then

@@ -102,7 +102,9 @@ def ceiling(spec_bytes: bytes, bundle_root: Path | None, work: Path, tasks: int,
             raise SystemExit(f"bench: the ceiling's feeder exited {proc.returncode}")
         outs.append(json.loads(out.strip().splitlines()[-1]))
     rate = tasks / max(0.001, max(o["ended"] for o in outs) - min(o["began"] for o in outs))
-    return {"tasks_s": rate, "feeder_us": sum(o["own_cpu_s"] for o in outs) / tasks * 1e6,
-            "drivers_us": sum(o["drivers_cpu_s"] for o in outs) / tasks * 1e6,
-            "driver_python_us": sum(o["driver_python_cpu_s"] for o in outs) / tasks * 1e6,
-            "driver_jvm_us": sum(o["driver_jvm_cpu_s"] for o in outs) / tasks * 1e6}
+
+    def per_task_us(field: str) -> float:
+        return sum(o[field] for o in outs) / tasks * 1e6
+
+    return {"tasks_s": rate, "feeder_us": per_task_us("own_cpu_s"), "drivers_us": per_task_us("drivers_cpu_s"),
+            "driver_python_us": per_task_us("driver_python_cpu_s"), "driver_jvm_us": per_task_us("driver_jvm_cpu_s")}
