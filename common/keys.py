@@ -77,7 +77,8 @@ P:leader                              hash    the leading master: id, epoch, add
 P:epoch                               string  the leader epoch: +1 on every change of leader; every
                                               write script refuses a caller whose epoch is not this
 P:masters                             hash    master id → {address, role, seen_ms} (JSON): who is there
-P:bundle:{digest}                     hash    a shipped bundle: size, created_ms, c0 … cN (1 MiB chunks);
+P:bundle:{digest}                     hash    a shipped bundle: size, created_ms, held_ms (a client was
+                                              last told it is here), c0 … cN (1 MiB chunks);
                                               written under P:bundle:{digest}:up:{upload} and RENAMEd
                                               once its size and sha256 are checked
 P:bundle:{digest}:jobs                set     ids of the jobs that name the bundle (its references)

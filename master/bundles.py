@@ -6,8 +6,9 @@ sha256 were checked, so a worker never reads half a bundle and a broken upload l
 A job that names a bundle holds a reference (``P:bundle:{digest}:jobs``, written by ``submit.lua`` and
 ``update.lua`` in the step that stores the job, only while the bundle exists); the collector
 (``bundle_gc.lua``) deletes a bundle once every job naming it has ended, or when none named it within a
-grace period after its upload. Every write is a fenced script of the store (upload chunks and their
-publication included), so a master that no longer leads stores and deletes nothing.
+grace period after its upload; never within that grace after a client was told it is here (``HasBundle``),
+so the submit that follows the answer finds it. Every write is a fenced script of the store (upload chunks
+and their publication included), so a master that no longer leads stores and deletes nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-# A bundle nobody references is kept this long after its upload (its job's submit follows the upload).
+# A bundle nobody references is kept this long after its upload, and any bundle this long after a client was
+# told it is here: its job's submit follows the upload or the answer.
 UNREFERENCED_GRACE_S = 3600.0
 # How often the collector runs, and how many bundles it looks at per step (bounded work per call).
 GC_INTERVAL_S = 60.0
@@ -54,6 +56,11 @@ class BundleStore:
     async def present(self, digests: Iterable[str]) -> set[str]:
         return await self._bundles.present(digests)
 
+    async def hold(self, digest: str) -> bool:
+        """Whether a bundle is stored, kept for the grace from now if it is: asked by a client about to name
+        it in a job."""
+        return await self._bundles.hold(digest)
+
     def _check_size(self, size: int) -> None:
         if size > self.max_bytes:
             raise ResourceExhausted(f"bundle is {format_size(size)}, over the master's limit of "
@@ -67,7 +74,7 @@ class BundleStore:
         ref = pb.BundleRef(digest=first.ref.digest, size=first.ref.size)
         check_ref(ref)
         self._check_size(ref.size)
-        if await self.present([ref.digest]):
+        if await self.hold(ref.digest):
             async for _ in chunks:  # drain: the bundle is already here
                 pass
             return ref

@@ -1,5 +1,5 @@
 """The store's door to shipped bundles in Redis: every write one fenced script (``bundle_upload.lua``,
-``bundle_gc.lua``), every read a plain command.
+``bundle_hold.lua``, ``bundle_gc.lua``), every read a plain command.
 
 Chunks are bytes, so this door reads with a client of its own that leaves replies undecoded; its writes go
 through the master's :class:`~sparkyard.master.scripts.ScriptLibrary`, so they carry the leader epoch like
@@ -35,6 +35,11 @@ class RedisBundles:
         for digest in wanted:
             pipe.exists(self._keys.bundle(digest))
         return {d for d, n in zip(wanted, await pipe.execute()) if n}
+
+    async def hold(self, digest: str) -> bool:
+        """Whether the bundle is stored; if it is, the collector keeps it for its grace from now, so the
+        job a client submits after this answer finds it (``bundle_hold.lua``)."""
+        return bool(await self._scripts("bundle_hold", [self._keys.bundle(digest)], []))
 
     def _upload_keys(self, digest: str, upload_id: str) -> list[str]:
         return [self._keys.bundle_upload(digest, upload_id), self._keys.bundle(digest), self._keys.bundles]

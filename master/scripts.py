@@ -40,8 +40,8 @@ from sparkyard.states import lua_tables
 
 SCRIPT_NAMES = (
     "submit", "fire", "peek", "claim", "renew", "report", "release", "reap", "cancel", "job_state",
-    "reschedule", "update", "bundle_gc", "bundle_upload", "leader", "master", "worker", "delete_job", "retention",
-    "backfill", "queue_depth", "webhook",
+    "reschedule", "update", "bundle_gc", "bundle_upload", "bundle_hold", "leader", "master", "worker", "delete_job",
+    "retention", "backfill", "queue_depth", "webhook",
 )
 # How long a write waits for --redis-min-replicas replicas to have it before it is refused (ScriptLibrary.execute).
 REPLICA_WAIT_MS = 1_000

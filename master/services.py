@@ -315,7 +315,7 @@ class BundleService(pbg.BundleServiceServicer):
     @mapped
     async def HasBundle(self, request: pb.BundleRef, context: grpc.aio.ServicerContext) -> pb.HasBundleResponse:
         check_ref(request)
-        present = request.digest in await self._bundles.present([request.digest])
+        present = await self._bundles.hold(request.digest)
         return pb.HasBundleResponse(present=present, max_bytes=self._bundles.max_bytes)
 
     @mapped

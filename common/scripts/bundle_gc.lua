@@ -1,13 +1,15 @@
 -- bundle_gc.lua — delete shipped bundles that no job needs any more.
 --
 -- KEYS[1] bundles (zset digest -> created or last looked-at ms: the oldest are looked at first)
--- ARGV[1] unreferenced grace ms (a bundle uploaded this recently and never referenced is kept: its
---         job's submit may still be on its way)   ARGV[2] at most this many digests looked at
+-- ARGV[1] grace ms (a bundle uploaded this recently and never referenced, or that a client was told is
+--         present this recently (held_ms, bundle_hold.lua), is kept: its job's submit may still be on its
+--         way)   ARGV[2] at most this many digests looked at
 -- Returns the digests deleted.
 --
 -- Invariant: a bundle is deleted only when every job that names it is COMPLETED or CANCELLED with no
 -- active run (nothing can fire or run it again) or deleted (its reference is dropped here: retention.lua
--- cannot read a job's bundle), or when none ever named it past the grace. The check and the delete are
+-- cannot read a job's bundle), or when none ever named it past the grace; and never within the grace
+-- after a client was told it is present. The check and the delete are
 -- one step, and submit.lua / update.lua write a job's reference in the step that stores the job, only
 -- while the bundle exists: a job stored meanwhile cannot be missed, and none is stored without its bundle.
 --
@@ -38,7 +40,9 @@ end
 for _, digest in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)) do
   local refs = K.bundle_jobs(digest)
   local needed
-  if redis.call('SCARD', refs) == 0 then
+  if now - tonumber(redis.call('HGET', K.bundle(digest), 'held_ms') or '0') < grace then
+    needed = true
+  elseif redis.call('SCARD', refs) == 0 then
     local created = tonumber(redis.call('HGET', K.bundle(digest), 'created_ms') or '0')
     needed = now - created < grace
   else

@@ -137,6 +137,31 @@ async def test_a_bundle_shared_by_many_jobs_is_kept_while_any_needs_it_and_its_r
     await blobs.aclose()
 
 
+async def test_a_bundle_a_client_was_told_is_here_is_kept_for_the_grace_though_its_jobs_have_ended(
+        store: RedisStore) -> None:
+    """A client asks whether a bundle is here (HasBundle) and, told yes, submits without uploading it. If
+    every job naming it had ended, the collector could delete it between the answer and the submit, and the
+    submit was refused (CI saw it on a shared cluster): the answer now holds the bundle for the grace."""
+    k, r = store.keys, store.redis
+    digest, absent = "d" * 64, "e" * 64
+    await r.hset(k.bundle(digest), mapping={"chunks": 0, "created_ms": 0})
+    await r.zadd(k.bundles, {digest: 0})
+    job_id = "j0000000000100000000007"
+    named = normalize(pb.JobSpec(entrypoint="x.py:main", bundle=pb.BundleRef(digest=digest, size=1)))
+    await store.submit_many([NewJob(job_id, named, "delay", 3_600_000)], 60_000)
+    await store.cancel("done", job_id=job_id)
+    blobs = Redis(port=r.connection_pool.connection_kwargs["port"])
+    bundles = RedisBundles(blobs, k, store.scripts)
+    try:
+        assert await bundles.hold(digest) and not await bundles.hold(absent)
+        assert not await r.exists(k.bundle(absent))  # holding what is not there writes nothing
+        assert await bundles.collect(60_000, 100) == []  # told it is here: kept
+        assert await bundles.collect(0, 100) == [digest]  # past the grace, with no job needing it: deleted
+        assert not await r.exists(k.bundle(digest), k.bundle_jobs(digest))
+    finally:
+        await blobs.aclose()
+
+
 async def test_run_states_reads_each_run_s_state_in_one_round_trip_and_none_for_no_run(store: RedisStore) -> None:
     task_id, token, run_id = await leased_task(store)
     assert await store.run_states([run_id, "", "j0000000000100000000009.r1"]) == [RunState.RUNNING, None, None]
