@@ -50,6 +50,27 @@ def skew_env(offset: str) -> dict[str, str]:
     return {"LD_PRELOAD": str(FAKETIME_LIB), "FAKETIME": offset}
 
 
+def remove_faketime_files(since: float, shm: Path = Path("/dev/shm")) -> list[str]:
+    """libfaketime 0.9.10 makes a shared-memory file and a semaphore in /dev/shm for every process it is
+    preloaded into (``faketime_shm_PID``, ``sem.faketime_sem_PID``) and leaves them when the process ends, by
+    ``kill -9`` or not: a skewed worker leaves a pair for itself and each of its drivers and JVMs. Those made
+    since ``since`` (the soak's start, epoch seconds) by processes no longer running are removed; the names
+    removed are returned."""
+    removed = []
+    for path in sorted(shm.glob("*faketime_*")):
+        match = re.fullmatch(r"(?:faketime_shm_|sem\.faketime_sem_)(\d+)", path.name)
+        if match is None or Path(f"/proc/{match.group(1)}").exists():
+            continue
+        try:
+            if path.stat().st_mtime < since:
+                continue
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(path.name)
+    return removed
+
+
 def kind_skips() -> dict[str, str]:
     """Fault kinds this machine cannot inject, with the reason (one line each)."""
     skips = {}

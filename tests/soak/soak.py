@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "cluster")]
 
 from ledger import Findings  # noqa: E402
-from nemesis import DISK_MB, WORKERS, Nemesis, kind_skips, schedule  # noqa: E402
+from nemesis import DISK_MB, WORKERS, Nemesis, kind_skips, remove_faketime_files, schedule  # noqa: E402
 from netcluster import PROXY_VARS, NetCluster, stop_all  # noqa: E402
 from netns import cleanup_stale, unavailable_reason  # noqa: E402
 from redis_ha import RedisHA  # noqa: E402
@@ -58,6 +58,7 @@ class Soak:
         self.findings = Findings()
         self.checked = False  # the checker ran (a soak that failed before it has no counts to show)
         self.stored_unanswered: list[str] = []  # submits no answer named that the master stored (and ran)
+        self.began = time.time()  # libfaketime's files in /dev/shm made since are this soak's (teardown)
 
     def start_worker(self, worker: str, env: dict[str, str] | None = None) -> None:
         self.net.start_worker(worker, runner=RUNNERS[worker], env=env)
@@ -142,12 +143,16 @@ class Soak:
 
     def teardown(self) -> list[str]:
         """Every server process stopped by pid (continued first; SIGKILL after 20 s), then what is left on
-        any host counted, then the network removed and the tmpfs unmounted."""
+        any host counted, libfaketime's files of the ended skewed processes removed, then the network removed
+        and the tmpfs unmounted."""
         for proc in stop_all([*self.net.workers.values(), *self.net.masters.values(), *self.redis.nodes.values()],
                              timeout=20):
             self.findings.add("process left behind", f"{proc.name} (pid {proc.pid}) ignored SIGTERM for 20 s")
         time.sleep(1.0)  # drivers end with their worker (parent-death signal): give the kernel a moment
         leftovers(self.net, self.findings)
+        removed = remove_faketime_files(self.began)
+        if removed:
+            say(f"removed {len(removed)} files libfaketime left in /dev/shm (a pair per skewed process)")
         errors = self.net.stop()
         for mount in self.mounts:
             umount = subprocess.run(["umount", str(mount)], capture_output=True, text=True)
