@@ -5,9 +5,10 @@ An upload is written under a temporary key and published with one ``RENAME`` onl
 sha256 were checked, so a worker never reads half a bundle and a broken upload leaves nothing behind.
 A job that names a bundle holds a reference (``P:bundle:{digest}:jobs``, written by ``submit.lua`` and
 ``update.lua`` in the step that stores the job, only while the bundle exists); the collector
-(``bundle_gc.lua``) deletes a bundle once every job naming it has ended, or when none named it within a
-grace period after its upload; never within that grace after a client was told it is here (``HasBundle``),
-so the submit that follows the answer finds it. Every write is a fenced script of the store (upload chunks
+(``bundle_gc.lua``) deletes a bundle once every job naming it is cancelled or deleted (a completed job can
+still be triggered or rerun), or when none named it within a grace period after its upload; never within
+that grace after a client was told it is here (``HasBundle``), so the submit that follows the answer finds
+it. Every write is a fenced script of the store (upload chunks
 and their publication included), so a master that no longer leads stores and deletes nothing.
 """
 

@@ -6,9 +6,10 @@
 --         way)   ARGV[2] at most this many digests looked at
 -- Returns the digests deleted.
 --
--- Invariant: a bundle is deleted only when every job that names it is COMPLETED or CANCELLED with no
--- active run (nothing can fire or run it again) or deleted (its reference is dropped here: retention.lua
--- cannot read a job's bundle), or when none ever named it past the grace; and never within the grace
+-- Invariant: a bundle is deleted only when every job that names it is CANCELLED with no active run (nothing
+-- can fire or run it again: a COMPLETED job can still be triggered, rerun or backfilled, so it keeps its
+-- bundle until it is deleted, by `sparkyard delete` or retention's --history-max-age) or deleted (its
+-- reference is dropped here: retention.lua cannot read a job's bundle), or when none ever named it past the grace; and never within the grace
 -- after a client was told it is present. The check and the delete are
 -- one step, and submit.lua / update.lua write a job's reference in the step that stores the job, only
 -- while the bundle exists: a job stored meanwhile cannot be missed, and none is stored without its bundle.
@@ -29,7 +30,7 @@ local function needed_by(refs)
       local state = redis.call('HGET', K.job(job_id), 'state')
       if not state then
         redis.call('SREM', refs, job_id)  -- a deleted job's reference
-      elseif (state ~= 'COMPLETED' and state ~= 'CANCELLED') or redis.call('SCARD', K.job_active(job_id)) > 0 then
+      elseif state ~= 'CANCELLED' or redis.call('SCARD', K.job_active(job_id)) > 0 then
         return true
       end
     end

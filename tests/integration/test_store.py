@@ -137,6 +137,33 @@ async def test_a_bundle_shared_by_many_jobs_is_kept_while_any_needs_it_and_its_r
     await blobs.aclose()
 
 
+async def test_a_completed_job_keeps_its_bundle_until_it_is_deleted_and_a_cancelled_one_does_not(
+        store: RedisStore) -> None:
+    """A COMPLETED job (a one-shot that fired) can still be triggered, rerun or backfilled, and its new run
+    needs the bundle on any worker that has not cached it: the collector took it once the run ended, and a
+    rerun of a failed one-shot on another worker found no bundle. Only a CANCELLED job (nothing runs it
+    again) or a deleted one lets its bundle go."""
+    k, r = store.keys, store.redis
+    completed_digest, cancelled_digest = "f" * 64, "0" * 64
+    completed, cancelled = "j0000000000100000000008", "j0000000000100000000009"
+    for digest, job_id in ((completed_digest, completed), (cancelled_digest, cancelled)):
+        await r.hset(k.bundle(digest), mapping={"chunks": 0, "created_ms": 0})
+        await r.zadd(k.bundles, {digest: 0})
+        named = normalize(pb.JobSpec(entrypoint="x.py:main", bundle=pb.BundleRef(digest=digest, size=1)))
+        await store.submit_many([NewJob(job_id, named, "delay", 3_600_000)], 60_000)
+    await store.cancel("done", job_id=cancelled)
+    await r.hset(k.job(completed), "state", "COMPLETED")  # as fire.lua leaves a one-shot job whose run ended
+    blobs = Redis(port=r.connection_pool.connection_kwargs["port"])
+    bundles = RedisBundles(blobs, k, store.scripts)
+    try:
+        assert await bundles.collect(0, 100) == [cancelled_digest]
+        assert await r.exists(k.bundle(completed_digest))
+        assert (await store.delete_job(completed))[0] == "ok"
+        assert await bundles.collect(0, 100) == [completed_digest]
+    finally:
+        await blobs.aclose()
+
+
 async def test_a_bundle_a_client_was_told_is_here_is_kept_for_the_grace_though_its_jobs_have_ended(
         store: RedisStore) -> None:
     """A client asks whether a bundle is here (HasBundle) and, told yes, submits without uploading it. If
