@@ -165,7 +165,10 @@ def load(paths: Sequence[str | Path]) -> list[Pipeline]:
         except errors.SparkyardError as exc:
             raise type(exc)(f"{path}: {exc}") from None
         except Exception as exc:  # the user's file: say which and what, not our traceback
-            raise errors.InvalidArgument(f"{path}: {type(exc).__name__}: {exc}") from None
+            hint = ""
+            if isinstance(exc, SyntaxError) and file.suffix != ".py":  # e.g. someone who guessed YAML
+                hint = " (a pipeline definition file is Python: `from sparkyard import Pipeline`, docs/pipelines.md)"
+            raise errors.InvalidArgument(f"{path}: {type(exc).__name__}: {exc}{hint}") from None
         for value in namespace.values():
             if isinstance(value, Pipeline):
                 if value.name in found and found[value.name][0] is not value:
