@@ -40,6 +40,8 @@ from sparkyard.worker.warm_conf import master_notice
 
 log = logging.getLogger(__name__)
 
+# Drivers a pool warms at once: a JVM's start keeps ~one core busy (docs/benchmarks.md); half the cores.
+WARM_AT_ONCE = max(1, (os.cpu_count() or 1) // 2)
 # How often the memory of busy drivers is measured.
 MEMORY_CHECK_S = 0.5
 # A driver that failed to start is tried again after this pause, doubling up to the maximum.
@@ -59,8 +61,10 @@ class SessionRunner:
     def __init__(self, spark_master: str, slots: int, work_dir: Path, children: Children, *,
                  conf: dict[str, str] | None = None, task_memory_mb: int = 0,
                  max_tasks: int = DEFAULT_DRIVER_MAX_TASKS, wait_max_s: float = DEFAULT_RUNNER_WAIT_MAX_S,
-                 on_readiness: Callable[[], None] | None = None, archive: ClassArchive | None = None) -> None:
+                 on_readiness: Callable[[], None] | None = None, archive: ClassArchive | None = None,
+                 warm_at_once: int = WARM_AT_ONCE) -> None:
         self.spark_master = spark_master or "local[1]"
+        self._warm_at_once = max(1, warm_at_once)
         self._wait_max_s = wait_max_s
         self.slots = slots
         self.conf = dict(conf or {})
@@ -95,10 +99,13 @@ class SessionRunner:
         self.drivers_dir.mkdir(parents=True, exist_ok=True)
         for leftover in self.drivers_dir.glob("driver-*.tmp"):  # of drivers a killed worker could not clean up
             await asyncio.to_thread(jvm_temp.remove, leftover)
-        # Drivers warm one after another: on a small machine two JVMs starting at once each take twice
-        # as long, so the first slot is ready twice as soon (driver_ready starts the next).
-        self._spawn_driver()
+        self._warm_first()
         self._monitor = asyncio.create_task(self._watch(), name="session-runner-watch")
+
+    def _warm_first(self) -> None:
+        """The pool's first drivers, WARM_AT_ONCE at a time: each that gets ready starts the next (driver_ready)."""
+        for _ in range(min(self.slots, self._warm_at_once)):
+            self._spawn_driver()
 
     def driver_conf(self, driver: DriverProcess) -> dict[str, str]:
         """The Spark conf a driver process starts with: the worker's (and the job's, for a fresh driver of
@@ -164,7 +171,7 @@ class SessionRunner:
             return
         self._failures, self._last_error, self._warm = 0, "", False
         if not any(d.state != "leaving" for d in self._pool()):
-            self._spawn_driver()
+            self._warm_first()
 
     # ---- readiness -----------------------------------------------------------------------------------------
 
