@@ -8,8 +8,8 @@ A job that names a bundle holds a reference (``P:bundle:{digest}:jobs``, written
 (``bundle_gc.lua``) deletes a bundle once every job naming it is cancelled or deleted (a completed job can
 still be triggered or rerun), or when none named it within a grace period after its upload; never within
 that grace after a client was told it is here (``HasBundle``), so the submit that follows the answer finds
-it. Every write is a fenced script of the store (upload chunks
-and their publication included), so a master that no longer leads stores and deletes nothing.
+it. Every write is a fenced script of the store (upload chunks and their publication included), so a master
+that no longer leads stores and deletes nothing.
 """
 
 from __future__ import annotations

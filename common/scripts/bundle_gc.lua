@@ -9,9 +9,9 @@
 -- Invariant: a bundle is deleted only when every job that names it is CANCELLED with no active run (nothing
 -- can fire or run it again: a COMPLETED job can still be triggered, rerun or backfilled, so it keeps its
 -- bundle until it is deleted, by `sparkyard delete` or retention's --history-max-age) or deleted (its
--- reference is dropped here: retention.lua cannot read a job's bundle), or when none ever named it past the grace; and never within the grace
--- after a client was told it is present. The check and the delete are
--- one step, and submit.lua / update.lua write a job's reference in the step that stores the job, only
+-- reference is dropped here: retention.lua cannot read a job's bundle), or when none ever named it past the
+-- grace; and never within the grace after a client was told it is present. The check and the delete are one
+-- step, and submit.lua / update.lua write a job's reference in the step that stores the job, only
 -- while the bundle exists: a job stored meanwhile cannot be missed, and none is stored without its bundle.
 --
 -- The references are read a page at a time (SSCAN) up to the first job that needs the bundle: a bundle a
@@ -40,12 +40,12 @@ end
 
 for _, digest in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)) do
   local refs = K.bundle_jobs(digest)
+  local stamps = redis.call('HMGET', K.bundle(digest), 'held_ms', 'created_ms')
   local needed
-  if now - tonumber(redis.call('HGET', K.bundle(digest), 'held_ms') or '0') < grace then
+  if now - tonumber(stamps[1] or '0') < grace then
     needed = true
   elseif redis.call('SCARD', refs) == 0 then
-    local created = tonumber(redis.call('HGET', K.bundle(digest), 'created_ms') or '0')
-    needed = now - created < grace
+    needed = now - tonumber(stamps[2] or '0') < grace
   else
     needed = needed_by(refs)
   end

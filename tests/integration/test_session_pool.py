@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from pathlib import Path
 
 import pytest
@@ -19,20 +18,27 @@ from sparkyard.worker.children import Children
 from sparkyard.worker.class_archive import ClassArchive
 from sparkyard.worker.runner.session import SessionRunner
 
+READY_TIMEOUT_S = 240.0  # under the suite's 300 s per test; ~30x what two JVMs take on a loaded machine
+
 
 async def test_a_pool_told_to_warm_two_at_once_starts_both_before_either_is_ready(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     shared_class_archive(TEST_DRIVER_CONF)  # made once for the suite: the drivers start from it
     conf = dict([TEST_DRIVER_CONF.split("=", 1)])
-    runner = SessionRunner("local[1]", 2, tmp_path, Children(tmp_path), conf=conf,
+    all_ready = asyncio.Event()
+    runner: SessionRunner | None = None
+
+    def on_readiness() -> None:
+        if runner is not None and runner.readiness()[0] == pb.READINESS_READY:
+            all_ready.set()
+
+    runner = SessionRunner("local[1]", 2, tmp_path, Children(tmp_path), conf=conf, on_readiness=on_readiness,
                            archive=ClassArchive(TEST_CLASS_ARCHIVE_DIR, conf), warm_at_once=2)
     caplog.set_level(logging.INFO, logger="sparkyard.worker.runner.driver_process")
     try:
         await runner.start()
-        deadline = time.monotonic() + 180  # two JVMs, seconds each; polled with a deadline
-        while runner.readiness()[0] != pb.READINESS_READY:
-            assert time.monotonic() < deadline, runner.readiness()[1]
-            await asyncio.sleep(0.1)
+        # Two JVMs, ~5 s each here; the bound only keeps a broken pool from hanging the suite.
+        await asyncio.wait_for(all_ready.wait(), timeout=READY_TIMEOUT_S)
     finally:
         await runner.close()
     events = [m for m in caplog.messages if m.startswith("session driver")]

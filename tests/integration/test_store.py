@@ -3,6 +3,8 @@ tests/contract)."""
 
 from __future__ import annotations
 
+from typing import AsyncIterator
+
 import pytest
 from redis.asyncio import Redis
 
@@ -20,6 +22,14 @@ LEASE_MS = 60_000
 @pytest.fixture
 def store(redis_store: RedisStore) -> RedisStore:
     return redis_store
+
+
+@pytest.fixture
+async def bundles(store: RedisStore) -> AsyncIterator[RedisBundles]:
+    """The store's door to bundles, with its own undecoding client as the master makes it."""
+    blobs = Redis(port=store.redis.connection_pool.connection_kwargs["port"])
+    yield RedisBundles(blobs, store.keys, store.scripts)
+    await blobs.aclose()
 
 
 def spec(**kw: object) -> pb.JobSpec:
@@ -112,7 +122,7 @@ async def test_a_job_and_its_bundle_reference_are_stored_in_one_step_only_while_
 
 
 async def test_a_bundle_shared_by_many_jobs_is_kept_while_any_needs_it_and_its_references_are_read_in_pages(
-        store: RedisStore) -> None:
+        store: RedisStore, bundles: RedisBundles) -> None:
     """bundle_gc.lua reads a bundle's references a page at a time (a million jobs sharing one bundle held
     Redis ~0.8 s a look while it read them whole): the one job that still needs it is found on any page,
     and deleted jobs' references go on the way."""
@@ -123,22 +133,20 @@ async def test_a_bundle_shared_by_many_jobs_is_kept_while_any_needs_it_and_its_r
     spec = normalize(pb.JobSpec(entrypoint="x.py:main", bundle=pb.BundleRef(digest=digest, size=1)))
     jobs = [f"j{n:021x}" for n in range(1, 351)]
     await store.submit_many([NewJob(job_id, spec, "delay", 3_600_000) for job_id in jobs], 60_000)
-    blobs = Redis(port=r.connection_pool.connection_kwargs["port"])
-    bundles = BundleStore(RedisBundles(blobs, k, store.scripts), 1)
+    collector = BundleStore(bundles, 1)
     for job_id in jobs[:-1]:
         await store.cancel("done", job_id=job_id)
     for job_id in jobs[:100]:
         assert (await store.delete_job(job_id))[0] == "ok"  # no digest given: a reference left behind
-    assert await bundles.collect() == []  # the last job may still fire
+    assert await collector.collect() == []  # the last job may still fire
     assert await r.exists(k.bundle(digest))
     await store.cancel("done", job_id=jobs[-1])
-    assert await bundles.collect() == [digest]
+    assert await collector.collect() == [digest]
     assert not await r.exists(k.bundle(digest), k.bundle_jobs(digest))
-    await blobs.aclose()
 
 
 async def test_a_completed_job_keeps_its_bundle_until_it_is_deleted_and_a_cancelled_one_does_not(
-        store: RedisStore) -> None:
+        store: RedisStore, bundles: RedisBundles) -> None:
     """A COMPLETED job (a one-shot that fired) can still be triggered, rerun or backfilled, and its new run
     needs the bundle on any worker that has not cached it: the collector took it once the run ended, and a
     rerun of a failed one-shot on another worker found no bundle. Only a CANCELLED job (nothing runs it
@@ -153,19 +161,14 @@ async def test_a_completed_job_keeps_its_bundle_until_it_is_deleted_and_a_cancel
         await store.submit_many([NewJob(job_id, named, "delay", 3_600_000)], 60_000)
     await store.cancel("done", job_id=cancelled)
     await r.hset(k.job(completed), "state", "COMPLETED")  # as fire.lua leaves a one-shot job whose run ended
-    blobs = Redis(port=r.connection_pool.connection_kwargs["port"])
-    bundles = RedisBundles(blobs, k, store.scripts)
-    try:
-        assert await bundles.collect(0, 100) == [cancelled_digest]
-        assert await r.exists(k.bundle(completed_digest))
-        assert (await store.delete_job(completed))[0] == "ok"
-        assert await bundles.collect(0, 100) == [completed_digest]
-    finally:
-        await blobs.aclose()
+    assert await bundles.collect(0, 100) == [cancelled_digest]
+    assert await r.exists(k.bundle(completed_digest))
+    assert (await store.delete_job(completed))[0] == "ok"
+    assert await bundles.collect(0, 100) == [completed_digest]
 
 
 async def test_a_bundle_a_client_was_told_is_here_is_kept_for_the_grace_though_its_jobs_have_ended(
-        store: RedisStore) -> None:
+        store: RedisStore, bundles: RedisBundles) -> None:
     """A client asks whether a bundle is here (HasBundle) and, told yes, submits without uploading it. If
     every job naming it had ended, the collector could delete it between the answer and the submit, and the
     submit was refused (CI saw it on a shared cluster): the answer now holds the bundle for the grace."""
@@ -177,16 +180,11 @@ async def test_a_bundle_a_client_was_told_is_here_is_kept_for_the_grace_though_i
     named = normalize(pb.JobSpec(entrypoint="x.py:main", bundle=pb.BundleRef(digest=digest, size=1)))
     await store.submit_many([NewJob(job_id, named, "delay", 3_600_000)], 60_000)
     await store.cancel("done", job_id=job_id)
-    blobs = Redis(port=r.connection_pool.connection_kwargs["port"])
-    bundles = RedisBundles(blobs, k, store.scripts)
-    try:
-        assert await bundles.hold(digest) and not await bundles.hold(absent)
-        assert not await r.exists(k.bundle(absent))  # holding what is not there writes nothing
-        assert await bundles.collect(60_000, 100) == []  # told it is here: kept
-        assert await bundles.collect(0, 100) == [digest]  # past the grace, with no job needing it: deleted
-        assert not await r.exists(k.bundle(digest), k.bundle_jobs(digest))
-    finally:
-        await blobs.aclose()
+    assert await bundles.hold(digest) and not await bundles.hold(absent)
+    assert not await r.exists(k.bundle(absent))  # holding what is not there writes nothing
+    assert await bundles.collect(60_000, 100) == []  # told it is here: kept
+    assert await bundles.collect(0, 100) == [digest]  # past the grace, with no job needing it: deleted
+    assert not await r.exists(k.bundle(digest), k.bundle_jobs(digest))
 
 
 async def test_run_states_reads_each_run_s_state_in_one_round_trip_and_none_for_no_run(store: RedisStore) -> None:
