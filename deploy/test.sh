@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs Sparkyard with its test tools into ./.venv and runs the whole test suite:
 # generated code current, type check, every import a declared dependency (deptry), package seams
-# (import-linter), then the fast tier (tests/unit), then contract, integration, fault and cluster tests (real
-# Redis, gRPC, Spark); each in two processes (pytest-xdist; a test file stays on one, the longest files go out
-# first: tests/file_order.py);
-# then a 3-minute nemesis soak (tests/soak). Extra arguments go to pytest instead, and the soak is not run
-# (e.g. deploy/test.sh tests/unit -x; -n 0 runs in this process alone).
+# (import-linter), then the fast tier (tests/unit, two processes), then contract, integration, fault and cluster
+# tests (real Redis, gRPC, Spark) in three processes (pytest-xdist; a test file stays on one, the longest files
+# go out first: tests/file_order.py) with a 3-minute nemesis soak (tests/soak) beside them. Extra arguments go
+# to pytest instead (two processes), and the soak is not run (e.g. deploy/test.sh tests/unit -x; -n 0 runs in
+# this process alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deploy/install.sh --test
@@ -29,8 +29,22 @@ fi
 # The fast tier first (no Spark, no master or worker processes; about a minute on 2 cores): a broken unit
 # fails the run before the slow tiers start.
 .venv/bin/python -m pytest -n 2 tests/unit
-.venv/bin/python -m pytest -n 2 tests/contract tests/integration tests/faults tests/cluster
-# The nemesis soak, outside pytest (its own minutes; docs/reliability.md): random overlapping faults for 3
-# minutes with a fixed seed, then the ledger checked. Without CAP_NET_ADMIN it says why it skips.
-echo "==== nemesis soak: 3 minutes, seed 22 (tests/soak/soak.py) ===="
-.venv/bin/python tests/soak/soak.py --minutes 3 --seed 22
+# The slow tiers in three processes: a third fills the time the other two spend waiting (leases, restarts,
+# a cron's next second) — on 2 cores 521 s against 646 s with two, and four were no faster (docs/benchmarks.md,
+# "The test suite's own time"). Beside them the nemesis soak (its own minutes; docs/reliability.md): random
+# overlapping faults for 3 minutes with a fixed seed, then the ledger checked; without CAP_NET_ADMIN it says
+# why it skips. Its output is shown when both have ended; either failing fails the run.
+soak_log="$(mktemp)"
+.venv/bin/python tests/soak/soak.py --minutes 3 --seed 22 > "$soak_log" 2>&1 &
+soak=$!
+slow=0
+.venv/bin/python -m pytest -n 3 tests/contract tests/integration tests/faults tests/cluster || slow=$?
+soaked=0
+wait "$soak" || soaked=$?
+echo "==== nemesis soak: 3 minutes, seed 22 (tests/soak/soak.py), run beside the slow tiers ===="
+cat "$soak_log"
+rm -f "$soak_log"
+if [ "$slow" -ne 0 ] || [ "$soaked" -ne 0 ]; then
+  echo "slow tiers exited $slow, soak exited $soaked" >&2
+  exit 1
+fi

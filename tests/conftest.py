@@ -43,7 +43,7 @@ _seconds: dict[str, float] = defaultdict(float)
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Under pytest-xdist (``-n 2``, as deploy/test.sh runs the suite) a test file runs whole on one
+    """Under pytest-xdist (``-n 3``, as deploy/test.sh runs the slow tiers) a test file runs whole on one
     process, so its module fixtures start once, and the files on the multi-host network all run on one
     process, so the network is built once; the units go out in collection order, which
     :func:`pytest_collection_modifyitems` makes longest first. (xdist's own ``loadgroup`` marks are ignored

@@ -1,4 +1,4 @@
-"""How the suite's test files are handed to its two pytest-xdist processes: whole files (a file's module
+"""How the suite's test files are handed to its pytest-xdist processes: whole files (a file's module
 fixtures start once), the files on the multi-host network as one unit (the network is built once), and the
 longest units first.
 
