@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "cluster"))
 
 import file_order  # noqa: E402
 from clocked_store import ClockedStores  # noqa: E402
-from harness import Cluster, RedisServer, free_port, start_redis  # noqa: E402
+from harness import Cluster, RedisServer, free_port, start_redis, worker_jvm_args  # noqa: E402
 from netcluster import PROXY_VARS, NetCluster  # noqa: E402
 from netns import cleanup_stale, unavailable_reason  # noqa: E402
 from sparkyard.certs import DevCerts, make_dev_certs  # noqa: E402
@@ -160,7 +160,9 @@ def net_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetCluster
     if removed:
         print(f"removed leftovers of earlier test runs: {' '.join(removed)}", file=sys.stderr)
     root = tmp_path_factory.mktemp("net")
-    cluster = NetCluster(root / "hosts", root / "client" / "submit", lease_s=NET_LEASE_S, heartbeat_s=NET_HEARTBEAT_S)
+    # Its workers' drivers start as the other test clusters' do (harness.TEST_DRIVER_CONF, the suite's class archive).
+    cluster = NetCluster(root / "hosts", root / "client" / "submit", lease_s=NET_LEASE_S, heartbeat_s=NET_HEARTBEAT_S,
+                         worker_args=tuple(worker_jvm_args()))
     with pytest.MonkeyPatch.context() as patch:
         for var in PROXY_VARS:  # the client host talks to the test network directly
             patch.delenv(var, raising=False)

@@ -219,12 +219,7 @@ class Cluster:
         args = [sys.executable, "-m", "sparkyard.worker.main", "--master", self.address, "--slots", str(slots),
                 "--id", worker_id, "--runner", runner, "--work-dir", str(self.root / worker_id),
                 "--spark-master", "local[1]", "--drain-timeout", "5", *extra]
-        if self.driver_conf:
-            args += ["--conf", self.driver_conf]
-        if self.class_archive_dir:
-            if self.class_archive_dir == str(TEST_CLASS_ARCHIVE_DIR):
-                shared_class_archive(self.driver_conf)
-            args += ["--class-archive-dir", self.class_archive_dir]
+        args += worker_jvm_args(self.driver_conf, self.class_archive_dir)
         if group:
             args += ["--group", group]
         proc = subprocess.Popen(args, stdout=log_path.open("ab"), stderr=subprocess.STDOUT, env=self._env(worker_id))
@@ -283,6 +278,17 @@ class Cluster:
     def logs(self) -> str:
         parts = [f"==== {p.name} ====\n{p.log()[-4000:]}" for p in [*self.workers.values(), self.master] if p]
         return "\n".join(parts)
+
+
+def worker_jvm_args(driver_conf: str = TEST_DRIVER_CONF, class_archive_dir: str = TEST_CLASS_ARCHIVE) -> list[str]:
+    """A test worker's flags for its drivers' JVMs: ``driver_conf`` and the class archive (the suite's own made
+    now unless it exists: a worker given no directory would make another of the same JVMs in its default one)."""
+    args = ["--conf", driver_conf] if driver_conf else []
+    if class_archive_dir:
+        if class_archive_dir == str(TEST_CLASS_ARCHIVE_DIR):
+            shared_class_archive(driver_conf)
+        args += ["--class-archive-dir", class_archive_dir]
+    return args
 
 
 @functools.lru_cache(maxsize=None)

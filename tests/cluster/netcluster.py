@@ -114,6 +114,7 @@ class NetCluster:
     workers: dict[str, HostProcess] = field(default_factory=dict)
     cli_calls: list[CliCall] = field(default_factory=list)
     master_args: dict[str, tuple[str, ...]] = field(default_factory=dict)  # each master's extra arguments
+    worker_args: tuple[str, ...] = ()  # every worker's extra arguments (before a start's own)
     redis_url: str = ""  # what masters are given (default: redis:// of the ``redis`` host; a sentinel URL for HA)
     _clients: list[Client] = field(default_factory=list)
     _stopped: list[HostProcess] = field(default_factory=list)  # earlier processes of restarted hosts, for logs
@@ -258,7 +259,7 @@ class NetCluster:
             sys.executable, "-m", "sparkyard.worker.main", "--master", master_list,
             "--token-file", self.token_file("worker"), *self.tls_flags(),
             "--slots", str(slots), "--id", worker_id, "--runner", runner, "--work-dir", str(work / "work"),
-            "--spark-master", "local[1]", "--drain-timeout", "5", *extra,
+            "--spark-master", "local[1]", "--drain-timeout", "5", *self.worker_args, *extra,
         ]
         # The JVM resolves the host name; in a namespace with no DNS, bind Spark to loopback instead.
         spark_env = {"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_HOSTNAME": "localhost", **(env or {})}
@@ -361,6 +362,12 @@ class NetCluster:
     def stop_worker(self, worker_id: str, timeout: float = 20) -> int:
         """SIGTERM (the worker drains for at most its --drain-timeout) and wait for the exit."""
         return self.stop_process(worker_id, signal.SIGTERM, timeout)
+
+    def forget_worker(self, worker_id: str) -> None:
+        """A stopped worker is no longer one of the network's (its log stays among the stopped processes')."""
+        proc = self.workers.pop(worker_id)
+        assert not proc.alive(), f"worker {worker_id} still runs"
+        self._stopped.append(proc)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Send ``sig`` to the process of host ``name``; for SIGKILL, wait until it is gone."""

@@ -145,7 +145,7 @@ def standalone(net_cluster: NetCluster) -> Iterator[Standalone]:
         _script(cluster, worker, data / "worker", "--master-url", url, "--cores", "2", "--memory", "1g", "start")
         sy = cluster.network.add_host("sy")
         cluster.start_worker("sy", env={"SPARK_LOCAL_IP": sy.address, "SPARK_LOCAL_HOSTNAME": sy.address},
-                             extra=("--group", GROUP, "--spark-master", url, "--conf", TEST_DRIVER_CONF,
+                             extra=("--group", GROUP, "--spark-master", url,  # the driver's test conf: net_cluster's
                                     "--conf", TEST_DRIVER_CONF.replace(".driver.", ".executor."),
                                     "--conf", "spark.executor.memory=512m",
                                     # The warm driver's executor starts with it, not with the first task.
@@ -158,8 +158,10 @@ def standalone(net_cluster: NetCluster) -> Iterator[Standalone]:
         wait_until(lambda: not standalone.status()["activeapps"], 60, "every application to end", interval=0.5)
         assert {app["state"] for app in standalone.status()["completedapps"]} <= {"FINISHED", "KILLED"}
     finally:
-        if "sy" in cluster.workers and cluster.workers["sy"].alive():
-            cluster.stop_worker("sy")
+        if "sy" in cluster.workers:  # the network is left as the fixture made it: a test watching its workers
+            if cluster.workers["sy"].alive():  # would find this one exited
+                cluster.stop_worker("sy")
+            cluster.forget_worker("sy")
         for host, host_data in reversed(started):
             _script(cluster, host, host_data, "stop")
 
