@@ -291,6 +291,19 @@ def worker_jvm_args(driver_conf: str = TEST_DRIVER_CONF, class_archive_dir: str 
     return args
 
 
+def worker_jvm_env(driver_conf: str = TEST_DRIVER_CONF, class_archive_dir: str = TEST_CLASS_ARCHIVE) -> dict[str, str]:
+    """The same for workers a test starts from a command line it does not write (a documented line, ``sparkyard
+    local``): the environment that gives them. The JVM options go in ``JAVA_TOOL_OPTIONS``, not in a
+    ``SPARKYARD_CONF`` that a line's own ``--conf`` would replace; the archive's name is made of the same
+    options either way, so their drivers map the suite's archive instead of making one of their own."""
+    env = {"JAVA_TOOL_OPTIONS": driver_conf.split("=", 1)[1]} if driver_conf else {}
+    if class_archive_dir:
+        if class_archive_dir == str(TEST_CLASS_ARCHIVE_DIR):
+            shared_class_archive(driver_conf)
+        env["SPARKYARD_CLASS_ARCHIVE_DIR"] = class_archive_dir
+    return env
+
+
 @functools.lru_cache(maxsize=None)
 def shared_class_archive(driver_conf: str) -> Path | None:
     """The test workers' class archive for ``driver_conf`` (``k=v``), made now unless it exists; another test

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from sparkyard.worker import jvm_temp
-from sparkyard.worker.children import Children
+from sparkyard.worker.children import Children, die_with_parent
 from sparkyard.worker.disk import free_space, no_space
 from sparkyard.worker.jvm_temp import JAVA_OPTIONS
 from sparkyard.worker.spark_home import spark_home as installed_spark_home
@@ -251,6 +251,31 @@ class ClassArchive:
                 except OSError as exc:
                     log.debug("%s not deleted: %s", leftover, exc)
             log.info("class archive %s deleted: no worker started with it for %d days", stale, UNUSED_DAYS)
+        self._sweep_trainings()
+
+    def _sweep_trainings(self) -> None:
+        """Delete what trainings that no longer run left behind. A worker killed with -9 while it trained cannot
+        clean up: its training's scratch directory stays, and the orphaned JVM, once it exits, writes a whole
+        archive (~150 MB) under a temporary name that nothing renames. A training holds its archive's lock
+        while it runs, so a lock taken here means none of that name runs on this machine."""
+        assert self.directory is not None
+        left: dict[str, list[Path]] = {}
+        for entry in self.directory.glob("spark-*.jsa.*"):
+            stem, jsa, pid, kind = (entry.name.split(".") + ["", "", ""])[:4]
+            if jsa == "jsa" and pid.isdigit() and kind in ("tmp", "jvm"):
+                left.setdefault(stem, []).append(entry)
+        for stem, entries in left.items():
+            try:
+                with open(self.directory / f"{stem}.lock", "a") as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    for entry in entries:
+                        if entry.is_dir():
+                            shutil.rmtree(entry, ignore_errors=True)
+                        else:
+                            entry.unlink(missing_ok=True)
+                        log.info("deleted %s, left by a class archive training that no longer runs", entry)
+            except OSError as exc:  # held: that training runs (or the directory cannot be written)
+                log.debug("leftovers of %s not deleted: %s", stem, exc)
 
     async def _make(self, children: Children) -> None:
         path = self.path
@@ -285,7 +310,7 @@ class ClassArchive:
         try:
             with open(log_path, "wb") as logf:
                 proc = await children.spawn(
-                    sys.executable, "-m", "sparkyard.worker.class_archive", json.dumps(conf),
+                    sys.executable, "-m", "sparkyard.worker.class_archive", str(os.getpid()), json.dumps(conf),
                     what="class archive training", stdin=asyncio.subprocess.DEVNULL, stdout=logf,
                     stderr=asyncio.subprocess.STDOUT, env=env, cwd=scratch)
             try:
@@ -318,12 +343,15 @@ class ClassArchive:
                 pass
 
 
-def train(conf: dict[str, str]) -> int:
+def train(conf: dict[str, str], worker_pid: int) -> int:
     """The training program: start a driver's JVM as a warm driver does (worker/driver.py), then end it and
-    wait for its exit, at which the JVM writes the archive."""
+    wait for its exit, at which the JVM writes the archive. It dies with the worker that started it: a training
+    left to run on would go on to write its archive where nothing renames it (the next worker to look at the
+    directory deletes what a killed one left: :meth:`ClassArchive.prune`)."""
     from sparkyard.worker.compat import SharedSpark
     from sparkyard.worker.driver import DRIVER_CONF
 
+    die_with_parent(worker_pid)
     os.nice(10)  # in the background: the worker's own drivers and attempts come first
     shared = SharedSpark.build("local[1]", {**DRIVER_CONF, **conf}, warm=True)
     context = shared.root.sparkContext
@@ -333,5 +361,5 @@ def train(conf: dict[str, str]) -> int:
     return gateway_proc.wait()
 
 
-if __name__ == "__main__":  # python -m sparkyard.worker.class_archive CONF_JSON
-    sys.exit(train(json.loads(sys.argv[1])))
+if __name__ == "__main__":  # python -m sparkyard.worker.class_archive WORKER_PID CONF_JSON
+    sys.exit(train(json.loads(sys.argv[2]), int(sys.argv[1])))

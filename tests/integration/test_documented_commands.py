@@ -60,7 +60,7 @@ import pytest
 from doc_daemons import Daemon, Standalone, TlsCluster, TlsFiles, run_standalone_worker
 from doc_lines import Line, documented_lines, expand, stand_ins
 from doc_local import run_local
-from harness import ROOT, Cluster, free_port, wait_for
+from harness import ROOT, Cluster, free_port, wait_for, worker_jvm_env
 from sparkyard.client import first_run_id
 from sparkyard.v1 import sparkyard_pb2 as pb
 
@@ -75,9 +75,6 @@ MASTER_ADDRESSES = ("127.0.0.1:7070", "10.0.0.1:7070")
 TLS_MASTERS = (re.compile(r"\bmaster(?:1|-a)\.example\.com:7070\b"), re.compile(r"\bmaster(?:2|-b)\.example\.com:7070\b"))
 STANDALONE_MASTER = "spark://10.0.0.5:PORT"
 DAEMON_GROUP = "docs-daemons"  # the group of the workers daemon lines start: no job here uses it
-# Every JVM a daemon line starts (drivers, a Spark standalone cluster) with the quick JIT only, as the suite's
-# workers' drivers (harness.TEST_DRIVER_CONF): they do tiny work, and start on a loaded 2-core machine.
-QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 # README.md's pipeline; {jobs} is the steps' folder relative to the file, {join} the last step's entrypoint.
 PIPELINES = '''\
@@ -239,7 +236,9 @@ class Workspace:
         return text
 
     def daemon_env(self, worker_id: str = "") -> dict[str, str]:
-        env = {**self.env(), "JAVA_TOOL_OPTIONS": QUICK_JVM}
+        # Every JVM a daemon line starts (drivers, a Spark standalone cluster) as the suite's workers start theirs
+        # (the quick JIT, the suite's class archive): they do tiny work, on a loaded 2-core machine.
+        env = {**self.env(), **worker_jvm_env()}
         if worker_id:
             env.update(SPARKYARD_ID=worker_id, SPARKYARD_GROUP=DAEMON_GROUP, SPARKYARD_SLOTS="1")
         return env

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import free_port, wait_for
+from harness import free_port, wait_for, worker_jvm_env
 
 
 def _ours(data_dir: Path) -> list[int]:
@@ -33,7 +33,8 @@ def _ours(data_dir: Path) -> list[int]:
 def _local(data_dir: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "sparkyard.cli.main", "local", "--data-dir", str(data_dir),
                              "--listen", f"127.0.0.1:{free_port()}", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **worker_jvm_env()})
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from harness import EXAMPLES, Cluster, free_port, wait_for
+from harness import EXAMPLES, Cluster, free_port, wait_for, worker_jvm_env
 from sparkyard import Client, Unauthenticated
 from sparkyard.client import first_run_id
 from sparkyard.v1 import sparkyard_pb2 as pb
@@ -57,7 +57,7 @@ def test_local_cluster_runs_jobs_on_its_embedded_redis_survives_a_worker_crash_a
     data = tmp_path / "local"
     local = subprocess.Popen([sys.executable, "-m", "sparkyard.cli.main", "local", "--workers", "1", "--slots", "1",
                               "--listen", address, "--data-dir", str(data), "--json"],
-                             stdout=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, text=True, env={**os.environ, **worker_jvm_env()})
     try:
         assert local.stdout is not None
         info = json.loads("".join(iter(local.stdout.readline, "}\n")) + "}")

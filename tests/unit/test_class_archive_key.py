@@ -264,3 +264,27 @@ def test_an_archive_no_worker_started_with_for_30_days_is_deleted_and_the_one_in
     made.prune(now)
     assert sorted(p.name for p in current.parent.iterdir()) == sorted([current.name, recent.name])
     assert current.stat().st_mtime == now
+
+
+def test_what_a_training_that_no_longer_runs_left_is_deleted_and_a_running_ones_is_kept(tmp_path: Path) -> None:
+    """A worker killed with -9 mid-training leaves the training's scratch directory and, once the orphaned JVM
+    exits, a whole archive under a temporary name; a training that runs holds its archive's lock."""
+    made = archive(tmp_path)
+    assert made.path is not None
+    cache = made.path.parent
+    cache.mkdir(parents=True)
+    dead = [cache / "spark-dead.jsa.4242.tmp", cache / "spark-dead.jsa.4242.jvm"]
+    running = [cache / "spark-busy.jsa.4343.tmp", cache / "spark-busy.jsa.4343.jvm"]
+    kept = [cache / "spark-dead.jsa", cache / "spark-dead.jsa.log", cache / "spark-busy.lock"]
+    for files in (dead, running):
+        files[0].write_bytes(b"half an archive")
+        files[1].mkdir()
+        (files[1] / "hsperfdata").write_bytes(b"x")
+    for path in kept:
+        path.write_bytes(b"x")
+    with open(cache / "spark-busy.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        made.prune()
+    names = {p.name for p in cache.iterdir()}
+    assert not names & {p.name for p in dead}
+    assert {p.name for p in running + kept} <= names
