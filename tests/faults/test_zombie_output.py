@@ -33,8 +33,11 @@ def test_a_zombie_attempt_woken_after_its_re_run_committed_cannot_publish(make_c
     cluster.start_worker("rerun", slots=1, runner="submit")  # the re-run: a spark-submit of its own
     cluster.wait_workers("rerun")
     worker = cluster.workers["paused"].process
-    worker.send_signal(signal.SIGSTOP)
+    # The driver first: its watchdog stops the attempt of a worker it has seen stopped for a second
+    # (worker/driver.py), so it must not see the worker stopped before it is frozen itself — it would stop the
+    # attempt the moment it wakes, before the attempt can try to commit. Woken, it has that second.
     os.killpg(driver_group, signal.SIGSTOP)
+    worker.send_signal(signal.SIGSTOP)
     try:
         (shared / "go").touch()  # the paused attempt sees it only once it wakes
         run, _ = client.wait(run_id, timeout=180)
