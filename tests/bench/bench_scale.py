@@ -376,11 +376,13 @@ def report_hold(h: dict[str, Any]) -> None:
 
 def main() -> int:
     global LIST_REPEATS, SUBMIT_THREADS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--daily", type=int, default=990_000)
-    parser.add_argument("--every-minute", type=int, default=10_000)
-    parser.add_argument("--minutes", type=int, default=3)
-    parser.add_argument("--keep-runs", type=int, default=3)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None,
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--daily", type=int, default=990_000, help="daily cron jobs held, spread over the day")
+    parser.add_argument("--every-minute", type=int, default=10_000,
+                        help="every-minute jobs (spread over the minute's seconds) that fire while they are held")
+    parser.add_argument("--minutes", type=int, default=3, help="minutes of firing measured")
+    parser.add_argument("--keep-runs", type=int, default=3, help="the master's --keep-runs (retention)")
     parser.add_argument("--bursts", default="10000,100000", help="comma-separated sizes; empty: none")
     parser.add_argument("--burst-shape", choices=("at", "cron"), default="at",
                         help="a burst's jobs one-shot (--at T) or daily cron jobs due at T (the midnight burst)")
