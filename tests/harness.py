@@ -284,9 +284,7 @@ def worker_jvm_args(driver_conf: str = TEST_DRIVER_CONF, class_archive_dir: str 
     """A test worker's flags for its drivers' JVMs: ``driver_conf`` and the class archive (the suite's own made
     now unless it exists: a worker given no directory would make another of the same JVMs in its default one)."""
     args = ["--conf", driver_conf] if driver_conf else []
-    if class_archive_dir:
-        if class_archive_dir == str(TEST_CLASS_ARCHIVE_DIR):
-            shared_class_archive(driver_conf)
+    if _archive_ready(driver_conf, class_archive_dir):
         args += ["--class-archive-dir", class_archive_dir]
     return args
 
@@ -297,11 +295,16 @@ def worker_jvm_env(driver_conf: str = TEST_DRIVER_CONF, class_archive_dir: str =
     ``SPARKYARD_CONF`` that a line's own ``--conf`` would replace; the archive's name is made of the same
     options either way, so their drivers map the suite's archive instead of making one of their own."""
     env = {"JAVA_TOOL_OPTIONS": driver_conf.split("=", 1)[1]} if driver_conf else {}
-    if class_archive_dir:
-        if class_archive_dir == str(TEST_CLASS_ARCHIVE_DIR):
-            shared_class_archive(driver_conf)
+    if _archive_ready(driver_conf, class_archive_dir):
         env["SPARKYARD_CLASS_ARCHIVE_DIR"] = class_archive_dir
     return env
+
+
+def _archive_ready(driver_conf: str, class_archive_dir: str) -> bool:
+    """Whether workers get ``class_archive_dir``; the suite's own archive is made first unless it exists."""
+    if class_archive_dir == str(TEST_CLASS_ARCHIVE_DIR):
+        shared_class_archive(driver_conf)
+    return bool(class_archive_dir)
 
 
 @functools.lru_cache(maxsize=None)

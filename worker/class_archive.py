@@ -59,6 +59,15 @@ UNUSED_DAYS = 30
 TRAIN_TIMEOUT_S = 300.0
 
 
+# What a training writes beside the archive, named after it and the worker's pid: the archive as the JVM dumps
+# it, renamed into place once whole; the training JVM's temporary files.
+TRAINING_FILES = ("tmp", "jvm")
+
+
+def training_file(archive: Path, kind: str) -> Path:
+    return archive.with_name(f"{archive.name}.{os.getpid()}.{kind}")
+
+
 def default_dir(env: Mapping[str, str] = os.environ) -> Path:
     """Where archives are kept unless configured: the user's cache, shared by every worker of this user on
     the machine (one archive, made once, instead of ~150 MB per work directory)."""
@@ -259,14 +268,15 @@ class ClassArchive:
         archive (~150 MB) under a temporary name that nothing renames. A training holds its archive's lock
         while it runs, so a lock taken here means none of that name runs on this machine."""
         assert self.directory is not None
-        left: dict[str, list[Path]] = {}
-        for entry in self.directory.glob("spark-*.jsa.*"):
-            stem, jsa, pid, kind = (entry.name.split(".") + ["", "", ""])[:4]
-            if jsa == "jsa" and pid.isdigit() and kind in ("tmp", "jvm"):
-                left.setdefault(stem, []).append(entry)
-        for stem, entries in left.items():
+        left: dict[Path, list[Path]] = {}
+        for kind in TRAINING_FILES:
+            for entry in self.directory.glob(f"spark-*.jsa.*.{kind}"):
+                name, _, pid = entry.name.removesuffix(f".{kind}").rpartition(".")
+                if pid.isdigit():
+                    left.setdefault(self.directory / name, []).append(entry)
+        for archive, entries in left.items():
             try:
-                with open(self.directory / f"{stem}.lock", "a") as lock:
+                with open(archive.with_suffix(".lock"), "a") as lock:
                     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     for entry in entries:
                         if entry.is_dir():
@@ -275,7 +285,7 @@ class ClassArchive:
                             entry.unlink(missing_ok=True)
                         log.info("deleted %s, left by a class archive training that no longer runs", entry)
             except OSError as exc:  # held: that training runs (or the directory cannot be written)
-                log.debug("leftovers of %s not deleted: %s", stem, exc)
+                log.debug("leftovers of %s not deleted: %s", archive, exc)
 
     async def _make(self, children: Children) -> None:
         path = self.path
@@ -301,8 +311,7 @@ class ClassArchive:
             await self._train(children, path)
 
     async def _train(self, children: Children, path: Path) -> None:
-        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        scratch = path.with_name(f"{path.name}.{os.getpid()}.jvm")  # the training JVM's temporary files
+        temporary, scratch = (training_file(path, kind) for kind in TRAINING_FILES)  # the dump; the JVM's temp files
         log.info("making the class archive %s in the background", path)
         conf = jvm_temp.temp_conf(with_option(self._conf, f"{DUMP_OPTION}={temporary}"), scratch)
         env = {**self._env, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
