@@ -43,9 +43,11 @@ cat "$archive_log"
 # a cron's next second) — on 2 cores 521 s against 646 s with two, and four were no faster (docs/benchmarks.md,
 # "The test suite's own time"). Beside them the nemesis soak (its own minutes; docs/reliability.md): random
 # overlapping faults for 3 minutes with a fixed seed, then the ledger checked; without CAP_NET_ADMIN it says
-# why it skips. Its output is shown when both have ended; either failing fails the run.
+# why it skips. Its drivers start as the tests' do (--suite-jvm): at the default JVM options a fresh machine's
+# soak made a class archive of its own and cost ~157 CPU-seconds instead of ~93. Its output is shown when both
+# have ended; either failing fails the run.
 soak_log="$(mktemp)"
-.venv/bin/python tests/soak/soak.py --minutes 3 --seed 22 > "$soak_log" 2>&1 &
+.venv/bin/python tests/soak/soak.py --minutes 3 --seed 22 --suite-jvm > "$soak_log" 2>&1 &
 soak=$!
 slow=0
 .venv/bin/python -m pytest -n 3 tests/contract tests/integration tests/faults tests/cluster || slow=$?

@@ -1,10 +1,10 @@
 """A nemesis soak: random faults, overlapping, for N minutes, at a workload whose every effect is recorded; then
 heal, wait for quiet, and check that nothing was lost, duplicated or run twice at once.
 
-    .venv/bin/python tests/soak/soak.py --minutes 3 --seed 22
+    .venv/bin/python tests/soak/soak.py --minutes 3 --seed 22 [--suite-jvm]
 
 The cluster is the network-namespace one of tests/cluster (netcluster.py), each process a host of its own:
-Redis primary and replica under a sentinel (redis_ha.py), two masters (``master``, ``m2``) given the
+Redis primary and two replicas under a sentinel (redis_ha.py), two masters (``master``, ``m2``) given the
 sentinel's URL, three workers — ``w1`` and ``w2`` with warm session drivers, ``w3`` on the submit runner
 (a spark-submit per task) — each worker's work directory on a 64 MB tmpfs of its own (the disk the nemesis
 fills). The workload is workload.py, the faults nemesis.py (their schedule is drawn from the seed alone and
@@ -28,6 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "cluster")]
 
+from harness import worker_jvm_args  # noqa: E402
 from ledger import Findings  # noqa: E402
 from nemesis import DISK_MB, WORKERS, Nemesis, kind_skips, remove_faketime_files, schedule  # noqa: E402
 from netcluster import PROXY_VARS, NetCluster, stop_all  # noqa: E402
@@ -49,10 +50,12 @@ def say(line: str) -> None:
 
 
 class Soak:
-    def __init__(self, minutes: float, seed: int, quiet_timeout: float, root: Path, min_replicas: int = 2) -> None:
+    def __init__(self, minutes: float, seed: int, quiet_timeout: float, root: Path, min_replicas: int = 2,
+                 suite_jvm: bool = False) -> None:
         self.minutes, self.seed, self.quiet_timeout, self.root = minutes, seed, quiet_timeout, root
         self.min_replicas = min_replicas
-        self.net = NetCluster(root / "hosts", root / "client" / "submit", lease_s=LEASE_S, heartbeat_s=HEARTBEAT_S)
+        self.net = NetCluster(root / "hosts", root / "client" / "submit", lease_s=LEASE_S, heartbeat_s=HEARTBEAT_S,
+                              worker_args=tuple(worker_jvm_args()) if suite_jvm else ())
         self.redis = RedisHA(self.net)
         self.mounts: list[Path] = []
         self.findings = Findings()
@@ -171,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="the masters' --redis-min-replicas (Redis has two replicas; with 1, a failover may "
                              "take back an acknowledged write: docs/reliability.md, finding 9)")
     parser.add_argument("--dir", type=Path, help="where the logs go (default: a new directory under /tmp, kept)")
+    parser.add_argument("--suite-jvm", action="store_true",
+                        help="the workers' drivers start as the test suite's (quick JIT, the suite's class archive), "
+                             "as deploy/test.sh runs it beside the slow tiers; without it, at the default JVM "
+                             "options, whose class archive a fresh machine's workers make first")
     args = parser.parse_args(argv)
     reason = unavailable_reason()
     if reason:
@@ -182,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     if removed:
         say(f"removed leftovers of earlier runs: {' '.join(removed)}")
     root = args.dir or Path(tempfile.mkdtemp(prefix="sparkyard-soak-"))
-    soak = Soak(args.minutes, args.seed, args.quiet_timeout, root, args.redis_min_replicas)
+    soak = Soak(args.minutes, args.seed, args.quiet_timeout, root, args.redis_min_replicas, args.suite_jvm)
     ran = False
     try:
         ran = soak.run()
