@@ -51,7 +51,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from sparkyard.worker import py_daemon
+from sparkyard.worker import jvm_temp, py_daemon
 from sparkyard.worker.runtime_hadoop import RuntimeHadoop, on_cluster
 from sparkyard.worker.spark_reset import WAREHOUSE_CONF, Reset, warehouse_of
 from sparkyard.worker.warm_conf import PER_ATTEMPT, cannot_apply
@@ -94,9 +94,12 @@ def _daemon_conf(master: str, conf: dict[str, str]) -> dict[str, str]:
     attempt's directory), unless the conf chooses its own daemon or another Python for the workers."""
     if on_cluster(master) or DAEMON_CONF in conf or "spark.pyspark.python" in conf:
         return {}
-    path = Path(tempfile.gettempdir()) / f"sparkyard-attempt-cwd-{os.getpid()}"
+    # In the driver's temporary directory, which the worker removes once the driver is gone, however it ended
+    # (outside a worker, the system's: gone at the process's exit).
+    directory = os.environ.get(jvm_temp.DIRECTORY_ENV) or tempfile.gettempdir()
+    path = Path(directory) / f"sparkyard-attempt-cwd-{os.getpid()}"
     os.environ[py_daemon.CWD_FILE_ENV] = str(path)
-    atexit.register(path.unlink, missing_ok=True)  # one small file per driver process, gone with it
+    atexit.register(path.unlink, missing_ok=True)
     return {DAEMON_CONF: py_daemon.MODULE}
 
 

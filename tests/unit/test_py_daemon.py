@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkyard.worker import compat, py_daemon
+from sparkyard.worker import compat, jvm_temp, py_daemon
 
 
 def test_each_worker_starts_in_the_directory_the_driver_named_last(
@@ -45,3 +45,15 @@ def test_the_daemon_is_given_in_local_mode_unless_the_conf_chooses(
     out = compat._daemon_conf(master, conf)
     assert out == ({compat.DAEMON_CONF: py_daemon.MODULE} if given else {})
     assert (py_daemon.CWD_FILE_ENV in os.environ) == given
+
+
+def test_the_file_naming_the_directory_is_in_the_drivers_temporary_directory_which_the_worker_removes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A driver killed with -9 runs no exit handler: its file is gone with the directory the worker removes
+    (before, one was left in /tmp per killed driver)."""
+    monkeypatch.delenv(py_daemon.CWD_FILE_ENV, raising=False)
+    monkeypatch.setenv(jvm_temp.DIRECTORY_ENV, str(tmp_path))
+    compat._daemon_conf("local[1]", {})
+    compat._tell_python_workers("/attempt/dir")
+    assert Path(os.environ[py_daemon.CWD_FILE_ENV]).parent == tmp_path
+    assert py_daemon.attempt_cwd(os.environ[py_daemon.CWD_FILE_ENV]) == "/attempt/dir"

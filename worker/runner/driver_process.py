@@ -126,7 +126,8 @@ class DriverProcess:
     async def start(self) -> None:
         runner = self.runner
         ours, theirs = socket.socketpair()
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+               jvm_temp.DIRECTORY_ENV: str(self.temp_dir)}
         with open(self.log_path, "ab") as logf:
             self._log_from = logf.tell()  # the log goes on across drivers of this number: this one's part
             self.proc = await runner.children.spawn(

@@ -49,6 +49,11 @@ DEFAULT_CONF = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "fa
 BOOTSTRAP = Path(sparkyard.worker.__file__).parent / "bootstrap.py"
 
 
+def _temp_dir(work_dir: Path) -> Path:
+    """An attempt's JVM and driver temporary files (worker/jvm_temp.py), removed when its spark-submit ends."""
+    return work_dir / "spark-local"
+
+
 class SubmitRunner:
     name = "submit"
 
@@ -90,7 +95,7 @@ class SubmitRunner:
         spec = attempt.assignment.spec
         cmd = [self._spark_submit or spark_submit_path(), "--master", self._master, "--name", attempt.tag]
         job_conf = {k: v for k, v in spec.conf.items() if k != MASTER_CONF}  # the worker's engine decides
-        conf = jvm_temp.temp_conf({**DEFAULT_CONF, **self._conf, **job_conf}, work_dir / "spark-local")
+        conf = jvm_temp.temp_conf({**DEFAULT_CONF, **self._conf, **job_conf}, _temp_dir(work_dir))
         if self._archive is not None:
             conf, _ = self._archive.conf(conf)
         for key, value in sorted(conf.items()):
@@ -141,7 +146,7 @@ class SubmitRunner:
         cmd = self.command(attempt, work_dir, task_file, result_file)
         env = {**os.environ, **dict(a.spec.env), **ctx.env(),
                "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-               "SPARKYARD_WORKER_PID": str(os.getpid())}
+               "SPARKYARD_WORKER_PID": str(os.getpid()), jvm_temp.DIRECTORY_ENV: str(_temp_dir(work_dir))}
         try:
             work_dir.mkdir(parents=True, exist_ok=True)
             task_file.write_text(json.dumps({
@@ -187,7 +192,7 @@ class SubmitRunner:
                 await self._kill_group(proc, waiter, "worker stopping")
             Children.kill_group(proc.pid)  # whatever the application left running in its group
             self._children.forget(proc.pid)
-            await asyncio.to_thread(jvm_temp.remove, work_dir / "spark-local")
+            await asyncio.to_thread(jvm_temp.remove, _temp_dir(work_dir))
         return self._outcome(proc.returncode or 0, result_file, attempt.log_path)
 
     async def _kill_group(self, proc: asyncio.subprocess.Process, waiter: asyncio.Task[int], reason: str,
