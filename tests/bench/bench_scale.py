@@ -16,7 +16,8 @@ minute, spread over the minute's seconds. Each job has its own name. Then, in or
   start making runs), right after the submit and once the submit's idempotency keys have expired (a day
   later: the bench deletes them, as their expiry would); the leader's RSS;
 * ``--minutes`` minutes of firing: lateness of every every-minute run, scheduled time → attempt started
-  (the worker's report), p50/p99/max; Redis ``used_memory`` each half minute (retention keeps ``--keep-runs``
+  (the worker's report), p50/p99/max, and its three stages (scheduled → fired, fired → leased, leased →
+  started: from the run's and the task's records); Redis ``used_memory`` each half minute (retention keeps ``--keep-runs``
   runs per job, so it should stay flat once every job has that many);
 * listing while the firings go on: ``ListJobs`` first page as ``sparkyard jobs`` asks it, and the console's
   ``/api/jobs`` first page, search (``q``), name, paging (``after``) and a state filter — p50/p99 over
@@ -133,22 +134,31 @@ def get_json(address: str, path: str) -> Any:
         return json.loads(reply.read())
 
 
-def lateness(r: redis_lib.Redis, job_ids: list[str], since_ms: int, until_ms: int) -> tuple[list[float], int]:
-    """Scheduled → attempt started (ms) of every run of these jobs scheduled in [since, until); and how many
-    of those runs have no started attempt."""
+def lateness(r: redis_lib.Redis, job_ids: list[str], since_ms: int, until_ms: int) -> tuple[dict[str, list[float]], int]:
+    """Of every run of these jobs scheduled in [since, until): scheduled → attempt started (ms, ``late``), and
+    where that went — scheduled → fired (``fire.lua`` made the run), fired → leased (the task given to a
+    worker), leased → started (the worker's report); and how many of those runs have no started attempt."""
     pipe = r.pipeline(transaction=False)
     for job_id in job_ids:
         pipe.zrangebyscore(f"sy:job:{job_id}:runs", since_ms, until_ms - 1, withscores=True)
     runs = [(run_id, int(score)) for rows in pipe.execute() for run_id, score in rows]
     for run_id, _ in runs:
-        pipe.hget(f"sy:task:{run_id}.00000", "att_started_ms")
-    late, unstarted = [], 0
-    for (_, scheduled), started in zip(runs, pipe.execute()):
-        if started and int(started):
-            late.append(int(started) - scheduled)
-        else:
+        pipe.hget(f"sy:run:{run_id}", "fired_ms")
+        pipe.hmget(f"sy:task:{run_id}.00000", "att_leased_ms", "att_started_ms")
+    replies = pipe.execute()
+    stages: dict[str, list[float]] = {"late": [], "fired": [], "leased": [], "started": []}
+    unstarted = 0
+    for i, (_, scheduled) in enumerate(runs):
+        fired, (leased, started) = replies[2 * i], replies[2 * i + 1]
+        if not (started and int(started)):
             unstarted += 1
-    return late, unstarted
+            continue
+        stages["late"].append(int(started) - scheduled)
+        if fired and leased and int(leased):
+            stages["fired"].append(int(fired) - scheduled)
+            stages["leased"].append(int(leased) - int(fired))
+            stages["started"].append(int(started) - int(leased))
+    return stages, unstarted
 
 
 def redis_latency(r: redis_lib.Redis) -> dict[str, Any]:
@@ -355,8 +365,10 @@ def report_hold(h: dict[str, Any]) -> None:
           "before → after submit → after firing |\n|---|---|---|---|")
     print(f"| {h['jobs']:,} | {h['submit_s']:.1f} | {h['bytes_per_job']:.0f}; {h['bytes_per_job_held']:.0f} | "
           f"{h['master_before']:.0f} → {h['master_after']:.0f} → {h['master_firing']:.0f} |")
-    print(f"\nevery-minute lateness, scheduled → attempt started, ms p50 / p99 / max over {len(h['late']):,} runs: "
-          f"{spread(h['late'])} (not started: {h['unstarted']})")
+    late = h["late"]
+    print(f"\nevery-minute lateness, scheduled → attempt started, ms p50 / p99 / max over {len(late['late']):,} runs: "
+          f"{spread(late['late'])} (not started: {h['unstarted']}); of it, scheduled → fired {spread(late['fired'])}, "
+          f"fired → leased {spread(late['leased'])}, leased → started {spread(late['started'])}")
     print("Redis used_memory MB over the firing: " + ", ".join(f"{mb:.1f}" for _, mb in h["memory"]))
     lat = h["redis_latency"]
     print("Redis blocked ≥ 10 ms during the firing (event: times, longest ms): "
