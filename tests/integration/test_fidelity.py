@@ -170,6 +170,10 @@ def test_each_runner_gives_what_spark_submit_gives(runs: dict[str, dict[str, Ran
     for case, ran in runs[runner].items():
         assert (case, ran.output) == (case, recorded[case][1]), ran.log[-3000:]
         assert (case, ran.code) == (case, recorded[case][0]), ran.log[-3000:]
+    # What the program printed on either stream is in the attempt's log; its uncaught exception is the error.
+    failed = runs[runner]["context_only.py"]
+    assert "context_only: to stdout" in failed.log and "context_only: to stderr" in failed.log, failed.log[-3000:]
+    assert "ValueError: the program fails on purpose" in failed.error, failed.error
 
 
 def test_the_connect_runner_gives_what_spark_submit_gives_or_says_why_it_cannot(
