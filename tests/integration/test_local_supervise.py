@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import free_port
+from harness import free_port, worker_jvm_env
 from sparkyard import Client
 from sparkyard.cli.local import RESTART_BASE_S, STABLE_S, LocalCluster
 
@@ -61,6 +61,9 @@ def test_the_local_cluster_talks_plaintext_whatever_tls_settings_the_environment
     # Meant for some remote cluster; a worker given them would try TLS (and refuse to start: no such file).
     for name in ("ca", "cert", "key"):
         monkeypatch.setenv(f"SPARKYARD_TLS_{name.upper()}", str(tmp_path / f"no-such-{name}.pem"))
+    # Its worker's JVMs as the other test workers' (else its start trains an archive in ~/.cache, killed at once).
+    for name, value in worker_jvm_env().items():
+        monkeypatch.setenv(name, value)
     cluster = LocalCluster(workers=1, slots=1, listen=f"127.0.0.1:{free_port()}", data_dir=tmp_path, runner="submit")
     try:
         address = cluster.start()  # returns once the worker registered, asked over plaintext
