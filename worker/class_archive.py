@@ -20,7 +20,8 @@ to use shared archive" and starts without) gets it never again from this worker:
 It is made only where its file system has :data:`ROOM_BYTES` free (a ~150 MB archive must not be what
 fills the disk); a failed write (a full disk) is logged once and leaves no file. Each worker that starts
 with an archive marks it used (its modification time); archives of other installations not used for
-:data:`UNUSED_DAYS` (a Java or pyspark upgraded since) are deleted, so upgrades do not pile up ~150 MB each.
+:data:`UNUSED_DAYS` (a Java or pyspark upgraded since) are deleted, so upgrades do not pile up ~150 MB each,
+and so are, as old, the lock and log of a training that never made its archive.
 """
 
 from __future__ import annotations
@@ -62,6 +63,11 @@ TRAIN_TIMEOUT_S = 300.0
 # What a training writes beside the archive, named after it and the worker's pid: the archive as the JVM dumps
 # it, renamed into place once whole; the training JVM's temporary files.
 TRAINING_FILES = ("tmp", "jvm")
+
+
+def _files_of(archive: Path) -> tuple[Path, Path, Path]:
+    """An archive name's own files: the archive, its lock and its training's log."""
+    return archive, archive.with_suffix(".lock"), archive.with_name(f"{archive.name}.log")
 
 
 def training_file(archive: Path, kind: str) -> Path:
@@ -239,8 +245,9 @@ class ClassArchive:
 
     def prune(self, now: float | None = None) -> None:
         """Mark this worker's archive used, and delete the archives (with their lock and log) that no worker
-        has marked for :data:`UNUSED_DAYS`. A JVM that maps one keeps its pages; a worker that wants one
-        again makes it anew."""
+        has marked for :data:`UNUSED_DAYS` — and the lock and log of a name whose training never made one (it
+        failed, or was stopped) once they are as old. A JVM that maps one keeps its pages; a worker that wants
+        one again makes it anew."""
         path = self.path
         if path is None or self.directory is None:
             return
@@ -248,19 +255,32 @@ class ClassArchive:
         try:
             if path.is_file():
                 os.utime(path, (now, now))
-            old = [p for p in self.directory.glob("spark-*.jsa")
-                   if p != path and now - p.stat().st_mtime > UNUSED_DAYS * 86_400]
+            old = [name for name in self._names() if name != path and now - self._last_used(name) > UNUSED_DAYS * 86_400]
         except OSError as exc:
             log.debug("class archives in %s not looked at: %s", self.directory, exc)
             return
         for stale in old:
-            for leftover in (stale, stale.with_suffix(".lock"), stale.with_name(f"{stale.name}.log")):
+            for leftover in _files_of(stale):
                 try:
                     leftover.unlink(missing_ok=True)
                 except OSError as exc:
                     log.debug("%s not deleted: %s", leftover, exc)
             log.info("class archive %s deleted: no worker started with it for %d days", stale, UNUSED_DAYS)
         self._sweep_trainings()
+
+    def _names(self) -> set[Path]:
+        """Every archive name the directory has a file of: the archive, its lock or its training's log."""
+        assert self.directory is not None
+        return ({p for p in self.directory.glob("spark-*.jsa")}
+                | {p.with_suffix(".jsa") for p in self.directory.glob("spark-*.lock")}
+                | {p.with_suffix("") for p in self.directory.glob("spark-*.jsa.log")})
+
+    @staticmethod
+    def _last_used(name: Path) -> float:
+        """When a worker last started with the archive; for one never made, when its training last wrote."""
+        if name.is_file():
+            return name.stat().st_mtime
+        return max((f.stat().st_mtime for f in _files_of(name) if f.exists()), default=0.0)
 
     def _sweep_trainings(self) -> None:
         """Delete what trainings that no longer run left behind. A worker killed with -9 while it trained cannot

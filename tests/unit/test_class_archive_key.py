@@ -266,6 +266,27 @@ def test_an_archive_no_worker_started_with_for_30_days_is_deleted_and_the_one_in
     assert current.stat().st_mtime == now
 
 
+def test_the_lock_and_log_of_a_training_that_never_made_its_archive_go_after_30_days(tmp_path: Path) -> None:
+    """A training that failed or was stopped leaves its name's lock and log and no archive; before, only names
+    with an archive were ever deleted, so every such training's two files stayed."""
+    made = archive(tmp_path)
+    assert made.path is not None
+    cache = made.path.parent
+    cache.mkdir(parents=True)
+    now = 1_900_000_000.0
+    days = 86_400
+    ages = {"spark-gone": 31, "spark-lately": 29}
+    for name, age in ages.items():
+        for path in (cache / f"{name}.lock", cache / f"{name}.jsa.log"):
+            path.write_bytes(b"x")
+            os.utime(path, (now - age * days, now - age * days))
+    lone_lock = cache / "spark-lock-only.lock"  # a training stopped before it wrote its log
+    lone_lock.write_bytes(b"")
+    os.utime(lone_lock, (now - 40 * days, now - 40 * days))
+    made.prune(now)
+    assert sorted(p.name for p in cache.iterdir()) == ["spark-lately.jsa.log", "spark-lately.lock"]
+
+
 def test_what_a_training_that_no_longer_runs_left_is_deleted_and_a_running_ones_is_kept(tmp_path: Path) -> None:
     """A worker killed with -9 mid-training leaves the training's scratch directory and, once the orphaned JVM
     exits, a whole archive under a temporary name; a training that runs holds its archive's lock."""
