@@ -65,9 +65,17 @@ TRAIN_TIMEOUT_S = 300.0
 TRAINING_FILES = ("tmp", "jvm")
 
 
+def lock_file(archive: Path) -> Path:
+    return archive.with_suffix(".lock")
+
+
+def log_file(archive: Path) -> Path:
+    return archive.with_name(f"{archive.name}.log")
+
+
 def _files_of(archive: Path) -> tuple[Path, Path, Path]:
     """An archive name's own files: the archive, its lock and its training's log."""
-    return archive, archive.with_suffix(".lock"), archive.with_name(f"{archive.name}.log")
+    return archive, lock_file(archive), log_file(archive)
 
 
 def training_file(archive: Path, kind: str) -> Path:
@@ -255,18 +263,36 @@ class ClassArchive:
         try:
             if path.is_file():
                 os.utime(path, (now, now))
-            old = [name for name in self._names() if name != path and now - self._last_used(name) > UNUSED_DAYS * 86_400]
+            names = self._names()
         except OSError as exc:
             log.debug("class archives in %s not looked at: %s", self.directory, exc)
             return
-        for stale in old:
-            for leftover in _files_of(stale):
-                try:
-                    leftover.unlink(missing_ok=True)
-                except OSError as exc:
-                    log.debug("%s not deleted: %s", leftover, exc)
-            log.info("class archive %s deleted: no worker started with it for %d days", stale, UNUSED_DAYS)
+        for name in names - {path}:
+            self._delete_if_unused(name, now)
         self._sweep_trainings()
+
+    def _delete_if_unused(self, name: Path, now: float) -> None:
+        """Delete an archive name's files unless they were used within :data:`UNUSED_DAYS` — decided under the
+        name's lock, so that a worker starting to make it meanwhile keeps them."""
+        limit = UNUSED_DAYS * 86_400
+        try:
+            if now - self._last_used(name) <= limit:
+                return
+            with open(lock_file(name), "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # no training of it runs, nor can start now
+                made = name.is_file()
+                if made and now - name.stat().st_mtime <= limit:  # a worker started with it meanwhile
+                    return
+                for leftover in _files_of(name):
+                    leftover.unlink(missing_ok=True)
+        except OSError as exc:  # held (being made), gone meanwhile, or not writable
+            log.debug("class archive %s not deleted: %s", name, exc)
+            return
+        if made:
+            log.info("class archive %s deleted: no worker started with it for %d days", name, UNUSED_DAYS)
+        else:
+            log.info("the lock and log of class archive %s deleted: its training made none, %d days ago", name,
+                     UNUSED_DAYS)
 
     def _names(self) -> set[Path]:
         """Every archive name the directory has a file of: the archive, its lock or its training's log."""
@@ -280,7 +306,13 @@ class ClassArchive:
         """When a worker last started with the archive; for one never made, when its training last wrote."""
         if name.is_file():
             return name.stat().st_mtime
-        return max((f.stat().st_mtime for f in _files_of(name) if f.exists()), default=0.0)
+        times = []
+        for f in (lock_file(name), log_file(name)):
+            try:
+                times.append(f.stat().st_mtime)
+            except FileNotFoundError:
+                pass
+        return max(times, default=0.0)
 
     def _sweep_trainings(self) -> None:
         """Delete what trainings that no longer run left behind. A worker killed with -9 while it trained cannot
@@ -296,7 +328,7 @@ class ClassArchive:
                     left.setdefault(self.directory / name, []).append(entry)
         for archive, entries in left.items():
             try:
-                with open(archive.with_suffix(".lock"), "a") as lock:
+                with open(lock_file(archive), "a") as lock:
                     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     for entry in entries:
                         if entry.is_dir():
@@ -312,7 +344,7 @@ class ClassArchive:
         assert path is not None and self.directory is not None
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            lock = open(path.with_suffix(".lock"), "w")
+            lock = open(lock_file(path), "w")
         except OSError as exc:
             self.refuse(f"its directory cannot be written ({exc})")
             return
@@ -334,8 +366,9 @@ class ClassArchive:
         temporary, scratch = (training_file(path, kind) for kind in TRAINING_FILES)  # the dump; the JVM's temp files
         log.info("making the class archive %s in the background", path)
         conf = jvm_temp.temp_conf(with_option(self._conf, f"{DUMP_OPTION}={temporary}"), scratch)
-        env = {**self._env, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-        log_path = path.with_name(f"{path.name}.log")
+        env = {**self._env, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+               jvm_temp.DIRECTORY_ENV: str(scratch)}
+        log_path = log_file(path)
         try:
             with open(log_path, "wb") as logf:
                 proc = await children.spawn(

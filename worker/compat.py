@@ -113,6 +113,10 @@ def _tell_python_workers(cwd: str) -> None:
         Path(temporary).write_text(cwd, encoding="utf-8")
         os.replace(temporary, path)
     except OSError:
+        try:  # not the previous attempt's directory, then: with no file the workers start where the daemon is
+            Path(path).unlink(missing_ok=True)
+        except OSError:
+            pass
         log.warning("the Python workers' directory could not be set to %s", cwd, exc_info=True)
 
 

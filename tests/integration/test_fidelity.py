@@ -148,6 +148,7 @@ def test_spark_submit_itself_gives_what_the_programs_expect(recorded: dict[str, 
                                        "warehouse_is_here": True}
     assert outputs["clean_slate.py"]["tables"] == [] and outputs["clean_slate.py"]["databases"] == ["default"]
     assert outputs["streaming.py"] == {"checkpoint_here": True, "rows": 5, "sink_metadata_here": True}
+    assert outputs["context_only.py"] == {"counts": {"a": 2, "b": 1}, "same_context": True}
     assert outputs["static_conf.py"] == {"global_database": "job_temp", "rows": 2, "mode": "on"}
     assert outputs["flags.py"]["argv"] == ["--out", *CASES["flags.py"][1]] and outputs["flags.py"]["input_lines"] > 0
     assert outputs["flags.py"]["exit_hook_in_program_dir"] is True

@@ -283,8 +283,13 @@ def test_the_lock_and_log_of_a_training_that_never_made_its_archive_go_after_30_
     lone_lock = cache / "spark-lock-only.lock"  # a training stopped before it wrote its log
     lone_lock.write_bytes(b"")
     os.utime(lone_lock, (now - 40 * days, now - 40 * days))
-    made.prune(now)
-    assert sorted(p.name for p in cache.iterdir()) == ["spark-lately.jsa.log", "spark-lately.lock"]
+    held = cache / "spark-held.lock"  # as old, but a worker holds its lock: it is making that archive now
+    held.write_bytes(b"")
+    os.utime(held, (now - 40 * days, now - 40 * days))
+    with open(held) as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        made.prune(now)
+    assert sorted(p.name for p in cache.iterdir()) == ["spark-held.lock", "spark-lately.jsa.log", "spark-lately.lock"]
 
 
 def test_what_a_training_that_no_longer_runs_left_is_deleted_and_a_running_ones_is_kept(tmp_path: Path) -> None:

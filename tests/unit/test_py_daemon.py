@@ -41,7 +41,8 @@ def test_each_worker_starts_in_the_directory_the_driver_named_last(
     ("local[2]", {compat.DAEMON_CONF: "pyspark.daemon"}, False), ("local[2]", {"spark.pyspark.python": "/py"}, False)])
 def test_the_daemon_is_given_in_local_mode_unless_the_conf_chooses(
         master: str, conf: dict[str, str], given: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(py_daemon.CWD_FILE_ENV, raising=False)
+    monkeypatch.setenv(py_daemon.CWD_FILE_ENV, "")  # so that what _daemon_conf sets is undone after the test
+    monkeypatch.delenv(py_daemon.CWD_FILE_ENV)
     out = compat._daemon_conf(master, conf)
     assert out == ({compat.DAEMON_CONF: py_daemon.MODULE} if given else {})
     assert (py_daemon.CWD_FILE_ENV in os.environ) == given
@@ -51,9 +52,22 @@ def test_the_file_naming_the_directory_is_in_the_drivers_temporary_directory_whi
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A driver killed with -9 runs no exit handler: its file is gone with the directory the worker removes
     (before, one was left in /tmp per killed driver)."""
-    monkeypatch.delenv(py_daemon.CWD_FILE_ENV, raising=False)
+    monkeypatch.setenv(py_daemon.CWD_FILE_ENV, "")  # so that what _daemon_conf sets is undone after the test
+    monkeypatch.delenv(py_daemon.CWD_FILE_ENV)
     monkeypatch.setenv(jvm_temp.DIRECTORY_ENV, str(tmp_path))
     compat._daemon_conf("local[1]", {})
     compat._tell_python_workers("/attempt/dir")
     assert Path(os.environ[py_daemon.CWD_FILE_ENV]).parent == tmp_path
     assert py_daemon.attempt_cwd(os.environ[py_daemon.CWD_FILE_ENV]) == "/attempt/dir"
+
+
+def test_a_directory_that_cannot_be_named_leaves_no_file_naming_the_previous_attempts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file lives on the worker's disk, which can fill: the Python workers then start where the daemon is,
+    never in the previous attempt's directory."""
+    named = tmp_path / "cwd"
+    named.write_text("/previous/attempt")
+    (tmp_path / "cwd.new").mkdir()  # the write fails
+    monkeypatch.setenv(py_daemon.CWD_FILE_ENV, str(named))
+    compat._tell_python_workers("/this/attempt")
+    assert not named.exists()

@@ -146,7 +146,7 @@ class SubmitRunner:
         cmd = self.command(attempt, work_dir, task_file, result_file)
         env = {**os.environ, **dict(a.spec.env), **ctx.env(),
                "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-               "SPARKYARD_WORKER_PID": str(os.getpid()), jvm_temp.DIRECTORY_ENV: str(_temp_dir(work_dir))}
+               "SPARKYARD_WORKER_PID": str(os.getpid())}
         try:
             work_dir.mkdir(parents=True, exist_ok=True)
             task_file.write_text(json.dumps({
