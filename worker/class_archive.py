@@ -38,7 +38,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-from sparkyard.worker import jvm_temp
+from sparkyard.worker import archive_files, jvm_temp
+from sparkyard.worker.archive_files import TRAINING_FILES, UNUSED_DAYS, lock_file, log_file, training_file
 from sparkyard.worker.children import Children, die_with_parent
 from sparkyard.worker.disk import free_space, no_space
 from sparkyard.worker.jvm_temp import JAVA_OPTIONS
@@ -54,32 +55,8 @@ OWN_CHOICE = (ARCHIVE_OPTION, DUMP_OPTION, "-Xshare:off")
 OFF = "off"
 # Free space the archive's file system needs before one is made: the archive (~150 MB), with room to spare.
 ROOM_BYTES = 1024 * 2**20
-# An archive no worker has started with for this long (another Java, pyspark or JVM options) is deleted.
-UNUSED_DAYS = 30
 # How long a training JVM may take before it is given up (it takes ~16 s on a loaded 2-core machine).
 TRAIN_TIMEOUT_S = 300.0
-
-
-# What a training writes beside the archive, named after it and the worker's pid: the archive as the JVM dumps
-# it, renamed into place once whole; the training JVM's temporary files.
-TRAINING_FILES = ("tmp", "jvm")
-
-
-def lock_file(archive: Path) -> Path:
-    return archive.with_suffix(".lock")
-
-
-def log_file(archive: Path) -> Path:
-    return archive.with_name(f"{archive.name}.log")
-
-
-def _files_of(archive: Path) -> tuple[Path, Path, Path]:
-    """An archive name's own files: the archive, its lock and its training's log."""
-    return archive, lock_file(archive), log_file(archive)
-
-
-def training_file(archive: Path, kind: str) -> Path:
-    return archive.with_name(f"{archive.name}.{os.getpid()}.{kind}")
 
 
 def default_dir(env: Mapping[str, str] = os.environ) -> Path:
@@ -252,10 +229,9 @@ class ClassArchive:
         self._making = asyncio.create_task(self._make(children), name="class-archive")
 
     def prune(self, now: float | None = None) -> None:
-        """Mark this worker's archive used, and delete the archives (with their lock and log) that no worker
-        has marked for :data:`UNUSED_DAYS` — and the lock and log of a name whose training never made one (it
-        failed, or was stopped) once they are as old. A JVM that maps one keeps its pages; a worker that wants
-        one again makes it anew."""
+        """Mark this worker's archive used, and delete what no worker has used for :data:`UNUSED_DAYS` and what
+        trainings that no longer run left (worker/archive_files.py). A JVM that maps a deleted one keeps its
+        pages; a worker that wants one again makes it anew."""
         path = self.path
         if path is None or self.directory is None:
             return
@@ -263,81 +239,10 @@ class ClassArchive:
         try:
             if path.is_file():
                 os.utime(path, (now, now))
-            names = self._names()
         except OSError as exc:
             log.debug("class archives in %s not looked at: %s", self.directory, exc)
             return
-        for name in names - {path}:
-            self._delete_if_unused(name, now)
-        self._sweep_trainings()
-
-    def _delete_if_unused(self, name: Path, now: float) -> None:
-        """Delete an archive name's files unless they were used within :data:`UNUSED_DAYS` — decided under the
-        name's lock, so that a worker starting to make it meanwhile keeps them."""
-        limit = UNUSED_DAYS * 86_400
-        try:
-            if now - self._last_used(name) <= limit:
-                return
-            with open(lock_file(name), "a") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # no training of it runs, nor can start now
-                made = name.is_file()
-                if made and now - name.stat().st_mtime <= limit:  # a worker started with it meanwhile
-                    return
-                for leftover in _files_of(name):
-                    leftover.unlink(missing_ok=True)
-        except OSError as exc:  # held (being made), gone meanwhile, or not writable
-            log.debug("class archive %s not deleted: %s", name, exc)
-            return
-        if made:
-            log.info("class archive %s deleted: no worker started with it for %d days", name, UNUSED_DAYS)
-        else:
-            log.info("the lock and log of class archive %s deleted: its training made none, %d days ago", name,
-                     UNUSED_DAYS)
-
-    def _names(self) -> set[Path]:
-        """Every archive name the directory has a file of: the archive, its lock or its training's log."""
-        assert self.directory is not None
-        return ({p for p in self.directory.glob("spark-*.jsa")}
-                | {p.with_suffix(".jsa") for p in self.directory.glob("spark-*.lock")}
-                | {p.with_suffix("") for p in self.directory.glob("spark-*.jsa.log")})
-
-    @staticmethod
-    def _last_used(name: Path) -> float:
-        """When a worker last started with the archive; for one never made, when its training last wrote."""
-        if name.is_file():
-            return name.stat().st_mtime
-        times = []
-        for f in (lock_file(name), log_file(name)):
-            try:
-                times.append(f.stat().st_mtime)
-            except FileNotFoundError:
-                pass
-        return max(times, default=0.0)
-
-    def _sweep_trainings(self) -> None:
-        """Delete what trainings that no longer run left behind. A worker killed with -9 while it trained cannot
-        clean up: its training's scratch directory stays, and the orphaned JVM, once it exits, writes a whole
-        archive (~150 MB) under a temporary name that nothing renames. A training holds its archive's lock
-        while it runs, so a lock taken here means none of that name runs on this machine."""
-        assert self.directory is not None
-        left: dict[Path, list[Path]] = {}
-        for kind in TRAINING_FILES:
-            for entry in self.directory.glob(f"spark-*.jsa.*.{kind}"):
-                name, _, pid = entry.name.removesuffix(f".{kind}").rpartition(".")
-                if pid.isdigit():
-                    left.setdefault(self.directory / name, []).append(entry)
-        for archive, entries in left.items():
-            try:
-                with open(lock_file(archive), "a") as lock:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    for entry in entries:
-                        if entry.is_dir():
-                            shutil.rmtree(entry, ignore_errors=True)
-                        else:
-                            entry.unlink(missing_ok=True)
-                        log.info("deleted %s, left by a class archive training that no longer runs", entry)
-            except OSError as exc:  # held: that training runs (or the directory cannot be written)
-                log.debug("leftovers of %s not deleted: %s", archive, exc)
+        archive_files.prune(self.directory, path, now)
 
     async def _make(self, children: Children) -> None:
         path = self.path

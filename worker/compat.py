@@ -41,17 +41,15 @@ shutdown are untouched. One attempt at a time runs in a driver, on its main thre
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import logging
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from sparkyard.worker import jvm_temp, py_daemon
+from sparkyard.worker import py_daemon
 from sparkyard.worker.runtime_hadoop import RuntimeHadoop, on_cluster
 from sparkyard.worker.spark_reset import WAREHOUSE_CONF, Reset, warehouse_of
 from sparkyard.worker.warm_conf import PER_ATTEMPT, cannot_apply
@@ -89,37 +87,6 @@ def _serve(source: str, folder: str, name: str) -> Path:
     return served
 
 
-def _daemon_conf(master: str, conf: dict[str, str]) -> dict[str, str]:
-    """In local mode, Spark's Python daemon as worker/py_daemon.py wraps it (each Python worker in the
-    attempt's directory), unless the conf chooses its own daemon or another Python for the workers."""
-    if on_cluster(master) or DAEMON_CONF in conf or "spark.pyspark.python" in conf:
-        return {}
-    # In the driver's temporary directory, which the worker removes once the driver is gone, however it ended
-    # (outside a worker, the system's: gone at the process's exit).
-    directory = os.environ.get(jvm_temp.DIRECTORY_ENV) or tempfile.gettempdir()
-    path = Path(directory) / f"sparkyard-attempt-cwd-{os.getpid()}"
-    os.environ[py_daemon.CWD_FILE_ENV] = str(path)
-    atexit.register(path.unlink, missing_ok=True)
-    return {DAEMON_CONF: py_daemon.MODULE}
-
-
-def _tell_python_workers(cwd: str) -> None:
-    """Name ``cwd`` to the Python daemon (worker/py_daemon.py) for the workers it forks from now on."""
-    path = os.environ.get(py_daemon.CWD_FILE_ENV)
-    if not path:
-        return
-    try:
-        temporary = f"{path}.new"
-        Path(temporary).write_text(cwd, encoding="utf-8")
-        os.replace(temporary, path)
-    except OSError:
-        try:  # not the previous attempt's directory, then: with no file the workers start where the daemon is
-            Path(path).unlink(missing_ok=True)
-        except OSError:
-            pass
-        log.warning("the Python workers' directory could not be set to %s", cwd, exc_info=True)
-
-
 class SharedSpark:
     """The driver's root session and the current attempt's view of it (installed once per process)."""
 
@@ -153,7 +120,7 @@ class SharedSpark:
         from pyspark.sql import SparkSession
 
         builder = SparkSession.builder.master(master).appName(f"sparkyard-driver-{os.getpid()}")
-        for key, value in {**_daemon_conf(master, conf), **conf}.items():
+        for key, value in {**py_daemon.daemon_conf(master, conf), **conf}.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
         if warm:
@@ -181,7 +148,7 @@ class SharedSpark:
         self._cwd = task["cwd"]
         if task["cwd"] != self._jvm_cwd:
             self.reset.enter(task["cwd"])
-            _tell_python_workers(task["cwd"])
+            py_daemon.tell_workers(task["cwd"])
             self._jvm_cwd = task["cwd"]
         self.reset.forget()
         self.hadoop.begin(warn, fresh=bool(task.get("fresh")))

@@ -18,7 +18,7 @@ from pathlib import Path
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 TMPDIR_OPTION = "-Djava.io.tmpdir"
 # The same directory, named to the driver's Python process: what it keeps for its own life goes there too
-# (worker/compat.py), so a driver killed with -9 leaves nothing in /tmp.
+# (worker/py_daemon.py), so a driver killed with -9 leaves nothing in /tmp.
 DIRECTORY_ENV = "SPARKYARD_DRIVER_TEMP_DIR"
 
 

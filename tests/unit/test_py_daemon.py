@@ -29,7 +29,7 @@ def test_each_worker_starts_in_the_directory_the_driver_named_last(
     second.mkdir()
     with socket.socket() as sock:
         for attempt in (first, second):
-            compat._tell_python_workers(str(attempt))
+            py_daemon.tell_workers(str(attempt))
             assert worker(sock, True) == 0
         named.write_text(str(tmp_path / "gone"))  # a directory removed since: where the daemon is
         worker(sock, True)
@@ -41,9 +41,9 @@ def test_each_worker_starts_in_the_directory_the_driver_named_last(
     ("local[2]", {compat.DAEMON_CONF: "pyspark.daemon"}, False), ("local[2]", {"spark.pyspark.python": "/py"}, False)])
 def test_the_daemon_is_given_in_local_mode_unless_the_conf_chooses(
         master: str, conf: dict[str, str], given: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(py_daemon.CWD_FILE_ENV, "")  # so that what _daemon_conf sets is undone after the test
+    monkeypatch.setenv(py_daemon.CWD_FILE_ENV, "")  # so that what daemon_conf sets is undone after the test
     monkeypatch.delenv(py_daemon.CWD_FILE_ENV)
-    out = compat._daemon_conf(master, conf)
+    out = py_daemon.daemon_conf(master, conf)
     assert out == ({compat.DAEMON_CONF: py_daemon.MODULE} if given else {})
     assert (py_daemon.CWD_FILE_ENV in os.environ) == given
 
@@ -52,11 +52,11 @@ def test_the_file_naming_the_directory_is_in_the_drivers_temporary_directory_whi
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A driver killed with -9 runs no exit handler: its file is gone with the directory the worker removes
     (before, one was left in /tmp per killed driver)."""
-    monkeypatch.setenv(py_daemon.CWD_FILE_ENV, "")  # so that what _daemon_conf sets is undone after the test
+    monkeypatch.setenv(py_daemon.CWD_FILE_ENV, "")  # so that what daemon_conf sets is undone after the test
     monkeypatch.delenv(py_daemon.CWD_FILE_ENV)
     monkeypatch.setenv(jvm_temp.DIRECTORY_ENV, str(tmp_path))
-    compat._daemon_conf("local[1]", {})
-    compat._tell_python_workers("/attempt/dir")
+    py_daemon.daemon_conf("local[1]", {})
+    py_daemon.tell_workers("/attempt/dir")
     assert Path(os.environ[py_daemon.CWD_FILE_ENV]).parent == tmp_path
     assert py_daemon.attempt_cwd(os.environ[py_daemon.CWD_FILE_ENV]) == "/attempt/dir"
 
@@ -69,5 +69,5 @@ def test_a_directory_that_cannot_be_named_leaves_no_file_naming_the_previous_att
     named.write_text("/previous/attempt")
     (tmp_path / "cwd.new").mkdir()  # the write fails
     monkeypatch.setenv(py_daemon.CWD_FILE_ENV, str(named))
-    compat._tell_python_workers("/this/attempt")
+    py_daemon.tell_workers("/this/attempt")
     assert not named.exists()
