@@ -84,11 +84,13 @@ class LoggingState:
                 if id(handler) not in known:
                     _close(handler)
             level, handlers, filters, propagate, disabled = self._loggers.get(name, default)
-            logger.setLevel(level)
+            if logger.level != level:  # setLevel empties every logger's cache: once per logger was O(loggers²)
+                logger.setLevel(level)
             logger.handlers[:] = handlers
             logger.filters[:] = filters
             logger.propagate, logger.disabled = propagate, disabled
-        logging.disable(self._disable)
+        if logging.root.manager.disable != self._disable:
+            logging.disable(self._disable)
         logging.setLoggerClass(self._logger_class)
         logging.setLogRecordFactory(self._factory)
 
@@ -253,7 +255,7 @@ class ImportedModules:
     """The modules imported from now on, to forget those of an attempt's own code when it ends."""
 
     def __init__(self) -> None:
-        self._before = set(sys.modules)
+        self._before = tuple(sys.modules)  # names only; a set of them is built if ever needed (rarely)
         self._count = len(sys.modules)
         self._last = next(reversed(sys.modules))
 
@@ -263,7 +265,7 @@ class ImportedModules:
         every name (the set difference of ~1,000 names was ~70 µs of every attempt); else by the difference."""
         if next(islice(sys.modules, self._count - 1, None), None) == self._last:
             return list(islice(sys.modules, self._count, None))
-        return set(sys.modules) - self._before
+        return set(sys.modules).difference(self._before)
 
     def forget(self, roots: list[str]) -> None:
         """Drop the added modules whose file is under one of ``roots`` (the attempt's own code)."""

@@ -34,7 +34,7 @@ measured minutes apart on the same machine, is the figure to compare.
 Reported: tasks/s from the first submit call to the last attempt's finish, dispatch latency (fired →
 leased) p50/p99, end-to-end latency (submit → finished on the worker) p50/p99, and CPU per task (µs: CPU
 seconds of the process over the run ÷ N, from /proc) of the master, Redis, the two worker processes
-outside their drivers, the drivers (with their JVMs) and this client process (bulk submits and the poll
+outside their drivers, the drivers (with their JVMs, whose own share is given in brackets) and this client process (bulk submits and the poll
 for the end; for the CLI row, the CLI process). The last column, "speed ms", times a fixed pure-Python loop before and after the run (median
 of 5 each): the machine is shared and its speed drifts, and this says how fast it was during the run.
 """
@@ -75,15 +75,17 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, in clock ticks of 10 ms
 
 
-def descendants_cpu_s(pid: int) -> float:
-    """CPU seconds of a process's live descendants (a worker's drivers and their JVMs)."""
+def descendants_cpu_s(pid: int, jvm: bool | None = None) -> float:
+    """CPU seconds of a process's live descendants (a worker's drivers and their JVMs); ``jvm`` True: the
+    JVMs alone, False: all but the JVMs."""
     import psutil
 
     total = 0.0
     for child in psutil.Process(pid).children(recursive=True):
         try:
-            total += cpu_s(child.pid)
-        except OSError:
+            if jvm is None or (child.name() == "java") == jvm:
+                total += cpu_s(child.pid)
+        except (OSError, psutil.Error):
             pass
     return total
 
@@ -241,7 +243,8 @@ def cluster_cpu(cluster: Cluster, redis: Any) -> dict[str, float]:
     workers = [p.pid for p in cluster.workers.values()]
     return {"master": cpu_s(cluster.master.pid), "redis": cpu_s(redis.process.pid),
             "client": cpu_s(os.getpid()), "workers": sum(cpu_s(p) for p in workers),
-            "drivers": sum(descendants_cpu_s(p) for p in workers)}
+            "drivers": sum(descendants_cpu_s(p) for p in workers),
+            "driver_jvms": sum(descendants_cpu_s(p, jvm=True) for p in workers)}
 
 
 def per_task_us(cpu0: dict[str, float], cpu1: dict[str, float], tasks: int) -> dict[str, float]:
@@ -274,7 +277,9 @@ def stored_bundle(cluster: Cluster, job_id: str) -> tuple[bytes, Path | None]:
 
 
 def cpu_cells(cpu: dict[str, float]) -> str:
-    return " / ".join(f"{cpu[n]:,.0f}" for n in ("master", "redis", "workers", "drivers", "client"))
+    cells = [f"{cpu[n]:,.0f}" for n in ("master", "redis", "workers", "drivers", "client")]
+    cells[3] += f" (JVMs {cpu['driver_jvms']:,.0f})"
+    return " / ".join(cells)
 
 
 def main() -> int:

@@ -54,6 +54,28 @@ def test_a_programs_logging_configuration_is_undone(tmp_path: Path) -> None:
     assert (tmp_path / "app.log").read_text() == "a line\n"
 
 
+def test_putting_logging_back_does_not_empty_every_cache_once_per_logger(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warm driver keeps every logger its programs made: a restore that set each one's level again emptied
+    every logger's cache for each of them, a cost that grew with the square of the loggers, every attempt."""
+    for i in range(200):
+        logging.getLogger(f"unit.many.{i}")
+    changed = logging.getLogger("unit.many.7")
+    before = LoggingState()
+    changed.setLevel(logging.ERROR)
+    clears = 0
+    original = logging.Manager._clear_cache
+
+    def counted(manager: logging.Manager) -> None:
+        nonlocal clears
+        clears += 1
+        original(manager)
+
+    monkeypatch.setattr(logging.Manager, "_clear_cache", counted)
+    before.restore()
+    assert changed.level == logging.NOTSET
+    assert clears == 1  # the one logger whose level the program changed
+
+
 def test_the_programs_non_daemon_threads_are_waited_for_and_a_daemon_one_is_named() -> None:
     before = set(threading.enumerate())
     finished = threading.Event()
