@@ -22,13 +22,13 @@ import glob
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping
 
 from sparkyard import errors
 from sparkyard.bundle import Bundle
 from sparkyard.bundle import build as build_bundle
 from sparkyard.flags import Row, add_rows
-from sparkyard.option_values import CHOICES, MISFIRES, OVERLAPS, ROUTINGS, parse_after
+from sparkyard.option_values import CHOICES, MISFIRES, OVERLAPS, ROUTINGS, Resolved, absolute_paths, parse_after
 from sparkyard.runners import RUNNERS
 from sparkyard.option_values import read as read_value
 from sparkyard.timeutil import rfc3339_ms
@@ -315,11 +315,11 @@ class JobOptions:
     def _pack(self, entry: str, base: Path) -> Bundle | None:
         """The bundle a resolved entrypoint ships (None: nothing is shipped)."""
         parsed = parse_entrypoint(entry)
-        py_files, files = _paths(self.py_files, base), _paths(self.files, base)
+        py_files, files = absolute_paths(self.py_files, base), absolute_paths(self.files, base)
         if not self.ship or not (parsed.is_file or self.bundle or py_files or files):
             return None
         return build_bundle(Path(parsed.path) if parsed.is_file else None, parsed.func, submit_dir=base,
-                            bundle_dir=_paths([self.bundle], base)[0] if self.bundle else None,
+                            bundle_dir=absolute_paths([self.bundle], base)[0] if self.bundle else None,
                             py_files=py_files, files=files)
 
     def _trigger(self, trig: pb.Trigger) -> None:
@@ -352,8 +352,9 @@ class JobOptions:
             matches = sorted(glob.glob(pattern, root_dir=base, recursive=True))
             if not matches:
                 raise errors.InvalidArgument(f"input_globs: no file matches {pattern!r}")
+            resolved = Resolved(base)
             for match in matches:
-                split.inputs.add(value=str((base / match).resolve()))
+                split.inputs.add(value=resolved.path(match))
         split.parallelism = self.parallelism
         split.max_bytes_per_sec, split.max_records_per_sec = self.max_bytes_per_sec, self.max_records_per_sec
         split.task_bytes_per_sec, split.task_records_per_sec = self.task_bytes_per_sec, self.task_records_per_sec
@@ -369,16 +370,6 @@ def _reading() -> tuple[tuple[tuple[str, str, Any], ...], tuple[str, ...], froze
     return (tuple((f.name, f.metadata["option"].kind, f.default) for f in fields),
             tuple(f.name for f in fields if f.metadata["option"].when), frozenset(f.name for f in fields))
 
-
-def _paths(items: Sequence[str], base: Path) -> tuple[Path, ...]:
-    """Comma-separated or repeated paths (spark-submit's --py-files/--files style), made absolute."""
-    out = []
-    for item in items:
-        for part in str(item).split(","):
-            if part.strip():
-                path = Path(part.strip()).expanduser()
-                out.append(path if path.is_absolute() else (base / path).absolute())
-    return tuple(out)
 
 
 def build_spec(entrypoint: str, **options: Any) -> pb.JobSpec:

@@ -70,6 +70,19 @@ def test_an_input_glob_names_every_matching_file(project: Path) -> None:
         cli_spec("--inputs", "nothing/*.csv")
 
 
+def test_an_input_globs_files_are_named_with_their_symlinks_resolved(project: Path) -> None:
+    real = project / "real"
+    (real / "sub").mkdir(parents=True)
+    (real / "sub" / "x.csv").write_text("1\n")
+    (real / "y.csv").write_text("2\n")
+    (project / "linked").symlink_to(real)  # a folder that is a link
+    (real / "sub" / "z.csv").symlink_to(real / "y.csv")  # a file that is a link
+    spec = cli_spec("--inputs", "linked/**/*.csv", "--no-ship")
+    assert [i.value for i in spec.split.inputs] == [str((project / "linked" / m).resolve()) for m in
+                                                    ("sub/x.csv", "sub/z.csv", "y.csv")]
+    assert [i.value for i in spec.split.inputs] == [str(real / "sub" / "x.csv"), str(real / "y.csv"), str(real / "y.csv")]
+
+
 @pytest.mark.parametrize("options, message", [
     ({"retires": 2}, "unknown job option.*retires"),
     ({"retries": -1}, "retries: must not be negative"),
