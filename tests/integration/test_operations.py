@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import signal
 import subprocess
@@ -123,17 +124,31 @@ def test_logs_follow_streams_a_running_attempt_until_it_ends(shared_cluster: Clu
     assert client.run(run_id).state == pb.RUN_SUCCEEDED  # -f returned because the attempt ended
 
 
-def test_logs_follow_goes_on_into_the_retry_of_a_failed_attempt_until_the_task_ends(shared_cluster: Cluster) -> None:
+def test_logs_follow_goes_on_into_the_retry_of_a_failed_attempt_until_the_task_ends(shared_cluster: Cluster,
+                                                                                        tmp_path: Path) -> None:
     client = shared_cluster.client()
-    job = client.submit(f"{TASKS}:fail_first", retries=1, backoff="1s")
+    gate = tmp_path / "fail-now"
+    job = client.submit(f"{TASKS}:fail_first_when", args=[str(gate)], retries=1, backoff="1s")
     run_id = first_run_id(job)
     wait_for(lambda: client.run(run_id).tasks[0].attempts, 60, "the first attempt to start")
     task_id = client.run(run_id).tasks[0].id
     logs = [sys.executable, "-m", "sparkyard.cli.main", "--master", shared_cluster.address, "logs", task_id]
-    done = subprocess.run([*logs, "-f"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    first, second = done.stdout.index(f"attempt 1 of task {task_id}"), done.stdout.index(f"attempt 2 of task {task_id}")
-    assert first < done.stdout.index("planned failure on attempt 1") < second, done.stdout
+    # Attempt 1 fails only once the follow is under way: a follow that starts after the retry ran shows the
+    # latest attempt's log, as `logs TASK` does (a loaded machine once took longer than the 1 s backoff to start it).
+    follow = subprocess.Popen([*logs, "-f"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert follow.stdout is not None
+        assert select.select([follow.stdout], [], [], 120)[0], "logs -f printed nothing in 120 s"
+        head = follow.stdout.readline()  # the first line of attempt 1's log: the follow has begun
+        gate.touch()
+        rest, errors = follow.communicate(timeout=120)
+    finally:
+        follow.kill()
+    out = head + rest
+    assert follow.returncode == 0, errors
+    assert f"attempt 1 of task {task_id}" in head, out
+    first, second = out.index(f"attempt 1 of task {task_id}"), out.index(f"attempt 2 of task {task_id}")
+    assert first < out.index("planned failure on attempt 1") < second, out
     assert client.run(run_id).state == pb.RUN_SUCCEEDED  # -f returned because the task ended
     one = subprocess.run([*logs, "--attempt", "1", "-f"], capture_output=True, text=True, timeout=60)
     assert one.returncode == 0 and "planned failure on attempt 1" in one.stdout, one.stderr

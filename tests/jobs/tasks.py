@@ -33,6 +33,18 @@ def fail_first(spark: Any, ctx: Any) -> dict[str, Any]:
     return {"attempt": ctx.attempt}
 
 
+def fail_first_when(spark: Any, ctx: Any) -> dict[str, Any]:
+    """Attempt 1 waits for the file ctx.args[0] (at most 120 s), then fails; later attempts succeed at once."""
+    if ctx.attempt == 1:
+        gate = Path(ctx.args[0])
+        deadline = time.monotonic() + 120
+        print(f"waiting for {gate}", flush=True)
+        while not gate.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        raise RuntimeError("planned failure on attempt 1")
+    return {"attempt": ctx.attempt}
+
+
 def always_fail(spark: Any, ctx: Any) -> None:
     raise ValueError("this task always fails")
 
