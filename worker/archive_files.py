@@ -24,9 +24,6 @@ log = logging.getLogger(__name__)
 
 # An archive no worker has started with for this long (another Java, pyspark or JVM options) is deleted.
 UNUSED_DAYS = 30
-# At most this many archives are kept, the most recently used: every virtualenv with its own pyspark is a name of
-# its own (~150 MB each), and a machine that makes many (a CI runner) would keep each for UNUSED_DAYS.
-MAX_ARCHIVES = 8
 # What a training writes beside the archive, named after it and the worker's pid: the archive as the JVM dumps
 # it, renamed into place once whole; the training JVM's temporary files.
 TRAINING_FILES = ("tmp", "jvm")
@@ -59,8 +56,8 @@ def _unless_made(archive: Path) -> Iterator[None]:
 
 def prune(directory: Path, keep: Path, now: float) -> None:
     """Delete the names of ``directory`` not used for :data:`UNUSED_DAYS` (but ``keep``), with their lock and
-    log — also the lock and log of a name whose training never made one — and the archives beyond the
-    :data:`MAX_ARCHIVES` most recently used, then what trainings that no longer run left behind."""
+    log — also the lock and log of a name whose training never made one — then what trainings that no longer
+    run left behind."""
     try:
         names = _names(directory)
     except OSError as exc:
@@ -68,7 +65,6 @@ def prune(directory: Path, keep: Path, now: float) -> None:
         return
     for name in names - {keep}:
         _delete_if_unused(name, now)
-    _delete_beyond_most_recent(directory, keep)
     _sweep_trainings(directory)
 
 
@@ -113,29 +109,6 @@ def _delete_if_unused(name: Path, now: float) -> None:
     else:
         log.info("the lock and log of class archive %s deleted: its training made none, %d days ago", name,
                  UNUSED_DAYS)
-
-
-def _delete_beyond_most_recent(directory: Path, keep: Path) -> None:
-    """Delete the archives beyond the :data:`MAX_ARCHIVES` most recently used, ``keep`` (the caller's, made or
-    about to be) counted first — each decided under its name's lock and only if no worker started with it since
-    it was listed."""
-    made = []
-    for name in directory.glob("spark-*.jsa"):
-        with contextlib.suppress(FileNotFoundError):
-            if name != keep:
-                made.append((name.stat().st_mtime, name))
-    made.sort(reverse=True)
-    for used, name in made[MAX_ARCHIVES - 1:]:
-        try:
-            with _unless_made(name):
-                if name.stat().st_mtime != used:  # a worker started with it meanwhile
-                    continue
-                for leftover in _files_of(name):
-                    leftover.unlink(missing_ok=True)
-        except OSError as exc:  # held, gone meanwhile, or not writable
-            log.debug("class archive %s not deleted: %s", name, exc)
-            continue
-        log.info("class archive %s deleted: the %d archives used after it are kept", name, MAX_ARCHIVES)
 
 
 def _sweep_trainings(directory: Path) -> None:

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from sparkyard.worker import class_archive
-from sparkyard.worker.archive_files import MAX_ARCHIVES, lock_file
 from sparkyard.worker.class_archive import (
     DUMP_OPTION,
     ROOM_BYTES,
@@ -291,28 +290,6 @@ def test_the_lock_and_log_of_a_training_that_never_made_its_archive_go_after_30_
         fcntl.flock(lock, fcntl.LOCK_EX)
         made.prune(now)
     assert sorted(p.name for p in cache.iterdir()) == ["spark-held.lock", "spark-lately.jsa.log", "spark-lately.lock"]
-
-
-def test_only_the_most_recently_used_archives_are_kept_however_recent_the_others(tmp_path: Path) -> None:
-    """Every virtualenv's pyspark is an archive name of its own: a machine that makes one a day (a CI runner) kept
-    ~150 MB each for 30 days; now the least recently used beyond MAX_ARCHIVES go (the caller's own counts first)."""
-    made = archive(tmp_path)
-    assert made.path is not None
-    cache = made.path.parent
-    cache.mkdir(parents=True)
-    now = 1_900_000_000.0
-    others = [cache / f"spark-{i:02d}.jsa" for i in range(MAX_ARCHIVES + 2)]
-    for age, path in enumerate(others):  # spark-00 the most recently used, a minute apart, all within the 30 days
-        path.write_bytes(b"x")
-        os.utime(path, (now - 60 * (age + 1), now - 60 * (age + 1)))
-        lock_file(path).write_bytes(b"")
-    held = others[-1]  # the oldest, but a worker is making it again (holds its lock): kept
-    with open(lock_file(held)) as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        made.prune(now)
-    kept = sorted(p.name for p in cache.glob("*.jsa"))
-    assert kept == sorted(p.name for p in [*others[:MAX_ARCHIVES - 1], held])
-    assert not lock_file(others[MAX_ARCHIVES - 1]).exists()  # a deleted name's lock goes with it
 
 
 def test_what_a_training_that_no_longer_runs_left_is_deleted_and_a_running_ones_is_kept(tmp_path: Path) -> None:
