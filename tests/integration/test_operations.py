@@ -143,6 +143,7 @@ def test_logs_follow_goes_on_into_the_retry_of_a_failed_attempt_until_the_task_e
         gate.touch()
         rest, errors = follow.communicate(timeout=120)
     finally:
+        gate.touch()  # also when the follow failed: attempt 1 must not hold a slot of the shared cluster
         follow.kill()
     out = head + rest
     assert follow.returncode == 0, errors

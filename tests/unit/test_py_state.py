@@ -73,7 +73,18 @@ def test_putting_logging_back_does_not_empty_every_cache_once_per_logger(monkeyp
     monkeypatch.setattr(logging.Manager, "_clear_cache", counted)
     before.restore()
     assert changed.level == logging.NOTSET
-    assert clears == 1  # the one logger whose level the program changed
+    assert clears == 1  # once for all, not once per logger
+
+
+def test_a_level_a_program_set_directly_is_not_left_in_its_loggers_caches() -> None:
+    lib = logging.getLogger("unit.cached")
+    child = logging.getLogger("unit.cached.child")
+    before = LoggingState()
+    lib.setLevel(logging.DEBUG)
+    assert child.isEnabledFor(logging.DEBUG)  # cached in the child
+    lib.level = logging.NOTSET  # set back directly: no cache emptied
+    before.restore()
+    assert not child.isEnabledFor(logging.DEBUG)  # WARNING, the root's, as before the program
 
 
 def test_the_programs_non_daemon_threads_are_waited_for_and_a_daemon_one_is_named() -> None:
