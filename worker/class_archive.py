@@ -57,6 +57,9 @@ OFF = "off"
 ROOM_BYTES = 1024 * 2**20
 # How long a training JVM may take before it is given up (it takes ~16 s on a loaded 2-core machine).
 TRAIN_TIMEOUT_S = 300.0
+# A worker marks the archive it gives its JVMs as used at most this often (its modification time: what the
+# 30-day rule of worker/archive_files.py reads), so a worker up for months keeps it while it starts JVMs.
+MARK_EVERY_S = 3600.0
 
 
 def default_dir(env: Mapping[str, str] = os.environ) -> Path:
@@ -155,6 +158,7 @@ class ClassArchive:
         self.rejected = ""  # why JVMs no longer get it ('' while they may)
         self.verified = False  # a JVM was seen mapping it
         self._making: asyncio.Task[None] | None = None
+        self._marked_at: float | None = None  # monotonic time this worker last marked it, on giving it to a JVM
 
     @classmethod
     def configured(cls, setting: str, conf: Mapping[str, str]) -> ClassArchive:
@@ -189,7 +193,22 @@ class ClassArchive:
         if path is None:
             return dict(conf), None
         out = with_option(conf, f"{ARCHIVE_OPTION}={path}")
-        return out, path if out.get(JAVA_OPTIONS) != conf.get(JAVA_OPTIONS) else None
+        if out.get(JAVA_OPTIONS) == conf.get(JAVA_OPTIONS):  # the user's own CDS choice stands
+            return out, None
+        self._mark(path)
+        return out, path
+
+    def _mark(self, path: Path) -> None:
+        """The archive is given to a JVM: mark it used, at most every :data:`MARK_EVERY_S` (a worker marked it
+        only when its runner was first ready, so the 30-day rule could take the archive of one up longer)."""
+        now = time.monotonic()
+        if self._marked_at is not None and now - self._marked_at < MARK_EVERY_S:
+            return
+        self._marked_at = now
+        try:
+            os.utime(path)
+        except OSError as exc:
+            log.debug("class archive %s not marked: %s", path, exc)
 
     def check(self, pid: int, path: Path) -> None:
         """A JVM under ``pid`` started with the archive ``path`` and is ready: if it did not map it, the JVM

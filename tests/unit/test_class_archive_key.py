@@ -8,6 +8,7 @@ import errno
 import fcntl
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,29 @@ def test_jvms_get_the_archive_only_once_it_exists_and_never_after_a_jvm_refused_
     assert cds.conf({JAVA_OPTIONS: "-Xshare:off"}) == ({JAVA_OPTIONS: "-Xshare:off"}, None)
     cds.check(os.getpid(), cds.path)  # this process has not mapped it: the JVM refused it
     assert cds.rejected and cds.conf(user) == (user, None)
+
+
+def test_giving_the_archive_to_a_jvm_marks_it_used_at_most_hourly(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker marked its archive only when its runner was first ready: one up for more than 30 days had it
+    deleted by another worker's prune while its JVMs still started from it."""
+    cds = archive(tmp_path)
+    assert cds.path is not None
+    cds.path.parent.mkdir(parents=True)
+    cds.path.write_bytes(b"archive")
+    old = time.time() - 40 * 86_400
+    os.utime(cds.path, (old, old))
+    clock = [1000.0]
+    monkeypatch.setattr(class_archive.time, "monotonic", lambda: clock[0])
+    assert cds.conf({})[1] == cds.path
+    assert cds.path.stat().st_mtime > old + 39 * 86_400  # marked now
+    os.utime(cds.path, (old, old))
+    clock[0] += class_archive.MARK_EVERY_S / 2
+    cds.conf({})
+    assert cds.path.stat().st_mtime == old  # not again within the hour
+    clock[0] += class_archive.MARK_EVERY_S
+    cds.conf({})
+    assert cds.path.stat().st_mtime > old + 39 * 86_400
 
 
 def test_a_jvm_that_maps_the_archive_verifies_it(tmp_path: Path) -> None:
