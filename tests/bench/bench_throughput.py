@@ -75,24 +75,26 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, in clock ticks of 10 ms
 
 
-def descendants_cpu_s(pid: int, jvm: bool | None = None) -> float:
-    """CPU seconds of a process's live descendants (a worker's drivers and their JVMs); ``jvm`` True: the
-    JVMs alone, False: all but the JVMs."""
+def descendants_cpu_s(pid: int) -> tuple[float, float]:
+    """CPU seconds of a process's live descendants (a worker's drivers and their JVMs), and of the JVMs among
+    them."""
     import psutil
 
-    total = 0.0
+    total = jvms = 0.0
     for child in psutil.Process(pid).children(recursive=True):
         try:
-            if jvm is None or (child.name() == "java") == jvm:
-                total += cpu_s(child.pid)
+            cpu = cpu_s(child.pid)
+            total += cpu
+            if child.name() == "java":
+                jvms += cpu
         except (OSError, psutil.Error):
             pass
-    return total
+    return total, jvms
 
 
 def tree_cpu_s(pid: int) -> float:
     """CPU seconds of a process and its live descendants."""
-    return cpu_s(pid) + descendants_cpu_s(pid)
+    return cpu_s(pid) + descendants_cpu_s(pid)[0]
 
 
 def celery_peer(redis_port: int, tasks: int, workdir: Path) -> tuple[float, float]:
@@ -241,10 +243,10 @@ def measure(args: argparse.Namespace, cluster: Cluster, redis: Any, shape: Shape
 def cluster_cpu(cluster: Cluster, redis: Any) -> dict[str, float]:
     """CPU seconds so far: master, Redis, this process, the worker processes and their drivers."""
     workers = [p.pid for p in cluster.workers.values()]
+    drivers = [descendants_cpu_s(p) for p in workers]
     return {"master": cpu_s(cluster.master.pid), "redis": cpu_s(redis.process.pid),
             "client": cpu_s(os.getpid()), "workers": sum(cpu_s(p) for p in workers),
-            "drivers": sum(descendants_cpu_s(p) for p in workers),
-            "driver_jvms": sum(descendants_cpu_s(p, jvm=True) for p in workers)}
+            "drivers": sum(d[0] for d in drivers), "driver_jvms": sum(d[1] for d in drivers)}
 
 
 def per_task_us(cpu0: dict[str, float], cpu1: dict[str, float], tasks: int) -> dict[str, float]:
