@@ -283,6 +283,21 @@ class Network:
         self.hosts[name] = host
         return host
 
+    def heal_all(self) -> None:
+        """Undo every network and process fault a test may have left: every process in every host continued
+        (SIGCONT), every link up, every blackhole route between the hosts removed."""
+        hosts = list(self.hosts.values())
+        for host in hosts:
+            for pid in netns_pids(host.netns):
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+            host.link_up()
+            for other in hosts:
+                if other is not host:
+                    host.unblock(other.address)
+
     def close(self) -> list[str]:
         """Kill what still runs in the hosts, delete namespaces, veths and the bridge; returns the errors."""
         errors = []

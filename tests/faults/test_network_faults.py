@@ -16,7 +16,6 @@ import re
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -25,17 +24,6 @@ from netcluster import NetCluster, wait_until
 from sparkyard.client import Client, first_run_id
 from sparkyard.v1 import sparkyard_pb2 as pb
 
-@pytest.fixture
-def net(net_cluster: NetCluster) -> NetCluster:
-    return net_cluster
-
-
-@pytest.fixture
-def client(net: NetCluster) -> Iterator[Client]:
-    """A client given both masters, following whichever leads (NetCluster.failover_client)."""
-    c = net.failover_client()
-    yield c
-    c.close()
 
 
 @pytest.fixture
@@ -53,11 +41,17 @@ def running_on(client: Client, run_id: str, worker: str) -> pb.Task | None:
 
 
 def two_tasks_one_held_on_w1(client: Client, net: NetCluster, ledger: Path, held_s: float) -> tuple[pb.Job, pb.Task]:
-    """A run of two 0.5 s ledger tasks, one on each worker, w1's working ``held_s``; returns once it runs."""
+    """A run of two 0.5 s ledger tasks, one on each worker, w1's working ``held_s``; returns once it runs.
+
+    Once it really runs: its first ledger line written, not only its lease recorded. The master records an
+    attempt RUNNING when it leases it, before w1 has the assignment or the job's bundle, and a cut made in
+    between kept the task from starting at all (a fresh clone's CI, loaded: "w1's task to end meanwhile")."""
     job = client.submit("cluster_jobs:ledger", args=[str(ledger), "0.5", f"w1={held_s:g}"], parallelism=2,
                         base_dir=net.submit_dir)
     task = wait_until(lambda: running_on(client, first_run_id(job), "w1"), 90, "a task to run on w1",
                       watch=tuple(net.workers.values()))
+    wait_until(lambda: any(e.task == task.id and e.worker == "w1" for e in read(ledger)), 90,
+               "w1's task to write its first ledger line", watch=tuple(net.workers.values()))
     return job, task
 
 

@@ -27,17 +27,6 @@ RUNS = 20
 T = TypeVar("T")
 
 
-@pytest.fixture
-def net(net_cluster: NetCluster) -> NetCluster:
-    return net_cluster
-
-
-@pytest.fixture
-def client(net: NetCluster) -> Iterator[Client]:
-    """A client given both masters, following whichever leads (NetCluster.failover_client)."""
-    c = net.failover_client()
-    yield c
-    c.close()
 
 
 

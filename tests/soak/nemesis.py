@@ -288,12 +288,7 @@ class Nemesis:
             thread.join(timeout=120)
             if thread.is_alive():
                 self.errors.append(f"{thread.name} did not heal within 120 s")
-        for host in list(self.net.network.hosts.values()):
-            for pid in netns_pids(host.netns):
-                _signal(pid, signal.SIGCONT)
-            host.link_up()
-            for other in self.net.network.hosts.values():
-                host.unblock(other.address)
+        self.net.network.heal_all()
         for worker in WORKERS:
             (self.work_dir(worker) / "soak-fill").unlink(missing_ok=True)
         for name, proc in list(self.redis.nodes.items()):
