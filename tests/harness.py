@@ -312,14 +312,14 @@ def shared_class_archive(driver_conf: str) -> Path | None:
     """The test workers' class archive for ``driver_conf`` (``k=v``), made now unless it exists; another test
     process making it at the same time is waited for. None when it cannot be made (workers start without)."""
     conf = dict([driver_conf.split("=", 1)]) if driver_conf else {}
-    archive = ClassArchive(TEST_CLASS_ARCHIVE_DIR, conf)
+    work = TEST_CLASS_ARCHIVE_DIR / f"maker-{os.getpid()}"
+    archive = ClassArchive(TEST_CLASS_ARCHIVE_DIR, conf, Children(work))
     path = archive.path
     if path is None or path.is_file():
         return path
-    work = TEST_CLASS_ARCHIVE_DIR / f"maker-{os.getpid()}"
 
     async def make() -> None:
-        archive.make_soon(Children(work))
+        archive.make_soon()
         if archive._making is not None:
             await archive._making
 

@@ -14,7 +14,8 @@ the background, after the worker's runner is ready (a training JVM must not slow
 small machine): a short program does what a warm driver does at its start (worker/driver.py) in a JVM
 started with ``-XX:ArchiveClassesAtExit`` into a temporary file, then renamed into place — a worker never
 sees a half-written archive. An exclusive lock lets one worker of a machine make it while others go on
-without. Until it exists JVMs start without it, as before. A JVM that does not map it (it says "Unable
+without. Until it exists JVMs start without it, as before; one deleted while the worker runs (a cache emptied
+by hand) is made again at the next JVM's start. A JVM that does not map it (it says "Unable
 to use shared archive" and starts without) gets it never again from this worker: that is logged once.
 
 It is made only where its file system has :data:`ROOM_BYTES` free (a ~150 MB archive must not be what
@@ -146,11 +147,12 @@ class ClassArchive:
     """The archive of this worker's Java, Spark installation and driver conf: its path, whether JVMs may be
     given it, and its making. ``directory`` None: no archive at all (the setting's ``off``)."""
 
-    def __init__(self, directory: Path | None, conf: Mapping[str, str], *, env: Mapping[str, str] = os.environ,
-                 spark_home: Path | None = None,
+    def __init__(self, directory: Path | None, conf: Mapping[str, str], children: Children, *,
+                 env: Mapping[str, str] = os.environ, spark_home: Path | None = None,
                  free: Callable[[Path], tuple[int, int]] = free_space) -> None:
         self.directory = directory
         self._conf = dict(conf)
+        self._children = children  # the worker's: a training JVM is one of them
         self._env = dict(env)
         self._spark_home = spark_home
         self._free = free
@@ -158,14 +160,15 @@ class ClassArchive:
         self.rejected = ""  # why JVMs no longer get it ('' while they may)
         self.verified = False  # a JVM was seen mapping it
         self._making: asyncio.Task[None] | None = None
+        self._sought = False  # a runner was warm and asked for it: from then on a missing one is made again
         self._marked_at: float | None = None  # monotonic time this worker last marked it, on giving it to a JVM
 
     @classmethod
-    def configured(cls, setting: str, conf: Mapping[str, str]) -> ClassArchive:
+    def configured(cls, setting: str, conf: Mapping[str, str], children: Children) -> ClassArchive:
         """The archive the worker's ``class_archive_dir`` setting asks for ('' default, ``off`` none)."""
         if setting.strip().lower() == OFF:
-            return cls(None, conf)
-        return cls(Path(setting).expanduser() if setting else default_dir(), conf)
+            return cls(None, conf, children)
+        return cls(Path(setting).expanduser() if setting else default_dir(), conf, children)
 
     @property
     def path(self) -> Path | None:
@@ -188,9 +191,12 @@ class ClassArchive:
         return path if path is not None and not self.rejected and path.is_file() else None
 
     def conf(self, conf: Mapping[str, str]) -> tuple[dict[str, str], Path | None]:
-        """``conf`` with the archive for the driver's JVM, when there is one to give; and that archive."""
+        """``conf`` with the archive for the driver's JVM, when there is one to give; and that archive. One
+        gone since it was sought (deleted while the worker runs) is made again for the JVMs after this one."""
         path = self.usable()
         if path is None:
+            if self._sought:
+                self.make_soon()
             return dict(conf), None
         out = with_option(conf, f"{ARCHIVE_OPTION}={path}")
         if out.get(JAVA_OPTIONS) == conf.get(JAVA_OPTIONS):  # the user's own CDS choice stands
@@ -237,15 +243,16 @@ class ClassArchive:
             return f"{free / 2**20:.0f} MiB free in {self.directory}, {ROOM_BYTES / 2**20:.0f} MiB needed"
         return ""
 
-    def make_soon(self, children: Children) -> None:
+    def make_soon(self) -> None:
         """Make the archive in the background unless it exists, is being made, or cannot be (a training JVM is
-        one of the worker's ``children``: one left by a killed worker is ended at its restart)."""
-        if self._making is not None or self.rejected or self.path is None:
+        one of the worker's children: one left by a killed worker is ended at its restart)."""
+        self._sought = True
+        if (self._making is not None and not self._making.done()) or self.rejected or self.path is None:
             return
         self.prune()
         if self.path.is_file():
             return
-        self._making = asyncio.create_task(self._make(children), name="class-archive")
+        self._making = asyncio.create_task(self._make(), name="class-archive")
 
     def prune(self, now: float | None = None) -> None:
         """Mark this worker's archive used, and delete what no worker has used for :data:`UNUSED_DAYS` and what
@@ -263,7 +270,7 @@ class ClassArchive:
             return
         archive_files.prune(self.directory, path, now)
 
-    async def _make(self, children: Children) -> None:
+    async def _make(self) -> None:
         path = self.path
         assert path is not None and self.directory is not None
         try:
@@ -284,7 +291,7 @@ class ClassArchive:
             if problem:
                 self.refuse(f"not made: {problem}")
                 return
-            await self._train(children, path)
+            await self._train(self._children, path)
 
     async def _train(self, children: Children, path: Path) -> None:
         temporary, scratch = (training_file(path, kind) for kind in TRAINING_FILES)  # the dump; the JVM's temp files

@@ -265,7 +265,7 @@ class ConnectServer:
                 if self._archive is not None:
                     if self._archived is not None:
                         self._archive.check(proc.pid, self._archived)
-                    self._archive.make_soon(self._children)  # after its start, not to slow it
+                    self._archive.make_soon()  # after its start, not to slow it
                 return True
             await asyncio.sleep(START_POLL_S)
         return False

@@ -33,7 +33,7 @@ async def test_a_pool_told_to_warm_two_at_once_starts_both_before_either_is_read
             all_ready.set()
 
     runner = SessionRunner("local[1]", 2, tmp_path, Children(tmp_path), conf=conf, on_readiness=on_readiness,
-                           archive=ClassArchive(TEST_CLASS_ARCHIVE_DIR, conf), warm_at_once=2)
+                           archive=ClassArchive(TEST_CLASS_ARCHIVE_DIR, conf, Children(tmp_path)), warm_at_once=2)
     caplog.set_level(logging.INFO, logger="sparkyard.worker.runner.driver_process")
     try:
         await runner.start()

@@ -47,10 +47,10 @@ def fake_install(tmp_path: Path, jar_size: int = 10) -> tuple[Path, dict[str, st
 
 
 def archive(tmp_path: Path, conf: dict[str, str] | None = None, free: tuple[int, int] = ROOMY,
-            jar_size: int = 10, env: dict[str, str] | None = None) -> ClassArchive:
+            jar_size: int = 10, env: dict[str, str] | None = None, children: Any = None) -> ClassArchive:
     spark, found = fake_install(tmp_path, jar_size)
-    return ClassArchive(tmp_path / "cache", conf or {}, env={**found, **(env or {})}, spark_home=spark,
-                        free=lambda _: free)
+    return ClassArchive(tmp_path / "cache", conf or {}, children or FakeChildren(), env={**found, **(env or {})},
+                        spark_home=spark, free=lambda _: free)
 
 
 def test_the_name_changes_with_the_java_the_spark_jars_their_place_and_the_shaping_options() -> None:
@@ -87,16 +87,17 @@ def test_the_path_follows_the_installation_and_the_conf(tmp_path: Path) -> None:
 
 def test_no_java_no_archive(tmp_path: Path) -> None:
     spark, _ = fake_install(tmp_path)
-    nothing = ClassArchive(tmp_path / "cache", {}, env={"JAVA_HOME": str(tmp_path / "none")}, spark_home=spark)
+    nothing = ClassArchive(tmp_path / "cache", {}, FakeChildren(), env={"JAVA_HOME": str(tmp_path / "none")},
+                           spark_home=spark)
     assert nothing.path is None and nothing.conf({"a": "b"}) == ({"a": "b"}, None)
 
 
 def test_the_setting_default_is_the_users_cache_and_off_is_none(tmp_path: Path) -> None:
     assert default_dir({"HOME": "/home/u"}) == Path("/home/u/.cache/sparkyard/class-archive")
     assert default_dir({"HOME": "/home/u", "XDG_CACHE_HOME": "/c"}) == Path("/c/sparkyard/class-archive")
-    assert ClassArchive.configured("off", {}).directory is None
-    assert ClassArchive.configured("OFF", {}).path is None
-    assert ClassArchive.configured(str(tmp_path), {}).directory == tmp_path
+    assert ClassArchive.configured("off", {}, FakeChildren()).directory is None
+    assert ClassArchive.configured("OFF", {}, FakeChildren()).path is None
+    assert ClassArchive.configured(str(tmp_path), {}, FakeChildren()).directory == tmp_path
 
 
 def test_the_option_goes_after_the_users_java_options_unless_they_make_their_own_cds_choice() -> None:
@@ -188,40 +189,58 @@ class FakeChildren:
         self.forgotten.append(pid)
 
 
-async def make(cds: ClassArchive, children: FakeChildren) -> None:
-    cds.make_soon(children)  # type: ignore[arg-type]
+async def make(cds: ClassArchive) -> None:
+    cds.make_soon()
     assert cds._making is not None
     await cds._making
 
 
 async def test_the_archive_appears_whole_under_its_name_once_the_training_jvm_exits(tmp_path: Path) -> None:
-    cds = archive(tmp_path, {JAVA_OPTIONS: "-XX:+UseSerialGC"})
     children = FakeChildren()
-    await make(cds, children)
+    cds = archive(tmp_path, {JAVA_OPTIONS: "-XX:+UseSerialGC"}, children=children)
+    await make(cds)
     assert cds.path is not None and cds.path.read_bytes() == b"archive"
     assert [p.name for p in cds.path.parent.iterdir() if p.suffix in (".tmp", ".jvm")] == []
     options = children.spawned[0][JAVA_OPTIONS].split()
     assert options[0] == "-XX:+UseSerialGC" and any(o.startswith(DUMP_OPTION) for o in options)
     assert children.forgotten == [FakeProc(0).pid]
-    cds.make_soon(children)  # type: ignore[arg-type]
+    cds.make_soon()
     assert len(children.spawned) == 1  # made once
 
 
 @pytest.mark.parametrize("children", [FakeChildren(code=1), FakeChildren(content=b"")])
 async def test_a_failed_training_leaves_no_file_and_is_not_tried_again(tmp_path: Path,
                                                                       children: FakeChildren) -> None:
-    cds = archive(tmp_path)
-    await make(cds, children)
+    cds = archive(tmp_path, children=children)
+    await make(cds)
     assert cds.path is not None and not cds.path.exists() and "not made" in cds.rejected
     assert [p.name for p in cds.path.parent.iterdir() if p.suffix == ".tmp"] == []
-    cds.make_soon(children)  # type: ignore[arg-type]
+    cds.make_soon()
     assert len(children.spawned) == 1
 
 
-async def test_a_full_disk_is_not_filled_by_an_archive(tmp_path: Path) -> None:
-    cds = archive(tmp_path, free=(ROOM_BYTES - 1, 1000))
+async def test_an_archive_deleted_while_the_worker_runs_is_made_again_at_the_next_jvm_start(
+        tmp_path: Path) -> None:
+    """Before, a worker made its archive once: one deleted by hand (a cache emptied) while the worker ran was
+    never made again, and every JVM until the worker's restart started without it."""
     children = FakeChildren()
-    await make(cds, children)
+    cds = archive(tmp_path, children=children)
+    assert cds.conf({}) == ({}, None)  # the first warm-up: nothing made, not to slow it
+    assert cds._making is None and children.spawned == []
+    await make(cds)  # the runner is warm
+    assert cds.path is not None and cds.path.is_file() and cds.conf({})[1] == cds.path
+    cds.path.unlink()
+    assert cds.conf({}) == ({}, None)  # this JVM starts without it ...
+    assert cds._making is not None
+    await cds._making
+    assert cds.path.is_file() and len(children.spawned) == 2
+    assert cds.conf({})[1] == cds.path  # ... the next one with it
+
+
+async def test_a_full_disk_is_not_filled_by_an_archive(tmp_path: Path) -> None:
+    children = FakeChildren()
+    cds = archive(tmp_path, free=(ROOM_BYTES - 1, 1000), children=children)
+    await make(cds)
     assert children.spawned == [] and "MiB needed" in cds.rejected
 
 
@@ -231,22 +250,21 @@ async def test_a_write_refused_for_space_leaves_nothing(tmp_path: Path, monkeypa
 
     monkeypatch.setattr(class_archive.os, "replace", refused)
     cds = archive(tmp_path)
-    await make(cds, FakeChildren())
+    await make(cds)
     assert cds.path is not None and not cds.path.exists() and "no space left" in cds.rejected
     assert [p.name for p in cds.path.parent.iterdir() if p.suffix == ".tmp"] == []
 
 
 async def test_one_worker_makes_it_while_another_holds_the_lock(tmp_path: Path) -> None:
-    cds = archive(tmp_path)
+    children = FakeChildren()
+    cds = archive(tmp_path, children=children)
     assert cds.path is not None
     cds.path.parent.mkdir(parents=True)
     with open(cds.path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        children = FakeChildren()
-        await make(cds, children)
+        await make(cds)
         assert children.spawned == [] and not cds.rejected  # the other worker's archive is used when it exists
-    cds._making = None
-    await make(cds, children)
+    await make(cds)  # asked again once the other let go of the lock without making it
     assert cds.path.is_file()
 
 
@@ -262,8 +280,8 @@ async def test_close_ends_a_training_in_progress(tmp_path: Path) -> None:
             proc.wait = forever  # type: ignore[method-assign]
             return proc
 
-    cds = archive(tmp_path)
-    cds.make_soon(Slow())  # type: ignore[arg-type]
+    cds = archive(tmp_path, children=Slow())
+    cds.make_soon()
     await asyncio.sleep(0.05)
     await cds.close()
     assert cds.path is not None and not cds.path.exists()

@@ -315,7 +315,7 @@ class SessionRunner:
             else:
                 self._warm = all(d.state in ("ready", "busy") for d in self._pool())
                 if self._warm and self._archive is not None:  # now, not to slow the pool's first warm-up
-                    self._archive.make_soon(self.children)
+                    self._archive.make_soon()
         if self._archive is not None and driver.class_archive is not None and driver.proc is not None:
             self._archive.check(driver.proc.pid, driver.class_archive)
         retiring = sorted((d for d in self._pool() if d.retiring and d.state in ("ready", "busy")),

@@ -76,7 +76,7 @@ class SubmitRunner:
             self._error = f"spark-submit not found at {self._spark_submit}"
             raise RuntimeError(self._error)
         if self._archive is not None:  # no JVM warms at this runner's start: made at once, in the background
-            self._archive.make_soon(self._children)
+            self._archive.make_soon()
 
     def readiness(self) -> tuple[int, str, int]:
         if self._error:
