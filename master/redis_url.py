@@ -17,9 +17,9 @@ import hiredis
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio.sentinel import Sentinel, SentinelManagedConnection
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import DataError
+from redis.exceptions import ConnectionError, DataError, ResponseError
 
 SENTINEL_SCHEME = "redis+sentinel"
 # How long a call waits for a free connection before failing (calls beyond the pool queue up).
@@ -113,7 +113,40 @@ class _PackInC:
             raise DataError(str(exc)) from exc
 
 
+# Error replies that say a connection to the primary reaches a replica: the primary was demoted while the
+# connection stayed open. redis-py leaves such a connection (for the primary Sentinel names now) only when a
+# command's own reply is READONLY; a write inside a script (Redis 6.2 wraps it in the script's error) or a WAIT
+# (--redis-min-replicas) was refused on it every time, and a master that had one failed every election and
+# write until it was restarted (the nemesis soak, on a loaded machine).
+ON_A_REPLICA = ("-READONLY ", "WAIT cannot be used with replica instances")
+
+
+class _LeavesAReplica:
+    """A Sentinel-managed connection to the primary that, told by a reply that its server is a replica now,
+    disconnects and raises ConnectionError: the client's retry then connects again, to the primary Sentinel
+    names. Safe to retry: a replica took none of the refused call's writes."""
+
+    async def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
+        # A retry within one call reconnects here; redis-py's own reconnect at this point reuses the address
+        # the connection had (the demoted primary again), where ``connect`` asks Sentinel for the primary.
+        if not getattr(self, "is_connected"):
+            await getattr(self, "connect")()
+        await super().send_packed_command(*args, **kwargs)  # type: ignore[misc]
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().read_response(*args, **kwargs)  # type: ignore[misc]
+        except ResponseError as exc:
+            if getattr(self, "connection_pool").is_master and any(sign in str(exc) for sign in ON_A_REPLICA):
+                await getattr(self, "disconnect")()
+                raise ConnectionError(f"the primary this connection reached is a replica now ({exc})") from exc
+            raise
+
+
 @functools.cache
 def packing_in_c(cls: type[AbstractConnection]) -> type[AbstractConnection]:
-    """``cls`` (a plain, TLS, Unix-socket or Sentinel-managed connection) packing its commands in C."""
+    """``cls`` (a plain, TLS, Unix-socket or Sentinel-managed connection) packing its commands in C; a
+    Sentinel-managed one also leaves a primary demoted under it (:class:`_LeavesAReplica`)."""
+    if issubclass(cls, SentinelManagedConnection):
+        return type(cls.__name__, (_PackInC, _LeavesAReplica, cls), {})
     return type(cls.__name__, (_PackInC, cls), {})

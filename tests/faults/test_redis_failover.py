@@ -16,7 +16,7 @@ import redis
 from harness import EXAMPLES, Cluster, free_port, stop_process, wait_for
 from sparkyard.errors import Unavailable
 from sparkyard.master.embedded_redis import find_redis_server
-from sparkyard.master.redis_url import RedisUrlError, parse_sentinel_url
+from sparkyard.master.redis_url import RedisUrlError, connect, parse_sentinel_url
 
 TASKS = EXAMPLES / "tasks.py"
 SERVICE = "sy-test"
@@ -105,3 +105,34 @@ def test_the_master_follows_a_sentinel_failover_and_keeps_acknowledged_submits(
              "the master to read the acknowledged jobs from the promoted replica")
     print(f"Redis primary kill -9: replica promoted {promoted:.1f}s after; {len(before)} acknowledged submits "
           f"kept; submits refused until a replica was back, then accepted {recovered:.1f}s after the kill")
+
+
+async def test_a_connection_left_on_a_demoted_primary_moves_to_the_new_one(sentinel_setup: dict[str, object]) -> None:
+    """A primary demoted under an open connection (Sentinel's own failover closes its clients; a demotion it
+    did not see, or one racing a reconnect, does not): before, a write inside a script and a WAIT were refused
+    on that connection every time, and a master holding one failed every election (the nemesis soak). Now
+    the connection is dropped and the call goes to the primary Sentinel names."""
+    ports: dict[str, int] = sentinel_setup["ports"]  # type: ignore[assignment]
+    sentinel: redis.Redis = sentinel_setup["sentinel"]  # type: ignore[assignment]
+    replica: redis.Redis = sentinel_setup["replica"]  # type: ignore[assignment]
+    url = f"redis+sentinel://127.0.0.1:{ports['sentinel']}/{SERVICE}"
+    scripted, waiting = (connect(url, decode=True, max_connections=1) for _ in range(2))
+    write = "return redis.call('SET', KEYS[1], ARGV[1])"
+    try:
+        assert await scripted.eval(write, 1, "k", "before") == "OK"  # type: ignore[misc]
+        assert await waiting.execute_command("WAIT", 0, 0) >= 0  # both connections open, on the primary
+        old = redis.Redis(port=ports["primary"], decode_responses=True)
+        replica.execute_command("REPLICAOF", "NO", "ONE")
+        old.execute_command("REPLICAOF", "127.0.0.1", ports["replica"])
+        sentinel.execute_command("SENTINEL", "REMOVE", SERVICE)
+        sentinel.execute_command("SENTINEL", "MONITOR", SERVICE, "127.0.0.1", ports["replica"], 1)
+        assert old.info("replication")["role"] == "slave"
+        assert await scripted.eval(write, 1, "k", "after") == "OK"  # type: ignore[misc]
+        assert replica.get("k") == "after"
+        pipe = waiting.pipeline(transaction=False)
+        pipe.get("k")
+        pipe.execute_command("WAIT", 0, 0)
+        assert (await pipe.execute())[0] == "after"
+    finally:
+        await scripted.aclose()
+        await waiting.aclose()
