@@ -14,9 +14,10 @@ from sparkyard.client import Client
 @pytest.fixture
 def net(net_cluster: NetCluster) -> Iterator[NetCluster]:
     """The shared cluster, put back whole after the test whatever it left: every fault undone (processes
-    continued, links up, routes open), a dead master or worker started again, every worker ready. A test that
-    fails mid-fault would otherwise hand the next ones a broken cluster: on a fresh clone's CI one test failed
-    with w1 cut off, and the four tests after it on the same cluster failed with it."""
+    continued, links up, routes open), a dead master or worker started again, every worker ready, and no
+    recurring job of the test left firing on the workers the next tests use. A test that fails mid-fault
+    would otherwise hand the next ones a broken cluster: on a fresh clone's CI one test failed with w1 cut
+    off, and the four tests after it on the same cluster failed with it."""
     yield net_cluster
     net_cluster.network.heal_all()
     for name, proc in list(net_cluster.masters.items()):
@@ -26,6 +27,10 @@ def net(net_cluster: NetCluster) -> Iterator[NetCluster]:
         if not proc.alive():
             net_cluster.start_worker(worker_id)
     net_cluster.wait_workers(*net_cluster.workers, timeout=180)
+    with net_cluster.failover_client() as c:
+        for job in c.jobs(state="active"):
+            if job.spec.trigger.WhichOneof("kind") in ("every", "cron"):
+                c.pause(job.id)
 
 
 @pytest.fixture

@@ -26,8 +26,11 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (deploy/install.sh --test installs it)")
 TASKS = EXAMPLES / "tasks.py"
 SHOTS = ROOT / "tests" / "output" / "console"
-# What the browser may wait for one thing on a loaded 2-core machine.
+# What the browser may wait for one thing on a loaded 2-core machine: every page's actions, and every
+# ``expect`` (Playwright's assertions keep their own 5 s default otherwise, which a page's set_default_timeout
+# does not change).
 UI_WAIT_MS = 30_000
+expect.set_options(timeout=UI_WAIT_MS)
 TOKEN = "s3cret-console"
 VIEWER = "v1ewer-console"
 

@@ -32,16 +32,18 @@ from harness import worker_jvm_args  # noqa: E402
 from ledger import Findings  # noqa: E402
 from nemesis import DISK_MB, WORKERS, Nemesis, kind_skips, remove_faketime_files, schedule  # noqa: E402
 from netcluster import PROXY_VARS, NetCluster, stop_all  # noqa: E402
-from netns import cleanup_stale, unavailable_reason  # noqa: E402
+from netns import cleanup_stale, netns_pids, unavailable_reason  # noqa: E402
 from redis_ha import RedisHA  # noqa: E402
 from verdict import KINDS, check, leftovers, unanswered_that_ran, wait_quiet  # noqa: E402
 from workload import Workload  # noqa: E402
 
 LEASE_S, HEARTBEAT_S = 8.0, 1.2  # as the fault suite's shared network (tests/conftest.py)
 RUNNERS = {"w1": "session", "w2": "session", "w3": "submit"}
+CHECK_CALL_TIMEOUT_S = 300.0
+# How long the teardown waits for the hosts' last processes (drivers, their JVMs) to end after their workers.
+LEFTOVER_WAIT_S = 30.0
 # A task lost to faults is requeued however often (DEAD would be the configuration's verdict, not a loss),
 # and every run is kept (the checker reads them all: a job keeps its newest 100 by default).
-CHECK_CALL_TIMEOUT_S = 300.0
 MASTER_CONFIG = "[master]\nmax_lost = 1000000\nkeep_runs = 1000000\n"
 
 
@@ -151,7 +153,11 @@ class Soak:
         for proc in stop_all([*self.net.workers.values(), *self.net.masters.values(), *self.redis.nodes.values()],
                              timeout=20):
             self.findings.add("process left behind", f"{proc.name} (pid {proc.pid}) ignored SIGTERM for 20 s")
-        time.sleep(1.0)  # drivers end with their worker (parent-death signal): give the kernel a moment
+        # Drivers end with their worker (parent-death signal), their JVMs once the driver's pipe closes: on a
+        # loaded machine that can take more than the second this once waited. What outlives the wait is left.
+        deadline = time.monotonic() + LEFTOVER_WAIT_S
+        while time.monotonic() < deadline and any(netns_pids(h.netns) for h in self.net.network.hosts.values()):
+            time.sleep(0.2)
         leftovers(self.net, self.findings)
         removed = remove_faketime_files(self.began)
         if removed:
