@@ -285,16 +285,17 @@ class NetCluster:
                 str(self.submit_dir), *argv]
 
     def wait_workers(self, *worker_ids: str, timeout: float = 180) -> None:
-        """Until the workers are registered, alive and ready (their drivers warm), as the master sees them."""
+        """Until the workers are registered, alive and ready (their drivers warm), as the leading master sees
+        them (asked through every master: one that cannot name the leader just now does not decide it)."""
         wanted = set(worker_ids or self.workers)
-        client = self.client()
 
         def ready() -> bool:
             up = {w.id for w in client.workers() if w.alive and w.readiness == pb.READINESS_READY}
             return wanted <= up
 
-        wait_until(ready, timeout, f"workers {sorted(wanted)} to register and be ready",
-                   watch=tuple(self.workers[w] for w in wanted))
+        with self.failover_client() as client:
+            wait_until(ready, timeout, f"workers {sorted(wanted)} to register and be ready",
+                       watch=tuple(self.workers[w] for w in wanted))
 
     # ---- the client host ---------------------------------------------------------------------------
 
