@@ -291,9 +291,9 @@ class ClassArchive:
             if problem:
                 self.refuse(f"not made: {problem}")
                 return
-            await self._train(self._children, path)
+            await self._train(path)
 
-    async def _train(self, children: Children, path: Path) -> None:
+    async def _train(self, path: Path) -> None:
         temporary, scratch = (training_file(path, kind) for kind in TRAINING_FILES)  # the dump; the JVM's temp files
         log.info("making the class archive %s in the background", path)
         conf = jvm_temp.temp_conf(with_option(self._conf, f"{DUMP_OPTION}={temporary}"), scratch)
@@ -302,7 +302,7 @@ class ClassArchive:
         log_path = log_file(path)
         try:
             with open(log_path, "wb") as logf:
-                proc = await children.spawn(
+                proc = await self._children.spawn(
                     sys.executable, "-m", "sparkyard.worker.class_archive", str(os.getpid()), json.dumps(conf),
                     what="class archive training", stdin=asyncio.subprocess.DEVNULL, stdout=logf,
                     stderr=asyncio.subprocess.STDOUT, env=env, cwd=scratch)
@@ -313,7 +313,7 @@ class ClassArchive:
             finally:  # ended (or cancelled: the worker stops): its group goes, with any JVM it left
                 Children.kill_group(proc.pid)
                 if proc.returncode is not None:
-                    children.forget(proc.pid)
+                    self._children.forget(proc.pid)
             if code != 0 or not temporary.is_file() or temporary.stat().st_size == 0:
                 how = f"exited with {code}" if code is not None else f"took over {TRAIN_TIMEOUT_S:.0f}s"
                 self.refuse(f"not made: its training JVM {how} (log: {log_path})")
