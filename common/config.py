@@ -34,6 +34,7 @@ from sparkyard.defaults import (
     DEFAULT_DISPATCH_BATCH,
     DEFAULT_DRAIN_TIMEOUT_S,
     DEFAULT_DRIVER_MAX_TASKS,
+    DEFAULT_FIRE_AHEAD_S,
     DEFAULT_HEARTBEAT_S,
     DEFAULT_HISTORY_MAX_AGE_S,
     DEFAULT_IDEMPOTENCY_TTL_S,
@@ -183,6 +184,9 @@ class MasterConfig(_Secrets):
     preload_horizon_s: Seconds = Field(DEFAULT_PRELOAD_HORIZON_S, description="how far ahead the schedule is loaded "
                                        "into the timing wheel (re-read every half of it)")
     wait_max_s: Seconds = DEFAULT_WAIT_MAX_S
+    fire_ahead_s: Seconds = Field(DEFAULT_FIRE_AHEAD_S, description="fire a scheduled run (create it, lease its "
+                                  "task) this long before its time; the worker starts it at its time (0: fire at "
+                                  "the time). A pause or update in this window does not stop the firing")
     misfire_threshold_s: Seconds = Field(DEFAULT_MISFIRE_THRESHOLD_S, description="how late a firing may be before "
                                          "it counts as missed")
     priority_aging_s: Seconds = DEFAULT_PRIORITY_AGING_S
@@ -225,12 +229,15 @@ class MasterConfig(_Secrets):
                   "max_message_bytes", "max_args_bytes", "max_env_bytes", "max_conf_bytes", "max_inputs")
         _finite(self, "lease_s", "heartbeat_s", "reaper_interval_s", "timeout_grace_s", "idempotency_ttl_s",
                 "preload_horizon_s", "wait_max_s", "misfire_threshold_s", "priority_aging_s", "shutdown_grace_s",
-                "leader_lease_s", "history_max_age_s", "retention_interval_s", "redis_connect_wait_s")
+                "fire_ahead_s", "leader_lease_s", "history_max_age_s", "retention_interval_s", "redis_connect_wait_s")
         if self.heartbeat_s * 2 > self.lease_s:
             raise ConfigError(f"heartbeat_s ({self.heartbeat_s}) must be at most half of lease_s ({self.lease_s})")
         if self.leader_lease_s >= self.lease_s:
             raise ConfigError(f"leader_lease_s ({self.leader_lease_s}) must be shorter than lease_s ({self.lease_s}): "
                               "running tasks must keep their leases while a standby takes over")
+        if not 0 <= self.fire_ahead_s < min(self.lease_s, self.preload_horizon_s / 2):
+            raise ConfigError(f"fire_ahead_s ({self.fire_ahead_s}) must be at least 0 and shorter than lease_s "
+                              f"({self.lease_s}) and half of preload_horizon_s ({self.preload_horizon_s})")
         if self.advertise:
             check_host_port(self.advertise, "advertise")
         if self.max_lost < 0:

@@ -28,6 +28,13 @@ DEFAULT_IDEMPOTENCY_TTL_S = 24 * 3600.0
 DEFAULT_DISPATCH_BATCH = 1024
 # Schedule entries due within this horizon are preloaded into the timing wheel (LTS PreLoader).
 DEFAULT_PRELOAD_HORIZON_S = 60.0
+# A scheduled run is fired (created, its task leased) this long before its time and the worker starts it at
+# its time: the firing, the lease and the delivery then happen before the second, not in it, so a run starts
+# within milliseconds of its time though ~167 are due every second (10,000 every-minute jobs; fired at their
+# time they started 43 ms late p99, 63 ms with a million schedules held; docs/benchmarks.md). Each run holds
+# its worker's slot this long before it starts, and a pause or update in this window no longer stops the
+# firing, so it is short: ~3x what those steps take at the p99 of the million-schedule benchmark.
+DEFAULT_FIRE_AHEAD_S = 0.25
 # The longest a WaitRun call may block; clients loop for longer waits.
 DEFAULT_WAIT_MAX_S = 3600.0
 # A firing that happens this much later than its scheduled time is a misfire (master was down, job

@@ -6,6 +6,11 @@ cancel takes it out. All of them call :meth:`Arming.consider` / :meth:`Arming.fo
 expires goes on :attr:`Arming.due`, which the preloader's firing loop drains. Being its own object, built
 first, it lets the core and the job manager arm timers without a reference to the preloader (which needs
 the core), so the master's components are wired one way.
+
+An entry's timer expires ``ahead_ms`` before its time (the master's ``--fire-ahead``): its run is created and
+its task leased before the second it is due in, and the worker starts it at its time. A firing that must be
+decided at its time (overlap forbid or replace: whether an earlier run is still active) is armed again at
+its exact time (:meth:`Arming.at_time`).
 """
 
 from __future__ import annotations
@@ -17,10 +22,11 @@ from sparkyard.master.timer import SystemTimer, TimerTask
 
 
 class Arming:
-    def __init__(self, timer: SystemTimer, clock: Clock, horizon_ms: int) -> None:
+    def __init__(self, timer: SystemTimer, clock: Clock, horizon_ms: int, ahead_ms: int) -> None:
         self._timer = timer
         self._clock = clock
         self.horizon_ms = horizon_ms
+        self.ahead_ms = ahead_ms
         self._armed: dict[str, tuple[int, TimerTask]] = {}
         self.due: asyncio.Queue[tuple[str, int]] = asyncio.Queue()  # (job id, due ms) whose timer expired
 
@@ -31,6 +37,13 @@ class Arming:
     def consider(self, job_id: str, due_ms: int) -> None:
         """Arm (or move) the timer of a schedule entry if it falls within the horizon (else the
         preloader's next top-up arms it); a negative time means the job has no next firing."""
+        self._arm(job_id, due_ms, self.ahead_ms)
+
+    def at_time(self, job_id: str, due_ms: int) -> None:
+        """Arm an entry to expire at its time, not ahead of it."""
+        self._arm(job_id, due_ms, 0)
+
+    def _arm(self, job_id: str, due_ms: int, ahead_ms: int) -> None:
         if due_ms < 0:
             return
         current = self._armed.get(job_id)
@@ -47,7 +60,7 @@ class Arming:
                 del self._armed[job_id]
             self.due.put_nowait((job_id, due_ms))
 
-        self._armed[job_id] = (due_ms, self._timer.schedule_at_wall(due_ms / 1000.0, expire))
+        self._armed[job_id] = (due_ms, self._timer.schedule_at_wall((due_ms - ahead_ms) / 1000.0, expire))
 
     def forget(self, job_id: str) -> None:
         current = self._armed.pop(job_id, None)

@@ -107,13 +107,13 @@ def build_master(cfg: MasterConfig, store: Store, clock: Clock, timer: SystemTim
     background = Background()
     registry = WorkerRegistry(clock, events)
     purgatory = Purgatory(timer, "wait-run")
-    arming = Arming(timer, clock, int(cfg.preload_horizon_s * 1000))
+    arming = Arming(timer, clock, int(cfg.preload_horizon_s * 1000), int(cfg.fire_ahead_s * 1000))
     retries = Retries(store, timer, clock, events)
     outcomes = Outcomes(store, registry, retries, events, metrics)
     reports = ReportSink(store, registry, outcomes, metrics, clock, cfg.result_max_bytes)
     scheduler = SlotScheduler(store, registry, clock, lease_ms=int(cfg.lease_s * 1000),
                               timeout_grace_ms=int(cfg.timeout_grace_s * 1000), dispatch_batch=cfg.dispatch_batch,
-                              undelivered=reports.undelivered)
+                              undelivered=reports.undelivered, start_after_max_ms=arming.ahead_ms)
     fixed_delay = FixedDelay(store, clock, background, arming.consider)
     preloader = Preloader(store, arming, timer, clock, background, outcomes, fixed_delay, metrics,
                           cfg.misfire_threshold_s)

@@ -13,6 +13,11 @@ When an entry's timer expires, the job is fired:
    still says what we planned from, so a second master firing the same entry finds it ``stale``/``exists``;
 5. arm the next fire time and wake the scheduler.
 
+Timers expire ``--fire-ahead`` before an entry's time (:mod:`sparkyard.master.arming`), so the run exists
+and its task is leased when the time comes; the worker starts it then. A job whose overlap policy looks at
+its active runs (forbid, replace) is fired at its exact time instead: a run that ends in between must count
+as ended.
+
 A manual trigger goes through the same path (steps 2–5) with no schedule entry to consume. Only a job
 submitted to run now gets its first run elsewhere: ``submit.lua`` creates it with the job, in one step.
 
@@ -167,8 +172,12 @@ class Preloader:
         plans: list[list[FireRequest]] = []
         for job_id, due_ms, job in active:
             spec = specs.get((job_id, job.spec_version))
-            if spec is not None:
-                plans.append(self._steps(job_id, spec, job.spec_version, due_ms, now, job.runs))
+            if spec is None:
+                continue
+            if due_ms > now and _OVERLAP.get(spec.overlap, "allow") != "allow":
+                self._arming.at_time(job_id, due_ms)
+                continue
+            plans.append(self._steps(job_id, spec, job.spec_version, due_ms, now, job.runs))
         await self._fire(plans)
 
     def _steps(self, job_id: str, spec: pb.JobSpec, version: int, due_ms: int, now_ms: int,
@@ -224,7 +233,7 @@ class Preloader:
                     log.error("job=%s run=%s: its firing due at %d failed in Redis: %s", request.job_id, run_id,
                               request.scheduled_ms, res.error)
                     continue
-                log.log(logging.DEBUG if quiet else logging.INFO, "job=%s run=%s fire %s (late %d ms)%s",
+                log.log(logging.DEBUG if quiet else logging.INFO, "job=%s run=%s fire %s (%+d ms from its time)%s",
                         request.job_id, run_id, res.status.value, res.fired_ms - request.scheduled_ms,
                         f": {request.skip_reason}" if request.skip_reason else "")
                 if res.status is FireStatus.CHANGED and request.expected_ms is not None:

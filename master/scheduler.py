@@ -19,6 +19,11 @@ An assignment carries its job's spec without the split's input list: the task's 
 2,000 input files: ~120 KB per assignment, 240 MB per run, all serialised by the master and parsed by
 the workers). The spec sent is built once per job version (:class:`WireSpecs`).
 
+A task of a run fired ahead of its time (:mod:`sparkyard.master.arming`) is sent with ``start_after``, how
+long before its scheduled time it is by the master's clock, so the worker starts it at that time: a relative
+wait, which a worker's clock skew does not shift. It is bounded by the fire-ahead, so a run whose scheduled
+time is ahead of this master's clock for another reason (a trigger timed by Redis's clock) waits no longer.
+
 Tasks that cannot be placed stay READY in Redis; the master keeps no queue of its own.
 """
 
@@ -74,7 +79,8 @@ class SlotScheduler:
     def __init__(self, store: Store, registry: WorkerRegistry, clock: Clock, *, lease_ms: int,
                  timeout_grace_ms: int, dispatch_batch: int, undelivered: Callable[[list[Claim]], None],
                  router: Router | None = None,
-                 on_claimed: Callable[[list[Claim]], Awaitable[None]] | None = None) -> None:
+                 on_claimed: Callable[[list[Claim]], Awaitable[None]] | None = None,
+                 start_after_max_ms: int = 0) -> None:
         """``undelivered`` hands back tasks claimed for a worker that vanished before they were sent
         (:meth:`sparkyard.master.reports.ReportSink.undelivered`: the path every report takes)."""
         self._store = store
@@ -84,6 +90,7 @@ class SlotScheduler:
         self._lease_ms = lease_ms
         self._grace_ms = timeout_grace_ms
         self._batch = dispatch_batch
+        self._start_after_max_ms = start_after_max_ms
         self._router = router or Router()
         self._on_claimed = on_claimed
         self._event = asyncio.Event()
@@ -153,13 +160,14 @@ class SlotScheduler:
         for worker_id, batch in by_worker.items():
             assignments = []
             sent: list[Claim] = []
+            now_ms = int(self._clock.now() * 1000)
             for claim in batch:
                 key = (claim.job_id, claim.spec_version)
                 spec = specs.get(key)
                 if spec is None:
                     undeliverable.append(claim)
                     continue
-                assignments.append(self._assignment(claim, self._wire.of(key, spec)))
+                assignments.append(self._assignment(claim, self._wire.of(key, spec), now_ms))
                 sent.append(claim)
             if not sent:
                 continue
@@ -178,7 +186,7 @@ class SlotScheduler:
         if self._on_claimed is not None:
             await self._on_claimed(claims)
 
-    def _assignment(self, claim: Claim, spec: pb.JobSpec) -> pb.TaskAssignment:
+    def _assignment(self, claim: Claim, spec: pb.JobSpec, now_ms: int) -> pb.TaskAssignment:
         a = pb.TaskAssignment(
             task_id=claim.task_id,
             run_id=claim.run_id,
@@ -193,4 +201,7 @@ class SlotScheduler:
         )
         a.scheduled_at.FromMilliseconds(claim.scheduled_ms)
         a.lease.FromMilliseconds(self._lease_ms)
+        early_ms = min(claim.scheduled_ms - now_ms, self._start_after_max_ms)
+        if early_ms > 0:
+            a.start_after.FromMilliseconds(early_ms)
         return a

@@ -2,7 +2,8 @@
 timeouts, kills, self-fencing and results.
 
 An attempt arrives in a TaskBatch and is queued; while it waits its bundle is fetched; a free slot takes
-it (:meth:`AttemptSlots.pump`) and its runner runs it; its end — run to completion, failed, timed out,
+it (:meth:`AttemptSlots.pump`), not before its ``start_after`` has passed (a scheduled run fired ahead of its
+time starts at its time), and its runner runs it; its end — run to completion, failed, timed out,
 killed by a cancel, a lost lease, self-fencing or a hand-back — is handed to the result ledger once, which
 keeps it until the master acknowledges it. The master frees the slot only on that report, so every end is
 reported. A kill is recorded once, on the attempt (:class:`Kill`), before its runner is asked to stop it.
@@ -40,6 +41,9 @@ HANDBACK_AFTER_S = 1.0
 # result): halves the messages of a stream of short tasks, keeps `logs -f` working for long ones. The
 # check runs every WATCH_S, so the report leaves 0.1–0.35 s after the start.
 STARTED_REPORT_AFTER_S = 0.1
+# A loop's timer may run its callback a hair before its deadline: an attempt this close to its start time
+# starts (else it would wait for the next pump, up to a watch period).
+START_SLACK_S = 0.0002
 # How often the watch looks at lease renewals (self-fencing), queued tasks and start reports.
 WATCH_S = 0.25
 # How long a stop or the end of a drain waits for killed attempts to end (each runner bounds its kill).
@@ -62,7 +66,7 @@ class Execution:
     run: AttemptRun  # its kill, if any, is recorded there (run.killed)
     runner: Runner  # the one that runs it (chosen on arrival, from its job's spec)
     renewed_at: float  # monotonic time of the last lease renewal (or of receipt)
-    queued_at: float  # monotonic time it arrived
+    not_before: float  # monotonic time it may start (its arrival, or later for a run fired ahead of its time)
     begun_at: float = 0.0  # monotonic time a slot took it (0: still queued)
     started_ms: int = 0  # wall-clock ms when the runner was given the attempt
     placed: bool = False  # its bundle (if any) is in the cache: a slot can take it
@@ -182,7 +186,7 @@ class AttemptSlots:
             if execution is not None:
                 self.kill(execution, "lost", "lease lost (cancelled, expired or reassigned)")
 
-    def cancel(self, cancel: pb.Cancel) -> None:
+    def cancel(self, cancel: pb.CancelTask) -> None:
         execution = self.executions.get(cancel.task_id)
         if execution is not None and cancel.fencing_token in (0, execution.assignment.fencing_token):
             self.kill(execution, "cancel", cancel.reason or "cancelled")
@@ -206,8 +210,11 @@ class AttemptSlots:
         run = AttemptRun(assignment, self._cfg.worker_id, log_path, self._attempts_dir, self._cfg.result_max_bytes,
                          _UNPLACED, fence=self._fence_address)
         now = self._clock.monotonic()
+        wait_s = assignment.start_after.ToMilliseconds() / 1000
         execution = Execution(assignment, run, self._runners.for_spec(assignment.spec), renewed_at=now,
-                              queued_at=now)
+                              not_before=now + wait_s)
+        if wait_s > 0:
+            self._clock.call_later(wait_s, self.pump)
         self.executions[assignment.task_id] = execution
         self._idle.clear()
         self.queue.append(execution)
@@ -246,8 +253,9 @@ class AttemptSlots:
             return
         self._pumping = True
         try:
+            now = self._clock.monotonic() + START_SLACK_S
             while self.queue and not self.draining and self.busy < self._runners.readiness()[2]:
-                execution = next((e for e in self.queue if e.placed), None)
+                execution = next((e for e in self.queue if e.placed and e.not_before <= now), None)
                 if execution is None:
                     return
                 self.queue.remove(execution)
@@ -382,12 +390,12 @@ class AttemptSlots:
 
     def _hand_back_stuck(self) -> None:
         now = self._clock.monotonic()
-        stuck = [e for e in self.queue if e.placed and now - e.queued_at > HANDBACK_AFTER_S]
+        stuck = [e for e in self.queue if e.placed and now - e.not_before > HANDBACK_AFTER_S]
         if stuck:
             log.info("handing back %d queued tasks: no slot freed for %.1fs (the slots run long attempts)",
                      len(stuck), HANDBACK_AFTER_S)
         for execution in stuck:
-            self.kill(execution, "release", f"handed back after waiting {now - execution.queued_at:.1f}s for a "
+            self.kill(execution, "release", f"handed back after waiting {now - execution.not_before:.1f}s for a "
                                             "free slot on this worker (its slots run long attempts)")
 
     def _announce_start(self, execution: Execution) -> None:

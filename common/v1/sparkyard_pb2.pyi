@@ -862,7 +862,7 @@ class WorkerMessage(_message.Message):
     def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., log: _Optional[_Union[LogData, _Mapping]] = ..., reports: _Optional[_Union[Reports, _Mapping]] = ...) -> None: ...
 
 class TaskAssignment(_message.Message):
-    __slots__ = ("task_id", "run_id", "job_id", "index", "task_count", "attempt", "fencing_token", "spec", "inputs", "scheduled_at", "lease", "upstream_json")
+    __slots__ = ("task_id", "run_id", "job_id", "index", "task_count", "attempt", "fencing_token", "spec", "inputs", "scheduled_at", "lease", "upstream_json", "start_after")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
@@ -875,6 +875,7 @@ class TaskAssignment(_message.Message):
     SCHEDULED_AT_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
     UPSTREAM_JSON_FIELD_NUMBER: _ClassVar[int]
+    START_AFTER_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     run_id: str
     job_id: str
@@ -887,7 +888,8 @@ class TaskAssignment(_message.Message):
     scheduled_at: _timestamp_pb2.Timestamp
     lease: _duration_pb2.Duration
     upstream_json: str
-    def __init__(self, task_id: _Optional[str] = ..., run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., index: _Optional[int] = ..., task_count: _Optional[int] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., inputs: _Optional[_Iterable[_Union[SplitInput, _Mapping]]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., upstream_json: _Optional[str] = ...) -> None: ...
+    start_after: _duration_pb2.Duration
+    def __init__(self, task_id: _Optional[str] = ..., run_id: _Optional[str] = ..., job_id: _Optional[str] = ..., index: _Optional[int] = ..., task_count: _Optional[int] = ..., attempt: _Optional[int] = ..., fencing_token: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., inputs: _Optional[_Iterable[_Union[SplitInput, _Mapping]]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., upstream_json: _Optional[str] = ..., start_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class Registered(_message.Message):
     __slots__ = ("worker_id", "lease", "heartbeat_interval", "lost", "liveness_interval")

@@ -23,10 +23,10 @@ from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 HEARTBEAT_S = 0.5
 
 
-def _results(batch: pb.TaskBatch) -> pb.WorkerMessage:
+def _results(tasks: list[pb.TaskAssignment]) -> pb.WorkerMessage:
     now = int(time.time() * 1000)
     results = []
-    for task in batch.tasks:
+    for task in tasks:
         result = pb.TaskResult(task_id=task.task_id, fencing_token=task.fencing_token, outcome=pb.ATTEMPT_SUCCEEDED)
         result.started_at.FromMilliseconds(now)
         result.finished_at.FromMilliseconds(now)
@@ -34,8 +34,13 @@ def _results(batch: pb.TaskBatch) -> pb.WorkerMessage:
     return pb.WorkerMessage(reports=pb.Reports(results=results))
 
 
+def _report(outbox: asyncio.Queue[pb.WorkerMessage | None], tasks: list[pb.TaskAssignment]) -> None:
+    outbox.put_nowait(_results(tasks))
+
+
 async def _session(address: str, worker_id: str, slots: int, stop: asyncio.Event) -> None:
     """One stream to one master, until it ends or ``stop`` is set."""
+    loop = asyncio.get_running_loop()
     outbox: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue()
     outbox.put_nowait(pb.WorkerMessage(register=pb.Register(worker_id=worker_id, slots=slots)))
 
@@ -63,7 +68,13 @@ async def _session(address: str, worker_id: str, slots: int, stop: asyncio.Event
                 if message is grpc.aio.EOF:
                     return
                 if message.WhichOneof("kind") == "batch":
-                    outbox.put_nowait(_results(message.batch))
+                    # As a real worker does: a task sent with start_after (fired ahead of its time) starts
+                    # then, the others at once.
+                    waits: dict[int, list[pb.TaskAssignment]] = {}
+                    for task in message.batch.tasks:
+                        waits.setdefault(task.start_after.ToMilliseconds(), []).append(task)
+                    for wait_ms, tasks in waits.items():
+                        loop.call_later(wait_ms / 1000, _report, outbox, tasks)
         finally:
             beat.cancel()
             stopper.cancel()

@@ -20,7 +20,7 @@ def clock() -> FakeClock:
 def arming(clock: FakeClock) -> Arming:
     timer = SystemTimer(clock)
     timer.start()
-    return Arming(timer, clock, HORIZON_MS)
+    return Arming(timer, clock, HORIZON_MS, 0)
 
 
 def _ms(clock: FakeClock, ahead_s: float) -> int:
@@ -69,3 +69,20 @@ def test_clear_cancels_everything(arming: Arming, clock: FakeClock) -> None:
     arming.clear()
     clock.advance(10)
     assert arming.armed == 0 and _drain(arming) == []
+
+
+def test_with_a_fire_ahead_an_entry_expires_that_long_before_its_time_or_at_it_when_asked(clock: FakeClock) -> None:
+    timer = SystemTimer(clock)
+    timer.start()
+    arming = Arming(timer, clock, HORIZON_MS, 250)
+    due = _ms(clock, 5)
+    arming.consider("ahead", due)
+    arming.at_time("exact", due)
+    clock.advance(4.7)
+    assert _drain(arming) == []
+    clock.advance(0.1)
+    assert _drain(arming) == [("ahead", due)]
+    clock.advance(0.15)
+    assert _drain(arming) == [] and arming.armed == 1
+    clock.advance(0.06)
+    assert _drain(arming) == [("exact", due)] and arming.armed == 0

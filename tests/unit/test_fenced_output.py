@@ -180,7 +180,7 @@ async def test_a_worker_says_not_current_for_attempts_it_knows_are_fenced_and_wi
     worker = build_worker(WorkerConfig(work_dir=str(tmp_path), id="w1").validate(), clock=clock)
     assignment = pb.TaskAssignment(task_id="t1", attempt=1, fencing_token=5)
     execution = Execution(assignment, AttemptRun(assignment, "w1", "", str(tmp_path), 1024, Workspace("", "", (), ())),
-                          worker.runners["submit"], renewed_at=clock.monotonic(), queued_at=clock.monotonic())
+                          worker.runners["submit"], renewed_at=clock.monotonic(), not_before=clock.monotonic())
     worker.slots.executions["t1"] = execution
     assert await worker.link.answer_fence("t2", 5) == (False, "worker w1 no longer runs task t2 with fencing token 5")
     assert (await worker.link.answer_fence("t1", 4))[0] is False

@@ -49,7 +49,7 @@ async def test_a_running_worker_sweeps_periodically_and_spares_today_and_running
     assignment = pb.TaskAssignment(task_id="t-running", attempt=1)
     worker.slots.executions["t-running"] = Execution(
         assignment, AttemptRun(assignment, "w1", "", str(scratch), 1024, Workspace("", "", (), ())),
-        worker.runners["submit"], renewed_at=clock.monotonic(), queued_at=clock.monotonic())
+        worker.runners["submit"], renewed_at=clock.monotonic(), not_before=clock.monotonic())
 
     loop = asyncio.create_task(worker.retention.run())
     try:

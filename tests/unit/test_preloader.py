@@ -190,6 +190,44 @@ async def test_the_firing_loop_fires_entries_as_their_timers_expire(rig: Rig) ->
         await rig.preloader.stop()
 
 
+async def test_the_firing_loop_fires_a_run_ahead_of_its_time_by_the_fire_ahead(rig: Rig) -> None:
+    """Fired (created, its tasks ready to lease) the master's fire-ahead before its time; the worker is
+    told to wait the rest (test_scheduler.py)."""
+    ahead_s = rig.arming.ahead_ms / 1000
+    assert ahead_s > 0  # the default
+    due = rig.now_ms() + 5_000
+    await rig.submit("j1", due)
+    await rig.preloader.start()
+    try:
+        rig.clock.advance(5.0 - ahead_s - 0.05)
+        await settle(rig.store)
+        assert await rig.runs("j1") == []
+        rig.clock.advance(0.06)
+        await settle(rig.store)
+        assert await rig.runs("j1") == [(due, RunState.SCHEDULED)]
+    finally:
+        await rig.preloader.stop()
+
+
+@pytest.mark.parametrize("overlap", [pb.OVERLAP_FORBID, pb.OVERLAP_REPLACE])
+async def test_a_job_whose_overlap_looks_at_its_active_runs_fires_at_its_time_not_ahead(rig: Rig,
+                                                                                         overlap: int) -> None:
+    """Whether an earlier run is still active is decided at the firing's time: a run that ends in the
+    fire-ahead window before it must not make the firing skip (forbid) or be cancelled (replace)."""
+    due = rig.now_ms() + 5_000
+    await rig.submit("j1", due, overlap=overlap)
+    await rig.preloader.start()
+    try:
+        rig.clock.advance(5.0 - 0.01)
+        await settle(rig.store)
+        assert await rig.runs("j1") == []
+        rig.clock.advance(0.02)
+        await settle(rig.store)
+        assert await rig.runs("j1") == [(due, RunState.SCHEDULED)]
+    finally:
+        await rig.preloader.stop()
+
+
 async def test_a_fixed_delay_firing_skipped_by_overlap_forbid_does_not_stall_the_job(rig: Rig) -> None:
     """The skipped run has ended at once, so the job waits for the end of the run that blocked it (it used
     to wait in `awaiting` for the end of the skipped run, which never comes), then fires an interval later."""

@@ -60,7 +60,8 @@ class Rig:
     """A scheduler over a store, a registry and a fake clock (:meth:`make`: ``store_class`` may wrap the store)."""
 
     def __init__(self, clock: FakeClock, store: RedisStore, *, batch: int = 64,
-                 on_claimed: Callable[[list[Claim]], Awaitable[None]] | None = None) -> None:
+                 on_claimed: Callable[[list[Claim]], Awaitable[None]] | None = None,
+                 start_after_max_ms: int = 0) -> None:
         self.clock = clock
         self.store = store
         events = Events()
@@ -71,13 +72,15 @@ class Rig:
         self.reports = ReportSink(store, self.registry, outcomes, MasterMetrics(), clock, 1 << 20)
         self.scheduler = SlotScheduler(self.store, self.registry, self.clock, lease_ms=LEASE_MS, timeout_grace_ms=0,
                                        dispatch_batch=batch, undelivered=self.reports.undelivered,
-                                       on_claimed=on_claimed)
+                                       on_claimed=on_claimed, start_after_max_ms=start_after_max_ms)
 
     @classmethod
     async def make(cls, stores: ClockedStores, *, store_class: type[RedisStore] = RedisStore, batch: int = 64,
-                   on_claimed: Callable[[list[Claim]], Awaitable[None]] | None = None) -> Rig:
+                   on_claimed: Callable[[list[Claim]], Awaitable[None]] | None = None,
+                   start_after_max_ms: int = 0) -> Rig:
         clock = FakeClock()
-        return cls(clock, await stores.make(clock, store_class), batch=batch, on_claimed=on_claimed)
+        return cls(clock, await stores.make(clock, store_class), batch=batch, on_claimed=on_claimed,
+                   start_after_max_ms=start_after_max_ms)
 
     async def states(self, task_ids: Sequence[str]) -> list[TaskState]:
         return [t.state for t in await self.store.get_tasks(task_ids)]
@@ -117,6 +120,19 @@ async def test_an_assignment_carries_the_claims_token_attempt_spec_and_inputs(cl
     assert [i.value for i in a.inputs] == ["p0"] and a.spec.entrypoint == "/jobs/x.py:main"
     assert a.scheduled_at.ToMilliseconds() == 5_000 and a.lease.ToMilliseconds() == LEASE_MS
     assert w1.leased == {task_id: task.token}
+
+
+async def test_a_task_of_a_run_fired_ahead_of_its_time_is_sent_to_start_at_it(clocked_stores: ClockedStores) -> None:
+    """``start_after``: the time left until the run's scheduled time by the master's clock, at most the
+    fire-ahead; none for a run whose time has come (a retry, a backfill, a rerun, a trigger)."""
+    rig = await Rig.make(clocked_stores, start_after_max_ms=250)
+    now = int(rig.clock.now() * 1000)
+    soon, far, past = [await submit(rig.store, n, at=at) for n, at in ((1, now + 180), (2, now + 5_000),
+                                                                            (3, now - 40))]
+    w1 = connect(rig.registry, rig.clock, "w1", 3)
+    await rig.scheduler.dispatch_round()
+    waits = {a.task_id: (a.HasField("start_after"), a.start_after.ToMilliseconds()) for a in sent(w1)}
+    assert waits == {soon[0]: (True, 180), far[0]: (True, 250), past[0]: (False, 0)}
 
 
 async def test_an_assignment_carries_its_own_inputs_not_the_splits_whole_list(clocked_stores: ClockedStores) -> None:
