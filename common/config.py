@@ -185,8 +185,8 @@ class MasterConfig(_Secrets):
                                        "into the timing wheel (re-read every half of it)")
     wait_max_s: Seconds = DEFAULT_WAIT_MAX_S
     fire_ahead_s: Seconds = Field(DEFAULT_FIRE_AHEAD_S, description="fire a scheduled run (create it, lease its "
-                                  "task) this long before its time; the worker starts it at its time (0: fire at "
-                                  "the time). A pause or update in this window does not stop the firing")
+                                  "task) this long before its time, longer in a burst; the worker starts it at its "
+                                  "time (0: fire at the time)")
     misfire_threshold_s: Seconds = Field(DEFAULT_MISFIRE_THRESHOLD_S, description="how late a firing may be before "
                                          "it counts as missed")
     priority_aging_s: Seconds = DEFAULT_PRIORITY_AGING_S

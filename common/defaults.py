@@ -32,8 +32,8 @@ DEFAULT_PRELOAD_HORIZON_S = 60.0
 # its time: the firing, the lease and the delivery then happen before the second, not in it, so a run starts
 # within milliseconds of its time though ~167 are due every second (10,000 every-minute jobs; fired at their
 # time they started 43 ms late p99, 63 ms with a million schedules held; docs/benchmarks.md). Each run holds
-# its worker's slot this long before it starts, and a pause or update in this window no longer stops the
-# firing, so it is short: ~3x what those steps take at the p99 of the million-schedule benchmark.
+# its worker's slot this long before it starts, so it is short: ~3x what those steps take at the p99 of
+# the million-schedule benchmark (a burst due in one second goes further ahead: master/arming.py).
 DEFAULT_FIRE_AHEAD_S = 0.25
 # The longest a WaitRun call may block; clients loop for longer waits.
 DEFAULT_WAIT_MAX_S = 3600.0

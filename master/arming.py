@@ -11,14 +11,27 @@ An entry's timer expires ``ahead_ms`` before its time (the master's ``--fire-ahe
 its task leased before the second it is due in, and the worker starts it at its time. A firing that must be
 decided at its time (overlap forbid or replace: whether an earlier run is still active) is armed again at
 its exact time (:meth:`Arming.at_time`).
+
+Many entries due in the same second (a midnight cron burst) are armed further ahead, the more the later
+they are armed (:data:`BURST_MS_PER_ENTRY` each, up to :data:`BURST_AHEAD_MAX_MS`): firing and leasing
+10,000 runs takes the master and Redis about two seconds, which the second itself cannot hold.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from collections import Counter
+
 from sparkyard.clock import Clock
 from sparkyard.master.timer import SystemTimer, TimerTask
+
+# Each entry already armed for the same second moves the next one this much further ahead: about what firing
+# (fire.lua) and leasing (claim.lua) cost per run on a 2-core machine (10,000 due together: leased over
+# ~2 s when fired at their time; docs/benchmarks.md, "Bursts"), so a cohort's last run is leased before
+# its time. Bounded, since a run fired ahead holds its worker's slot until then.
+BURST_MS_PER_ENTRY = 0.25
+BURST_AHEAD_MAX_MS = 5_000
 
 
 class Arming:
@@ -27,7 +40,9 @@ class Arming:
         self._clock = clock
         self.horizon_ms = horizon_ms
         self.ahead_ms = ahead_ms
+        self.ahead_max_ms = ahead_ms + BURST_AHEAD_MAX_MS if ahead_ms else 0  # the furthest an entry fires ahead
         self._armed: dict[str, tuple[int, TimerTask]] = {}
+        self._cohorts: Counter[int] = Counter()  # armed entries per due second
         self.due: asyncio.Queue[tuple[str, int]] = asyncio.Queue()  # (job id, due ms) whose timer expired
 
     @property
@@ -40,7 +55,7 @@ class Arming:
         self._arm(job_id, due_ms, self.ahead_ms)
 
     def at_time(self, job_id: str, due_ms: int) -> None:
-        """Arm an entry to expire at its time, not ahead of it."""
+        """Arm an entry to expire at its time, not ahead of it (nor with its cohort)."""
         self._arm(job_id, due_ms, 0)
 
     def _arm(self, job_id: str, due_ms: int, ahead_ms: int) -> None:
@@ -50,24 +65,35 @@ class Arming:
         if current is not None:
             if current[0] == due_ms:
                 return
-            current[1].cancel()
-            del self._armed[job_id]
+            self.forget(job_id)
         if due_ms > int(self._clock.now() * 1000) + self.horizon_ms:
             return
 
         def expire() -> None:
             if self._armed.get(job_id, (None,))[0] == due_ms:
-                del self._armed[job_id]
+                self._disarmed(job_id)
             self.due.put_nowait((job_id, due_ms))
 
+        second = due_ms // 1000
+        if ahead_ms:
+            ahead_ms += min(int(self._cohorts[second] * BURST_MS_PER_ENTRY), BURST_AHEAD_MAX_MS)
+        self._cohorts[second] += 1
         self._armed[job_id] = (due_ms, self._timer.schedule_at_wall((due_ms - ahead_ms) / 1000.0, expire))
 
     def forget(self, job_id: str) -> None:
-        current = self._armed.pop(job_id, None)
-        if current is not None:
-            current[1].cancel()
+        if job_id in self._armed:
+            self._disarmed(job_id)[1].cancel()
+
+    def _disarmed(self, job_id: str) -> tuple[int, TimerTask]:
+        due_ms, task = self._armed.pop(job_id)
+        second = due_ms // 1000
+        self._cohorts[second] -= 1
+        if not self._cohorts[second]:
+            del self._cohorts[second]
+        return due_ms, task
 
     def clear(self) -> None:
         for _, task in self._armed.values():
             task.cancel()
         self._armed.clear()
+        self._cohorts.clear()

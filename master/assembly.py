@@ -113,7 +113,7 @@ def build_master(cfg: MasterConfig, store: Store, clock: Clock, timer: SystemTim
     reports = ReportSink(store, registry, outcomes, metrics, clock, cfg.result_max_bytes)
     scheduler = SlotScheduler(store, registry, clock, lease_ms=int(cfg.lease_s * 1000),
                               timeout_grace_ms=int(cfg.timeout_grace_s * 1000), dispatch_batch=cfg.dispatch_batch,
-                              undelivered=reports.undelivered, start_after_max_ms=arming.ahead_ms)
+                              undelivered=reports.undelivered, start_after_max_ms=arming.ahead_max_ms)
     fixed_delay = FixedDelay(store, clock, background, arming.consider)
     preloader = Preloader(store, arming, timer, clock, background, outcomes, fixed_delay, metrics,
                           cfg.misfire_threshold_s)

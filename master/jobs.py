@@ -273,7 +273,19 @@ class JobManager:
         if status is StateChangeStatus.ILLEGAL:
             raise FailedPrecondition(f"job {job_id} is {state and state.value} and cannot be paused")
         self._arming.forget(job_id)
+        await self._cancel_fired_ahead(job_id)
         return await self.get_job(job_id)
+
+    async def _cancel_fired_ahead(self, job_id: str) -> None:
+        """A paused job's runs fired ahead of their time (``--fire-ahead``) that have not reached it are
+        cancelled: a pause stops every firing from now on, as it did when runs were made at their time."""
+        now_ms = int(self._clock.now() * 1000)
+        active = await self._store.active_runs(job_id)
+        runs = [await self._store.get_run(run_id, with_tasks=False) for run_id in active]
+        ahead = [r.id for r in runs if r is not None and r.fired_ms < r.scheduled_ms and r.scheduled_ms > now_ms]
+        if ahead:
+            log.info("job=%s paused: cancelling %d run(s) fired ahead of their time", job_id, len(ahead))
+            await self._outcomes.cancel_runs(ahead, "the job was paused before the run's scheduled time")
 
     async def resume(self, job_id: str) -> JobRecord:
         await self.get_job(job_id)

@@ -21,8 +21,9 @@ the workers). The spec sent is built once per job version (:class:`WireSpecs`).
 
 A task of a run fired ahead of its time (:mod:`sparkyard.master.arming`) is sent with ``start_after``, how
 long before its scheduled time it is by the master's clock, so the worker starts it at that time: a relative
-wait, which a worker's clock skew does not shift. It is bounded by the fire-ahead, so a run whose scheduled
-time is ahead of this master's clock for another reason (a trigger timed by Redis's clock) waits no longer.
+wait, which a worker's clock skew does not shift. It is bounded by the furthest fire-ahead (a burst's), so
+a run whose scheduled time is ahead of this master's clock for another reason (a trigger timed by Redis's
+clock) waits no longer.
 
 Tasks that cannot be placed stay READY in Redis; the master keeps no queue of its own.
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sparkyard.clock import FakeClock
-from sparkyard.master.arming import Arming
+from sparkyard.master.arming import BURST_MS_PER_ENTRY, Arming
 from sparkyard.master.timer import SystemTimer
 
 HORIZON_MS = 60_000
@@ -86,3 +86,43 @@ def test_with_a_fire_ahead_an_entry_expires_that_long_before_its_time_or_at_it_w
     assert _drain(arming) == [] and arming.armed == 1
     clock.advance(0.06)
     assert _drain(arming) == [("exact", due)] and arming.armed == 0
+
+
+def test_many_entries_due_in_the_same_second_are_armed_further_ahead_the_later_they_come(clock: FakeClock) -> None:
+    """A cohort of 4,001: the first is armed the fire-ahead before its time, each next one BURST_MS_PER_ENTRY
+    further (the 4,001st a second further); an entry of another second is not moved by them."""
+    timer = SystemTimer(clock)
+    timer.start()
+    arming = Arming(timer, clock, HORIZON_MS, 250)
+    due = (int(clock.now()) + 10) * 1000
+    for i in range(4_001):
+        arming.consider(f"j{i}", due)
+    arming.consider("alone", due + 1_000)
+    extra_s = 4_000 * BURST_MS_PER_ENTRY / 1000
+    clock.advance(due / 1000 - clock.now() - 0.25 - extra_s - 0.005)
+    assert _drain(arming) == []
+    clock.advance(0.01)
+    first_due = {job for job, _ in _drain(arming)}
+    assert "j4000" in first_due and "j0" not in first_due
+    clock.advance(extra_s)
+    assert len(first_due) + len(_drain(arming)) == 4_001 and arming.armed == 1
+    clock.advance(0.99)  # to 5 ms before the fire-ahead of the other second's entry
+    assert _drain(arming) == [] and arming.armed == 1
+    clock.advance(0.01)
+    assert _drain(arming) == [("alone", due + 1_000)]
+
+
+def test_an_entry_moved_or_forgotten_leaves_its_cohort(clock: FakeClock) -> None:
+    timer = SystemTimer(clock)
+    timer.start()
+    arming = Arming(timer, clock, HORIZON_MS, 250)
+    due = (int(clock.now()) + 10) * 1000
+    for i in range(4_000):
+        arming.consider(f"j{i}", due)
+    for i in range(4_000):
+        arming.forget(f"j{i}") if i % 2 else arming.consider(f"j{i}", due + 5_000)
+    arming.consider("last", due)  # its cohort is empty again: armed the fire-ahead before its time
+    clock.advance(due / 1000 - clock.now() - 0.26)
+    assert _drain(arming) == []
+    clock.advance(0.02)
+    assert _drain(arming) == [("last", due)]

@@ -209,6 +209,26 @@ async def test_the_firing_loop_fires_a_run_ahead_of_its_time_by_the_fire_ahead(r
         await rig.preloader.stop()
 
 
+async def test_a_pause_cancels_the_run_fired_ahead_that_has_not_reached_its_time(rig: Rig) -> None:
+    """A pause stops every firing from its moment on, as when runs were made at their time; a run whose
+    time has come is left to run."""
+    ahead_job, due_job = "j" + "a" * 21, "j" + "d" * 21  # job ids as the API takes them
+    due = rig.now_ms() + 5_000
+    await rig.submit(ahead_job, due)
+    await rig.submit(due_job, due - 1_000)
+    await rig.preloader.start()
+    try:
+        rig.clock.advance(5.0 - 0.1)
+        await settle(rig.store)
+        assert await rig.runs(ahead_job) == [(due, RunState.SCHEDULED)]
+        await rig.master.jobs.pause(ahead_job)
+        await rig.master.jobs.pause(due_job)
+        assert await rig.runs(ahead_job) == [(due, RunState.CANCELLED)]
+        assert await rig.runs(due_job) == [(due - 1_000, RunState.SCHEDULED)]
+    finally:
+        await rig.preloader.stop()
+
+
 @pytest.mark.parametrize("overlap", [pb.OVERLAP_FORBID, pb.OVERLAP_REPLACE])
 async def test_a_job_whose_overlap_looks_at_its_active_runs_fires_at_its_time_not_ahead(rig: Rig,
                                                                                          overlap: int) -> None:
