@@ -23,6 +23,14 @@ def arming(clock: FakeClock) -> Arming:
     return Arming(timer, clock, HORIZON_MS, 0)
 
 
+@pytest.fixture
+def ahead(clock: FakeClock) -> Arming:
+    """Armed the default fire-ahead (250 ms) before an entry's time."""
+    timer = SystemTimer(clock)
+    timer.start()
+    return Arming(timer, clock, HORIZON_MS, 250)
+
+
 def _ms(clock: FakeClock, ahead_s: float) -> int:
     return int((clock.now() + ahead_s) * 1000)
 
@@ -71,10 +79,9 @@ def test_clear_cancels_everything(arming: Arming, clock: FakeClock) -> None:
     assert arming.armed == 0 and _drain(arming) == []
 
 
-def test_with_a_fire_ahead_an_entry_expires_that_long_before_its_time_or_at_it_when_asked(clock: FakeClock) -> None:
-    timer = SystemTimer(clock)
-    timer.start()
-    arming = Arming(timer, clock, HORIZON_MS, 250)
+def test_with_a_fire_ahead_an_entry_expires_that_long_before_its_time_or_at_it_when_asked(ahead: Arming,
+                                                                                         clock: FakeClock) -> None:
+    arming = ahead
     due = _ms(clock, 5)
     arming.consider("ahead", due)
     arming.at_time("exact", due)
@@ -88,12 +95,11 @@ def test_with_a_fire_ahead_an_entry_expires_that_long_before_its_time_or_at_it_w
     assert _drain(arming) == [("exact", due)] and arming.armed == 0
 
 
-def test_many_entries_due_in_the_same_second_are_armed_further_ahead_the_later_they_come(clock: FakeClock) -> None:
+def test_many_entries_due_in_the_same_second_are_armed_further_ahead_the_later_they_come(ahead: Arming,
+                                                                                        clock: FakeClock) -> None:
     """A cohort of 4,001: the first is armed the fire-ahead before its time, each next one BURST_MS_PER_ENTRY
     further (the 4,001st a second further); an entry of another second is not moved by them."""
-    timer = SystemTimer(clock)
-    timer.start()
-    arming = Arming(timer, clock, HORIZON_MS, 250)
+    arming = ahead
     due = (int(clock.now()) + 10) * 1000
     for i in range(4_001):
         arming.consider(f"j{i}", due)
@@ -112,10 +118,8 @@ def test_many_entries_due_in_the_same_second_are_armed_further_ahead_the_later_t
     assert _drain(arming) == [("alone", due + 1_000)]
 
 
-def test_an_entry_moved_or_forgotten_leaves_its_cohort(clock: FakeClock) -> None:
-    timer = SystemTimer(clock)
-    timer.start()
-    arming = Arming(timer, clock, HORIZON_MS, 250)
+def test_an_entry_moved_or_forgotten_leaves_its_cohort(ahead: Arming, clock: FakeClock) -> None:
+    arming = ahead
     due = (int(clock.now()) + 10) * 1000
     for i in range(4_000):
         arming.consider(f"j{i}", due)
