@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/bench/bench_scale.py [--daily 990000] [--every-minute 10000] [--minutes 3]
         [--keep-runs 3] [--bursts 10000,100000] [--burst-shape at|cron] [--leader-lease 0] [--list-repeats 100]
-        [--submit-threads 4]
+        [--submit-threads 4] [--burst-workers-max 20]
 
 Part 1 (issue 23 item 4) — a fresh Redis, a leader and a standby master (default configuration but
 ``--keep-runs``), two protocol-level workers (tests/bench/protocol_worker.py: they speak the worker protocol
@@ -27,7 +27,8 @@ minute, spread over the minute's seconds. Each job has its own name. Then, in or
 
 Part 2 (item 5) — for each size in ``--bursts``: that many jobs submitted with the same ``--at`` second T (with
 ``--burst-shape cron``: daily cron jobs of one expression whose time is T, the midnight burst);
-protocol-level workers of 1,000 slots each, one per 1,000 jobs (20 at most); from the attempt records, how long after T each task
+protocol-level workers of 1,000 slots each, one per 1,000 jobs (at most ``--burst-workers-max``, 20 by default);
+from the attempt records, how long after T each task
 was leased (p50/p99/max), and from the run records how long after T its run was made (``fire.lua``).
 """
 
@@ -55,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import EXAMPLES, Cluster, RedisServer, free_port, start_redis, wait_for  # noqa: E402
 from protocol_worker import WorkerPool  # noqa: E402
 from sparkyard.client import Client, build_spec, build_specs, first_run_id  # noqa: E402
+from sparkyard.defaults import DEFAULT_HEARTBEAT_S, DEFAULT_LEASE_S, DEFAULT_REAPER_INTERVAL_S  # noqa: E402
 from sparkyard.v1 import sparkyard_pb2 as pb  # noqa: E402
 
 NOOP = f"{EXAMPLES / 'tasks.py'}:noop"
@@ -208,6 +210,11 @@ def first_firing_after(r: redis_lib.Redis, job_ids: list[str], moment_ms: int) -
     return min(fired) - moment_ms
 
 
+# The master's own defaults, over the test harness's short lease and heartbeat: the bench measures what users run.
+MASTER_DEFAULTS = ("--lease", str(DEFAULT_LEASE_S), "--heartbeat", str(DEFAULT_HEARTBEAT_S),
+                   "--reaper-interval", str(DEFAULT_REAPER_INTERVAL_S))
+
+
 def start_masters(redis: RedisServer, root: Path, keep_runs: int, leader_lease: float) -> tuple[Cluster, Cluster]:
     """A leader and a standby; ``leader_lease`` (0: the default, 3 s) with a task lease 5 times as long."""
     lease = ("--leader-lease", str(leader_lease), "--lease", str(5 * leader_lease)) if leader_lease else ()
@@ -215,7 +222,8 @@ def start_masters(redis: RedisServer, root: Path, keep_runs: int, leader_lease: 
     for name in ("leader", "standby"):
         http = f"127.0.0.1:{free_port()}"
         cluster = Cluster(redis.url, root / name, driver_conf="")
-        cluster.start_master("--log-level", "WARNING", "--http", http, "--keep-runs", str(keep_runs), *lease)
+        cluster.start_master(*MASTER_DEFAULTS, "--log-level", "WARNING", "--http", http, "--keep-runs", str(keep_runs),
+                             *lease)
         cluster.http["master"] = http
         masters.append(cluster)
     return masters[0], masters[1]
@@ -317,15 +325,15 @@ def burst_spec(shape: str, at: int) -> pb.JobSpec:
     return build_spec(NOOP, cron=f"{t.tm_sec} {t.tm_min} {t.tm_hour} * * *")
 
 
-def part_burst(n: int, shape: str = "at") -> dict[str, Any]:
+def part_burst(n: int, shape: str = "at", workers_max: int = BURST_WORKERS_MAX) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         redis = start_redis(Path(tmp) / "redis", extra=REDIS_CONFIG)
         cluster = Cluster(redis.url, Path(tmp) / "cluster", driver_conf="")
         pool = None
         try:
-            cluster.start_master("--log-level", "WARNING")
+            cluster.start_master(*MASTER_DEFAULTS, "--log-level", "WARNING")
             client = cluster.client()
-            count = min(BURST_WORKERS_MAX, -(-n // WORKER_SLOTS))  # a worker registers 1..1024 slots
+            count = min(workers_max, -(-n // WORKER_SLOTS))  # a worker registers 1..1024 slots
             pool = WorkerPool([cluster.address], count, WORKER_SLOTS)
             wait_for(lambda: len(client.workers()) == count, 30, "the protocol-level workers")
             at = int(time.time()) + 8 + n // 1000  # a whole second, far enough ahead for the submit to finish
@@ -401,6 +409,9 @@ def main() -> int:
     parser.add_argument("--bursts", default="10000,100000", help="comma-separated sizes; empty: none")
     parser.add_argument("--burst-shape", choices=("at", "cron"), default="at",
                         help="a burst's jobs one-shot (--at T) or daily cron jobs due at T (the midnight burst)")
+    parser.add_argument("--burst-workers-max", type=int, default=BURST_WORKERS_MAX,
+                        help=f"most protocol-level workers of {WORKER_SLOTS:,} slots a burst gets (one per "
+                             f"{WORKER_SLOTS:,} jobs)")
     parser.add_argument("--list-repeats", type=int, default=LIST_REPEATS, help="requests timed per listing")
     parser.add_argument("--submit-threads", type=int, default=SUBMIT_THREADS,
                         help="client threads sending the bulk submit's calls at once")
@@ -418,7 +429,7 @@ def main() -> int:
         print(f"\n| jobs due in the same second ({args.burst_shape}) | leased after the fire second p50 / p99 / max ms "
               "| of it, fired (the run made) after it |\n|---|---|---|")
     for n in sizes:
-        b = part_burst(n, args.burst_shape)
+        b = part_burst(n, args.burst_shape, args.burst_workers_max)
         print(f"| {b['jobs']:,} | {spread(b['leased'])} | {spread(b['fired'])} |", flush=True)
     print(f"load at the end {os.getloadavg()[0]:.1f}")
     return 0

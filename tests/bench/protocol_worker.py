@@ -19,7 +19,7 @@ from sparkyard.config import ClientConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 
-# A worker's heartbeat (the master marks it dead after three missed ones at its own setting).
+# A worker's heartbeat until the master says its own (the master marks it dead after three missed ones).
 HEARTBEAT_S = 0.5
 
 
@@ -34,7 +34,10 @@ def _results(tasks: list[pb.TaskAssignment]) -> pb.WorkerMessage:
     return pb.WorkerMessage(reports=pb.Reports(results=results))
 
 
-def _report(outbox: asyncio.Queue[pb.WorkerMessage | None], tasks: list[pb.TaskAssignment]) -> None:
+def _report(outbox: asyncio.Queue[pb.WorkerMessage | None], held: dict[str, int],
+            tasks: list[pb.TaskAssignment]) -> None:
+    for task in tasks:
+        held.pop(task.task_id, None)
     outbox.put_nowait(_results(tasks))
 
 
@@ -48,10 +51,14 @@ async def _session(address: str, worker_id: str, slots: int, stop: asyncio.Event
         while (message := await outbox.get()) is not None:
             yield message
 
+    held: dict[str, int] = {}  # tasks waiting for their start_after: their leases are renewed as a worker's are
+    interval = [HEARTBEAT_S]
+
     async def heartbeat() -> None:
         while True:
-            outbox.put_nowait(pb.WorkerMessage(heartbeat=pb.Heartbeat(free_slots=slots)))
-            await asyncio.sleep(HEARTBEAT_S)
+            leases = [pb.Lease(task_id=t, fencing_token=token) for t, token in held.items()]
+            outbox.put_nowait(pb.WorkerMessage(heartbeat=pb.Heartbeat(free_slots=slots, held=leases)))
+            await asyncio.sleep(interval[0])
 
     async with open_channel(address, ClientConfig(), asynchronous=True) as channel:
         call = pbg.WorkerServiceStub(channel).Connect(requests())
@@ -67,6 +74,8 @@ async def _session(address: str, worker_id: str, slots: int, stop: asyncio.Event
                 message = reader.result()
                 if message is grpc.aio.EOF:
                     return
+                if message.WhichOneof("kind") == "registered":
+                    interval[0] = message.registered.heartbeat_interval.ToMilliseconds() / 1000 or HEARTBEAT_S
                 if message.WhichOneof("kind") == "batch":
                     # As a real worker does: a task sent with start_after (fired ahead of its time) starts
                     # then, the others at once.
@@ -74,7 +83,9 @@ async def _session(address: str, worker_id: str, slots: int, stop: asyncio.Event
                     for task in message.batch.tasks:
                         waits.setdefault(task.start_after.ToMilliseconds(), []).append(task)
                     for wait_ms, tasks in waits.items():
-                        loop.call_later(wait_ms / 1000, _report, outbox, tasks)
+                        if wait_ms > 0:
+                            held.update((task.task_id, task.fencing_token) for task in tasks)
+                        loop.call_later(wait_ms / 1000, _report, outbox, held, tasks)
         finally:
             beat.cancel()
             stopper.cancel()
