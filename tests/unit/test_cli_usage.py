@@ -82,6 +82,29 @@ def test_late_counts_the_queueing_to_the_start_not_only_the_firing() -> None:
     assert "│ 16.005s │" in out.getvalue(), out.getvalue()
 
 
+def test_a_run_fired_ahead_of_its_time_is_not_late_until_it_is() -> None:
+    """Fired 250 ms ahead (--fire-ahead) and not started: '-'; started 1 ms before its time by the clocks'
+    rounding: 0; started 3 ms after it: 3 ms."""
+    import io
+
+    from rich.console import Console
+
+    from sparkyard.v1 import sparkyard_pb2 as pb
+
+    runs = []
+    for started in (None, -1, 3):
+        run = pb.Run(id=f"j19a8c2f3a1b2c3d4e5f65.173226240000{len(runs)}", state=pb.RUN_RUNNING)
+        run.scheduled_at.FromMilliseconds(1_732_262_400_000)
+        run.fired_at.FromMilliseconds(1_732_262_399_750)
+        if started is not None:
+            run.started_at.FromMilliseconds(1_732_262_400_000 + started)
+        runs.append(run)
+    out = io.StringIO()
+    render.runs_table(Console(file=out, width=240), runs)
+    lates = [line.split("│")[4].strip() for line in out.getvalue().splitlines() if "j19a8c2f3a1b2c3d4e5f65" in line]
+    assert lates == ["-", "0ms", "3ms"], out.getvalue()
+
+
 def test_a_local_cluster_of_no_workers_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     """It started and said ready, a cluster that could never run a task (a new user's walk)."""
     with pytest.raises(SystemExit) as exit_:
