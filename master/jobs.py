@@ -34,6 +34,10 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
 
+# A pause cancels the job's runs fired ahead of their time that are at least this far from it, with this reason.
+PAUSE_WITHDRAWS_MS = 100
+PAUSED_BEFORE_ITS_TIME = "the job was paused before the run's scheduled time"
+
 # Listing defaults and caps.
 DEFAULT_LIST_LIMIT = 50
 MAX_LIST_LIMIT = 10_000
@@ -277,15 +281,17 @@ class JobManager:
         return await self.get_job(job_id)
 
     async def _cancel_fired_ahead(self, job_id: str) -> None:
-        """A paused job's runs fired ahead of their time (``--fire-ahead``) that have not reached it are
-        cancelled: a pause stops every firing from now on, as it did when runs were made at their time."""
+        """A paused job's runs fired ahead of their time (``--fire-ahead``) that are more than
+        :data:`PAUSE_WITHDRAWS_MS` from it are cancelled: a pause stops every firing from now on, as it did
+        when runs were made at their time. One nearer may be starting on its worker as the cancel travels."""
         now_ms = int(self._clock.now() * 1000)
         active = await self._store.active_runs(job_id)
         runs = [await self._store.get_run(run_id, with_tasks=False) for run_id in active]
-        ahead = [r.id for r in runs if r is not None and r.fired_ms < r.scheduled_ms and r.scheduled_ms > now_ms]
+        ahead = [r.id for r in runs if r is not None and r.fired_ms < r.scheduled_ms
+                 and r.scheduled_ms > now_ms + PAUSE_WITHDRAWS_MS]
         if ahead:
             log.info("job=%s paused: cancelling %d run(s) fired ahead of their time", job_id, len(ahead))
-            await self._outcomes.cancel_runs(ahead, "the job was paused before the run's scheduled time")
+            await self._outcomes.cancel_runs(ahead, PAUSED_BEFORE_ITS_TIME)
 
     async def resume(self, job_id: str) -> JobRecord:
         await self.get_job(job_id)

@@ -14,21 +14,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Coroutine, Iterable, Iterator
 
-from sparkyard.clock import Cancellable, Clock
+from sparkyard.clock import Clock
 from sparkyard.config import WorkerConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.bundles import BundleCache
 from sparkyard.worker.connection import LeaseTerms
 from sparkyard.worker.disk import Disk, no_space
+from sparkyard.worker.execution import Execution
 from sparkyard.worker.ledger import ResultLedger
 from sparkyard.worker.logs import LogFiles
 from sparkyard.worker.metrics import WorkerMetrics
 from sparkyard.worker.prefetch import Prefetch
-from sparkyard.worker.runner.base import AttemptRun, Kill, Outcome, Runner
+from sparkyard.worker.runner.base import AttemptRun, Kill, Outcome
 from sparkyard.worker.runners import Runners
 from sparkyard.worker.workspace import Workspace, WorkspaceError, workspace
 
@@ -56,25 +55,6 @@ _UNPLACED = Workspace("", "", (), ())
 # hands the task back if the master has not requeued it yet.
 _KILL_OUTCOMES = {"timeout": pb.ATTEMPT_TIMED_OUT, "cancel": pb.ATTEMPT_CANCELLED, "release": pb.ATTEMPT_RELEASED,
                   "lost": pb.ATTEMPT_RELEASED, "fence": pb.ATTEMPT_RELEASED}
-
-
-@dataclass(eq=False)
-class Execution:
-    """One attempt leased to this worker: queued for a slot, then running."""
-
-    assignment: pb.TaskAssignment
-    run: AttemptRun  # its kill, if any, is recorded there (run.killed)
-    runner: Runner  # the one that runs it (chosen on arrival, from its job's spec)
-    renewed_at: float  # monotonic time of the last lease renewal (or of receipt)
-    not_before: float  # monotonic time it may start (its arrival, or later for a run fired ahead of its time)
-    begun_at: float = 0.0  # monotonic time a slot took it (0: still queued)
-    started_ms: int = 0  # wall-clock ms when the runner was given the attempt
-    placed: bool = False  # its bundle (if any) is in the cache: a slot can take it
-    bundle_root: Path | None = None
-    ended: bool = False
-    announced: bool = False  # its start was reported on its own (see AttemptSlots.watch)
-    timer: Cancellable | None = None  # the attempt's timeout, if it has one
-    bundle: pb.BundleRef | None = None  # the bundle it holds in the cache while it runs
 
 
 class AttemptSlots:

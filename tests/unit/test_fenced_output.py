@@ -20,7 +20,7 @@ from sparkyard.startup import StartupError
 from sparkyard.worker.fence_desk import FenceDesk, ask_worker
 from sparkyard.worker.fenced_output import AttemptOutputs, FencedOutput, OutputError, StaleOutput, final_path
 from sparkyard.worker.runner.base import AttemptRun, Kill
-from sparkyard.worker.slots import Execution
+from sparkyard.worker.execution import Execution
 from sparkyard.worker.workspace import Workspace
 
 CURRENT = lambda: (True, "")  # noqa: E731 - the worker's answer for an attempt that holds its token

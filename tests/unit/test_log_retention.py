@@ -14,7 +14,7 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.assembly import build_worker
 from sparkyard.worker.logs import day_name, remove_older_than
 from sparkyard.worker.runner.base import AttemptRun
-from sparkyard.worker.slots import Execution
+from sparkyard.worker.execution import Execution
 from sparkyard.worker.workspace import Workspace
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from clocked_store import ClockedStores
+from clocked_store import ClockedStores, settle
 from master_rig import MasterRig
 from sparkyard import ids
 from sparkyard.clock import FakeClock
@@ -125,6 +125,29 @@ async def test_cancelling_a_pipeline_run_stops_its_running_steps_and_starts_noth
     record = await rig.store.get_run(run)
     assert record is not None and record.state is RunState.CANCELLED
     assert rig.ended.count((run, RunState.CANCELLED)) == 1
+
+
+async def test_a_pause_cancels_a_scheduled_pipeline_run_fired_ahead_with_its_steps(rig: Rig) -> None:
+    """Fired the master's fire-ahead before its time (its first steps' tasks made then, to start at the
+    pipeline's time), a pause before that time cancels the pipeline run and every step of it."""
+    spec = pipeline(("a", [], OK), ("b", ["a"], OK))
+    spec.trigger.CopyFrom(pb.Trigger(every=pb.Trigger.Every(interval={"seconds": 10})))
+    spec.trigger.start_at.FromMilliseconds(rig.now_ms() + 5_000)
+    job = (await rig.master.jobs.submit(spec)).job
+    await rig.master.preloader.start()
+    try:
+        rig.clock.advance(job.next_fire_ms / 1000 - rig.clock.now() - 0.2)
+        await settle(rig.store)
+        (run,) = await rig.store.list_runs(job.id, 10)
+        assert run.scheduled_ms == job.next_fire_ms and await rig.steps(run.id) == {
+            "a": StepState.RUNNING, "b": StepState.PENDING}
+        await rig.master.jobs.pause(job.id)
+        await rig.settle()
+        assert await rig.steps(run.id) == {"a": StepState.CANCELLED, "b": StepState.CANCELLED}
+        record = await rig.store.get_run(run.id)
+        assert record is not None and record.state is RunState.CANCELLED
+    finally:
+        await rig.master.preloader.stop()
 
 
 async def test_two_runs_of_one_pipeline_move_their_steps_apart(rig: Rig) -> None:

@@ -211,20 +211,23 @@ async def test_the_firing_loop_fires_a_run_ahead_of_its_time_by_the_fire_ahead(r
 
 async def test_a_pause_cancels_the_run_fired_ahead_that_has_not_reached_its_time(rig: Rig) -> None:
     """A pause stops every firing from its moment on, as when runs were made at their time; a run whose
-    time has come is left to run."""
-    ahead_job, due_job = "j" + "a" * 21, "j" + "d" * 21  # job ids as the API takes them
+    time has come, or is nearer than PAUSE_WITHDRAWS_MS (it may be starting on its worker), is left to run."""
+    ahead_job, due_job, near_job = "j" + "a" * 21, "j" + "d" * 21, "j" + "e" * 21  # job ids as the API takes them
     due = rig.now_ms() + 5_000
     await rig.submit(ahead_job, due)
     await rig.submit(due_job, due - 1_000)
+    await rig.submit(near_job, due - 150)
     await rig.preloader.start()
     try:
-        rig.clock.advance(5.0 - 0.1)
+        rig.clock.advance(5.0 - 0.2)  # fired 0.25 s ahead; more than PAUSE_WITHDRAWS_MS from its time
         await settle(rig.store)
         assert await rig.runs(ahead_job) == [(due, RunState.SCHEDULED)]
         await rig.master.jobs.pause(ahead_job)
         await rig.master.jobs.pause(due_job)
+        await rig.master.jobs.pause(near_job)
         assert await rig.runs(ahead_job) == [(due, RunState.CANCELLED)]
         assert await rig.runs(due_job) == [(due - 1_000, RunState.SCHEDULED)]
+        assert await rig.runs(near_job) == [(due - 150, RunState.SCHEDULED)]
     finally:
         await rig.preloader.stop()
 

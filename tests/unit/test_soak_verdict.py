@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from sparkyard import errors
+from sparkyard.master.jobs import PAUSED_BEFORE_ITS_TIME
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "soak"))
 
+from ledger import audit  # noqa: E402
 from verdict import check  # noqa: E402
 from workload import Workload  # noqa: E402
 
@@ -82,3 +84,28 @@ def test_an_unanswered_submit_that_ran_and_is_gone_is_a_lost_firing(tmp_path: Pa
     assert verdict.stored_unanswered == []
     assert [v.split(" ran ")[0] for v in verdict.findings.violations] == [f"job {JOB}"]
     assert "the scheduler has no such job now" in verdict.findings.violations[0]
+
+
+def withdrawn_run() -> pb.Run:
+    """The job's next run, fired ahead of its time, cancelled by the pause that ended the load."""
+    later = pb.Run(id="jstored.2000", state=pb.RUN_CANCELLED, reason=PAUSED_BEFORE_ITS_TIME,
+                   tasks=[pb.Task(id="jstored.2000.00000", state=pb.TASK_CANCELLED)])
+    later.scheduled_at.FromMilliseconds(2000)
+    return later
+
+
+def test_a_run_fired_ahead_and_cancelled_by_the_pause_before_its_time_is_withdrawn_not_lost(tmp_path: Path) -> None:
+    path = ledger(tmp_path, 1111)
+    found = audit(path, cast(Any, Scheduler({JOB: [run(pb.RUN_SUCCEEDED, 1111), withdrawn_run()]})), [JOB],
+                  period_ms={JOB: 1000})
+    assert found.violations == [] and (found.runs, found.withdrawn) == (2, 1)
+
+
+def test_one_that_ran_nevertheless_is_a_violation(tmp_path: Path) -> None:
+    path = ledger(tmp_path, 1111)
+    with path.open("a") as f:
+        f.write(json.dumps({"event": "start", "job": JOB, "run": "jstored.2000", "task": "jstored.2000.00000",
+                            "token": 2222, "worker": "w2", "scheduled_ms": 2000, "at": 3.0}) + "\n")
+    found = audit(path, cast(Any, Scheduler({JOB: [run(pb.RUN_SUCCEEDED, 1111), withdrawn_run()]})), [JOB])
+    assert found.withdrawn == 0 and [v.split(" ")[:2] for v in found.violations] == [["run", "jstored.2000:"],
+                                                                                      ["task", "jstored.2000.00000"]]
