@@ -20,7 +20,6 @@ they are armed (:data:`BURST_MS_PER_ENTRY` each, up to :data:`BURST_AHEAD_MAX_MS
 from __future__ import annotations
 
 import asyncio
-
 from collections import Counter
 
 from sparkyard.clock import Clock
