@@ -116,11 +116,10 @@ def runs_table(console: Console, runs: Sequence[Any]) -> None:
         # Late: from the scheduled time to the start (the firing, then the wait for a slot or a warm driver),
         # or to the firing while it has not started. A rerun keeps its original's scheduled time, a backfill's
         # run has the past time it was asked for: neither is late; nor is a run fired ahead of its time (the
-        # master's --fire-ahead) that has not reached it.
+        # master's --fire-ahead) that has not begun (one that has begun, begun at its time at the earliest).
         began = "started_at" if run.HasField("started_at") else "fired_at"
-        ahead = getattr(run, began).ToMilliseconds() < run.scheduled_at.ToMilliseconds()
-        late = "-" if run.rerun_of or run.after_run or run.backfill else _elapsed(run, "scheduled_at", began)
-        late = "0ms" if ahead and began == "started_at" else "-" if ahead else late
+        ahead = began == "fired_at" and run.fired_at.ToMilliseconds() < run.scheduled_at.ToMilliseconds()
+        late = "-" if run.rerun_of or run.after_run or run.backfill or ahead else _elapsed(run, "scheduled_at", began)
         table.add_row(run.id, _state(run), _ts(run, "scheduled_at"), late, _elapsed(run, "started_at", "finished_at"),
                       f"{run.tasks_succeeded}/{run.tasks_failed}/{run.tasks_cancelled} of {run.task_count}",
                       run.reason or (f"rerun of {run.rerun_of}" if run.rerun_of else "")

@@ -49,7 +49,8 @@ for i = 3, #ARGV, 2 do
       redis.call('ZADD', KEYS[2], deadline, task_id)
       redis.call('SADD', K.worker_leases(worker), task_id)
       if may('run', r[1], 'RUNNING') then
-        redis.call('HSET', K.run(run_id), 'state', 'RUNNING', 'started_ms', now)
+        -- A run fired ahead of its time (the master's --fire-ahead) begins at its time: its worker starts it then.
+        redis.call('HSET', K.run(run_id), 'state', 'RUNNING', 'started_ms', math.max(now, tonumber(r[2]) or 0))
         r[1] = 'RUNNING'
       end
       push(out, task_id, worker, token, attempt, run_id, v[4], v[5], v[6] or '', r[2], r[3], r[5] or 1, r[6] or '')

@@ -70,13 +70,11 @@ function took(o) { return o.started_at && o.finished_at ? (ms(o.finished_at) - m
 // Lateness, as `sparkyard runs` shows it: from the scheduled time to the start (the firing and then the
 // queueing: waiting for a slot, a warm driver), or to the firing while it has not started.
 // A rerun keeps its original's scheduled time, a backfill's run has the past time asked for: neither is late;
-// nor is a run fired ahead of its time (the master's --fire-ahead) that has not started (one started on its
-// time within the clocks' rounding is 0).
+// nor is a run fired ahead of its time (the master's --fire-ahead) that has not begun (it begins at its time).
 function late(run) {
   const end = run.started_at || run.fired_at;
-  if (!run.scheduled_at || !end || run.rerun_of || run.after_run || run.backfill) return null;
-  const early = ms(end) < ms(run.scheduled_at);
-  return early ? (run.started_at ? 0 : null) : (ms(end) - ms(run.scheduled_at)) / 1000;
+  return run.scheduled_at && end && !run.rerun_of && !run.after_run && !run.backfill && ms(end) >= ms(run.scheduled_at)
+    ? (ms(end) - ms(run.scheduled_at)) / 1000 : null;
 }
 
 // ---- the API ----------------------------------------------------------------------------------------

@@ -133,6 +133,10 @@ async def test_a_task_of_a_run_fired_ahead_of_its_time_is_sent_to_start_at_it(cl
     await rig.scheduler.dispatch_round()
     waits = {a.task_id: (a.HasField("start_after"), a.start_after.ToMilliseconds()) for a in sent(w1)}
     assert waits == {soon[0]: (True, 180), far[0]: (True, 250), past[0]: (False, 0)}
+    # Its run begins at its time (claim.lua), not at the lease: what `sparkyard runs` counts lateness from.
+    began = {n: (await rig.store.get_run(ids.run_id(job_id(n), at), with_tasks=False)).started_ms  # type: ignore[union-attr]
+             for n, at in ((1, now + 180), (3, now - 40))}
+    assert began == {1: now + 180, 3: now}
 
 
 async def test_an_assignment_carries_its_own_inputs_not_the_splits_whole_list(clocked_stores: ClockedStores) -> None:
