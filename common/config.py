@@ -71,7 +71,7 @@ from sparkyard.flags import flag_of
 from sparkyard.keys import DEFAULT_NAMESPACE
 from sparkyard.runners import DEFAULT_RUNNER, RUNNER_NAMES
 from sparkyard.spec import DEFAULT_GROUP, parse_conf, webhook_problem
-from sparkyard.timeutil import parse_duration, parse_size
+from sparkyard.timeutil import format_duration, parse_duration, parse_size
 
 # Imported from here by callers that load a config: the loading (config_load) and address parsing
 # (addresses) live in their own modules.
@@ -231,13 +231,13 @@ class MasterConfig(_Secrets):
                 "preload_horizon_s", "wait_max_s", "misfire_threshold_s", "priority_aging_s", "shutdown_grace_s",
                 "fire_ahead_s", "leader_lease_s", "history_max_age_s", "retention_interval_s", "redis_connect_wait_s")
         if self.heartbeat_s * 2 > self.lease_s:
-            raise ConfigError(f"heartbeat_s ({self.heartbeat_s}) must be at most half of lease_s ({self.lease_s})")
+            raise ConfigError(f"{_said(self, 'heartbeat_s')} must be at most half of {_said(self, 'lease_s')}")
         if self.leader_lease_s >= self.lease_s:
-            raise ConfigError(f"leader_lease_s ({self.leader_lease_s}) must be shorter than lease_s ({self.lease_s}): "
+            raise ConfigError(f"{_said(self, 'leader_lease_s')} must be shorter than {_said(self, 'lease_s')}: "
                               "running tasks must keep their leases while a standby takes over")
-        if not 0 <= self.fire_ahead_s < min(self.lease_s, self.preload_horizon_s / 2):
-            raise ConfigError(f"fire_ahead_s ({self.fire_ahead_s}) must be at least 0 and shorter than lease_s "
-                              f"({self.lease_s}) and half of preload_horizon_s ({self.preload_horizon_s})")
+        if self.fire_ahead_s >= min(self.lease_s, self.preload_horizon_s / 2):
+            raise ConfigError(f"{_said(self, 'fire_ahead_s')} must be shorter than {_said(self, 'lease_s')} and "
+                              f"half of {_said(self, 'preload_horizon_s')}")
         if self.advertise:
             check_host_port(self.advertise, "advertise")
         if self.max_lost < 0:
@@ -357,6 +357,11 @@ class ClientConfig(_TlsClient):
     def validate(self) -> ClientConfig:
         self._check_tls()
         return self._with_secret_files()
+
+
+def _said(cfg: object, name: str) -> str:
+    """A duration setting as a message names it: its flag, its field (the TOML key), its value."""
+    return f"{flag_of(name)} ({name}) {format_duration(getattr(cfg, name))}"
 
 
 def _positive(cfg: Any, *names: str) -> None:

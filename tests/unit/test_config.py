@@ -176,8 +176,18 @@ def test_bad_value_in_a_flag_names_the_flag() -> None:
 
 @pytest.mark.parametrize(("heartbeat_s", "lease_s"), [(8.0, 15.0), (3.0, 5.0), (1.0, 1.0)])
 def test_heartbeat_more_than_half_the_lease_is_refused(heartbeat_s: float, lease_s: float) -> None:
-    with pytest.raises(ConfigError, match="heartbeat_s .* must be at most half of lease_s"):
+    with pytest.raises(ConfigError, match=r"^--heartbeat \(heartbeat_s\) .* must be at most half of --lease \(lease_s\) "):
         MasterConfig(heartbeat_s=heartbeat_s, lease_s=lease_s).validate()
+
+
+@pytest.mark.parametrize(("fire_ahead_s", "said"), [(15.0, "15s"), (30.0, "30s"), (60.0, "1m")])
+def test_a_fire_ahead_as_long_as_the_lease_or_half_the_preload_horizon_is_refused_naming_its_flag(
+        fire_ahead_s: float, said: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        MasterConfig(fire_ahead_s=fire_ahead_s).validate()
+    assert str(refused.value) == (f"--fire-ahead (fire_ahead_s) {said} must be shorter than --lease "
+                                  "(lease_s) 15s and half of --preload-horizon (preload_horizon_s) 1m")
+    MasterConfig(fire_ahead_s=14.5).validate()
 
 
 def test_heartbeat_of_exactly_half_the_lease_is_accepted() -> None:
