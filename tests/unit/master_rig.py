@@ -7,6 +7,8 @@ decodes replies, so it could not read a bundle's bytes back)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from typing import AsyncIterator
 
 from sparkyard.clock import FakeClock
 from sparkyard.config import MasterConfig
@@ -31,6 +33,15 @@ class MasterRig:
                                    self.clock, self.timer, bundles)
         self.arming = self.master.arming
         self.outcomes = self.master.outcomes
+
+    @contextlib.asynccontextmanager
+    async def firing(self) -> AsyncIterator[None]:
+        """The preloader's firing loop running (its timers expire as the fake clock moves), stopped after."""
+        await self.master.preloader.start()
+        try:
+            yield
+        finally:
+            await self.master.preloader.stop()
 
     def now_ms(self) -> int:
         return round(self.clock.now() * 1000)

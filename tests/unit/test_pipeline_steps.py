@@ -134,8 +134,7 @@ async def test_a_pause_cancels_a_scheduled_pipeline_run_fired_ahead_with_its_ste
     spec.trigger.CopyFrom(pb.Trigger(every=pb.Trigger.Every(interval={"seconds": 10})))
     spec.trigger.start_at.FromMilliseconds(rig.now_ms() + 5_000)
     job = (await rig.master.jobs.submit(spec)).job
-    await rig.master.preloader.start()
-    try:
+    async with rig.firing():
         rig.clock.advance(job.next_fire_ms / 1000 - rig.clock.now() - 0.2)
         await settle(rig.store)
         (run,) = await rig.store.list_runs(job.id, 10)
@@ -146,8 +145,6 @@ async def test_a_pause_cancels_a_scheduled_pipeline_run_fired_ahead_with_its_ste
         assert await rig.steps(run.id) == {"a": StepState.CANCELLED, "b": StepState.CANCELLED}
         record = await rig.store.get_run(run.id)
         assert record is not None and record.state is RunState.CANCELLED
-    finally:
-        await rig.master.preloader.stop()
 
 
 async def test_two_runs_of_one_pipeline_move_their_steps_apart(rig: Rig) -> None:

@@ -181,13 +181,10 @@ async def test_a_manual_trigger_fires_now_and_leaves_the_schedule(rig: Rig) -> N
 async def test_the_firing_loop_fires_entries_as_their_timers_expire(rig: Rig) -> None:
     due = rig.now_ms() + 5_000
     await rig.submit("j1", due)
-    await rig.preloader.start()
-    try:
+    async with rig.firing():
         rig.clock.advance(5.0)
         await settle(rig.store)  # the firing coroutines run on this loop: let them take the entry
         assert await rig.runs("j1") == [(due, RunState.SCHEDULED)]
-    finally:
-        await rig.preloader.stop()
 
 
 async def test_the_firing_loop_fires_a_run_ahead_of_its_time_by_the_fire_ahead(rig: Rig) -> None:
@@ -197,16 +194,13 @@ async def test_the_firing_loop_fires_a_run_ahead_of_its_time_by_the_fire_ahead(r
     assert ahead_s > 0  # the default
     due = rig.now_ms() + 5_000
     await rig.submit("j1", due)
-    await rig.preloader.start()
-    try:
+    async with rig.firing():
         rig.clock.advance(5.0 - ahead_s - 0.05)
         await settle(rig.store)
         assert await rig.runs("j1") == []
         rig.clock.advance(0.06)
         await settle(rig.store)
         assert await rig.runs("j1") == [(due, RunState.SCHEDULED)]
-    finally:
-        await rig.preloader.stop()
 
 
 async def test_a_pause_cancels_the_run_fired_ahead_that_has_not_reached_its_time(rig: Rig) -> None:
@@ -217,8 +211,7 @@ async def test_a_pause_cancels_the_run_fired_ahead_that_has_not_reached_its_time
     await rig.submit(ahead_job, due)
     await rig.submit(due_job, due - 1_000)
     await rig.submit(near_job, due - 150)
-    await rig.preloader.start()
-    try:
+    async with rig.firing():
         rig.clock.advance(5.0 - 0.2)  # fired 0.25 s ahead; more than PAUSE_WITHDRAWS_MS from its time
         await settle(rig.store)
         assert await rig.runs(ahead_job) == [(due, RunState.SCHEDULED)]
@@ -228,8 +221,6 @@ async def test_a_pause_cancels_the_run_fired_ahead_that_has_not_reached_its_time
         assert await rig.runs(ahead_job) == [(due, RunState.CANCELLED)]
         assert await rig.runs(due_job) == [(due - 1_000, RunState.SCHEDULED)]
         assert await rig.runs(near_job) == [(due - 150, RunState.SCHEDULED)]
-    finally:
-        await rig.preloader.stop()
 
 
 @pytest.mark.parametrize("overlap", [pb.OVERLAP_FORBID, pb.OVERLAP_REPLACE])
@@ -239,16 +230,13 @@ async def test_a_job_whose_overlap_looks_at_its_active_runs_fires_at_its_time_no
     fire-ahead window before it must not make the firing skip (forbid) or be cancelled (replace)."""
     due = rig.now_ms() + 5_000
     await rig.submit("j1", due, overlap=overlap)
-    await rig.preloader.start()
-    try:
+    async with rig.firing():
         rig.clock.advance(5.0 - 0.01)
         await settle(rig.store)
         assert await rig.runs("j1") == []
         rig.clock.advance(0.02)
         await settle(rig.store)
         assert await rig.runs("j1") == [(due, RunState.SCHEDULED)]
-    finally:
-        await rig.preloader.stop()
 
 
 async def test_a_fixed_delay_firing_skipped_by_overlap_forbid_does_not_stall_the_job(rig: Rig) -> None:
@@ -322,16 +310,13 @@ async def test_a_firing_that_failed_for_want_of_redis_is_tried_again_after_a_sho
     due = rig.now_ms() + 1_000
     await rig.submit("j1", due)
     blip = RedisBlip(monkeypatch, rig.store, "fire_many")
-    await rig.preloader.start()
-    try:
+    async with rig.firing():
         rig.clock.advance(1.0)
         assert await turns(lambda: blip.left == 0) and await rig.runs("j1") == [] and rig.arming.armed == 0
         rig.clock.advance(RETRY_BACKOFF_S + 0.002)  # a top-up re-arms the entry (timers round up to 1 ms)
         assert await turns(lambda: rig.arming.armed == 1)
         rig.clock.advance(0)  # it is due already: it expires at once, and fires
         assert await turns(lambda: rig.has_runs("j1", [(due, RunState.SCHEDULED)]))
-    finally:
-        await rig.preloader.stop()
 
 
 async def test_a_top_up_that_failed_for_want_of_redis_is_followed_by_another(
@@ -339,8 +324,7 @@ async def test_a_top_up_that_failed_for_want_of_redis_is_followed_by_another(
     """It used to be the last one: entries beyond the horizon then were never armed."""
     due = rig.now_ms() + 80_000  # beyond the first load's horizon; within the top-ups' after 30 s
     await rig.submit("j1", due)
-    await rig.preloader.start()
-    try:
+    async with rig.firing():
         blip = RedisBlip(monkeypatch, rig.store, "due_schedule")
         rig.clock.advance(HORIZON_MS / 2000)  # the first top-up fails
         assert await turns(lambda: blip.left == 0) and rig.arming.armed == 0
@@ -348,5 +332,3 @@ async def test_a_top_up_that_failed_for_want_of_redis_is_followed_by_another(
         assert await turns(lambda: rig.arming.armed == 1)
         rig.clock.advance(80 - HORIZON_MS / 2000)
         assert await turns(lambda: rig.has_runs("j1", [(due, RunState.SCHEDULED)]))
-    finally:
-        await rig.preloader.stop()
