@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import heapq
 import random
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -69,41 +70,40 @@ class Router:
 
     def assign(self, group: str, tasks: Sequence[Routable], workers: Sequence[WorkerLoad]) -> list[tuple[str, str]]:
         """(task id, worker id) pairs for the tasks that can be placed; ``workers`` is updated in place."""
-        by_id = {w.worker_id: w for w in workers}
-        order = sorted(by_id)
-        ring = _Ring(order) if any(t.routing == "ROUTING_CONSISTENT_HASH" for t in tasks) else None
+        pool = _Pool(workers)
+        ring = _Ring(pool.order) if any(t.routing == "ROUTING_CONSISTENT_HASH" for t in tasks) else None
         out: list[tuple[str, str]] = []
         for task in tasks:
-            if not any(w.idle for w in workers):
+            if not pool.idle:
                 break
-            chosen = self._choose(group, task, by_id, order, ring)
+            chosen = self._choose(group, task, pool, ring)
             if chosen is None:
                 continue
-            chosen.leased += 1
+            pool.take(chosen)
             out.append((task.task_id, chosen.worker_id))
         return out
 
-    def _choose(self, group: str, task: Routable, by_id: dict[str, WorkerLoad], order: list[str],
-                ring: _Ring | None) -> WorkerLoad | None:
+    def _choose(self, group: str, task: Routable, pool: _Pool, ring: _Ring | None) -> WorkerLoad | None:
         strategy = task.routing or "ROUTING_UNSPECIFIED"
+        by_id = pool.by_id
         if strategy in ("ROUTING_UNSPECIFIED", "ROUTING_PREVIOUS_WORKER"):
             prev = by_id.get(task.prev_worker)
             if prev is not None and prev.idle:
                 return prev
-            return _least_loaded(by_id.values())
+            return pool.least_loaded()
         if strategy == "ROUTING_LEAST_LOADED":
-            return _least_loaded(by_id.values())
+            return pool.least_loaded()
         if strategy == "ROUTING_ROUND_ROBIN":
-            return self._round_robin(group, by_id, order)
+            return self._round_robin(group, by_id, pool.order)
         if strategy == "ROUTING_RANDOM":
-            idle = [by_id[w] for w in order if by_id[w].idle]
+            idle = [by_id[w] for w in pool.order if by_id[w].idle]
             return self.rng.choice(idle) if idle else None
         if strategy == "ROUTING_CONSISTENT_HASH" and ring is not None:
             for worker_id in ring.walk(task.route_key):
                 if by_id[worker_id].idle:
                     return by_id[worker_id]
             return None
-        return _least_loaded(by_id.values())
+        return pool.least_loaded()
 
     def _round_robin(self, group: str, by_id: dict[str, WorkerLoad], order: list[str]) -> WorkerLoad | None:
         if not order:
@@ -118,14 +118,39 @@ class Router:
         return None
 
 
-def _least_loaded(workers: object) -> WorkerLoad | None:
-    best: WorkerLoad | None = None
-    for w in workers:  # type: ignore[attr-defined]
-        if not w.idle:
-            continue
-        if best is None or (w.load, -w.idle, w.worker_id) < (best.load, -best.idle, best.worker_id):
-            best = w
-    return best
+class _Pool:
+    """The workers of one round: how many idle slots they have in all, and the least loaded of them at hand.
+
+    Least loaded is the smallest (load, -idle, worker id). A heap finds it in O(log workers) a task: a scan of
+    every worker for every task made routing a round of 1,024 tasks over 20 workers ~9 % of a master's CPU in
+    a burst, and grew with the workers. A worker's entry goes stale when it takes a task and is pushed again
+    with its new key; stale entries are dropped as they surface."""
+
+    def __init__(self, workers: Sequence[WorkerLoad]) -> None:
+        self.by_id = {w.worker_id: w for w in workers}
+        self.order = sorted(self.by_id)
+        self.idle = sum(w.idle for w in self.by_id.values())
+        self._heap = [_rank(w) for w in self.by_id.values() if w.idle]
+        heapq.heapify(self._heap)
+
+    def least_loaded(self) -> WorkerLoad | None:
+        while self._heap:
+            load, minus_idle, worker_id = self._heap[0]
+            w = self.by_id[worker_id]
+            if w.idle and minus_idle == -w.idle:  # the entry is current: idle alone moves when a worker takes one
+                return w
+            heapq.heappop(self._heap)
+        return None
+
+    def take(self, w: WorkerLoad) -> None:
+        w.leased += 1
+        self.idle -= 1
+        if w.idle:
+            heapq.heappush(self._heap, _rank(w))
+
+
+def _rank(w: WorkerLoad) -> tuple[float, int, str]:
+    return (w.load, -w.idle, w.worker_id)
 
 
 class _Ring:

@@ -181,6 +181,31 @@ def test_least_loaded_fills_by_ratio_not_by_count() -> None:
     assert Counter(w for _, w in placed) == {"a": 2, "b": 4}
 
 
+def _scan_least_loaded(workers: list[WorkerLoad]) -> WorkerLoad | None:
+    """The rule written as a scan of every worker: what the router's heap must agree with."""
+    idle = [w for w in workers if w.idle]
+    return min(idle, key=lambda w: (w.load, -w.idle, w.worker_id)) if idle else None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_least_loaded_and_previous_worker_choices_match_a_scan_of_every_worker(seed: int) -> None:
+    rng = random.Random(seed)
+    ids = [f"w{i:02d}" for i in range(rng.randint(1, 30))]
+    specs = [(w, rng.randint(0, 8), rng.randint(0, 10)) for w in ids]
+    tasks = [Routable(f"t{i:03d}", rng.choice(ids + ["", "gone"]), rng.choice(["", "ROUTING_LEAST_LOADED"]))
+             for i in range(rng.randint(1, 120))]
+    expected: list[tuple[str, str]] = []
+    reference = _workers(*specs)
+    for task in tasks:
+        prev = next((w for w in reference if w.worker_id == task.prev_worker), None)
+        chosen = prev if task.routing == "" and prev is not None and prev.idle else _scan_least_loaded(reference)
+        if chosen is None:
+            break
+        chosen.leased += 1
+        expected.append((task.task_id, chosen.worker_id))
+    assert Router().assign(GROUP, tasks, _workers(*specs)) == expected
+
+
 # -------------------------------------------------------------------------------------------- round robin
 
 
