@@ -28,9 +28,10 @@ from sparkyard.master.timer import SystemTimer, TimerTask
 # Each entry already armed for the same second moves the next one this much further ahead: about what firing
 # (fire.lua) and leasing (claim.lua) cost per run on a 2-core machine (10,000 due together: leased over
 # ~2 s when fired at their time; docs/benchmarks.md, "Bursts"), so a cohort's last run is leased before
-# its time. Bounded, since a run fired ahead holds its worker's slot until then.
+# its time. Bounded, since a run fired ahead holds its worker's slot until then: 10 s lets a cohort of
+# 100,000 be fired before its second (with 5 s, half of them were fired after it, leased p99 13 s late).
 BURST_MS_PER_ENTRY = 0.25
-BURST_AHEAD_MAX_MS = 5_000
+BURST_AHEAD_MAX_MS = 10_000
 
 
 class Arming:
@@ -39,7 +40,10 @@ class Arming:
         self._clock = clock
         self.horizon_ms = horizon_ms
         self.ahead_ms = ahead_ms
-        self.ahead_max_ms = ahead_ms + BURST_AHEAD_MAX_MS if ahead_ms else 0  # the furthest an entry fires ahead
+        # A burst's extra, within half the horizon: the preloader tops the wheel up every half horizon, so an
+        # entry is armed at least that long before its time and never expires before it was armed.
+        self._burst_max_ms = max(0, min(BURST_AHEAD_MAX_MS, horizon_ms // 2 - ahead_ms)) if ahead_ms else 0
+        self.ahead_max_ms = ahead_ms + self._burst_max_ms  # the furthest an entry fires ahead
         self._armed: dict[str, tuple[int, TimerTask]] = {}
         self._cohorts: Counter[int] = Counter()  # armed entries per due second
         self.due: asyncio.Queue[tuple[str, int]] = asyncio.Queue()  # (job id, due ms) whose timer expired
@@ -75,7 +79,7 @@ class Arming:
 
         second = due_ms // 1000
         if ahead_ms:
-            ahead_ms += min(int(self._cohorts[second] * BURST_MS_PER_ENTRY), BURST_AHEAD_MAX_MS)
+            ahead_ms += min(int(self._cohorts[second] * BURST_MS_PER_ENTRY), self._burst_max_ms)
         self._cohorts[second] += 1
         self._armed[job_id] = (due_ms, self._timer.schedule_at_wall((due_ms - ahead_ms) / 1000.0, expire))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sparkyard.clock import FakeClock
-from sparkyard.master.arming import BURST_MS_PER_ENTRY, Arming
+from sparkyard.master.arming import BURST_AHEAD_MAX_MS, BURST_MS_PER_ENTRY, Arming
 from sparkyard.master.timer import SystemTimer
 
 HORIZON_MS = 60_000
@@ -116,6 +116,25 @@ def test_many_entries_due_in_the_same_second_are_armed_further_ahead_the_later_t
     assert _drain(arming) == [] and arming.armed == 1
     clock.advance(0.01)
     assert _drain(arming) == [("alone", due + 1_000)]
+
+
+@pytest.mark.parametrize(("horizon_ms", "furthest_ms"), [(HORIZON_MS, 250 + BURST_AHEAD_MAX_MS), (6_000, 3_000)])
+def test_a_burst_goes_no_further_ahead_than_its_bound_nor_half_the_horizon(clock: FakeClock, horizon_ms: int,
+                                                                           furthest_ms: int) -> None:
+    """The preloader arms an entry at least half a horizon before its time: a cohort's extra stops there (and at
+    BURST_AHEAD_MAX_MS), so no entry's timer would have expired before the entry was loaded."""
+    timer = SystemTimer(clock)
+    timer.start()
+    arming = Arming(timer, clock, horizon_ms, 250)
+    assert arming.ahead_max_ms == furthest_ms
+    due = (int(clock.now()) + 3) * 1000 + horizon_ms // 2
+    cohort = int(furthest_ms / BURST_MS_PER_ENTRY) + 100  # more than the bound lets go further
+    for i in range(cohort):
+        arming.consider(f"j{i}", due)
+    clock.advance(due / 1000 - clock.now() - furthest_ms / 1000 - 0.005)
+    assert _drain(arming) == []
+    clock.advance(0.01)
+    assert len(_drain(arming)) >= 100
 
 
 def test_an_entry_moved_or_forgotten_leaves_its_cohort(ahead: Arming, clock: FakeClock) -> None:
