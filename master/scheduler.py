@@ -11,8 +11,14 @@ One round for one node group:
 1. ``idle`` = Σ idle slots of the group's workers (a draining or backed-up worker has none);
 2. peek the first ``min(idle, dispatch_batch)`` tasks of the group's ready queue (priority order);
 3. route them (:mod:`sparkyard.master.routing`);
-4. claim them in one Lua call (lease, fencing token, attempt record);
+4. claim them in one Lua call (lease, fencing token, attempt record); from then on they hold their slots;
 5. send each worker ONE ``TaskBatch`` with its tasks — never more than its idle slots.
+
+In a burst (a round filled a whole batch and idle slots remain) step 5 of a round is done by the next one, while
+Redis runs that round's claim: building a batch of 1,024 assignments takes the master about as long as Redis
+takes to claim one, so the two overlap instead of taking turns (100,000 due in one second: leased at ~9,000 a
+second after it instead of ~8,000; docs/benchmarks.md, "Bursts"). Any other round sends its tasks before it
+returns.
 
 An assignment carries its job's spec without the split's input list: the task's own inputs travel in
 ``TaskAssignment.inputs``, and a run split over N inputs would otherwise send every input N times (a run of
@@ -76,6 +82,12 @@ class WireSpecs:
         return wire
 
 
+def _retrieved(future: asyncio.Future[list[Claim]]) -> None:
+    """A claim left in flight by a failed round: its outcome is not needed (nor an error worth a second log)."""
+    if not future.cancelled():
+        future.exception()
+
+
 class SlotScheduler:
     def __init__(self, store: Store, registry: WorkerRegistry, clock: Clock, *, lease_ms: int,
                  timeout_grace_ms: int, dispatch_batch: int, undelivered: Callable[[list[Claim]], None],
@@ -97,6 +109,7 @@ class SlotScheduler:
         self._event = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._wire = WireSpecs()
+        self._pending: list[Claim] = []  # a round's claims the next round sends (dispatch_round)
         self.dispatched = 0
 
     def wake(self) -> None:
@@ -133,31 +146,69 @@ class SlotScheduler:
                 self._event.set()
 
     async def dispatch_round(self) -> bool:
-        """One round over every group; True when another round may place more tasks."""
+        """One round over every group; True when another round may place more tasks.
+
+        A round that may be followed by another (it filled a whole batch and idle slots remain: a burst) leaves
+        its claims to be built and sent by the next round, while Redis runs that round's claim; every other
+        round sends its own before it returns. Claimed tasks hold their slots from the claim on."""
+        pending, self._pending = self._pending, []
+        specs = self._specs_of(pending) if pending else None  # asked for with this round's first peek
+        claimed: list[Claim] = []
+        claiming: asyncio.Future[list[Claim]] | None = None
         more = False
-        for group in sorted(self._registry.groups()):
-            idle = self._registry.idle_slots(group)
-            if idle == 0:
-                continue
-            want = min(idle, self._batch)
-            ready = await self._store.peek_ready(group, want)
-            if not ready:
-                continue
-            pairs = self._router.assign(group, ready, self._registry.loads(group))
-            if not pairs:
-                continue
-            claims = await self._store.claim(group, pairs, lease_ms=self._lease_ms, timeout_grace_ms=self._grace_ms)
-            await self._deliver(claims)
-            if len(ready) == want and claims:
-                more = True
+        try:
+            for group in sorted(self._registry.groups()):
+                idle = self._registry.idle_slots(group)
+                if idle == 0:
+                    continue
+                want = min(idle, self._batch)
+                ready = await self._store.peek_ready(group, want)
+                if not ready:
+                    continue
+                pairs = self._router.assign(group, ready, self._registry.loads(group))
+                if not pairs:
+                    continue
+                claiming = asyncio.ensure_future(self._store.claim(group, pairs, lease_ms=self._lease_ms,
+                                                                   timeout_grace_ms=self._grace_ms))
+                if specs is not None:
+                    await asyncio.sleep(0)  # the claim goes out; the round before is built while Redis runs it
+                    await self._deliver(pending, await specs)
+                    pending, specs = [], None
+                claims = await claiming
+                for claim in claims:
+                    self._registry.lease(claim.worker, ((claim.task_id, claim.token),))
+                claimed += claims
+                if len(ready) == want and claims and self._registry.idle_slots(group):
+                    more = True
+            if specs is not None:
+                await self._deliver(pending, await specs)
+                pending, specs = [], None
+            if more:
+                self._pending, claimed = claimed, []
+            elif claimed:
+                await self._deliver(claimed, await self._specs_of(claimed))
+                claimed = []
+        except BaseException:
+            self._unreserve(pending + claimed)  # still LEASED in Redis: their leases expire, the reaper requeues
+            if specs is not None:
+                specs.cancel()
+            if claiming is not None and not claiming.done():  # its claims wait in Redis for their leases to expire
+                claiming.add_done_callback(_retrieved)
+            raise
         return more
 
-    async def _deliver(self, claims: list[Claim]) -> None:
+    def _specs_of(self, claims: list[Claim]) -> asyncio.Future[dict[tuple[str, int], pb.JobSpec]]:
+        return asyncio.ensure_future(self._store.get_specs({(c.job_id, c.spec_version) for c in claims}))
+
+    def _unreserve(self, claims: list[Claim]) -> None:
+        for claim in claims:
+            self._registry.release(claim.worker, claim.task_id, claim.token)
+
+    async def _deliver(self, claims: list[Claim], specs: dict[tuple[str, int], pb.JobSpec]) -> None:
         by_worker: dict[str, list[Claim]] = defaultdict(list)
         for claim in claims:
             by_worker[claim.worker].append(claim)
         undeliverable: list[Claim] = []
-        specs = await self._store.get_specs({(claim.job_id, claim.spec_version) for claim in claims})
         for worker_id, batch in by_worker.items():
             assignments = []
             sent: list[Claim] = []
@@ -178,11 +229,11 @@ class SlotScheduler:
             if not self._registry.send(worker_id, message):
                 undeliverable.extend(sent)
                 continue
-            self._registry.lease(worker_id, ((c.task_id, c.token) for c in sent))
             self.dispatched += len(assignments)
             log.debug("worker=%s batch of %d tasks", worker_id, len(assignments))
         if undeliverable:
             log.info("returning %d undeliverable tasks to the ready queue", len(undeliverable))
+            self._unreserve(undeliverable)
             self._undelivered(undeliverable)
         if self._on_claimed is not None:
             await self._on_claimed(claims)

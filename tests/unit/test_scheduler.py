@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable, Sequence
+from typing import Awaitable, Callable, Iterable, Sequence
 
 import pytest
 
@@ -157,12 +157,37 @@ async def test_an_assignment_carries_its_own_inputs_not_the_splits_whole_list(cl
 
 async def test_a_round_says_more_may_be_placed_when_it_filled_a_whole_batch(clocked_stores: ClockedStores) -> None:
     rig = await Rig.make(clocked_stores, batch=2)
+    tasks = await submit(rig.store, 1, tasks=7)
+    w1 = connect(rig.registry, rig.clock, "w1", 6)
+    assert await rig.scheduler.dispatch_round()  # 2 of 6 idle slots filled: go again
+    # Its tasks hold their slots, and the next round sends them while it claims its own.
+    assert sent(w1) == [] and rig.registry.idle_slots(GROUP) == 4
+    assert await rig.scheduler.dispatch_round()
+    assert [a.task_id for a in sent(w1)] == tasks[:2]
+    assert not await rig.scheduler.dispatch_round()  # the last idle slots filled: nothing more, all sent
+    assert [a.task_id for a in sent(w1)] == tasks[2:6] and await rig.states(tasks[6:]) == [TaskState.READY]
+    assert not await rig.scheduler.dispatch_round() and sent(w1) == []
+
+
+async def test_a_round_whose_store_fails_frees_the_slots_of_what_it_had_not_sent(clocked_stores: ClockedStores) -> None:
+    failures: list[Exception] = []
+
+    class FailingSpecs(RedisStore):
+        async def get_specs(self, versions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], pb.JobSpec]:
+            if failures:
+                raise failures.pop()
+            return await super().get_specs(versions)
+
+    rig = await Rig.make(clocked_stores, store_class=FailingSpecs, batch=2)
     tasks = await submit(rig.store, 1, tasks=5)
     w1 = connect(rig.registry, rig.clock, "w1", 4)
-    assert await rig.scheduler.dispatch_round()  # 2 of 4 idle slots filled: go again
     assert await rig.scheduler.dispatch_round()
-    assert not await rig.scheduler.dispatch_round()  # no idle slot left
-    assert len(sent(w1)) == 4 and await rig.states(tasks[4:]) == [TaskState.READY]
+    failures.append(RuntimeError("store down"))
+    with pytest.raises(RuntimeError, match="store down"):
+        await rig.scheduler.dispatch_round()
+    # Nothing was sent, no slot stays taken; the claimed tasks wait in Redis for their leases to expire.
+    assert sent(w1) == [] and w1.leased == {} and rig.registry.idle_slots(GROUP) == 4
+    assert (await rig.states(tasks))[:2] == [TaskState.LEASED] * 2
 
 
 async def test_claims_the_worker_cannot_receive_go_straight_back_to_the_ready_queue(
