@@ -174,7 +174,7 @@ def redis_latency(r: redis_lib.Redis) -> dict[str, Any]:
             "aof_delayed_fsync": info.get("aof_delayed_fsync", 0)}
 
 
-def failover_check(r: redis_lib.Redis, job_ids: list[str], since_ms: int, until_ms: int) -> dict[str, int]:
+def failover_check(r: redis_lib.Redis, job_ids: list[str], since_ms: int, until_ms: int) -> dict[str, Any]:
     """For every-minute jobs over [since, until): scheduled times with no run (missed), tasks attempted more
     than once (run twice), and runs that did not succeed."""
     pipe = r.pipeline(transaction=False)

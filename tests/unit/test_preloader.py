@@ -31,7 +31,7 @@ class Rig(MasterRig):
 
     async def submit(self, job_id: str, first_ms: int, **spec: object) -> pb.JobSpec:
         every = pb.Trigger(every=pb.Trigger.Every(interval={"seconds": EVERY_MS // 1000}))
-        norm = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", trigger=every, **spec))  # type: ignore[arg-type]
+        norm = normalize(pb.JobSpec(entrypoint="/jobs/x.py:main", trigger=every, **spec))
         (result,) = await self.store.submit_many([NewJob(job_id, norm, "abs", first_ms)], 60_000)
         assert not result.duplicate and not result.id_taken
         return norm
@@ -136,7 +136,7 @@ async def test_a_batch_reads_the_specs_of_its_jobs_in_one_call(rig: Rig, monkeyp
 
     async def counted(versions: object) -> object:
         calls.append(len(list(versions)))  # type: ignore[call-overload]
-        return await read_many(versions)  # type: ignore[arg-type]
+        return await read_many(versions)
 
     async def one_by_one(*_: object) -> None:
         raise AssertionError("a spec read one by one")
