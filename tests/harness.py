@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import queue
+import random
 import shutil
 import signal
 import socket
@@ -53,10 +54,33 @@ TEST_CLASS_ARCHIVE_DIR = ROOT / ".sparkyard" / "test-class-archive"
 TEST_CLASS_ARCHIVE = "off" if os.environ.get("TEST_CLASS_ARCHIVE") == "off" else str(TEST_CLASS_ARCHIVE_DIR)
 
 
+# free_port() picks from here up to the kernel's ephemeral range.
+PORT_FLOOR = 20_000
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port nothing is bound to now, for a server that must be told its port (redis-server, a master
+    with a fixed address). Chosen below the kernel's ephemeral range: a socket bound to port 0 (a Spark JVM's,
+    a master of another test listening on :0) and every outgoing connection take their ports from that range,
+    so a port picked there could be taken before the server binds it (ci80: a JVM took a master's)."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randint(PORT_FLOOR, low - 1) if low - 1 > PORT_FLOOR else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))  # taken on any address: refused
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
+    raise RuntimeError(f"no free port between {PORT_FLOOR} and {low - 1} after 200 tries")
+
+
+@functools.cache
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
 
 
 class WaitAborted(AssertionError):
