@@ -173,7 +173,7 @@ class SlotScheduler:
                 if specs is not None:
                     await asyncio.sleep(0)  # the claim goes out; the round before is built while Redis runs it
                     await self._deliver(pending, await specs)
-                    pending, specs = [], None
+                    specs = None
                 claims = await claiming
                 for claim in claims:
                     self._registry.lease(claim.worker, ((claim.task_id, claim.token),))
@@ -182,12 +182,11 @@ class SlotScheduler:
                     more = True
             if specs is not None:
                 await self._deliver(pending, await specs)
-                pending, specs = [], None
+                specs = None
             if more:
                 self._pending, claimed = claimed, []
             elif claimed:
                 await self._deliver(claimed, await self._specs_of(claimed))
-                claimed = []
         except BaseException:
             self._unreserve(pending + claimed)  # still LEASED in Redis: their leases expire, the reaper requeues
             if specs is not None:
@@ -205,14 +204,17 @@ class SlotScheduler:
             self._registry.release(claim.worker, claim.task_id, claim.token)
 
     async def _deliver(self, claims: list[Claim], specs: dict[tuple[str, int], pb.JobSpec]) -> None:
+        """Build every worker's batch, then send them. ``claims`` is emptied once the batches are built: from
+        then on its tasks are the workers' (or handed back), not the round's to free if something fails."""
         by_worker: dict[str, list[Claim]] = defaultdict(list)
         for claim in claims:
             by_worker[claim.worker].append(claim)
         undeliverable: list[Claim] = []
+        batches: list[tuple[str, list[pb.TaskAssignment], list[Claim]]] = []
+        now_ms = int(self._clock.now() * 1000)
         for worker_id, batch in by_worker.items():
             assignments = []
-            sent: list[Claim] = []
-            now_ms = int(self._clock.now() * 1000)
+            built: list[Claim] = []
             for claim in batch:
                 key = (claim.job_id, claim.spec_version)
                 spec = specs.get(key)
@@ -220,14 +222,17 @@ class SlotScheduler:
                     undeliverable.append(claim)
                     continue
                 assignments.append(self._assignment(claim, self._wire.of(key, spec), now_ms))
-                sent.append(claim)
-            if not sent:
-                continue
+                built.append(claim)
+            if built:
+                batches.append((worker_id, assignments, built))
+        delivered = list(claims)
+        claims.clear()
+        for worker_id, assignments, built in batches:
             session = self._registry.get(worker_id)
             message = pb.MasterMessage(batch=pb.TaskBatch(tasks=assignments,
                                                           reports_seq=session.reports_seq if session else 0))
             if not self._registry.send(worker_id, message):
-                undeliverable.extend(sent)
+                undeliverable.extend(built)
                 continue
             self.dispatched += len(assignments)
             log.debug("worker=%s batch of %d tasks", worker_id, len(assignments))
@@ -236,7 +241,7 @@ class SlotScheduler:
             self._unreserve(undeliverable)
             self._undelivered(undeliverable)
         if self._on_claimed is not None:
-            await self._on_claimed(claims)
+            await self._on_claimed(delivered)
 
     def _assignment(self, claim: Claim, spec: pb.JobSpec, now_ms: int) -> pb.TaskAssignment:
         a = pb.TaskAssignment(
