@@ -221,6 +221,18 @@ async def test_claims_the_worker_cannot_receive_go_straight_back_to_the_ready_qu
     assert [r.task_id for r in await rig.store.peek_ready(GROUP, 10)] == tasks
 
 
+async def test_a_round_that_fails_after_sending_keeps_the_slots_of_what_it_sent(clocked_stores: ClockedStores) -> None:
+    async def on_claimed(claims: list[Claim]) -> None:
+        raise RuntimeError("after the send")
+
+    rig = await Rig.make(clocked_stores, on_claimed=on_claimed)
+    tasks = await submit(rig.store, 1, tasks=2)
+    w1 = connect(rig.registry, rig.clock, "w1", 3)
+    with pytest.raises(RuntimeError, match="after the send"):
+        await rig.scheduler.dispatch_round()
+    assert [a.task_id for a in sent(w1)] == tasks and sorted(w1.leased) == tasks  # the worker runs them
+
+
 async def test_every_claim_is_handed_to_on_claimed(clocked_stores: ClockedStores) -> None:
     seen: list[list[str]] = []
 
