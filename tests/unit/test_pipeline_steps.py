@@ -9,6 +9,7 @@ from clocked_store import ClockedStores, settle
 from master_rig import MasterRig
 from sparkyard import ids
 from sparkyard.clock import FakeClock
+from sparkyard.config import MasterConfig
 from sparkyard.errors import FailedPrecondition, InvalidArgument
 from sparkyard.master.events import RunEnded
 from sparkyard.master.store_outcomes import PipelineEnd
@@ -54,8 +55,12 @@ class Rig(MasterRig):
 
 @pytest.fixture
 async def rig(clocked_stores: ClockedStores) -> Rig:
+    return await _rig(clocked_stores)
+
+
+async def _rig(clocked_stores: ClockedStores, cfg: MasterConfig | None = None) -> Rig:
     clock = FakeClock()
-    r = Rig(clock, await clocked_stores.make(clock))
+    r = Rig(clock, await clocked_stores.make(clock), cfg)
     r.ended = []
     r.master.events._sealed = False
     r.master.events.subscribe(RunEnded, lambda e: r.ended.append((e.run_id, e.state)))
@@ -127,15 +132,16 @@ async def test_cancelling_a_pipeline_run_stops_its_running_steps_and_starts_noth
     assert rig.ended.count((run, RunState.CANCELLED)) == 1
 
 
-async def test_a_pause_cancels_a_scheduled_pipeline_run_fired_ahead_with_its_steps(rig: Rig) -> None:
-    """Fired the master's fire-ahead before its time (its first steps' tasks made then, to start at the
-    pipeline's time), a pause before that time cancels the pipeline run and every step of it."""
+async def test_a_pause_cancels_a_scheduled_pipeline_run_fired_ahead_with_its_steps(clocked_stores: ClockedStores) -> None:
+    """Fired well before its time (2 s here, as a burst's runs are; its first steps' tasks made then, to start at
+    the pipeline's time), a pause before that time cancels the pipeline run and every step of it."""
+    rig = await _rig(clocked_stores, MasterConfig(fire_ahead_s=2.0))
     spec = pipeline(("a", [], OK), ("b", ["a"], OK))
     spec.trigger.CopyFrom(pb.Trigger(every=pb.Trigger.Every(interval={"seconds": 10})))
     spec.trigger.start_at.FromMilliseconds(rig.now_ms() + 5_000)
     job = (await rig.master.jobs.submit(spec)).job
     async with rig.firing():
-        rig.clock.advance(job.next_fire_ms / 1000 - rig.clock.now() - 0.2)
+        rig.clock.advance(job.next_fire_ms / 1000 - rig.clock.now() - 1.5)  # fired; more than PAUSE_WITHDRAWS_MS ahead
         await settle(rig.store)
         (run,) = await rig.store.list_runs(job.id, 10)
         assert run.scheduled_ms == job.next_fire_ms and await rig.steps(run.id) == {

@@ -14,6 +14,8 @@ from clocked_store import ClockedStores, settle
 from master_rig import HORIZON_MS, MasterRig
 from sparkyard import ids
 from sparkyard.clock import FakeClock
+from sparkyard.config import MasterConfig
+from sparkyard.master.jobs import PAUSE_WITHDRAWS_MS
 from sparkyard.master.preloader import RETRY_BACKOFF_S
 from sparkyard.master.redis_store import RedisStore
 from sparkyard.master.store_values import NewJob, Report
@@ -25,8 +27,8 @@ EVERY_MS = 10_000
 
 
 class Rig(MasterRig):
-    def __init__(self, clock: FakeClock, store: RedisStore) -> None:
-        super().__init__(clock, store)
+    def __init__(self, clock: FakeClock, store: RedisStore, cfg: MasterConfig | None = None) -> None:
+        super().__init__(clock, store, cfg)
         self.preloader = self.master.preloader
 
     async def submit(self, job_id: str, first_ms: int, **spec: object) -> pb.JobSpec:
@@ -203,24 +205,27 @@ async def test_the_firing_loop_fires_a_run_ahead_of_its_time_by_the_fire_ahead(r
         assert await rig.runs("j1") == [(due, RunState.SCHEDULED)]
 
 
-async def test_a_pause_cancels_the_run_fired_ahead_that_has_not_reached_its_time(rig: Rig) -> None:
+async def test_a_pause_cancels_the_run_fired_ahead_that_has_not_reached_its_time(clocked_stores: ClockedStores) -> None:
     """A pause stops every firing from its moment on, as when runs were made at their time; a run whose
-    time has come, or is nearer than PAUSE_WITHDRAWS_MS (it may be starting on its worker), is left to run."""
+    time has come, or is nearer than PAUSE_WITHDRAWS_MS (it may be starting on its worker), is left to run.
+    Fired 2 s ahead here (as a burst's runs are): a run of the default fire-ahead is always that near."""
+    clock = FakeClock()
+    rig = Rig(clock, await clocked_stores.make(clock), MasterConfig(fire_ahead_s=2.0))
     ahead_job, due_job, near_job = "j" + "a" * 21, "j" + "d" * 21, "j" + "e" * 21  # job ids as the API takes them
     due = rig.now_ms() + 5_000
     await rig.submit(ahead_job, due)
-    await rig.submit(due_job, due - 1_000)
-    await rig.submit(near_job, due - 150)
+    await rig.submit(due_job, due - 2_000)
+    await rig.submit(near_job, due - PAUSE_WITHDRAWS_MS + 50)
     async with rig.firing():
-        rig.clock.advance(5.0 - 0.2)  # fired 0.25 s ahead; more than PAUSE_WITHDRAWS_MS from its time
+        rig.clock.advance(3.2)  # fired 2 s ahead, at 3.0; now 1.8 s from its time: more than PAUSE_WITHDRAWS_MS
         await settle(rig.store)
         assert await rig.runs(ahead_job) == [(due, RunState.SCHEDULED)]
         await rig.master.jobs.pause(ahead_job)
         await rig.master.jobs.pause(due_job)
         await rig.master.jobs.pause(near_job)
         assert await rig.runs(ahead_job) == [(due, RunState.CANCELLED)]
-        assert await rig.runs(due_job) == [(due - 1_000, RunState.SCHEDULED)]
-        assert await rig.runs(near_job) == [(due - 150, RunState.SCHEDULED)]
+        assert await rig.runs(due_job) == [(due - 2_000, RunState.SCHEDULED)]
+        assert await rig.runs(near_job) == [(due - PAUSE_WITHDRAWS_MS + 50, RunState.SCHEDULED)]
 
 
 @pytest.mark.parametrize("overlap", [pb.OVERLAP_FORBID, pb.OVERLAP_REPLACE])
