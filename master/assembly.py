@@ -36,6 +36,7 @@ from sparkyard.master.registry import WorkerRegistry
 from sparkyard.master.reports import ReportSink
 from sparkyard.master.retention import Retention
 from sparkyard.master.retries import Retries
+from sparkyard.master.run_waits import RunWaits
 from sparkyard.master.scheduler import SlotScheduler
 from sparkyard.master.store import Store
 from sparkyard.master.submissions import Submissions
@@ -67,6 +68,7 @@ class Master:
     webhooks: Webhooks
     reaper: Reaper
     jobs: JobManager
+    run_waits: RunWaits
     logs: LogRelay
     connection: WorkerConnection
     bundles: BundleStore
@@ -121,7 +123,8 @@ def build_master(cfg: MasterConfig, store: Store, clock: Clock, timer: SystemTim
     webhooks = Webhooks(store, clock, metrics, cfg.on_failure, cfg.on_success)
     reaper = Reaper(store, registry, outcomes, timer, background, cfg)
     submissions = Submissions(cfg, store, clock, outcomes, arming, bundles, metrics)
-    jobs = JobManager(cfg, store, clock, outcomes, purgatory, arming, preloader, submissions)
+    jobs = JobManager(store, clock, outcomes, arming, preloader, submissions)
+    run_waits = RunWaits(store, purgatory, jobs, cfg.wait_max_s)
     logs = LogRelay(registry, jobs.get_task, clock)
     connection = WorkerConnection(store, registry, outcomes, logs, reports, clock, cfg)
 
@@ -142,4 +145,4 @@ def build_master(cfg: MasterConfig, store: Store, clock: Clock, timer: SystemTim
                   background=background, registry=registry, purgatory=purgatory, arming=arming, retries=retries,
                   outcomes=outcomes, reports=reports, scheduler=scheduler, fixed_delay=fixed_delay,
                   preloader=preloader, backfiller=backfiller, webhooks=webhooks, reaper=reaper,
-                  jobs=jobs, logs=logs, connection=connection, bundles=bundles, leading=leading)
+                  jobs=jobs, run_waits=run_waits, logs=logs, connection=connection, bundles=bundles, leading=leading)

@@ -7,13 +7,11 @@ Ids and arguments are checked here (never trusting the client); a submitted or u
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Callable, Sequence
 
 from sparkyard import ids
 from sparkyard.clock import Clock
-from sparkyard.config import MasterConfig
 from sparkyard.errors import FailedPrecondition, InvalidArgument, NotFound
 from sparkyard.master.arming import Arming
 from sparkyard.master.job_listing import JobPage, job_page
@@ -21,7 +19,6 @@ from sparkyard.master.names import jobs_named
 from sparkyard.master.outcomes import Outcomes
 from sparkyard.master.pipelines import with_step_jobs
 from sparkyard.master.preloader import Preloader
-from sparkyard.master.purgatory import DelayedOperation, Purgatory
 from sparkyard.master.records import JobRecord, RunRecord, TaskRecord
 from sparkyard.master.store import Store
 from sparkyard.master.store_outcomes import CancelStatus, DeleteStatus, FireStatus, StateChangeStatus, UpdateStatus
@@ -54,43 +51,17 @@ CANCEL_ATTEMPTS = 5
 UPDATE_ATTEMPTS = 5
 
 
-class RunWaiter(DelayedOperation):
-    """A WaitRun call parked in the purgatory until its run ends or its deadline passes.
-
-    It watches its run id and its job id; the master completes those watchers when the run ends or the
-    job is cancelled (:meth:`Purgatory.complete_watchers`). Whether the run had already ended is read from
-    Redis by :meth:`JobManager.wait_run` around parking it, so there is nothing to check here.
-    """
-
-    def __init__(self, timeout_s: float) -> None:
-        super().__init__(timeout_s)
-        self.future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-
-    def try_complete(self) -> bool:
-        return False
-
-    def on_complete(self) -> None:
-        if not self.future.done():
-            self.future.set_result(True)
-
-    def on_expiration(self) -> None:
-        if not self.future.done():
-            self.future.set_result(False)
-
-
 def _parent(spec: pb.JobSpec) -> str:
     """A child job's parent ('' for any other job)."""
     return spec.trigger.after.job_id if spec.trigger.WhichOneof("kind") == "after" else ""
 
 
 class JobManager:
-    def __init__(self, cfg: MasterConfig, store: Store, clock: Clock, outcomes: Outcomes, purgatory: Purgatory,
-                 arming: Arming, preloader: Preloader, submissions: Submissions) -> None:
-        self._cfg = cfg
+    def __init__(self, store: Store, clock: Clock, outcomes: Outcomes, arming: Arming, preloader: Preloader,
+                 submissions: Submissions) -> None:
         self._store = store
         self._clock = clock
         self._outcomes = outcomes
-        self._purgatory = purgatory
         self._preloader = preloader
         self._arming = arming
         self._submissions = submissions
@@ -166,48 +137,6 @@ class JobManager:
             raise InvalidArgument(f"{kind.value}_id: {exc}") from None
         if parsed.kind != kind:
             raise InvalidArgument(f"{kind.value}_id: {text} is a {parsed.kind.value} id, not a {kind.value} id")
-
-    # ---- wait -----------------------------------------------------------------------------------------
-
-    async def wait_run(self, run_id: str, timeout_s: float, *,
-                       tasks_while_running: bool = True) -> tuple[RunRecord | None, bool]:
-        """Block until the run is terminal or ``timeout_s`` passes; returns (run, timed_out).
-
-        The run may not exist yet (a delayed job's first run): the wait then covers its creation too,
-        and ends early if the job is cancelled before it fires. The run is None if it never fired. Without
-        ``tasks_while_running`` a run that has not ended comes without its tasks (a waiter that calls again has
-        no use for them, and reading thousands of them each time is the master's CPU and Redis's).
-        """
-        if timeout_s < 0:
-            raise InvalidArgument("timeout: must not be negative")
-        timeout_s = min(timeout_s or self._cfg.wait_max_s, self._cfg.wait_max_s)
-        self.check_id(run_id, ids.IdKind.RUN)
-        run = await self._store.get_run(run_id, with_tasks=False)
-        if run is None:
-            await self.get_job(run_id.split(".", 1)[0])
-        elif run.state in RUN_TERMINAL:
-            return await self.get_run(run_id), False
-        job_id = run_id.split(".", 1)[0]
-        waiter = RunWaiter(timeout_s)
-        self._purgatory.try_complete_else_watch(waiter, [run_id, job_id])
-        try:
-            # The run may have ended between the read above and the watch: look once more.
-            again = await self._store.get_run(run_id, with_tasks=False)
-            if again is not None and again.state in RUN_TERMINAL:
-                waiter.force_complete()
-            await waiter.future
-        finally:
-            if not waiter.is_completed:
-                waiter.force_complete()  # the caller went away: free the watcher and its timer now
-        run = await self._store.get_run(run_id, with_tasks=tasks_while_running)
-        if run is None:
-            job = await self.get_job(job_id)
-            if job.state == JobState.CANCELLED:
-                raise FailedPrecondition(f"job {job_id} was cancelled before run {run_id} fired")
-            return None, True
-        if run.state in RUN_TERMINAL and not tasks_while_running:
-            run = await self.get_run(run_id)  # ended: with its tasks after all
-        return run, run.state not in RUN_TERMINAL
 
     # ---- cancel, pause, resume, trigger ---------------------------------------------------------------
 

@@ -232,7 +232,7 @@ class MasterServer:
             ],
         )
         started_at = self.clock.now()
-        pbg.add_JobServiceServicer_to_server(JobService(master.jobs, master.logs, master.backfiller), server)
+        pbg.add_JobServiceServicer_to_server(JobService(master.jobs, master.run_waits, master.logs, master.backfiller), server)
         pbg.add_WorkerServiceServicer_to_server(WorkerService(master.connection, store), server)
         pbg.add_BundleServiceServicer_to_server(BundleService(master.bundles), server)
         pbg.add_ClusterServiceServicer_to_server(

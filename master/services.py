@@ -20,6 +20,7 @@ from sparkyard.master.connection import WorkerConnection
 from sparkyard.master.convert import job_to_proto, run_to_proto
 from sparkyard.master.registry import WorkerRegistry
 from sparkyard.master.jobs import JobManager
+from sparkyard.master.run_waits import RunWaits
 from sparkyard.master.leader import Leadership
 from sparkyard.master.logs import LogRelay
 from sparkyard.master.scripts import Fenced
@@ -98,8 +99,9 @@ def _state_filter(state: int) -> JobState | None:
 
 
 class JobService(pbg.JobServiceServicer):
-    def __init__(self, jobs: JobManager, logs: LogRelay, backfiller: Backfiller) -> None:
+    def __init__(self, jobs: JobManager, run_waits: RunWaits, logs: LogRelay, backfiller: Backfiller) -> None:
         self._jobs = jobs
+        self._run_waits = run_waits
         self._logs = logs
         self._backfiller = backfiller
 
@@ -178,7 +180,7 @@ class JobService(pbg.JobServiceServicer):
     @mapped
     async def WaitRun(self, request: pb.WaitRunRequest, context: grpc.aio.ServicerContext) -> pb.WaitRunResponse:
         timeout = request.timeout.seconds + request.timeout.nanos / 1e9
-        run, timed_out = await self._jobs.wait_run(request.run_id, timeout, tasks_while_running=not request.tasks_once_ended)
+        run, timed_out = await self._run_waits.wait_run(request.run_id, timeout, tasks_while_running=not request.tasks_once_ended)
         if run is None:  # not fired yet: only its identity is known
             return pb.WaitRunResponse(run=pb.Run(id=request.run_id, job_id=request.run_id.split(".", 1)[0]),
                                       timed_out=True)
