@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from sparkyard.metric_buckets import DURATION_BUCKETS
+from sparkyard.metric_buckets import DURATION_BUCKETS, LabelChildren
 
 if TYPE_CHECKING:
     from sparkyard.master.registry import WorkerSession
@@ -60,6 +60,14 @@ class MasterMetrics:
                                   "by outcome", ["outcome"], buckets=DURATION_BUCKETS, registry=r)
         self.redis_calls = Histogram("sparkyard_redis_call_seconds", "Round trip of one Lua script call to "
                                      "Redis, by script", ["script"], buckets=REDIS_BUCKETS, registry=r)
+        # The children the hot paths reach per task or per call (never cleared, unlike the gauges below).
+        self.tasks_by = LabelChildren(self.tasks)
+        self.attempts_by = LabelChildren(self.attempts)
+        self.fenced_by = LabelChildren(self.fenced)
+        self.duration_by = LabelChildren(self.duration)
+        self.runs_by = LabelChildren(self.runs)
+        self.firings_by = LabelChildren(self.firings)
+        self.redis_calls_by = LabelChildren(self.redis_calls)
         self.queue_depth = Gauge("sparkyard_queue_depth", "Tasks in a node group's ready queue", ["group"],
                                  registry=r)
         self.queue_by_priority = Gauge("sparkyard_queue_depth_by_priority", "Tasks in a node group's ready "
@@ -78,7 +86,7 @@ class MasterMetrics:
 
     def fired(self, status: str, late_ms: int | None) -> None:
         """A firing; ``late_ms`` None for a manual one (a trigger, a backfill), which is never late."""
-        self.firings.labels(status).inc()
+        self.firings_by[status].inc()
         if status == "created" and late_ms is not None:
             self.lateness.observe(max(0, late_ms) / 1000)
 
@@ -87,7 +95,7 @@ class MasterMetrics:
         self.fired("created", 0)
 
     def timed_call(self, script: str, started: float) -> None:
-        self.redis_calls.labels(script).observe(time.perf_counter() - started)
+        self.redis_calls_by[script].observe(time.perf_counter() - started)
 
     async def render(self, sessions: Iterable[WorkerSession], leading: bool, epoch: int,
                      queue_depths: Callable[[int], Awaitable[dict[str, QueueDepth]]],

@@ -57,7 +57,7 @@ class Outcomes:
             if v.verdict is not VerdictKind.ACCEPTED or v.task_state is TaskState.LEASED:
                 continue
             if v.task_state is not None:
-                self._metrics.tasks.labels(v.task_state.value).inc()
+                self._metrics.tasks_by[v.task_state.value].inc()
             self.work_ready()
             if v.task_state is TaskState.FAILED and v.not_before_ms:
                 self._retries.arm(v.task_id, v.not_before_ms)
@@ -69,7 +69,7 @@ class Outcomes:
         for r in reaped:
             why = "lease expired" if r.what is Loss.LOST else "timed out"
             (self._metrics.leases_expired if r.what is Loss.LOST else self._metrics.timeouts).inc()
-            self._metrics.tasks.labels(r.task_state.value).inc()
+            self._metrics.tasks_by[r.task_state.value].inc()
             log.info("task=%s %s on worker=%s → %s", r.task_id, why, r.worker, r.task_state.value)
             # The worker may still be running it (hung, partitioned): tell it to stop if it is connected. The
             # token makes sure a newer attempt of the same task on that worker is left alone.
@@ -103,7 +103,7 @@ class Outcomes:
 
     def _publish_end(self, run_id: str, state: RunState) -> None:
         log.log(logging.DEBUG if state is RunState.SUCCEEDED else logging.INFO, "run=%s ended %s", run_id, state.value)
-        self._metrics.runs.labels(state.value).inc()
+        self._metrics.runs_by[state.value].inc()
         self._events.publish(RunEnded(run_id, state))
 
     def job_ended(self, job_id: str) -> None:

@@ -142,14 +142,14 @@ class ReportSink:
             task_state = verdict.task_state.value if verdict.task_state else "unknown"
             metrics = self._metrics
             if accepted:
-                metrics.attempts.labels(report.outcome).inc()
+                metrics.attempts_by[report.outcome].inc()
                 if report.started_ms and report.finished_ms >= report.started_ms:
-                    metrics.duration.labels(report.outcome).observe((report.finished_ms - report.started_ms) / 1000)
+                    metrics.duration_by[report.outcome].observe((report.finished_ms - report.started_ms) / 1000)
                 log.log(logging.DEBUG if report.outcome == "SUCCEEDED" else logging.INFO,
                         "task=%s token=%d %s on worker=%s → %s", verdict.task_id, report.token, report.outcome,
                         incoming.worker_id, task_state)
             else:
-                metrics.fenced.labels(verdict.verdict.value).inc()
+                metrics.fenced_by[verdict.verdict.value].inc()
                 log.info("worker=%s result for task=%s token=%d refused: %s (task is %s)", incoming.worker_id,
                          verdict.task_id, report.token, verdict.verdict.value, task_state)
             acks[incoming.worker_id].append(pb.ResultAck(

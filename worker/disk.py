@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 # How often the free space is probed.
 PROBE_S = 1.0
+# Before an attempt starts the room is measured again unless it was within this long (check_recent).
+START_CHECK_S = 0.1
 # Less free space than this in the work directory and no attempt is started: an attempt's log, scratch
 # directory and task file, and a driver's record, are small, but a disk this close to full fails them.
 MIN_FREE_BYTES = 8 * 2**20
@@ -68,6 +70,7 @@ class Disk(Condition):
         self.min_free_bytes = min_free_bytes
         self._free = free
         self._held_until = 0.0  # monotonic time before which a refused write keeps the disk full
+        self._measured_at = -START_CHECK_S  # monotonic time of the last check
 
     def measure(self) -> str:
         """The problem now ('' when there is room), without recording it (safe from any thread)."""
@@ -86,8 +89,18 @@ class Disk(Condition):
 
     def check(self) -> str:
         """Measure now and record it (on the event loop); returns the problem, '' when there is room."""
+        self._measured_at = time.monotonic()
         self._set(self.measure())
         return self.problem
+
+    def check_recent(self) -> str:
+        """:meth:`check`, unless it measured within the last START_CHECK_S: before an attempt starts. A
+        worker starts thousands of short attempts a second, and a ``statvfs`` for each was a few percent of
+        its CPU; a disk filled within that moment refuses the attempt's first write, which hands it back
+        just the same (:meth:`refused`)."""
+        if time.monotonic() - self._measured_at < START_CHECK_S:
+            return self.problem
+        return self.check()
 
     def refused(self, exc: OSError) -> None:
         """A write for an attempt's start was refused for want of space: full now, whatever the last probe

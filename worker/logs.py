@@ -3,8 +3,8 @@
 Layout: ``<work-dir>/logs/<UTC day>/<task id>.a<n>.log`` — one directory a day, so writing a log costs
 no directory creation (thousands of short tasks a second) and old days are removed whole. A request
 names the path the master read from the attempt record; only files inside this worker's log directory
-are served. The file appears when the attempt first writes to it: an attempt that wrote nothing has an
-empty log.
+are served. The file is made when the attempt starts, with a first line saying where it runs (its driver or
+spark-submit process); an attempt still queued has none yet.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ class LogFiles:
             try:
                 size = path.stat().st_size
             except FileNotFoundError:
-                size = 0  # the attempt has written nothing (yet): its file is created on the first write
+                size = 0  # not started yet: its file is made when it starts
             if size > request.offset:
                 data = await asyncio.to_thread(_read, path, request.offset, CHUNK_BYTES)
                 end = request.offset + len(data)

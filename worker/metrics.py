@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from sparkyard.metric_buckets import DURATION_BUCKETS
+from sparkyard.metric_buckets import DURATION_BUCKETS, LabelChildren
 from sparkyard.v1 import sparkyard_pb2 as pb
+
+# An attempt's end state as its metrics' label (the enum's name costs a lookup through protobuf's wrapper).
+_OUTCOMES = {state: pb.AttemptState.Name(state).removeprefix("ATTEMPT_") for state in pb.AttemptState.values()}
 
 
 class WorkerMetrics:
@@ -32,12 +35,14 @@ class WorkerMetrics:
         self.connections = Gauge("sparkyard_worker_connections", "Connections made to masters since start",
                                  registry=r)
         self.draining = Gauge("sparkyard_worker_draining", "1 while draining", registry=r)
+        self._attempts_by = LabelChildren(self.attempts)
+        self._duration_by = LabelChildren(self.duration)
 
     def attempt_ended(self, state: int, started_ms: int, finished_ms: int) -> None:
-        outcome = pb.AttemptState.Name(state).removeprefix("ATTEMPT_")
-        self.attempts.labels(outcome).inc()
+        outcome = _OUTCOMES.get(state) or pb.AttemptState.Name(state).removeprefix("ATTEMPT_")
+        self._attempts_by[outcome].inc()
         if started_ms and finished_ms >= started_ms:
-            self.duration.labels(outcome).observe((finished_ms - started_ms) / 1000)
+            self._duration_by[outcome].observe((finished_ms - started_ms) / 1000)
 
     def render(self, *, slots: int, ready_slots: int, busy: int, queued: int, unacknowledged: int, connected: bool,
                connections: int, draining: bool) -> bytes:

@@ -265,7 +265,7 @@ class AttemptSlots:
     def _begin(self, execution: Execution) -> None:
         assignment = execution.assignment
         runner = execution.runner
-        full = self._disk.check()
+        full = self._disk.check_recent()
         if full:  # filled since the last probe: the attempt goes back unstarted
             self.kill(execution, "release", f"handed back: {full}")
             return
@@ -277,7 +277,8 @@ class AttemptSlots:
             execution.timer = self._clock.call_later(
                 timeout_s, lambda: self.kill(execution, "timeout", f"timed out after {timeout_s:g}s"))
         try:
-            execution.run.workspace = workspace(assignment.spec, execution.bundle_root, execution.run.work_dir)
+            run = execution.run
+            run.workspace = workspace(assignment.spec, execution.bundle_root, lambda: run.work_dir)
         except WorkspaceError as exc:
             self._ended(execution, Outcome("FAILED", error=str(exc)))
             return

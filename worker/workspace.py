@@ -23,10 +23,12 @@ Spark one by one (every runner says how).
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from sparkyard.spec import SpecError, parse_entrypoint
 from sparkyard.worker.bundles import archive_of
@@ -49,16 +51,40 @@ class Workspace:
     files: tuple[str, ...] = ()  # absolute paths of the job's --files (spark-submit --files, SparkContext.addFile)
 
 
-def workspace(spec: pb.JobSpec, bundle_root: Path | None, scratch: Path) -> Workspace:
+def workspace(spec: pb.JobSpec, bundle_root: Path | None, scratch: Path | Callable[[], Path]) -> Workspace:
+    """Where the attempt of ``spec`` runs; ``scratch`` (or what it returns: most attempts never need one)
+    is its own directory, for the last rule above."""
+    base = str(bundle_root) if bundle_root is not None else ""
+    layout = _layout(spec.entrypoint, tuple(spec.py_files), tuple(spec.files), base)
+    return Workspace(layout.entrypoint, _cwd(spec, layout.entry_file, base, scratch), layout.sys_path, layout.py_files,
+                     base, layout.archive, layout.executor_path, layout.files)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What a workspace is, but for its working directory: the same for every attempt of a job version."""
+
+    entrypoint: str
+    entry_file: str  # the entrypoint's file as the job names it ('' for a module)
+    sys_path: tuple[str, ...]
+    py_files: tuple[str, ...]
+    archive: str
+    executor_path: tuple[str, ...]
+    files: tuple[str, ...]
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout(entrypoint: str, spec_py_files: tuple[str, ...], spec_files: tuple[str, ...], base: str) -> _Layout:
+    """Worked out once per job version and bundle, not per attempt: a split run's thousands of attempts
+    share it (paths only: nothing here looks at the file system)."""
     try:
-        entry = parse_entrypoint(spec.entrypoint)
+        entry = parse_entrypoint(entrypoint)
     except SpecError as exc:
         raise WorkspaceError(str(exc)) from None
-    base = str(bundle_root) if bundle_root is not None else ""
     entry_path = os.path.join(base, entry.path) if entry.is_file and base else entry.path
-    entrypoint = (f"{entry_path}:{entry.func}" if entry.func else entry_path) if entry.is_file else str(entry)
-    py_files = tuple(os.path.join(base, p) if base else p for p in spec.py_files)
-    files = tuple(os.path.join(base, p) if base else p for p in spec.files)
+    resolved = (f"{entry_path}:{entry.func}" if entry.func else entry_path) if entry.is_file else str(entry)
+    py_files = tuple(os.path.join(base, p) if base else p for p in spec_py_files)
+    files = tuple(os.path.join(base, p) if base else p for p in spec_files)
     sys_path: list[str] = []
     if entry.is_file:
         sys_path.append(os.path.dirname(entry_path))
@@ -67,9 +93,9 @@ def workspace(spec: pb.JobSpec, bundle_root: Path | None, scratch: Path) -> Work
     for path in py_files:
         sys_path.append(path if path.endswith((".zip", ".egg")) else os.path.dirname(path))
     paths = tuple(dict.fromkeys(sys_path))
-    archive = str(archive_of(bundle_root)) if bundle_root is not None else ""
-    return Workspace(entrypoint, _cwd(spec, entry.path if entry.is_file else "", base, scratch), paths, py_files,
-                     base, archive, _executor_path(paths, base, os.path.basename(archive)), files)
+    archive = str(archive_of(Path(base))) if base else ""
+    return _Layout(resolved, entry.path if entry.is_file else "", paths, py_files, archive,
+                   _executor_path(paths, base, os.path.basename(archive)), files)
 
 
 def _executor_path(sys_path: tuple[str, ...], base: str, archive_name: str) -> tuple[str, ...]:
@@ -86,7 +112,7 @@ def _executor_path(sys_path: tuple[str, ...], base: str, archive_name: str) -> t
     return tuple(out)
 
 
-def _cwd(spec: pb.JobSpec, entry_path: str, bundle_root: str, scratch: Path) -> str:
+def _cwd(spec: pb.JobSpec, entry_path: str, bundle_root: str, scratch: Path | Callable[[], Path]) -> str:
     if spec.cwd:
         if not os.path.isdir(spec.cwd):
             raise WorkspaceError(f"working directory {spec.cwd} (--cwd) does not exist on worker host "
@@ -100,5 +126,6 @@ def _cwd(spec: pb.JobSpec, entry_path: str, bundle_root: str, scratch: Path) -> 
             return submit_dir
     if bundle_root:
         return bundle_root
-    scratch.mkdir(parents=True, exist_ok=True)
-    return str(scratch)
+    directory = scratch if isinstance(scratch, Path) else scratch()
+    directory.mkdir(parents=True, exist_ok=True)
+    return str(directory)

@@ -63,3 +63,23 @@ def test_which_errors_mean_no_space() -> None:
     assert no_space(OSError(errno.EDQUOT, "Disk quota exceeded"))
     assert not no_space(OSError(errno.EACCES, "Permission denied"))
     assert not no_space(ValueError("no space"))
+
+
+def test_before_an_attempt_the_room_is_measured_again_only_after_a_moment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(disk_module.time, "monotonic", lambda: now[0])
+    free = [10**9]
+    measured: list[int] = []
+
+    def probe(path: Path) -> tuple[int, int]:
+        measured.append(free[0])
+        return free[0], -1
+
+    disk = Disk(tmp_path, min_free_bytes=1000, free=probe)
+    assert disk.check_recent() == "" and len(measured) == 1
+    free[0] = 10
+    now[0] += disk_module.START_CHECK_S / 2
+    assert disk.check_recent() == "" and len(measured) == 1  # measured a moment ago: not again
+    now[0] += disk_module.START_CHECK_S
+    assert disk.check_recent().startswith(f"work directory {tmp_path} is full") and len(measured) == 2
