@@ -40,7 +40,8 @@ class ResultLedger:
         self._clock = clock
         self.pending: dict[tuple[str, int], Pending] = {}
         self.outbox = Outbox(work_dir)
-        self._reports = ReportSender(clock, send)
+        self._unwritten: list[pb.TaskResult] = []  # recorded, not in the outbox yet: written before they leave
+        self._reports = ReportSender(clock, send, before_send=self._write_unwritten)
 
     async def start(self) -> None:
         for result in self.outbox.load():  # results a previous run of this worker never had acknowledged
@@ -49,13 +50,20 @@ class ResultLedger:
 
     async def stop(self) -> None:
         await self._reports.close(timeout_s=CLOSE_TIMEOUT_S)
+        self._write_unwritten()
         self.outbox.close()
 
     def record(self, result: pb.TaskResult) -> None:
-        """An attempt's end: on disk before it is sent, so a restarted worker sends it again."""
-        self.outbox.add(result)
+        """An attempt's end: on disk before it is sent (with the other results of its message, in one write),
+        so a restarted worker sends it again."""
+        self._unwritten.append(result)
         self.pending[(result.task_id, result.fencing_token)] = Pending(result, self._clock.monotonic())
         self._reports.result(result)
+
+    def _write_unwritten(self) -> None:
+        if self._unwritten:
+            self.outbox.add(self._unwritten)
+            self._unwritten = []
 
     def started(self, message: pb.TaskStarted) -> None:
         self._reports.started(message)
@@ -70,12 +78,16 @@ class ResultLedger:
         return [pb.Lease(task_id=task_id, fencing_token=token) for task_id, token in self.pending]
 
     def acknowledged(self, acks: pb.Acks) -> None:
+        acked = []
         for ack in acks.acks:
-            if self.pending.pop((ack.task_id, ack.fencing_token), None) is not None:
-                self.outbox.ack(ack.task_id, ack.fencing_token, len(self.pending))
+            key = (ack.task_id, ack.fencing_token)
+            if self.pending.pop(key, None) is not None:
+                acked.append(key)
             if not ack.accepted:
                 log.info("task=%s token=%d result refused by the master: %s", ack.task_id, ack.fencing_token,
                          ack.reason)
+        if acked:
+            self.outbox.ack(acked, len(self.pending))
 
     def resend_all(self) -> None:
         """A new master stream: every pending result goes again."""
@@ -91,4 +103,5 @@ class ResultLedger:
             if now - pending.sent_at > RESEND_AFTER_S:
                 self._reports.result(pending.result)
                 pending.sent_at = now
+        self._write_unwritten()  # a compaction rewrites every pending result, these too
         self.outbox.compact(p.result for p in self.pending.values())

@@ -10,7 +10,9 @@ declares those results' leases when it registers and sends them again.
 One append-only file, written with ``os.write`` (no buffer in this process: a record is in the kernel
 once the call returns, so it survives the process being killed — not a power loss, which would need an
 fsync per result); it is emptied whenever nothing is pending and rewritten with only the pending records
-when it grows past COMPACT_BYTES.
+when it grows past COMPACT_BYTES. The results of a ``Reports`` message are written together just before it
+leaves, the acknowledgements of a ``ResultAcks`` message together when it arrives: a write per message, not
+per result (worker/ledger.py).
 
 Record: 4-byte big-endian length, 1 byte kind (``R`` result: a serialized TaskResult; ``A`` ack:
 ``task_id <TAB> token``), then the payload.
@@ -65,15 +67,16 @@ class Outbox:
                      len(pending))
         return list(pending.values())
 
-    def add(self, result: pb.TaskResult) -> None:
-        self._append(_RESULT, result.SerializeToString())
+    def add(self, results: Iterable[pb.TaskResult]) -> None:
+        """Record results, in one write."""
+        self._write(b"".join(_record(_RESULT, r.SerializeToString()) for r in results))
 
-    def ack(self, task_id: str, token: int, pending_left: int) -> None:
-        """Record an acknowledgement; with nothing left pending the log is emptied."""
+    def ack(self, acked: Iterable[tuple[str, int]], pending_left: int) -> None:
+        """Record acknowledgements (task id, token), in one write; with nothing left pending the log is emptied."""
         if pending_left == 0:
             self._rewrite([])
         else:
-            self._append(_ACK, f"{task_id}\t{token}".encode())
+            self._write(b"".join(_record(_ACK, f"{task_id}\t{token}".encode()) for task_id, token in acked))
 
     def compact(self, pending: Iterable[pb.TaskResult]) -> None:
         """Rewrite the log with only ``pending`` once it has grown past COMPACT_BYTES."""
@@ -85,20 +88,22 @@ class Outbox:
             os.close(self._fd)
             self._fd = -1
 
-    def _append(self, kind: int, body: bytes) -> None:
-        if self._fd < 0:
+    def _write(self, records: bytes) -> None:
+        if self._fd < 0 or not records:
             return
-        record = _HEADER.pack(len(body), kind) + body
         try:
-            os.write(self._fd, record)
-            self._size += len(record)
+            os.write(self._fd, records)
+            self._size += len(records)
         except OSError as exc:  # a full disk must not stop results from being sent
-            log.warning("outbox: cannot record a result (%s); it is kept in memory only", exc)
+            log.warning("outbox: cannot record results (%s); they are kept in memory only", exc)
 
     def _rewrite(self, results: list[pb.TaskResult]) -> None:
         if self._fd < 0:
             return
         os.ftruncate(self._fd, 0)
         self._size = 0
-        for result in results:
-            self._append(_RESULT, result.SerializeToString())
+        self.add(results)
+
+
+def _record(kind: int, body: bytes) -> bytes:
+    return _HEADER.pack(len(body), kind) + body

@@ -31,8 +31,10 @@ REPORT_BUFFER = 100_000
 
 
 class ReportSender:
-    def __init__(self, clock: Clock, send: Callable[[pb.WorkerMessage], bool]) -> None:
+    def __init__(self, clock: Clock, send: Callable[[pb.WorkerMessage], bool],
+                 before_send: Callable[[], None] = lambda: None) -> None:
         self._send = send
+        self._before_send = before_send  # the result ledger writes its new results to the outbox
         self._batcher: Batcher[pb.TaskStarted | pb.TaskResult] = Batcher(
             "worker-reports", self._process, clock=clock, max_batch_size=REPORT_BATCH,
             max_batch_delay_s=REPORT_DELAY_S, max_buffer=REPORT_BUFFER,
@@ -62,6 +64,7 @@ class ReportSender:
                 reports.started.append(item.payload)
             else:
                 reports.results.append(item.payload)
+        self._before_send()
         if not self._send(pb.WorkerMessage(reports=reports)):
             return Outcome.TRANSIENT_ERROR  # not connected: retried after a backoff, or resent on register
         return Outcome.SUCCESS

@@ -234,7 +234,8 @@ class AttemptSlots:
         self._pumping = True
         try:
             now = self._clock.monotonic() + START_SLACK_S
-            while self.queue and not self.draining and self.busy < self._runners.readiness()[2]:
+            ready_slots = self._runners.readiness()[2]  # once: beginning an attempt readies or retires no driver
+            while self.queue and not self.draining and self.busy < ready_slots:
                 execution = next((e for e in self.queue if e.placed and e.not_before <= now), None)
                 if execution is None:
                     return
