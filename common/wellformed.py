@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any, Callable
 
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from sparkyard.errors import quote
@@ -42,34 +43,65 @@ def check(message: Message, path: str = "") -> None:
     full_name = message.DESCRIPTOR.full_name
     if full_name == _TIMESTAMP:
         _check_timestamp(message, path)
-        return
-    if full_name == _DURATION:
+    elif full_name == _DURATION:
         _check_duration(message, path)
-        return
-    checked = _checked_fields(message.DESCRIPTOR)
-    # Only the fields set: a field left at its default holds a well-formed value (enum 0 is always defined).
-    for field, value in message.ListFields():
-        if field.number not in checked:
-            continue
-        name = f"{path}.{field.name}" if path else field.name
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            value_field = field.message_type.fields_by_name["value"]
-            for key, item in value.items():
-                _check_value(value_field, item, f"{name}[{quote(key, 40)}]")
-        elif _repeated(field):
-            for i, item in enumerate(value):
-                _check_value(field, item, f"{name}[{i}]")
+    else:
+        _check_fields(message, path)
+
+
+def _check_fields(message: Message, path: str) -> None:
+    for name, kind, check_one in _plan(message.DESCRIPTOR):
+        if kind is _SINGULAR_MESSAGE:
+            if not message.HasField(name):
+                continue
+            value = getattr(message, name)
         else:
-            _check_value(field, value, name)
+            value = getattr(message, name)
+            if not value:  # unset: a default is well-formed (enum 0 is always defined, 0.0 is finite)
+                continue
+        where = f"{path}.{name}" if path else name
+        if kind is _MAP:
+            for key, item in value.items():
+                check_one(item, f"{where}[{quote(key, 40)}]")
+        elif kind is _REPEATED:
+            for i, item in enumerate(value):
+                check_one(item, f"{where}[{i}]")
+        else:
+            check_one(value, where)
+
+
+_SINGULAR_MESSAGE, _SCALAR, _REPEATED, _MAP = "message", "scalar", "repeated", "map"
+_Check = Callable[[Any, str], None]
 
 
 @functools.cache
-def _checked_fields(descriptor: Descriptor) -> frozenset[int]:
-    """The numbers of the fields of ``descriptor`` that can hold an ill-formed value, directly or further
-    down (a worker's Reports of 500 results is checked on the master's hot path: strings and ints are
-    skipped)."""
-    return frozenset(field.number for field in descriptor.fields
-                     if _can_be_malformed(field, frozenset({descriptor.full_name})))
+def _plan(descriptor: Descriptor) -> tuple[tuple[str, str, _Check], ...]:
+    """The fields of ``descriptor`` that can hold an ill-formed value, directly or further down, each with
+    how it is read and what checks a value of it: only these are looked at. A worker's Reports of 500
+    results is checked on the master's hot path, and reading every field set (``ListFields``) made a Python
+    string of each result's JSON, error and log path for nothing."""
+    plan = []
+    for field in sorted(descriptor.fields, key=lambda f: f.number):  # the first problem found, in field order
+        if not _can_be_malformed(field, frozenset({descriptor.full_name})):
+            continue
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            plan.append((field.name, _MAP, _checker(field.message_type.fields_by_name["value"])))
+        else:
+            kind = _REPEATED if _repeated(field) else (
+                _SINGULAR_MESSAGE if field.type == FieldDescriptor.TYPE_MESSAGE else _SCALAR)
+            plan.append((field.name, kind, _checker(field)))
+    return tuple(plan)
+
+
+def _checker(field: FieldDescriptor) -> _Check:
+    """What checks one value of ``field`` (an item, for a repeated field or a map's values)."""
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        full_name = field.message_type.full_name
+        return _check_timestamp if full_name == _TIMESTAMP else _check_duration if full_name == _DURATION \
+            else _check_fields
+    if field.type == FieldDescriptor.TYPE_ENUM:
+        return functools.partial(_check_enum, field.enum_type)
+    return _check_finite
 
 
 def _can_be_malformed(field: FieldDescriptor, seen: frozenset[str]) -> bool:
@@ -92,18 +124,15 @@ def _repeated(field: FieldDescriptor) -> bool:
     return bool(field.label == FieldDescriptor.LABEL_REPEATED)
 
 
-def _check_value(field: FieldDescriptor, value: object, name: str) -> None:
-    if field.type == FieldDescriptor.TYPE_MESSAGE:
-        check(value, name)
-    elif field.type == FieldDescriptor.TYPE_ENUM:
-        assert isinstance(value, int)
-        if value not in field.enum_type.values_by_number:
-            known = ", ".join(v.name for v in field.enum_type.values)
-            raise MalformedField(name, f"{value} is not a {field.enum_type.name} (one of {known})")
-    elif field.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
-        assert isinstance(value, float)
-        if not math.isfinite(value):
-            raise MalformedField(name, f"{value} is not a finite number")
+def _check_enum(enum_type: EnumDescriptor, value: int, name: str) -> None:
+    if value not in enum_type.values_by_number:
+        known = ", ".join(v.name for v in enum_type.values)
+        raise MalformedField(name, f"{value} is not a {enum_type.name} (one of {known})")
+
+
+def _check_finite(value: float, name: str) -> None:
+    if not math.isfinite(value):
+        raise MalformedField(name, f"{value} is not a finite number")
 
 
 def _check_timestamp(ts: Message, name: str) -> None:
