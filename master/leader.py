@@ -19,7 +19,8 @@ The epoch is what makes this safe rather than merely likely: every write script 
 epoch with the current one and refuses otherwise (:mod:`sparkyard.master.scripts`). A leader paused past
 its lease (SIGSTOP, a long GC, a partition from Redis) may wake up still believing it leads; its first
 write is refused, its next renewal fails, and it steps down. It also steps down on its own when it could
-not renew for a whole lease (Redis unreachable): by then a standby may lead.
+not renew for a whole lease (Redis unreachable, or not answering: a renewal is given what is left of the
+lease, not what TCP would wait): by then a standby may lead.
 
 A master id stays the same across restarts (host and port), so a leader restarted before its lease
 expired takes the lease back at once under a new epoch instead of waiting it out.
@@ -27,9 +28,10 @@ expired takes the lease back at once under a new epoch instead of waiting it out
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, TypeVar
 
 import grpc
 import redis.exceptions
@@ -44,6 +46,10 @@ log = logging.getLogger(__name__)
 
 LEADER = "leader"
 STANDBY = "standby"
+# A leader's renewal gets at least this long to answer, even when its lease has run out meanwhile (a process
+# paused past it): one that answers in time, with nobody having taken the lease, leads on as before.
+RENEW_MIN_S = 0.5
+T = TypeVar("T")
 # A master not seen for this many leases is left out of the status' list of masters.
 MASTER_SEEN_LEASES = 3
 # What a standby still answers itself.
@@ -81,6 +87,10 @@ async def take_lead(scripts: ScriptLibrary, master_id: str, lease_ms: int = 600_
         raise RuntimeError(f"{view.leader_id} leads this namespace (epoch {view.epoch})")
     scripts.epoch = view.epoch
     return view.epoch
+
+
+class _LeaseRanOut(Exception):
+    """A leader's call to Redis did not answer within what was left of its lease."""
 
 
 class Leadership:
@@ -193,29 +203,45 @@ class Leadership:
         while not self._stopping:
             try:
                 if self.leading:
-                    if not await self.renew():
+                    if not await self._within_lease(self.renew()):
                         if self._stopping:
                             return
                         await self._depose(f"the lease was taken over (leader now {self.view.leader_id or 'nobody'}, "
                                            f"epoch {self.view.epoch})")
                         return
-                elif not self._stopping and (await self.acquire() or await self.take_over_if_gone()):
-                    log.info("leading (epoch %d) as %s at %s", self.epoch, self.master_id, self.address)
-                    try:
-                        await self._on_elected(self.epoch)
-                    except Exception as exc:
-                        # Redis failed while the wheel was being rebuilt: leading half started, this master
-                        # would hold the lease and renew it without ever dispatching or reaping. A fresh
-                        # process starts over (and, with the same id, takes its own lease back at once).
-                        await self._depose(f"could not start leading: {exc!r}")
-                        return
-                await self._advertise()
+                    await self._within_lease(self._advertise())
+                else:
+                    if not self._stopping and (await self.acquire() or await self.take_over_if_gone()):
+                        log.info("leading (epoch %d) as %s at %s", self.epoch, self.master_id, self.address)
+                        try:
+                            await self._on_elected(self.epoch)
+                        except Exception as exc:
+                            # Redis failed while the wheel was being rebuilt: leading half started, this master
+                            # would hold the lease and renew it without ever dispatching or reaping. A fresh
+                            # process starts over (and, with the same id, takes its own lease back at once).
+                            await self._depose(f"could not start leading: {exc!r}")
+                            return
+                    await self._advertise()
+            except _LeaseRanOut:
+                await self._depose(f"the lease could not be renewed for {self.lease_ms} ms: Redis did not answer")
+                return
             except redis.exceptions.RedisError as exc:
                 log.warning("leader election: redis unreachable: %s", exc)
             if self.leading and self._clock.monotonic() - self._renewed_at > self.lease_ms / 1000:
                 await self._depose(f"the lease could not be renewed for {self.lease_ms} ms")
                 return
             await self._clock.sleep(self.lease_ms / (6000 if self.leading else 12000))
+
+    async def _within_lease(self, call: Awaitable[T]) -> T:
+        """A leader's call to Redis, given what is left of its lease (at least RENEW_MIN_S): a Redis that stops
+        answering (a partition that drops packets, a stopped server) holds a call until TCP gives up, minutes
+        later, and a leader waiting on it would go on believing it leads long after a standby took over.
+        Raises _LeaseRanOut when the lease runs out first."""
+        left = self.lease_ms / 1000 - (self._clock.monotonic() - self._renewed_at)
+        try:
+            return await asyncio.wait_for(call, max(left, RENEW_MIN_S))
+        except asyncio.TimeoutError:
+            raise _LeaseRanOut() from None
 
     async def _depose(self, why: str) -> None:
         log.warning("no longer leading (epoch %d): %s", self.epoch, why)

@@ -41,6 +41,15 @@ class Master:
                                      deposed)
 
 
+async def elected(master: Master) -> None:
+    """Wait until the loop of ``master`` has made it leader."""
+    for _ in range(500):
+        if master.events:
+            break
+        await asyncio.sleep(0.01)
+    assert master.events == ["elected 1"]
+
+
 @pytest.fixture
 async def redis(redis_server: RedisServer) -> AsyncIterator[Redis]:
     client = Redis(port=redis_server.port, decode_responses=True)
@@ -102,11 +111,7 @@ async def test_the_loop_deposes_a_leader_whose_lease_was_taken(redis: Redis, key
     a, b = Master(redis, keys, "a"), Master(redis, keys, "b")
     loop = asyncio.create_task(a.leadership.run())
     try:
-        for _ in range(200):
-            if a.events:
-                break
-            await asyncio.sleep(0.01)
-        assert a.events == ["elected 1"]
+        await elected(a)
         await redis.delete(keys.leader)
         assert await b.leadership.acquire()
         await asyncio.wait_for(loop, 10 * LEASE_S)  # the loop ends once deposed
@@ -200,3 +205,29 @@ async def test_every_write_script_is_fenced_and_refuses_before_it_writes(redis: 
         with pytest.raises(Fenced):
             await library(name, [keys.schedule], ["x"] * 8)
     assert await redis.keys(f"{keys.namespace}:*") == []
+
+
+async def test_a_leader_whose_redis_stops_answering_steps_down_within_its_lease(redis: Redis, keys: Keys) -> None:
+    """A partition that drops packets, or a stopped Redis, holds a call until TCP gives up (minutes): the
+    leader must not wait for it while a standby takes over. Here the renewals hang from some point on."""
+    a = Master(redis, keys, "a", lease_s=1.0)
+    real_call = a.leadership._call
+    hang = asyncio.Event()
+
+    async def call(op: str, holder: object = None) -> bool:
+        if hang.is_set():
+            await asyncio.Event().wait()  # never answered
+        return await real_call(op, holder)
+
+    a.leadership._call = call
+    loop = asyncio.create_task(a.leadership.run())
+    try:
+        await elected(a)
+        hang.set()
+        started = asyncio.get_running_loop().time()
+        await asyncio.wait_for(loop, 30)  # the loop ends once deposed (before the change: never, while it hangs)
+        took = asyncio.get_running_loop().time() - started
+        assert a.events == ["elected 1", "deposed"] and not a.leadership.leading and a.store.scripts.epoch == 0
+        print(f"deposed {took:.2f}s after its renewals stopped being answered (lease 1 s)")
+    finally:
+        loop.cancel()
