@@ -1,6 +1,6 @@
 """A warm driver process: one Python process holding a ready SparkSession, running one attempt at a time.
 
-    python -m sparkyard.worker.driver FD WORKER_PID SPARK_MASTER CONF_JSON
+    python -m sparkyard.worker.driver RUN_FD:CONTROL_FD WORKER_PID SPARK_MASTER CONF_JSON
 
 The worker's session runner (worker/runner/session.py) keeps a pool of these. The connect runner keeps
 the same pool with SPARK_MASTER ``connect``: then a driver holds no Spark of its own and each attempt
@@ -8,17 +8,19 @@ gets a Spark Connect session of its own instead (worker/remote_spark.py). Task c
 the worker: an attempt that calls ``os._exit``, segfaults or eats all memory ends this process, and the
 worker fails that one attempt and warms a replacement.
 
-Protocol on the socket FD (newline-delimited JSON, one object per line):
+Protocol on two sockets (newline-delimited JSON, one object per line):
 
-* driver → worker: ``{"op": "ready", "version": …}`` once Spark is up; ``{"op": "start_failed",
+* RUN_FD, driver → worker: ``{"op": "ready", "version": …}`` once Spark is up; ``{"op": "start_failed",
   "error": …}`` if it cannot start; ``{"op": "done", "id": …, "ok": …, "result_json", "error",
   "traceback", "exit_code", "recycle"}`` per attempt (``recycle``: why this process must run no other attempt,
   '' when it may), or ``{"op": "done", "id": …, "fresh": [items]}`` without running it when the job's conf
   has items this driver's JVM did not start with and cannot take (worker/warm_conf.py; a run message
   with ``"fresh": true`` is for a driver started with them and is always run);
-* worker → driver: ``{"op": "run", "id": …, …}`` (see :func:`_run`), ``{"op": "cancel", "id": …}`` (cancel
-  the attempt's Spark jobs and interrupt its Python code; the worker kills the process if that is not
-  enough within its grace), ``{"op": "exit"}``.
+* RUN_FD, worker → driver: ``{"op": "run", "id": …, …}`` (see :func:`_run`), ``{"op": "exit"}``; read by the
+  main thread itself, which runs the attempts (no hand-over between threads per attempt);
+* CONTROL_FD, worker → driver: ``{"op": "cancel", "id": …}`` (cancel the attempt's Spark jobs and interrupt
+  its Python code; the worker kills the process if that is not enough within its grace), read by a thread of
+  its own while the main thread runs the attempt.
 
 Per attempt the driver changes process-wide state — working directory, ``sys.argv``, ``sys.path``,
 environment, file descriptors 1 and 2 (to the attempt's log) — and puts it all back afterwards; modules
@@ -50,7 +52,6 @@ if sys.path and sys.path[0] in ("", os.getcwd()):
 import ctypes  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
-import queue  # noqa: E402
 import socket  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
@@ -106,17 +107,17 @@ class TaskKilled(BaseException):
 
 
 class Driver:
-    def __init__(self, sock: socket.socket, spark_master: str, conf: dict[str, str]) -> None:
+    def __init__(self, sock: socket.socket, control: socket.socket, spark_master: str, conf: dict[str, str]) -> None:
         self._sock = sock
         # Reads are buffered (an unbuffered readline costs one recv per byte); writes go out whole, at once.
         self._reader = sock.makefile("rb")
         self._writer = sock.makefile("wb", buffering=0)
+        self._control = control.makefile("rb")
         self._send_lock = threading.Lock()
         self._master = spark_master
         self._local = spark_master.startswith("local")
         self._conf = {**DRIVER_CONF, **({} if self._local else CLUSTER_CONF), **conf}
         self._worker_conf = conf
-        self._work: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
         self._current = ""
         self._kill_lock = threading.Lock()
         self._main_ident = threading.get_ident()
@@ -147,26 +148,22 @@ class Driver:
         return True
 
     def serve(self, worker_pid: int) -> None:
-        threading.Thread(target=self._read, name="sparkyard-driver-reader", daemon=True).start()
+        threading.Thread(target=self._read_control, name="sparkyard-driver-control", daemon=True).start()
         threading.Thread(target=self._watch, args=(worker_pid,), name="sparkyard-driver-watchdog",
                          daemon=True).start()
-        while True:
-            message = self._work.get()
-            if message is None:
-                return
-            self.send(self._run(message))
-
-    def _read(self) -> None:
-        for line in self._reader:
+        for line in self._reader:  # until the worker asks to exit or closes the socket
             message = json.loads(line)
             op = message.get("op")
             if op == "run":
-                self._work.put(message)
-            elif op == "cancel":
-                self._cancel(message.get("id", ""))
+                self.send(self._run(message))
             elif op == "exit":
-                break
-        self._work.put(None)  # the worker closed the socket or asked to exit
+                return
+
+    def _read_control(self) -> None:
+        for line in self._control:
+            message = json.loads(line)
+            if message.get("op") == "cancel":
+                self._cancel(message.get("id", ""))
 
     def _watch(self, worker_pid: int) -> None:
         """Stop the running attempt of a worker that stays frozen (see the module docstring)."""
@@ -317,12 +314,13 @@ def _restore_environ(saved: dict[bytes, bytes]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    fd, worker_pid, spark_master, conf_json = int(argv[1]), int(argv[2]), argv[3], argv[4]
+    run_fd, _, control_fd = argv[1].partition(":")
+    worker_pid, spark_master, conf_json = int(argv[2]), argv[3], argv[4]
     die_with_parent(worker_pid)
     own_logging()  # the root logger stays as a fresh interpreter has it, for the programs (worker/py_state.py)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    sock = socket.socket(fileno=fd)
-    driver = Driver(sock, spark_master, json.loads(conf_json))
+    driver = Driver(socket.socket(fileno=int(run_fd)), socket.socket(fileno=int(control_fd)), spark_master,
+                    json.loads(conf_json))
     if not driver.start():
         return 1
     driver.serve(worker_pid)

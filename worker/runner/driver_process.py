@@ -107,6 +107,7 @@ class DriverProcess:
         self.dedicated = dedicated
         self.proc: asyncio.subprocess.Process | None = None
         self.writer: asyncio.StreamWriter | None = None
+        self._control: socket.socket | None = None
         self.state = "starting"  # starting | ready | busy | leaving (told to exit) | dead
         self.retiring = False  # ran its share of attempts: leaves once a replacement is warm
         self.tasks_run = 0
@@ -125,18 +126,21 @@ class DriverProcess:
 
     async def start(self) -> None:
         runner = self.runner
-        ours, theirs = socket.socketpair()
+        ours, theirs = socket.socketpair()  # the attempts and their ends (worker/driver.py)
+        self._control, control_theirs = socket.socketpair()  # cancels, read while an attempt runs
+        self._control.setblocking(False)  # never holds the event loop (a frozen driver reads nothing)
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                jvm_temp.DIRECTORY_ENV: str(self.temp_dir)}
         with open(self.log_path, "ab") as logf:
             self._log_from = logf.tell()  # the log goes on across drivers of this number: this one's part
             self.proc = await runner.children.spawn(
-                sys.executable, "-m", "sparkyard.worker.driver", str(theirs.fileno()), str(os.getpid()),
-                runner.spark_master, json.dumps(runner.driver_conf(self)), what="session driver",
-                pass_fds=(theirs.fileno(),), stdin=asyncio.subprocess.DEVNULL, stdout=logf,
+                sys.executable, "-m", "sparkyard.worker.driver", f"{theirs.fileno()}:{control_theirs.fileno()}",
+                str(os.getpid()), runner.spark_master, json.dumps(runner.driver_conf(self)), what="session driver",
+                pass_fds=(theirs.fileno(), control_theirs.fileno()), stdin=asyncio.subprocess.DEVNULL, stdout=logf,
                 stderr=asyncio.subprocess.STDOUT, env=env, cwd=runner.drivers_dir,
             )
         theirs.close()
+        control_theirs.close()
         reader, self.writer = await asyncio.open_unix_connection(sock=ours, limit=MAX_MESSAGE_BYTES)
         log.info("session driver %d starting (pid %d)", self.number, self.proc.pid)
         await self._read(reader)
@@ -168,6 +172,8 @@ class DriverProcess:
     async def _ended(self) -> int | None:
         if self.writer is not None:
             self.writer.close()
+        if self._control is not None:
+            self._control.close()
         proc = self.proc
         if proc is None:
             return None
@@ -183,8 +189,15 @@ class DriverProcess:
         return proc.returncode
 
     def send(self, message: dict[str, Any]) -> None:
-        if self.writer is not None and not self.writer.is_closing():
-            self.writer.write((json.dumps(message) + "\n").encode())
+        data = (json.dumps(message) + "\n").encode()
+        if message["op"] == "cancel":  # read by the driver's control thread while the attempt runs
+            if self._control is not None:
+                try:
+                    self._control.send(data)  # a few bytes, to a socket the driver reads all the time
+                except OSError:  # gone (its end is being handled) or frozen: the kill after the grace stops it
+                    pass
+        elif self.writer is not None and not self.writer.is_closing():
+            self.writer.write(data)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
