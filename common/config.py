@@ -67,7 +67,7 @@ from sparkyard.defaults import (
     DEFAULT_TIMEOUT_GRACE_S,
     DEFAULT_WAIT_MAX_S,
 )
-from sparkyard.flags import flag_of
+from sparkyard.flags import env_of, flag_of
 from sparkyard.keys import DEFAULT_NAMESPACE
 from sparkyard.runners import DEFAULT_RUNNER, RUNNER_NAMES
 from sparkyard.spec import DEFAULT_GROUP, parse_conf, webhook_problem
@@ -240,27 +240,27 @@ class MasterConfig(_Secrets):
                               f"half of {_said(self, 'preload_horizon_s')}")
         if self.advertise:
             check_host_port(self.advertise, "advertise")
-        if self.max_lost < 0:
-            raise ConfigError("max_lost must not be negative")
-        if self.redis_min_replicas < 0:
-            raise ConfigError("redis_min_replicas must not be negative")
+        _not_negative(self, "max_lost", "redis_min_replicas")
         check_host_port(self.listen, "listen")
         check_cert_and_key(self.tls_cert, self.tls_key)
         if self.tls_client_ca and not self.tls_cert:
-            raise ConfigError("tls_client_ca (--tls-client-ca) needs tls_cert and tls_key: mutual TLS is TLS first")
+            raise ConfigError(f"{_named(self, 'tls_client_ca')} needs {_named(self, 'tls_cert')} and "
+                              f"{_named(self, 'tls_key')}: mutual TLS is TLS first")
         if self.http:
             check_host_port(self.http, "http")
         for name in ("on_failure", "on_success"):
             problem = webhook_problem(getattr(self, name))
             if problem:
-                raise ConfigError(f"{name} (--{name.replace('_', '-')}): {problem}")
+                raise ConfigError(f"{_named(self, name)}: {problem}")
         cfg = self._with_secret_files()
         tokens = [t for t in (cfg.token, cfg.worker_token, cfg.viewer_token) if t]
         if tokens and not cfg.token:
-            raise ConfigError("worker_token and viewer_token need token (--token or --token-file): "
-                              "without an admin token nobody could submit")
+            raise ConfigError(f"{_named(cfg, 'worker_token')} and {_named(cfg, 'viewer_token')} need "
+                              f"{_named(cfg, 'token')} (or {flag_of('token_file')}): without an admin token nobody "
+                              "could submit")
         if len(set(tokens)) != len(tokens):
-            raise ConfigError("token, worker_token and viewer_token must differ: a token names its role")
+            raise ConfigError(f"{_named(cfg, 'token')}, {_named(cfg, 'worker_token')} and "
+                              f"{_named(cfg, 'viewer_token')} must differ: a token names its role")
         return cfg
 
 
@@ -319,12 +319,10 @@ class WorkerConfig(_TlsClient):
         _positive(self, "slots", "drain_timeout_s", "result_max_bytes", "log_retention_s", "driver_max_tasks",
                   "runner_wait_max_s", "bundle_cache_bytes")
         _finite(self, "drain_timeout_s", "self_fence_margin_s", "log_retention_s", "runner_wait_max_s")
-        if self.task_memory_mb < 0:
-            raise ConfigError("task_memory_mb must not be negative")
-        if self.prefetch_max < 0:
-            raise ConfigError("prefetch_max must not be negative")
+        _not_negative(self, "task_memory_mb", "prefetch_max")
         if self.runner not in RUNNER_NAMES:
-            raise ConfigError(f"runner {self.runner!r}: use {', '.join(RUNNER_NAMES[:-1])} or {RUNNER_NAMES[-1]}")
+            raise ConfigError(f"{_named(self, 'runner')} {self.runner!r}: use {', '.join(RUNNER_NAMES[:-1])} or "
+                              f"{RUNNER_NAMES[-1]}")
         if self.connect_url:
             connect_address(self.connect_url)
         master_addresses(self.master)  # each names a port, or gets the default one
@@ -334,7 +332,8 @@ class WorkerConfig(_TlsClient):
         self._check_tls()
         cfg = self._with_secret_files()
         if cfg.metrics_token and cfg.metrics_token == cfg.token:
-            raise ConfigError("metrics_token must differ from token: it is the one a scraper may hold")
+            raise ConfigError(f"{_named(cfg, 'metrics_token')} must differ from {_named(cfg, 'token')}: it is "
+                              "the one a scraper may hold")
         return cfg
 
     @property
@@ -361,13 +360,28 @@ class ClientConfig(_TlsClient):
 
 def _said(cfg: object, name: str) -> str:
     """A duration setting as a message names it: its flag, its field (the TOML key), its value."""
-    return f"{flag_of(name)} ({name}) {format_duration(getattr(cfg, name))}"
+    return f"{_named(cfg, name)} {format_duration(getattr(cfg, name))}"
+
+
+def _named(cfg: object, name: str) -> str:
+    """A setting as a message names it: its flag and its field (the config file's key), or for a setting with
+    no flag its field and its environment variable."""
+    field = type(cfg).model_fields.get(name)  # type: ignore[attr-defined]
+    if field is not None and field.description:
+        return f"{flag_of(name)} ({name})"
+    return f"{name} ({env_of(name)})"
 
 
 def _positive(cfg: Any, *names: str) -> None:
     for name in names:
         if getattr(cfg, name) <= 0:
-            raise ConfigError(f"{flag_of(name)} ({name}) must be positive (got {getattr(cfg, name)})")
+            raise ConfigError(f"{_named(cfg, name)} must be positive (got {getattr(cfg, name)})")
+
+
+def _not_negative(cfg: Any, *names: str) -> None:
+    for name in names:
+        if getattr(cfg, name) < 0:
+            raise ConfigError(f"{_named(cfg, name)} must not be negative (got {getattr(cfg, name)})")
 
 
 def _finite(cfg: Any, *names: str) -> None:
@@ -376,6 +390,6 @@ def _finite(cfg: Any, *names: str) -> None:
     for name in names:
         value = getattr(cfg, name)
         if not 0 <= value < float("inf"):
-            raise ConfigError(f"{flag_of(name)} ({name}): {value} must be a finite, non-negative duration")
+            raise ConfigError(f"{_named(cfg, name)}: {value} must be a finite, non-negative duration")
 
 

@@ -236,14 +236,32 @@ def test_host_port_listen_address_is_accepted(listen: str) -> None:
                                    "max_bundle_bytes", "idempotency_ttl_s", "max_message_bytes",
                                    "max_args_bytes", "max_env_bytes", "max_conf_bytes", "max_inputs"])
 def test_master_durations_and_sizes_must_be_positive(field: str) -> None:
-    with pytest.raises(ConfigError, match=f"^--.* \\({field}\\) must be positive"):
+    with pytest.raises(ConfigError, match=f"^{named(MasterConfig, field)} must be positive"):
         MasterConfig(**{field: 0}).validate()
+
+
+def named(settings: type[MasterConfig] | type[WorkerConfig], field: str) -> str:
+    """How an error names a setting, as a regex: its flag where it has one (the settings with no help text are
+    file and environment only), else its environment variable."""
+    if settings.model_fields[field].description:
+        return f"{flag_of(field)} \\({field}\\)"
+    return f"{field} \\(SPARKYARD_{field.upper()}\\)"
+
+
+def test_a_setting_an_error_names_by_a_flag_has_that_flag() -> None:
+    with pytest.raises(ConfigError, match=r"^dispatch_batch \(SPARKYARD_DISPATCH_BATCH\) must be positive"):
+        MasterConfig(dispatch_batch=0).validate()  # no --dispatch-batch: the message said there was
+    with pytest.raises(SystemExit):
+        parse_args(["--dispatch-batch", "5"])
+    with pytest.raises(ConfigError, match=r"^--lease \(lease_s\) must be positive"):
+        MasterConfig(lease_s=0).validate()
+    assert parse_args(["--lease", "5"]).lease_s == "5"  # the flag exists (its text is converted on load)
 
 
 @pytest.mark.parametrize("value", [float("inf"), float("nan"), -1.0])
 @pytest.mark.parametrize("field", ["misfire_threshold_s", "timeout_grace_s", "priority_aging_s", "shutdown_grace_s"])
 def test_master_durations_must_be_finite_and_not_negative(field: str, value: float) -> None:
-    with pytest.raises(ConfigError, match=f"\\({field}\\): .* must be a finite, non-negative duration"):
+    with pytest.raises(ConfigError, match=f"^{named(MasterConfig, field)}: .* must be a finite, non-negative duration"):
         MasterConfig(**{field: value}).validate()
 
 
@@ -277,7 +295,7 @@ def test_negative_max_lost_is_refused() -> None:
 
 @pytest.mark.parametrize("runner", ["yarn", "", "Session"])
 def test_bad_runner_is_refused(runner: str) -> None:
-    with pytest.raises(ConfigError, match=f"runner {runner!r}: use submit, session or connect"):
+    with pytest.raises(ConfigError, match=f"^--runner \\(runner\\) {runner!r}: use submit, session or connect"):
         WorkerConfig(runner=runner).validate()
 
 
@@ -289,7 +307,7 @@ def test_known_runners_are_accepted(runner: str) -> None:
 @pytest.mark.parametrize("field", ["slots", "drain_timeout_s", "result_max_bytes", "log_retention_s",
                                    "driver_max_tasks", "bundle_cache_bytes"])
 def test_worker_sizes_must_be_positive(field: str) -> None:
-    with pytest.raises(ConfigError, match=f"^--.* \\({field}\\) must be positive"):
+    with pytest.raises(ConfigError, match=f"^{named(WorkerConfig, field)} must be positive"):
         WorkerConfig(**{field: 0}).validate()
 
 
@@ -350,7 +368,7 @@ def test_worker_id_is_the_configured_id_when_given() -> None:
 
 @pytest.mark.parametrize("field", ["task_memory_mb", "prefetch_max"])
 def test_worker_limits_must_not_be_negative_but_zero_turns_them_off(field: str) -> None:
-    with pytest.raises(ConfigError, match=f"^{field} must not be negative"):
+    with pytest.raises(ConfigError, match=f"^{named(WorkerConfig, field)} must not be negative \\(got -1\\)"):
         WorkerConfig(**{field: -1}).validate()
     assert getattr(WorkerConfig(**{field: 0}).validate(), field) == 0
 
@@ -440,8 +458,8 @@ def test_a_missing_or_empty_token_file_is_refused_naming_the_setting(content: st
 
 
 @pytest.mark.parametrize("env, error", [
-    ({"SPARKYARD_VIEWER_TOKEN": "v"}, "need token"),
-    ({"SPARKYARD_WORKER_TOKEN": "w"}, "need token"),
+    ({"SPARKYARD_VIEWER_TOKEN": "v"}, r"need --token \(token\) \(or --token-file\)"),
+    ({"SPARKYARD_WORKER_TOKEN": "w"}, r"need --token \(token\)"),
     ({"SPARKYARD_TOKEN": "same", "SPARKYARD_WORKER_TOKEN": "same"}, "must differ"),
     ({"SPARKYARD_TOKEN": "a", "SPARKYARD_WORKER_TOKEN": "w", "SPARKYARD_VIEWER_TOKEN": "w"}, "must differ"),
 ])
@@ -453,7 +471,7 @@ def test_role_tokens_need_an_admin_token_and_must_differ(env: dict[str, str], er
 @pytest.mark.parametrize("env, error", [
     ({"SPARKYARD_TLS_CERT": "c"}, "tls_cert and tls_key go together"),
     ({"SPARKYARD_TLS_KEY": "k"}, "tls_cert and tls_key go together"),
-    ({"SPARKYARD_TLS_CLIENT_CA": "ca"}, "needs tls_cert and tls_key"),
+    ({"SPARKYARD_TLS_CLIENT_CA": "ca"}, r"needs --tls-cert \(tls_cert\) and --tls-key \(tls_key\)"),
 ])
 def test_master_tls_settings_must_be_complete(env: dict[str, str], error: str) -> None:
     with pytest.raises(ConfigError, match=error):
@@ -478,7 +496,8 @@ def test_tls_settings_come_from_the_environment() -> None:
 
 @pytest.mark.parametrize("env, error", [
     ({"SPARKYARD_METRICS_TLS_CERT": "c"}, r"metrics_tls_cert and metrics_tls_key go together \(--metrics-tls-cert"),
-    ({"SPARKYARD_TOKEN": "t", "SPARKYARD_METRICS_TOKEN": "t"}, "metrics_token must differ from token"),
+    ({"SPARKYARD_TOKEN": "t", "SPARKYARD_METRICS_TOKEN": "t"},
+     r"--metrics-token \(metrics_token\) must differ from --token \(token\)"),
 ])
 def test_worker_metrics_settings_must_be_complete_and_the_scrape_token_its_own(env: dict[str, str],
                                                                                error: str) -> None:
