@@ -223,7 +223,8 @@ class Leadership:
                             return
                     await self._advertise()
             except _LeaseRanOut:
-                await self._depose(f"the lease could not be renewed for {self.lease_ms} ms: Redis did not answer")
+                if not self._stopping:
+                    await self._depose(f"Redis did not answer within the lease ({self.lease_ms} ms)")
                 return
             except redis.exceptions.RedisError as exc:
                 log.warning("leader election: redis unreachable: %s", exc)

@@ -18,9 +18,9 @@ Protocol on two sockets (newline-delimited JSON, one object per line):
   with ``"fresh": true`` is for a driver started with them and is always run);
 * RUN_FD, worker → driver: ``{"op": "run", "id": …, …}`` (see :func:`_run`), ``{"op": "exit"}``; read by the
   main thread itself, which runs the attempts (no hand-over between threads per attempt);
-* CONTROL_FD, worker → driver: ``{"op": "cancel", "id": …}`` (cancel the attempt's Spark jobs and interrupt
-  its Python code; the worker kills the process if that is not enough within its grace), read by a thread of
-  its own while the main thread runs the attempt.
+* CONTROL_FD (a SOCK_SEQPACKET pair: one JSON object per message), worker → driver: ``{"op": "cancel", "id":
+  …}`` (cancel the attempt's Spark jobs and interrupt its Python code; the worker kills the process if that is
+  not enough within its grace), read by a thread of its own while the main thread runs the attempt.
 
 Per attempt the driver changes process-wide state — working directory, ``sys.argv``, ``sys.path``,
 environment, file descriptors 1 and 2 (to the attempt's log) — and puts it all back afterwards; modules
@@ -60,6 +60,7 @@ from typing import Any  # noqa: E402
 
 from sparkyard.worker.children import die_with_parent  # noqa: E402
 from sparkyard.worker.context import ENV_TASK, TaskContext, set_current  # noqa: E402
+from sparkyard.worker.disk import NO_SPACE_ERRNOS  # noqa: E402
 from sparkyard.worker.entry import LazySpark, ScriptExit, encode_result, invoke  # noqa: E402
 from sparkyard.worker.py_state import (  # noqa: E402
     ExitHooks,
@@ -97,6 +98,8 @@ FROZEN_LIMIT_S = 1.0
 # After stopping the attempt, how long it may take to end before the driver process exits instead.
 FROZEN_KILL_GRACE_S = 2.0
 WATCH_INTERVAL_S = 0.1
+# A control message (a cancel: an op and an attempt's id) is far smaller than this.
+MAX_CONTROL_BYTES = 64 * 1024
 
 log = logging.getLogger("sparkyard.driver")
 TASK_LOG = logging.getLogger("sparkyard.task")  # ctx.logger: the attempt's log is its own file already
@@ -112,7 +115,7 @@ class Driver:
         # Reads are buffered (an unbuffered readline costs one recv per byte); writes go out whole, at once.
         self._reader = sock.makefile("rb")
         self._writer = sock.makefile("wb", buffering=0)
-        self._control = control.makefile("rb")
+        self._control = control  # SOCK_SEQPACKET: one message per recv, never half of one
         self._send_lock = threading.Lock()
         self._master = spark_master
         self._local = spark_master.startswith("local")
@@ -160,8 +163,8 @@ class Driver:
                 return
 
     def _read_control(self) -> None:
-        for line in self._control:
-            message = json.loads(line)
+        while data := self._control.recv(MAX_CONTROL_BYTES):  # b"": the worker closed it
+            message = json.loads(data)
             if message.get("op") == "cancel":
                 self._cancel(message.get("id", ""))
 
@@ -211,13 +214,16 @@ class Driver:
             refused = self.shared.cannot_apply(task["conf"])
             if refused:  # before anything of the attempt runs: the worker gives it a fresh driver
                 return {"op": "done", "id": attempt_id, "fresh": refused}
+        try:
+            log_fd = _open_log(task["log_path"], task["header"])
+        except OSError as exc:  # nothing of the attempt ran: a full disk hands it back (worker/disk.py)
+            return {"op": "done", "id": attempt_id, "ok": False, "no_space": exc.errno in NO_SPACE_ERRNOS,
+                    "error": f"could not start: its log {task['log_path']} cannot be written: {exc}"}
         saved_cwd, saved_path, saved_argv = os.getcwd(), list(sys.path), list(sys.argv)
         saved_env = _environ_snapshot()
         imported = ImportedModules()
         logging_before, threads_before, exit_hooks = LoggingState(), set(threading.enumerate()), ExitHooks()
         process_before = ProcessState()
-        log_fd = os.open(task["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.write(log_fd, task["header"].encode())
         sys.stdout.flush()
         sys.stderr.flush()
         saved_fds = os.dup(1), os.dup(2)
@@ -279,6 +285,17 @@ class Driver:
         """What Python does when a program's main code ends, before its process exits (worker/py_state.py)."""
         join_program_threads(threads_before)
         exit_hooks.run()
+
+
+def _open_log(path: str, header: str) -> int:
+    """The attempt's log, opened for its output with its first lines written."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, header.encode())
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
 def worker_stopped(pid: int) -> bool:

@@ -49,9 +49,11 @@ class ResultLedger:
         self._reports.start()
 
     async def stop(self) -> None:
-        await self._reports.close(timeout_s=CLOSE_TIMEOUT_S)
-        self._write_unwritten()
-        self.outbox.close()
+        try:
+            await self._reports.close(timeout_s=CLOSE_TIMEOUT_S)
+        finally:
+            self._write_unwritten()
+            self.outbox.close()
 
     def record(self, result: pb.TaskResult) -> None:
         """An attempt's end: on disk before it is sent (with the other results of its message, in one write),
@@ -59,6 +61,8 @@ class ResultLedger:
         self._unwritten.append(result)
         self.pending[(result.task_id, result.fencing_token)] = Pending(result, self._clock.monotonic())
         self._reports.result(result)
+        if self._reports.held_back:  # no master to send to (a backoff of up to seconds): on disk now
+            self._write_unwritten()
 
     def _write_unwritten(self) -> None:
         if self._unwritten:

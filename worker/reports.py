@@ -52,6 +52,11 @@ class ReportSender:
     def result(self, message: pb.TaskResult) -> None:
         self._batcher.submit(("result", message.task_id, message.fencing_token), message)
 
+    @property
+    def held_back(self) -> bool:
+        """The last message could not be sent (no master): what is queued waits out a backoff."""
+        return self._batcher.backoff_s > 0
+
     def flush(self) -> None:
         """Send what is queued now: the worker has nothing running, so no more results are coming to
         share the message, and the master is waiting for these to refill the slots."""

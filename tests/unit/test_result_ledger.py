@@ -78,3 +78,21 @@ def test_results_are_written_together_before_their_message_leaves_and_acks_toget
         assert ("t3", 4) in on_disk(tmp_path)
 
     asyncio.run(scenario())
+
+
+def test_a_result_recorded_while_no_master_takes_it_is_on_disk_at_once(tmp_path: Path) -> None:
+    """The reports wait out a backoff (seconds) while the master is unreachable: a result that ends meanwhile is
+    written then, not when the next try leaves — a worker killed in between still has it."""
+
+    async def scenario() -> None:
+        ledger = ResultLedger(tmp_path, SystemClock(), lambda message: False)  # not connected
+        await ledger.start()
+        ledger.record(result("t0", 1))
+        ledger.flush()
+        await wait_until(lambda: ledger._reports.held_back, 10)  # the try failed: backing off
+        ledger.record(result("t1", 2))
+        assert ("t1", 2) in on_disk(tmp_path)
+        await ledger.stop()
+        assert on_disk(tmp_path) == [("t0", 1), ("t1", 2)]
+
+    asyncio.run(scenario())

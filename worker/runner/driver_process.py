@@ -127,8 +127,11 @@ class DriverProcess:
     async def start(self) -> None:
         runner = self.runner
         ours, theirs = socket.socketpair()  # the attempts and their ends (worker/driver.py)
-        self._control, control_theirs = socket.socketpair()  # cancels, read while an attempt runs
-        self._control.setblocking(False)  # never holds the event loop (a frozen driver reads nothing)
+        # Cancels, read while an attempt runs. Message by message (a send is whole or refused, never half a line
+        # that would garble the next) and non-blocking (a frozen driver, which reads nothing, never holds the
+        # event loop).
+        self._control, control_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._control.setblocking(False)
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
                jvm_temp.DIRECTORY_ENV: str(self.temp_dir)}
         with open(self.log_path, "ab") as logf:
@@ -193,7 +196,7 @@ class DriverProcess:
         if message["op"] == "cancel":  # read by the driver's control thread while the attempt runs
             if self._control is not None:
                 try:
-                    self._control.send(data)  # a few bytes, to a socket the driver reads all the time
+                    self._control.send(data)
                 except OSError:  # gone (its end is being handled) or frozen: the kill after the grace stops it
                     pass
         elif self.writer is not None and not self.writer.is_closing():

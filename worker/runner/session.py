@@ -20,6 +20,7 @@ take an attempt now — is what the worker offers the master as slots.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import time
@@ -359,6 +360,9 @@ class SessionRunner:
                 self._leave(driver)
         if message.get("ok"):
             job.done(Outcome("SUCCEEDED", result_json=message.get("result_json", "")))
+        elif message.get("no_space"):  # its log could not be made: handed back unstarted (worker/slots.py)
+            error = message.get("error", "no space")
+            job.done(Outcome("FAILED", error=error, no_space=OSError(errno.ENOSPC, error)))
         else:
             job.done(Outcome("FAILED", error=message.get("error", "failed"), traceback=message.get("traceback", "")))
         self._dispatch()
