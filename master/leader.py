@@ -209,19 +209,17 @@ class Leadership:
                         await self._depose(f"the lease was taken over (leader now {self.view.leader_id or 'nobody'}, "
                                            f"epoch {self.view.epoch})")
                         return
-                    await self._within_lease(self._advertise())
-                else:
-                    if not self._stopping and (await self.acquire() or await self.take_over_if_gone()):
-                        log.info("leading (epoch %d) as %s at %s", self.epoch, self.master_id, self.address)
-                        try:
-                            await self._on_elected(self.epoch)
-                        except Exception as exc:
-                            # Redis failed while the wheel was being rebuilt: leading half started, this master
-                            # would hold the lease and renew it without ever dispatching or reaping. A fresh
-                            # process starts over (and, with the same id, takes its own lease back at once).
-                            await self._depose(f"could not start leading: {exc!r}")
-                            return
-                    await self._advertise()
+                elif not self._stopping and (await self.acquire() or await self.take_over_if_gone()):
+                    log.info("leading (epoch %d) as %s at %s", self.epoch, self.master_id, self.address)
+                    try:
+                        await self._on_elected(self.epoch)
+                    except Exception as exc:
+                        # Redis failed while the wheel was being rebuilt: leading half started, this master
+                        # would hold the lease and renew it without ever dispatching or reaping. A fresh
+                        # process starts over (and, with the same id, takes its own lease back at once).
+                        await self._depose(f"could not start leading: {exc!r}")
+                        return
+                await (self._within_lease(self._advertise()) if self.leading else self._advertise())
             except _LeaseRanOut:
                 if not self._stopping:
                     await self._depose(f"Redis did not answer within the lease ({self.lease_ms} ms)")

@@ -231,3 +231,15 @@ async def test_a_leader_whose_redis_stops_answering_steps_down_within_its_lease(
         print(f"deposed {took:.2f}s after its renewals stopped being answered (lease 1 s)")
     finally:
         loop.cancel()
+
+
+async def test_a_new_leader_whose_redis_stops_answering_right_after_its_election_steps_down(
+        redis: Redis, keys: Keys) -> None:
+    a = Master(redis, keys, "a", lease_s=1.0)
+
+    async def hangs() -> None:
+        await asyncio.Event().wait()  # its entry in the masters list, the first write after the election
+
+    a.leadership._advertise = hangs
+    await asyncio.wait_for(a.leadership.run(), 30)  # ends once deposed (before: held until TCP gave up)
+    assert a.events == ["elected 1", "deposed"] and not a.leadership.leading
