@@ -218,10 +218,9 @@ class JobManager:
         :data:`PAUSE_WITHDRAWS_MS` from it (a burst's) are cancelled: a pause stops every firing from now on. One
         nearer may be starting on its worker as the cancel travels: it runs, as one already started does."""
         now_ms = int(self._clock.now() * 1000)
-        active = await self._store.active_runs(job_id)
-        runs = [await self._store.get_run(run_id, with_tasks=False) for run_id in active]
-        ahead = [r.id for r in runs if r is not None and r.fired_ms < r.scheduled_ms
-                 and r.scheduled_ms > now_ms + PAUSE_WITHDRAWS_MS]
+        times = await self._store.run_fire_times(await self._store.active_runs(job_id))
+        ahead = [run_id for run_id, (fired_ms, scheduled_ms) in times.items()
+                 if fired_ms < scheduled_ms and scheduled_ms > now_ms + PAUSE_WITHDRAWS_MS]
         if ahead:
             log.info("job=%s paused: cancelling %d run(s) fired ahead of their time", job_id, len(ahead))
             await self._outcomes.cancel_runs(ahead, PAUSED_BEFORE_ITS_TIME)

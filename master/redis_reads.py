@@ -246,6 +246,13 @@ class RedisReads:
     async def active_runs(self, job_id: str) -> list[str]:
         return sorted(await self.redis.smembers(self.keys.job_active(job_id)))
 
+    async def run_fire_times(self, run_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        pipe = self.redis.pipeline(transaction=False)
+        for run_id in run_ids:
+            pipe.hmget(self.keys.run(run_id), "fired_ms", "scheduled_ms")
+        return {run_id: (int(fired or 0), int(scheduled or 0))
+                for run_id, (fired, scheduled) in zip(run_ids, await pipe.execute()) if scheduled is not None}
+
     async def run_task_counts(self, run_ids: Sequence[str]) -> dict[str, int]:
         pipe = self.redis.pipeline(transaction=False)
         for run_id in run_ids:

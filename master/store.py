@@ -296,6 +296,10 @@ class Store(Protocol):
         """The job's runs that are not terminal, sorted."""
         ...
 
+    async def run_fire_times(self, run_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """(fired ms, scheduled ms) of each run that exists among ``run_ids``, in one round trip."""
+        ...
+
     async def run_task_counts(self, run_ids: Sequence[str]) -> dict[str, int]:
         """Tasks of each run (0 for a run that does not exist)."""
         ...
