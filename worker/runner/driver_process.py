@@ -8,6 +8,7 @@ anything an attempt started) and its JVM's temporary files.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import os
@@ -77,6 +78,16 @@ def run_message(job: Job, kind: str, notices: list[str], conf: dict[str, str]) -
         "context_id": f"{a.task_id}.a{a.attempt}", "log_path": attempt.log_path, "header": header,
         "result_max_bytes": attempt.result_max_bytes,
     }
+
+
+def outcome_of(done: dict[str, Any]) -> Outcome:
+    """The outcome a driver's ``done`` message reports for an attempt it ran (or could not start)."""
+    if done.get("ok"):
+        return Outcome("SUCCEEDED", result_json=done.get("result_json", ""))
+    if done.get("no_space"):  # its log could not be made: handed back unstarted (worker/slots.py)
+        error = done.get("error", "no space")
+        return Outcome("FAILED", error=error, no_space=OSError(errno.ENOSPC, error))
+    return Outcome("FAILED", error=done.get("error", "failed"), traceback=done.get("traceback", ""))
 
 
 class Pool(Protocol):

@@ -20,7 +20,6 @@ take an attempt now — is what the worker offers the master as slots.
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
 import os
 import time
@@ -35,7 +34,8 @@ from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children
 from sparkyard.worker.class_archive import ClassArchive
 from sparkyard.worker.runner.base import ERROR_TAIL_LINES, AttemptRun, Outcome, log_tail
-from sparkyard.worker.runner.driver_process import KILL_GRACE_S, DriverProcess, Job, describe_exit, run_message
+from sparkyard.worker.runner.driver_process import (KILL_GRACE_S, DriverProcess, Job, describe_exit, outcome_of,
+                                                    run_message)
 from sparkyard.worker.runner.fresh import FreshDrivers
 from sparkyard.worker.warm_conf import master_notice
 
@@ -358,13 +358,7 @@ class SessionRunner:
                     driver.retiring = True
                     self._spawn_driver()
                 self._leave(driver)
-        if message.get("ok"):
-            job.done(Outcome("SUCCEEDED", result_json=message.get("result_json", "")))
-        elif message.get("no_space"):  # its log could not be made: handed back unstarted (worker/slots.py)
-            error = message.get("error", "no space")
-            job.done(Outcome("FAILED", error=error, no_space=OSError(errno.ENOSPC, error)))
-        else:
-            job.done(Outcome("FAILED", error=message.get("error", "failed"), traceback=message.get("traceback", "")))
+        job.done(outcome_of(message))
         self._dispatch()
 
     def driver_ended(self, driver: DriverProcess, code: int | None) -> None:
