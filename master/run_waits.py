@@ -62,12 +62,12 @@ class RunWaits:
             raise InvalidArgument("timeout: must not be negative")
         timeout_s = min(timeout_s or self._wait_max_s, self._wait_max_s)
         JobManager.check_id(run_id, ids.IdKind.RUN)
+        job_id = run_id.split(".", 1)[0]
         run = await self._store.get_run(run_id, with_tasks=False)
         if run is None:
-            await self._jobs.get_job(run_id.split(".", 1)[0])
+            await self._jobs.get_job(job_id)
         elif run.state in RUN_TERMINAL:
             return await self._jobs.get_run(run_id), False
-        job_id = run_id.split(".", 1)[0]
         waiter = RunWaiter(timeout_s)
         self._purgatory.try_complete_else_watch(waiter, [run_id, job_id])
         try:

@@ -39,7 +39,7 @@ class WorkerMetrics:
         self._duration_by = LabelChildren(self.duration)
 
     def attempt_ended(self, state: int, started_ms: int, finished_ms: int) -> None:
-        outcome = _OUTCOMES.get(state) or pb.AttemptState.Name(state).removeprefix("ATTEMPT_")
+        outcome = _OUTCOMES[state]
         self._attempts_by[outcome].inc()
         if started_ms and finished_ms >= started_ms:
             self._duration_by[outcome].observe((finished_ms - started_ms) / 1000)

@@ -32,7 +32,7 @@ REPORT_BUFFER = 100_000
 
 class ReportSender:
     def __init__(self, clock: Clock, send: Callable[[pb.WorkerMessage], bool],
-                 before_send: Callable[[], None] = lambda: None) -> None:
+                 before_send: Callable[[], None]) -> None:
         self._send = send
         self._before_send = before_send  # the result ledger writes its new results to the outbox
         self._batcher: Batcher[pb.TaskStarted | pb.TaskResult] = Batcher(
