@@ -89,7 +89,7 @@ async def _stop(service: Service) -> None:
         log.exception("%s failed to stop", getattr(service, "name", type(service).__name__))
 
 
-def build_runners(cfg: WorkerConfig, children: Children, engine: Engine, disk: Disk,
+def build_runners(cfg: WorkerConfig, children: Children, engine: Engine, disk: Disk, logs: LogFiles,
                   archive: ClassArchive | None = None) -> Runners:
     """Every runner a job may ask for; each tells of its readiness changing through one event. Their JVMs
     share one ``archive`` of Spark's classes (worker/class_archive.py)."""
@@ -99,10 +99,12 @@ def build_runners(cfg: WorkerConfig, children: Children, engine: Engine, disk: D
                                conf=cfg.conf, archive=archive),
         "session": SessionRunner(cfg.spark_master, cfg.slots, cfg.work_path, children, conf=cfg.conf,
                                  task_memory_mb=cfg.task_memory_mb, max_tasks=cfg.driver_max_tasks,
-                                 wait_max_s=cfg.runner_wait_max_s, on_readiness=changed.set, archive=archive),
+                                 wait_max_s=cfg.runner_wait_max_s, on_readiness=changed.set, archive=archive,
+                                 logs=logs),
         "connect": ConnectRunner(cfg.connect_url, cfg.spark_master, cfg.slots, cfg.work_path, children,
                                  conf=cfg.conf, task_memory_mb=cfg.task_memory_mb, max_tasks=cfg.driver_max_tasks,
-                                 wait_max_s=cfg.runner_wait_max_s, on_readiness=changed.set, archive=archive),
+                                 wait_max_s=cfg.runner_wait_max_s, on_readiness=changed.set, archive=archive,
+                                 logs=logs),
     }
     return Runners(cfg, runners, changed, engine, disk)
 
@@ -116,8 +118,8 @@ def build_worker(cfg: WorkerConfig, *, clock: Clock | None = None) -> Worker:
     engine = Engine(watched_master(cfg.runner, cfg.spark_master, cfg.connect_url))
     disk = Disk(work_dir)
     archive = ClassArchive.configured(cfg.class_archive_dir, cfg.conf, children)
-    runners = build_runners(cfg, children, engine, disk, archive)
     logs = LogFiles(work_dir)
+    runners = build_runners(cfg, children, engine, disk, logs, archive)
     bundles = BundleCache(work_dir / "bundles", cfg.bundle_cache_bytes,
                           fetch_over(lambda: connection.channel, connection.metadata))
     fence_address = desk_address(work_dir)

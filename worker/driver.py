@@ -12,8 +12,9 @@ Protocol on two sockets (newline-delimited JSON, one object per line):
 
 * RUN_FD, driver → worker: ``{"op": "ready", "version": …}`` once Spark is up; ``{"op": "start_failed",
   "error": …}`` if it cannot start; ``{"op": "done", "id": …, "ok": …, "result_json", "error",
-  "traceback", "exit_code", "recycle"}`` per attempt (``recycle``: why this process must run no other attempt,
-  '' when it may), or ``{"op": "done", "id": …, "fresh": [items]}`` without running it when the job's conf
+  "traceback", "exit_code", "recycle", "log_start", "log_end"}`` per attempt (``recycle``: why this process must
+  run no other attempt, '' when it may; ``log_start``/``log_end``: the attempt's bytes of the log file its run
+  message named, which stays open for the next attempt: worker/logs.py), or ``{"op": "done", "id": …, "fresh": [items]}`` without running it when the job's conf
   has items this driver's JVM did not start with and cannot take (worker/warm_conf.py; a run message
   with ``"fresh": true`` is for a driver started with them and is always run);
 * RUN_FD, worker → driver: ``{"op": "run", "id": …, …}`` (see :func:`_run`), ``{"op": "exit"}``; read by the
@@ -26,8 +27,8 @@ Per attempt the driver changes process-wide state — working directory, ``sys.a
 environment, file descriptors 1 and 2 (to the attempt's log) — and puts it all back afterwards; modules
 the attempt imported from its own code are forgotten so the next attempt loads its own version, and the
 logging configuration the attempt changed is restored. As at a program's exit, the attempt ends when its
-non-daemon threads and its ``atexit`` functions have run; one that leaves a daemon thread running retires
-the driver (worker/py_state.py). Python's process-wide settings the attempt changed (signal handlers and
+non-daemon threads and its ``atexit`` functions have run; one that leaves a daemon thread or a child process
+running retires the driver (worker/py_state.py). Python's process-wide settings the attempt changed (signal handlers and
 timers, warnings filters, recursion limit, socket timeout, umask, hooks…) are put back too. The
 process dies with the worker (``PR_SET_PDEATHSIG``), and the worker records it before handing it work so
 a restarted worker ends it if it was left behind.
@@ -67,7 +68,9 @@ from sparkyard.worker.py_state import (  # noqa: E402
     ImportedModules,
     LoggingState,
     ProcessState,
+    child_processes,
     join_program_threads,
+    left_processes,
     left_running,
     own_logging,
 )
@@ -122,6 +125,11 @@ class Driver:
         self._conf = {**DRIVER_CONF, **({} if self._local else CLUSTER_CONF), **conf}
         self._worker_conf = conf
         self._current = ""
+        # The file the attempts' logs are appended to, open across attempts (worker/logs.py), until the
+        # worker names another (a new day's).
+        self._log_path = ""
+        self._log_fd = -1
+        self._children: frozenset[int] = frozenset()
         self._kill_lock = threading.Lock()
         self._main_ident = threading.get_ident()
         self.shared: Any = None  # SharedSpark or RemoteSpark: the attempt's Spark
@@ -151,6 +159,7 @@ class Driver:
         return True
 
     def serve(self, worker_pid: int) -> None:
+        self._children = child_processes()  # its JVM, started with Spark: an attempt's own children are extra
         threading.Thread(target=self._read_control, name="sparkyard-driver-control", daemon=True).start()
         threading.Thread(target=self._watch, args=(worker_pid,), name="sparkyard-driver-watchdog",
                          daemon=True).start()
@@ -215,7 +224,7 @@ class Driver:
             if refused:  # before anything of the attempt runs: the worker gives it a fresh driver
                 return {"op": "done", "id": attempt_id, "fresh": refused}
         try:
-            log_fd = _open_log(task["log_path"], task["header"])
+            log_start = self._open_log(task["log_path"], task["header"])
         except OSError as exc:  # nothing of the attempt ran: a full disk hands it back (worker/disk.py)
             return {"op": "done", "id": attempt_id, "ok": False, "no_space": exc.errno in NO_SPACE_ERRNOS,
                     "error": f"could not start: its log {task['log_path']} cannot be written: {exc}"}
@@ -227,10 +236,9 @@ class Driver:
         sys.stdout.flush()
         sys.stderr.flush()
         saved_fds = os.dup(1), os.dup(2)
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
-        os.close(log_fd)
-        reply: dict[str, Any] = {"op": "done", "id": attempt_id}
+        os.dup2(self._log_fd, 1)
+        os.dup2(self._log_fd, 2)
+        reply: dict[str, Any] = {"op": "done", "id": attempt_id, "log_start": log_start}
         try:
             os.environ.update(task["env"])
             sys.path[:0] = task["sys_path"]
@@ -262,7 +270,8 @@ class Driver:
             exit_hooks.uninstall()
             set_current(None)
             self.shared.end()
-            reply["recycle"] = "; ".join(r for r in (self.shared.dirty(), left_running(threads_before)) if r)
+            reply["recycle"] = "; ".join(r for r in (self.shared.dirty(), left_running(threads_before),
+                                                     left_processes(self._children)) if r)
             logging_before.restore()
             process_before.restore()
             sys.stdout.flush()
@@ -271,6 +280,7 @@ class Driver:
             os.dup2(saved_fds[1], 2)
             os.close(saved_fds[0])
             os.close(saved_fds[1])
+            reply["log_end"] = os.lseek(self._log_fd, 0, os.SEEK_END)
             os.chdir(saved_cwd)
             sys.path[:] = saved_path
             sys.argv[:] = saved_argv
@@ -280,6 +290,18 @@ class Driver:
         return reply
 
 
+    def _open_log(self, path: str, header: str) -> int:
+        """Where the attempt's log starts in ``path`` (opened unless it is the file already open), its first
+        lines written."""
+        if path != self._log_path:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            if self._log_fd >= 0:
+                os.close(self._log_fd)
+            self._log_path, self._log_fd = path, fd
+        start = os.lseek(self._log_fd, 0, os.SEEK_END)
+        os.write(self._log_fd, header.encode())
+        return start
+
     @staticmethod
     def _program_exit(threads_before: set[threading.Thread], exit_hooks: ExitHooks) -> None:
         """What Python does when a program's main code ends, before its process exits (worker/py_state.py)."""
@@ -287,15 +309,6 @@ class Driver:
         exit_hooks.run()
 
 
-def _open_log(path: str, header: str) -> int:
-    """The attempt's log, opened for its output with its first lines written."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, header.encode())
-    except OSError:
-        os.close(fd)
-        raise
-    return fd
 
 
 def worker_stopped(pid: int) -> bool:

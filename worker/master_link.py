@@ -305,7 +305,7 @@ class MasterLink:
             self._drain_requested.set()
 
     async def _answer_log(self, request: pb.LogRequest) -> None:
-        data = await self._logs.answer(request, self._slots.running)
+        data = await self._logs.answer(request, self._slots.log_of)
         self.connection.send(pb.WorkerMessage(log=data))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:

@@ -142,6 +142,34 @@ def left_running(before: set[threading.Thread]) -> str:
     return f"the program left threads running ({', '.join(names)}), which would go on in the next attempt"
 
 
+def child_processes() -> frozenset[int]:
+    """The live processes the main thread started (Linux's ``children`` list of the thread; none without /proc)."""
+    try:
+        with open(f"/proc/self/task/{threading.main_thread().native_id}/children", "rb") as listed:
+            pids = listed.read().split()
+    except OSError:
+        return frozenset()
+    return frozenset(int(pid) for pid in pids if not _ended(int(pid))) if pids else frozenset()
+
+
+def _ended(pid: int) -> bool:
+    """A child that exited and was not waited for (a zombie) writes nothing more."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[:1] == [b"Z"]
+    except OSError:
+        return True
+
+
+def left_processes(before: frozenset[int]) -> str:
+    """Why a process must run no other attempt because of child processes this one left running ('' if none):
+    they could go on writing to the log file the next attempt's range is of (worker/logs.py)."""
+    left = sorted(child_processes() - before)
+    if not left:
+        return ""
+    return f"the program left child processes running (pids {', '.join(map(str, left))})"
+
+
 class ExitHooks:
     """The ``atexit`` functions a program registers while its attempt runs, kept for the attempt's end
     instead of the process's (``atexit.register``/``unregister`` are replaced meanwhile)."""

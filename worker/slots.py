@@ -142,9 +142,10 @@ class AttemptSlots:
     def task_ids(self) -> list[str]:
         return list(self.executions)
 
-    def running(self, task_id: str, attempt: int) -> bool:
+    def log_of(self, task_id: str, attempt: int) -> str | None:
+        """The log path of an attempt queued or running here (None: not here)."""
         e = self.executions.get(task_id)
-        return e is not None and e.assignment.attempt == attempt
+        return e.run.log_path if e is not None and e.assignment.attempt == attempt else None
 
     def registered(self, lost: set[tuple[str, int]]) -> None:
         """A master took this worker's leases: all renewed but ``lost``, whose attempts are killed."""
@@ -324,6 +325,8 @@ class AttemptSlots:
         else:
             state = pb.ATTEMPT_SUCCEEDED if outcome.state == "SUCCEEDED" else pb.ATTEMPT_FAILED
         log_path = execution.run.log_path if execution.begun_at else ""
+        if log_path:  # a log request that names the attempt's range as it began, or no path, finds it here
+            self._logs.ended(a.task_id, a.attempt, log_path)
         quiet = killed is None or killed.kind == "release"
         self._finish(a, state, outcome, execution.started_ms, finished_ms, log_path, quiet=quiet)
         self.pump()

@@ -25,6 +25,7 @@ import psutil
 
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.children import Children
+from sparkyard.worker.logs import LogFiles
 from sparkyard.worker.runner.base import AttemptRun, Outcome
 from sparkyard.worker.runner.session import SessionRunner
 from sparkyard.worker.workspace import workspace
@@ -50,7 +51,8 @@ def drivers_cpu_s() -> tuple[float, float]:
 
 
 async def feed(spec: pb.JobSpec, bundle_root: Path | None, work: Path, tasks: int, slots: int) -> dict[str, float]:
-    runner = SessionRunner("local[1]", slots, work, Children(work))
+    logs = LogFiles(work)
+    runner = SessionRunner("local[1]", slots, work, Children(work), logs=logs)
     await runner.start()
     deadline = time.monotonic() + READY_TIMEOUT_S
     while runner.readiness()[0] != pb.READINESS_READY:
@@ -59,8 +61,6 @@ async def feed(spec: pb.JobSpec, bundle_root: Path | None, work: Path, tasks: in
         await asyncio.sleep(0.2)  # warming JVMs, seconds each; polled with a deadline
     print("ready", flush=True)
     await asyncio.to_thread(sys.stdin.readline)  # every feeder starts at once: the parent says go
-    logs = work / "logs"
-    logs.mkdir(exist_ok=True)
     place = workspace(spec, bundle_root, work / "scratch")
     done = asyncio.get_running_loop().create_future()
     left = [tasks]
@@ -80,7 +80,8 @@ async def feed(spec: pb.JobSpec, bundle_root: Path | None, work: Path, tasks: in
                               attempt=1, fencing_token=i + 1, spec=spec)
         a.inputs.add(value=f"/in/{i}")
         a.scheduled_at.FromMilliseconds(int(began * 1000))
-        run = AttemptRun(a, "ceiling", str(logs / f"{i}.log"), str(work / "attempts"), RESULT_MAX_BYTES, place)
+        run = AttemptRun(a, "ceiling", logs.path_for(a.task_id, 1, began), str(work / "attempts"), RESULT_MAX_BYTES,
+                         place)
         runner.begin(run, finished)
     await done
     ended = time.time()

@@ -16,6 +16,7 @@ from harness import TEST_CLASS_ARCHIVE_DIR, TEST_DRIVER_CONF, shared_class_archi
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.children import Children
 from sparkyard.worker.class_archive import ClassArchive
+from sparkyard.worker.logs import LogFiles
 from sparkyard.worker.runner.session import SessionRunner
 
 READY_TIMEOUT_S = 240.0  # under the suite's 300 s per test; ~30x what two JVMs take on a loaded machine
@@ -33,7 +34,8 @@ async def test_a_pool_told_to_warm_two_at_once_starts_both_before_either_is_read
             all_ready.set()
 
     runner = SessionRunner("local[1]", 2, tmp_path, Children(tmp_path), conf=conf, on_readiness=on_readiness,
-                           archive=ClassArchive(TEST_CLASS_ARCHIVE_DIR, conf, Children(tmp_path)), warm_at_once=2)
+                           archive=ClassArchive(TEST_CLASS_ARCHIVE_DIR, conf, Children(tmp_path)), warm_at_once=2,
+                           logs=LogFiles(tmp_path))
     caplog.set_level(logging.INFO, logger="sparkyard.worker.runner.driver_process")
     try:
         await runner.start()

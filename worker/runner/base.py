@@ -20,6 +20,7 @@ from typing import Callable, Protocol
 from sparkyard.timeutil import logical_args
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.context import Input, TaskContext, utc_from_ms
+from sparkyard.worker.logs import parse_range
 from sparkyard.worker.workspace import Workspace
 
 
@@ -27,19 +28,23 @@ from sparkyard.worker.workspace import Workspace
 ERROR_TAIL_LINES = 20
 
 
-def _read_tail(path: str, most: int, since: int = 0) -> str:
-    """The last ``most`` bytes of a file written from offset ``since`` on ('' if it cannot be read)."""
+def _read_tail(path: str, most: int, since: int = 0, until: int | None = None) -> str:
+    """The last ``most`` bytes of a file written from offset ``since`` on, up to ``until`` (None: its end;
+    '' if it cannot be read)."""
     try:
         with open(path, "rb") as f:
-            f.seek(max(since, f.seek(0, os.SEEK_END) - most))
-            return f.read().decode(errors="replace")
+            end = f.seek(0, os.SEEK_END) if until is None else until
+            f.seek(max(since, end - most))
+            return f.read(max(0, end - f.tell())).decode(errors="replace")
     except OSError:
         return ""
 
 
-def log_tail(path: str, lines: int) -> str:
-    """The last ``lines`` lines of a log file ('' if it cannot be read)."""
-    return "\n".join(_read_tail(path, 16384).splitlines()[-lines:])
+def log_tail(log_path: str, lines: int) -> str:
+    """The last ``lines`` lines of an attempt's log — a file, or its range of one (worker/logs.py) — ('' if it
+    cannot be read)."""
+    path, start, end = parse_range(log_path)
+    return "\n".join(_read_tail(path, 16384, start, end).splitlines()[-lines:])
 
 
 # A JVM's own reason in a log: the message of its last exception (``java.lang.RuntimeException: [unresolved
@@ -91,7 +96,9 @@ class AttemptRun:
 
     assignment: pb.TaskAssignment
     worker_id: str
-    log_path: str  # plain text, not a Path: thousands of attempts a second each build one
+    # Plain text, not a Path: thousands of attempts a second each build one. A warm driver's attempt gets its
+    # range of the driver's log file when it is handed to the driver (worker/logs.py).
+    log_path: str
     attempts_dir: str  # parent of every attempt's scratch directory (see work_dir)
     result_max_bytes: int
     workspace: Workspace

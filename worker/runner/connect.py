@@ -26,6 +26,7 @@ from sparkyard import resources
 from sparkyard.config import DEFAULT_DRIVER_MAX_TASKS, DEFAULT_RUNNER_WAIT_MAX_S
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.children import Children
+from sparkyard.worker.logs import LogFiles
 from sparkyard.worker.class_archive import ClassArchive
 from sparkyard.worker.connect_server import ConnectServer
 from sparkyard.worker.remote_spark import CONNECT_MODE
@@ -43,9 +44,10 @@ class ConnectRunner(SessionRunner):
     def __init__(self, connect_url: str, spark_master: str, slots: int, work_dir: Path, children: Children, *,
                  conf: dict[str, str] | None = None, task_memory_mb: int = 0,
                  max_tasks: int = DEFAULT_DRIVER_MAX_TASKS, wait_max_s: float = DEFAULT_RUNNER_WAIT_MAX_S,
-                 on_readiness: Callable[[], None] | None = None, archive: ClassArchive | None = None) -> None:
+                 on_readiness: Callable[[], None] | None = None, archive: ClassArchive | None = None,
+                 logs: LogFiles) -> None:
         super().__init__(CONNECT_MODE, slots, work_dir / "connect", children, task_memory_mb=task_memory_mb,
-                         max_tasks=max_tasks, wait_max_s=wait_max_s, on_readiness=on_readiness)
+                         max_tasks=max_tasks, wait_max_s=wait_max_s, on_readiness=on_readiness, logs=logs)
         self.server = ConnectServer(connect_url, spark_master or f"local[{slots}]", dict(conf or {}),
                                     work_dir / "connect", children, self._server_changed, archive)
 

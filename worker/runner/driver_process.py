@@ -22,6 +22,7 @@ from typing import Any, Callable, Protocol
 
 from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children, tree_rss
+from sparkyard.worker.logs import LogFiles, attempt_range
 from sparkyard.worker.runner.base import AttemptRun, Outcome, jvm_reason
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,8 @@ def run_message(job: Job, kind: str, notices: list[str], conf: dict[str, str]) -
         "files": list(ws.files), "fresh": bool(job.fresh),
         # The context travels once, as the SPARKYARD_TASK variable the driver sets anyway.
         "env": {**dict(a.spec.env), **ctx.env()}, "conf": conf,
-        "context_id": f"{a.task_id}.a{a.attempt}", "log_path": attempt.log_path, "header": header,
+        "context_id": f"{a.task_id}.a{a.attempt}", "log_path": job.driver.attempts_log if job.driver else "",
+        "header": header,
         "result_max_bytes": attempt.result_max_bytes,
     }
 
@@ -98,6 +100,7 @@ class Pool(Protocol):
     spark_master: str
     children: Children
     drivers_dir: Path
+    logs: LogFiles
 
     def driver_conf(self, driver: DriverProcess) -> dict[str, str]: ...
 
@@ -124,12 +127,30 @@ class DriverProcess:
         self.tasks_run = 0
         self.job: Job | None = None
         self.start_error = ""
-        self.log_path = runner.drivers_dir / f"driver-{number}.log"
+        self.log_path = runner.drivers_dir / f"driver-{number}.log"  # its own output (Spark's, its JVM's)
+        # The file its attempts' logs go to today and the end of the last attempt's range in it (worker/logs.py).
+        self.attempts_log = ""
+        self.attempts_log_end = 0
         self._log_from = 0
         self.temp_dir = runner.drivers_dir / f"driver-{number}.tmp"  # its JVM's (worker/jvm_temp.py)
         # The --files its SparkContext serves, by name (Spark keys them by name alone, for the context's life).
         self.files: dict[str, str] = {}
         self.class_archive: Path | None = None  # the class archive its JVM was given (worker/class_archive.py)
+
+    def attempt_log(self) -> str:
+        """The log path of the attempt handed to this driver now: its range of the driver's file of today,
+        from where the last one ended (worker/logs.py)."""
+        path = self.runner.logs.driver_file(f"driver-{self.number}-{self.proc.pid if self.proc else 0}", time.time())
+        if path != self.attempts_log:  # a new day (or a file a driver of the same number and pid began before)
+            self.attempts_log, self.attempts_log_end = path, _size(path)
+        return attempt_range(path, self.attempts_log_end)
+
+    def attempt_logged(self, job: Job, done: dict[str, Any]) -> None:
+        """The attempt ``job`` is done: its range as the driver wrote it."""
+        if "log_end" not in done:  # not run (refused before its log was written)
+            return
+        self.attempts_log_end = done["log_end"]
+        job.attempt.log_path = attempt_range(self.attempts_log, done["log_start"], done["log_end"])
 
     def clashes(self, files: tuple[str, ...]) -> bool:
         """Whether one of ``files`` has a name this driver already serves from another path."""
@@ -237,3 +258,8 @@ class DriverProcess:
             self.kill()
 
 
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0

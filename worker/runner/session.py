@@ -33,6 +33,7 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children
 from sparkyard.worker.class_archive import ClassArchive
+from sparkyard.worker.logs import LogFiles
 from sparkyard.worker.runner.base import ERROR_TAIL_LINES, AttemptRun, Outcome, log_tail
 from sparkyard.worker.runner.driver_process import (KILL_GRACE_S, DriverProcess, Job, describe_exit, outcome_of,
                                                     run_message)
@@ -63,7 +64,7 @@ class SessionRunner:
                  conf: dict[str, str] | None = None, task_memory_mb: int = 0,
                  max_tasks: int = DEFAULT_DRIVER_MAX_TASKS, wait_max_s: float = DEFAULT_RUNNER_WAIT_MAX_S,
                  on_readiness: Callable[[], None] | None = None, archive: ClassArchive | None = None,
-                 warm_at_once: int = WARM_AT_ONCE) -> None:
+                 warm_at_once: int = WARM_AT_ONCE, logs: LogFiles) -> None:
         self.spark_master = spark_master or "local[1]"
         self._warm_at_once = max(1, warm_at_once)
         self._wait_max_s = wait_max_s
@@ -71,6 +72,7 @@ class SessionRunner:
         self.conf = dict(conf or {})
         self.children = children
         self.drivers_dir = work_dir / "drivers"
+        self.logs = logs  # where the drivers write their attempts' logs
         self._task_memory_mb = task_memory_mb
         self._max_tasks = max_tasks
         self._on_readiness = on_readiness or (lambda: None)
@@ -190,7 +192,6 @@ class SessionRunner:
             return pb.READINESS_STARTING, f"warming {self.drivers}, {ready} of {self.slots} ready", ready
         return pb.READINESS_DEGRADED, f"{ready} of {self.slots} {self.drivers} ready (replacements warming)", ready
 
-
     # ---- attempts ------------------------------------------------------------------------------------------
 
     def begin(self, attempt: AttemptRun, done: Callable[[Outcome], None]) -> None:
@@ -233,9 +234,8 @@ class SessionRunner:
                 self._spawn_driver()
 
     def _hand(self, driver: DriverProcess, job: Job) -> None:
-        driver.state = "busy"
-        driver.job = job
-        job.driver = driver
+        driver.state, driver.job, job.driver = "busy", job, driver
+        job.attempt.log_path = driver.attempt_log()
         if self.files_by_name:
             driver.files.update((os.path.basename(p), p) for p in job.attempt.workspace.files)
         driver.send(self._run_message(job))
@@ -344,6 +344,7 @@ class SessionRunner:
             self._dispatch()
             return
         driver.tasks_run += 1
+        driver.attempt_logged(job, message)
         if driver.dedicated is not None or driver.state == "leaving":
             driver.state = "leaving"
             driver.send({"op": "exit"})

@@ -1,0 +1,69 @@
+"""A warm driver's attempts share its log file, each its byte range of it (worker/logs.py): a request reads its
+attempt's bytes and no other attempt's — by the closed range the result gave; by the open range the start
+report gave, or by no path (sent before the master had the result), once the attempt has ended here; by none
+while it is still on the worker — and offsets count from the attempt's own start. A range is kept apart from
+a path that merely has an ``@`` in it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.worker.logs import LogFiles, attempt_range, parse_range
+from sparkyard.worker.runner.base import log_tail
+
+NOW = 1_790_000_000.0
+
+
+def test_a_range_and_a_path_read_back_as_they_were_made() -> None:
+    assert parse_range(attempt_range("/l/driver-1-9.log", 12, 40)) == ("/l/driver-1-9.log", 12, 40)
+    assert parse_range(attempt_range("/l/driver-1-9.log", 12)) == ("/l/driver-1-9.log", 12, None)
+    for whole in ("/l/t.a1.log", "/l/user@host/t.a1.log", "/l/t@x.log", "/l/t.a1.log@", "/l/t@1-x"):
+        assert parse_range(whole) == (whole, 0, None)
+
+
+def two_attempts(tmp_path: Path) -> tuple[LogFiles, str, str, str]:
+    """A driver's file holding a first attempt's log and a second one's: (logs, file, first's open range,
+    second's open range)."""
+    logs = LogFiles(tmp_path)
+    path = logs.driver_file("driver-1-4242", NOW)
+    Path(path).write_bytes(b"first attempt\n" + b"second attempt\n")
+    first, second = attempt_range(path, 0), attempt_range(path, 14)
+    logs.ended("t", 1, attempt_range(path, 0, 14))
+    return logs, path, first, second
+
+
+async def read(logs: LogFiles, log_path: str, offset: int = 0, current: str | None = None,
+               attempt: int = 1) -> pb.LogData:
+    request = pb.LogRequest(request_id="r", task_id="t", attempt=attempt, log_path=log_path, offset=offset)
+    return await logs.answer(request, lambda task_id, attempt: current)
+
+
+async def test_an_attempt_s_range_reads_its_bytes_alone_from_its_own_offsets(tmp_path: Path) -> None:
+    logs, path, first, second = two_attempts(tmp_path)
+    closed = await read(logs, attempt_range(path, 0, 14))
+    assert (closed.data, closed.eof) == (b"first attempt\n", True)
+    # The start report's form, or no path at all, the attempt over: its end is known, the next is not read.
+    assert (await read(logs, first)).data == b"first attempt\n"
+    assert (await read(logs, "")).data == b"first attempt\n"
+    assert (await read(logs, first, offset=6)).data == b"attempt\n"
+    assert (await read(logs, first, offset=14)).data == b""
+    # Still running (the worker names its range): to the file's end, and not at its end yet.
+    running = await read(logs, "", current=second, attempt=2)
+    assert (running.data, running.eof) == (b"second attempt\n", False)
+    assert (await read(logs, second, offset=7, attempt=2)).data == b"attempt\n"
+
+
+async def test_a_range_outside_the_log_directory_is_refused(tmp_path: Path) -> None:
+    logs, _, _, _ = two_attempts(tmp_path)
+    refused = await read(logs, attempt_range(str(tmp_path.parent / "elsewhere.log"), 0, 5), attempt=3)
+    assert refused.error == "path is outside the worker's log directory"
+
+
+@pytest.mark.parametrize("end", [14, None])
+def test_the_tail_of_a_dead_driver_s_attempt_is_of_its_range(tmp_path: Path, end: int | None) -> None:
+    _, path, _, _ = two_attempts(tmp_path)
+    assert log_tail(attempt_range(path, 0, end), 5) == ("first attempt" if end else "first attempt\nsecond attempt")
+    assert log_tail(attempt_range(path, 14), 5) == "second attempt"
