@@ -143,13 +143,13 @@ def left_running(before: set[threading.Thread]) -> str:
 
 
 def child_processes() -> frozenset[int]:
-    """The live processes the main thread started (Linux's ``children`` list of the thread; none without /proc)."""
+    """The processes the main thread started and did not wait for (Linux's ``children`` list of the thread;
+    none without /proc)."""
     try:
         with open(f"/proc/self/task/{threading.main_thread().native_id}/children", "rb") as listed:
-            pids = listed.read().split()
+            return frozenset(int(pid) for pid in listed.read().split())
     except OSError:
         return frozenset()
-    return frozenset(int(pid) for pid in pids if not _ended(int(pid))) if pids else frozenset()
 
 
 def _ended(pid: int) -> bool:
@@ -164,7 +164,7 @@ def _ended(pid: int) -> bool:
 def left_processes(before: frozenset[int]) -> str:
     """Why a process must run no other attempt because of child processes this one left running ('' if none):
     they could go on writing to the log file the next attempt's range is of (worker/logs.py)."""
-    left = sorted(child_processes() - before)
+    left = sorted(pid for pid in child_processes() - before if not _ended(pid))
     if not left:
         return ""
     return f"the program left child processes running (pids {', '.join(map(str, left))})"
