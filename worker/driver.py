@@ -68,9 +68,8 @@ from sparkyard.worker.py_state import (  # noqa: E402
     ImportedModules,
     LoggingState,
     ProcessState,
-    child_processes,
+    ChildProcesses,
     join_program_threads,
-    left_processes,
     left_running,
     own_logging,
 )
@@ -129,7 +128,7 @@ class Driver:
         # worker names another (a new day's).
         self._log_path = ""
         self._log_fd = -1
-        self._children: frozenset[int] = frozenset()
+        self._children = ChildProcesses()
         self._kill_lock = threading.Lock()
         self._main_ident = threading.get_ident()
         self.shared: Any = None  # SharedSpark or RemoteSpark: the attempt's Spark
@@ -159,7 +158,7 @@ class Driver:
         return True
 
     def serve(self, worker_pid: int) -> None:
-        self._children = child_processes()  # its JVM, started with Spark: an attempt's own children are extra
+        self._children.mark()  # its JVM, started with Spark: an attempt's own children are extra
         threading.Thread(target=self._read_control, name="sparkyard-driver-control", daemon=True).start()
         threading.Thread(target=self._watch, args=(worker_pid,), name="sparkyard-driver-watchdog",
                          daemon=True).start()
@@ -271,7 +270,7 @@ class Driver:
             set_current(None)
             self.shared.end()
             reply["recycle"] = "; ".join(r for r in (self.shared.dirty(), left_running(threads_before),
-                                                     left_processes(self._children)) if r)
+                                                     self._children.left_running()) if r)
             logging_before.restore()
             process_before.restore()
             sys.stdout.flush()

@@ -142,14 +142,37 @@ def left_running(before: set[threading.Thread]) -> str:
     return f"the program left threads running ({', '.join(names)}), which would go on in the next attempt"
 
 
-def child_processes() -> frozenset[int]:
-    """The processes the main thread started and did not wait for (Linux's ``children`` list of the thread;
-    none without /proc)."""
-    try:
-        with open(f"/proc/self/task/{threading.main_thread().native_id}/children", "rb") as listed:
-            return frozenset(int(pid) for pid in listed.read().split())
-    except OSError:
-        return frozenset()
+class ChildProcesses:
+    """The processes the main thread started, and those an attempt left running: they could go on writing to the
+    log file the next attempt's range is of (worker/logs.py). Read from Linux's ``children`` list of the thread,
+    kept open and read again each time (a tenth of opening it); none without /proc."""
+
+    def __init__(self) -> None:
+        try:
+            self._fd = os.open(f"/proc/self/task/{threading.main_thread().native_id}/children", os.O_RDONLY)
+        except OSError:
+            self._fd = -1
+        self._before: frozenset[int] = frozenset()  # the process's own (a driver's JVM): mark()
+
+    def mark(self) -> None:
+        """The children there are now are the process's own."""
+        self._before = self.listed()
+
+    def listed(self) -> frozenset[int]:
+        """The children started and not waited for."""
+        if self._fd < 0:
+            return frozenset()
+        try:
+            return frozenset(int(pid) for pid in os.pread(self._fd, 1 << 16, 0).split())
+        except OSError:
+            return frozenset()
+
+    def left_running(self) -> str:
+        """Why a process must run no other attempt because of child processes this one left running ('' if none)."""
+        left = sorted(pid for pid in self.listed() - self._before if not _ended(pid))
+        if not left:
+            return ""
+        return f"the program left child processes running (pids {', '.join(map(str, left))})"
 
 
 def _ended(pid: int) -> bool:
@@ -159,15 +182,6 @@ def _ended(pid: int) -> bool:
             return stat.read().rpartition(b")")[2].split()[:1] == [b"Z"]
     except OSError:
         return True
-
-
-def left_processes(before: frozenset[int]) -> str:
-    """Why a process must run no other attempt because of child processes this one left running ('' if none):
-    they could go on writing to the log file the next attempt's range is of (worker/logs.py)."""
-    left = sorted(pid for pid in child_processes() - before if not _ended(pid))
-    if not left:
-        return ""
-    return f"the program left child processes running (pids {', '.join(map(str, left))})"
 
 
 class ExitHooks:

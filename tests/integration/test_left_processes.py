@@ -1,4 +1,4 @@
-"""A warm driver whose attempt left a child process running retires (worker/py_state.py ``left_processes``):
+"""A warm driver whose attempt left a child process running retires (worker/py_state.py ``ChildProcesses``):
 its attempts share one log file (worker/logs.py), and the child, writing on, would write into the next
 attempt's range. A child that has exited, waited for or not, does not count; nor do those the driver had
 before the attempt (its JVM)."""
@@ -10,29 +10,32 @@ import subprocess
 import sys
 import time
 
-from sparkyard.worker.py_state import child_processes, left_processes
+from sparkyard.worker.py_state import ChildProcesses
 
 EXIT_WAIT_S = 30.0  # a child exiting at once; bounded for a loaded machine
 
 
-def left(before: frozenset[int]) -> set[int]:
-    return {int(pid) for pid in re.findall(r"\d+", left_processes(before))}
+def left(children: ChildProcesses) -> set[int]:
+    return {int(pid) for pid in re.findall(r"\d+", children.left_running())}
 
 
 def test_a_child_left_running_is_named_and_one_that_exited_is_not() -> None:
-    before = child_processes()
+    children = ChildProcesses()
+    children.mark()
     running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     exited = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
         deadline = time.monotonic() + EXIT_WAIT_S
-        while exited.pid in left(before):  # a zombie until waited for: not left running
+        while exited.pid in left(children):  # a zombie until waited for: not left running
             assert time.monotonic() < deadline, "the exited child still counts as running"
             time.sleep(0.05)
-        assert exited.pid in child_processes()  # listed, not waited for
-        assert left_processes(before) == f"the program left child processes running (pids {running.pid})"
-        assert left_processes(before | {running.pid}) == ""
+        assert {running.pid, exited.pid} <= children.listed()  # both listed: neither waited for
+        assert children.left_running() == f"the program left child processes running (pids {running.pid})"
+        marked_later = ChildProcesses()
+        marked_later.mark()  # the running child is its own, as a driver's JVM is
+        assert marked_later.left_running() == ""
     finally:
         running.kill()
         running.wait()
         exited.wait()
-    assert left_processes(before) == ""
+    assert children.left_running() == "" and running.pid not in children.listed()
