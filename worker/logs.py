@@ -41,10 +41,13 @@ FOLLOW_HOLD_S = 1.0
 FOLLOW_CHECK_S = 0.1
 # The longest time between two sweeps of old attempt logs (a sweep runs every retention / 2 at most).
 LOG_SWEEP_MAX_S = 3600.0
-# How many ended attempts' log paths a worker remembers: a request naming an attempt's range as its start
-# report gave it (``file@start``, no end yet) must not read on into the attempts after it, and one sent
-# before the master had its result (no path yet) must find it.
-ENDED_KEPT = 65_536
+# How many ended warm-driver attempts' ranges a worker remembers (~4 MiB): a request naming an attempt's
+# range as its start report gave it (``file@start``, no end yet) must not read on into the attempts after
+# it, and one sent before the master had its result (no path yet) must find it. Past them, the end of an
+# open range is found in the file: where the next attempt's first line begins (ATTEMPT_HEADER).
+ENDED_KEPT = 16_384
+# How every attempt's log begins (its first line says where it runs: worker/runner/driver_process.py).
+ATTEMPT_HEADER = "sparkyard: attempt "
 
 
 def attempt_range(path: str, start: int, end: int | None = None) -> str:
@@ -148,23 +151,27 @@ class LogFiles:
         return f"{self._today(now)}/{name}.log"
 
     def ended(self, task_id: str, attempt: int, log_path: str) -> None:
-        """An attempt ended; its log is ``log_path`` (a closed range, for a warm driver's attempt)."""
+        """An attempt ended; its log is ``log_path`` (kept when it is a range: a file of its own is found)."""
+        if log_path.endswith(".log"):
+            return
         self._ended[task_id, attempt] = log_path
         if len(self._ended) > ENDED_KEPT:
             self._ended.popitem(last=False)
 
-    def _resolve(self, request: pb.LogRequest, current: str | None) -> tuple[Path, int, int | None] | None:
+    def _resolve(self, request: pb.LogRequest, current: str | None) -> tuple[Path, int, int | None, bool] | None:
+        """The attempt's file, its range in it, and whether that range is open though the attempt ended here."""
         log_path = current or self._ended.get((request.task_id, request.attempt)) or request.log_path
         if log_path:
             name, start, end = parse_range(log_path)
             path = Path(name).resolve()
+            open_ended = current is None and end is None and name != log_path
         else:  # an attempt this worker no longer has, which never reported its start: its file, if any
             found = sorted(self.root.glob(f"*/{request.task_id}.a{request.attempt}.log"))
             path = found[-1] if found else self.root / self._day / f"{request.task_id}.a{request.attempt}.log"
-            start, end = 0, None
+            start, end, open_ended = 0, None, False
         if self.root not in path.parents:
             return None
-        return path, start, end
+        return path, start, end, open_ended
 
     async def answer(self, request: pb.LogRequest, current: Callable[[str, int], str | None]) -> pb.LogData:
         """Read the next chunk; in follow mode hold the request while the attempt runs and nothing is new.
@@ -176,7 +183,11 @@ class LogFiles:
             where = self._resolve(request, log_path)
             if where is None:
                 return pb.LogData(request_id=request.request_id, error="path is outside the worker's log directory")
-            path, start, end = where
+            path, start, end, open_ended = where
+            if open_ended:  # not remembered: up to the next attempt's first line, remembered from now on
+                end = await asyncio.to_thread(_range_end, path, start)
+                if end is not None:
+                    self.ended(request.task_id, request.attempt, attempt_range(str(path), start, end))
             try:
                 size = path.stat().st_size
             except FileNotFoundError:
@@ -192,6 +203,27 @@ class LogFiles:
                 return pb.LogData(request_id=request.request_id, offset=request.offset, eof=not alive)
             await asyncio.sleep(FOLLOW_CHECK_S)
             waited += FOLLOW_CHECK_S
+
+
+def _range_end(path: Path, start: int) -> int | None:
+    """Where the attempt whose range of ``path`` begins at ``start`` ends: where the next attempt's first line
+    begins (None: none has begun after it). Output of its own that looks like such a line ends it early: never
+    later, into another attempt's."""
+    marker = ATTEMPT_HEADER.encode()
+    try:
+        with path.open("rb") as f:
+            f.seek(start + 1)  # past its own first line's beginning
+            base, data = start + 1, b""
+            while chunk := f.read(CHUNK_BYTES):
+                data += chunk
+                found = data.find(marker)
+                if found >= 0:
+                    return base + found
+                keep = min(len(marker) - 1, len(data))
+                base, data = base + len(data) - keep, data[len(data) - keep:]
+    except OSError:
+        return None
+    return None
 
 
 def _read(path: Path, offset: int, size: int) -> bytes:

@@ -1,8 +1,9 @@
 """A warm driver's attempts share its log file, each its byte range of it (worker/logs.py): a request reads its
 attempt's bytes and no other attempt's — by the closed range the result gave; by the open range the start
-report gave, or by no path (sent before the master had the result), once the attempt has ended here; by none
-while it is still on the worker — and offsets count from the attempt's own start. A range is kept apart from
-a path that merely has an ``@`` in it."""
+report gave, or by no path (sent before the master had the result), once the attempt has ended here (and,
+past what the worker remembers, up to where the next attempt's log begins); by none while it is still on the
+worker — and offsets count from the attempt's own start. A range is kept apart from a path that merely has an
+``@`` in it."""
 
 from __future__ import annotations
 
@@ -24,14 +25,20 @@ def test_a_range_and_a_path_read_back_as_they_were_made() -> None:
         assert parse_range(whole) == (whole, 0, None)
 
 
-def two_attempts(tmp_path: Path) -> tuple[LogFiles, str, str, str]:
+# A first attempt whose output ends without a newline, then the next attempt's log.
+FIRST = b"sparkyard: attempt 1 of task t (token 1)\nhello, no newline"
+SECOND = b"sparkyard: attempt 2 of task t (token 2)\nworld\n"
+
+
+def two_attempts(tmp_path: Path, remembered: bool = True) -> tuple[LogFiles, str, str, str]:
     """A driver's file holding a first attempt's log and a second one's: (logs, file, first's open range,
-    second's open range)."""
+    second's open range); the first's end remembered as its result gave it, or not."""
     logs = LogFiles(tmp_path)
     path = logs.driver_file("driver-1-4242", NOW)
-    Path(path).write_bytes(b"first attempt\n" + b"second attempt\n")
-    first, second = attempt_range(path, 0), attempt_range(path, 14)
-    logs.ended("t", 1, attempt_range(path, 0, 14))
+    Path(path).write_bytes(FIRST + SECOND)
+    first, second = attempt_range(path, 0), attempt_range(path, len(FIRST))
+    if remembered:
+        logs.ended("t", 1, attempt_range(path, 0, len(FIRST)))
     return logs, path, first, second
 
 
@@ -43,17 +50,26 @@ async def read(logs: LogFiles, log_path: str, offset: int = 0, current: str | No
 
 async def test_an_attempt_s_range_reads_its_bytes_alone_from_its_own_offsets(tmp_path: Path) -> None:
     logs, path, first, second = two_attempts(tmp_path)
-    closed = await read(logs, attempt_range(path, 0, 14))
-    assert (closed.data, closed.eof) == (b"first attempt\n", True)
+    closed = await read(logs, attempt_range(path, 0, len(FIRST)))
+    assert (closed.data, closed.eof) == (FIRST, True)
     # The start report's form, or no path at all, the attempt over: its end is known, the next is not read.
-    assert (await read(logs, first)).data == b"first attempt\n"
-    assert (await read(logs, "")).data == b"first attempt\n"
-    assert (await read(logs, first, offset=6)).data == b"attempt\n"
-    assert (await read(logs, first, offset=14)).data == b""
+    assert (await read(logs, first)).data == FIRST
+    assert (await read(logs, "")).data == FIRST
+    assert (await read(logs, first, offset=len(FIRST) - 10)).data == b"no newline"
+    assert (await read(logs, first, offset=len(FIRST))).data == b""
     # Still running (the worker names its range): to the file's end, and not at its end yet.
     running = await read(logs, "", current=second, attempt=2)
-    assert (running.data, running.eof) == (b"second attempt\n", False)
-    assert (await read(logs, second, offset=7, attempt=2)).data == b"attempt\n"
+    assert (running.data, running.eof) == (SECOND, False)
+    assert (await read(logs, second, offset=len(SECOND) - 6, attempt=2)).data == b"world\n"
+
+
+async def test_an_open_range_the_worker_no_longer_remembers_ends_where_the_next_attempt_begins(
+        tmp_path: Path) -> None:
+    logs, path, first, second = two_attempts(tmp_path, remembered=False)
+    assert (await read(logs, first)).data == FIRST
+    assert (await read(logs, "")).data == FIRST  # found once, remembered
+    ended = await read(logs, second, attempt=2)  # the last in its file: to the end
+    assert (ended.data, ended.eof) == (SECOND, True)
 
 
 async def test_a_range_outside_the_log_directory_is_refused(tmp_path: Path) -> None:
@@ -62,8 +78,9 @@ async def test_a_range_outside_the_log_directory_is_refused(tmp_path: Path) -> N
     assert refused.error == "path is outside the worker's log directory"
 
 
-@pytest.mark.parametrize("end", [14, None])
-def test_the_tail_of_a_dead_driver_s_attempt_is_of_its_range(tmp_path: Path, end: int | None) -> None:
+@pytest.mark.parametrize("closed", [True, False])
+def test_the_tail_of_a_dead_driver_s_attempt_is_of_its_range(tmp_path: Path, closed: bool) -> None:
     _, path, _, _ = two_attempts(tmp_path)
-    assert log_tail(attempt_range(path, 0, end), 5) == ("first attempt" if end else "first attempt\nsecond attempt")
-    assert log_tail(attempt_range(path, 14), 5) == "second attempt"
+    whole = (FIRST + SECOND).decode().rstrip("\n")
+    assert log_tail(attempt_range(path, 0, len(FIRST) if closed else None), 9) == (FIRST.decode() if closed else whole)
+    assert log_tail(attempt_range(path, len(FIRST)), 9) == SECOND.decode().rstrip("\n")

@@ -22,7 +22,7 @@ from typing import Any, Callable, Protocol
 
 from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children, tree_rss
-from sparkyard.worker.logs import LogFiles, attempt_range
+from sparkyard.worker.logs import ATTEMPT_HEADER, LogFiles, attempt_range
 from sparkyard.worker.runner.base import AttemptRun, Outcome, jvm_reason
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def run_message(job: Job, kind: str, notices: list[str], conf: dict[str, str]) -
     a = attempt.assignment
     ws = attempt.workspace
     ctx = attempt.context()
-    header = (f"sparkyard: attempt {a.attempt} of task {a.task_id} (token {a.fencing_token}) on worker "
+    header = (f"{ATTEMPT_HEADER}{a.attempt} of task {a.task_id} (token {a.fencing_token}) on worker "
               f"{attempt.worker_id}, {kind} {job.driver.number if job.driver else '?'} "
               f"(pid {job.driver.proc.pid if job.driver and job.driver.proc else '?'}), cwd {ws.cwd}\n")
     if job.fresh:
