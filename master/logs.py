@@ -1,6 +1,7 @@
 """Attempt logs, fetched from the worker that wrote them over its Connect stream.
 
-Logs stay on the worker's disk (one file per attempt). ``StreamTaskLog`` pulls them chunk by chunk: the
+Logs stay on the worker's disk (an attempt's file, or its byte range of its warm driver's file: the path the
+worker reported is passed back to it as it is, worker/logs.py). ``StreamTaskLog`` pulls them chunk by chunk: the
 master sends a ``LogRequest`` (offset, follow) on the worker's stream and waits for the matching
 ``LogData``; in follow mode the worker holds the request until new bytes appear or about a second passes
 (a long poll), so a quiet log costs one message a second and a busy one streams at once. Pulling one

@@ -128,6 +128,8 @@ class Driver:
         # worker names another (a new day's).
         self._log_path = ""
         self._log_fd = -1
+        self._log_end = -1  # where the last attempt's bytes of it ended
+        self._header = b""  # the current attempt's first lines, as written at its start
         self._children = ChildProcesses()
         self._kill_lock = threading.Lock()
         self._main_ident = threading.get_ident()
@@ -223,7 +225,7 @@ class Driver:
             if refused:  # before anything of the attempt runs: the worker gives it a fresh driver
                 return {"op": "done", "id": attempt_id, "fresh": refused}
         try:
-            log_start = self._open_log(task["log_path"], task["header"])
+            log_start, stray = self._open_log(task["log_path"], task["header"])
         except OSError as exc:  # nothing of the attempt ran: a full disk hands it back (worker/disk.py)
             return {"op": "done", "id": attempt_id, "ok": False, "no_space": exc.errno in NO_SPACE_ERRNOS,
                     "error": f"could not start: its log {task['log_path']} cannot be written: {exc}"}
@@ -237,7 +239,7 @@ class Driver:
         saved_fds = os.dup(1), os.dup(2)
         os.dup2(self._log_fd, 1)
         os.dup2(self._log_fd, 2)
-        reply: dict[str, Any] = {"op": "done", "id": attempt_id, "log_start": log_start}
+        reply: dict[str, Any] = {"op": "done", "id": attempt_id}
         try:
             os.environ.update(task["env"])
             sys.path[:0] = task["sys_path"]
@@ -270,7 +272,7 @@ class Driver:
             set_current(None)
             self.shared.end()
             reply["recycle"] = "; ".join(r for r in (self.shared.dirty(), left_running(threads_before),
-                                                     self._children.left_running()) if r)
+                                                     self._children.left_running(), stray) if r)
             logging_before.restore()
             process_before.restore()
             sys.stdout.flush()
@@ -279,7 +281,7 @@ class Driver:
             os.dup2(saved_fds[1], 2)
             os.close(saved_fds[0])
             os.close(saved_fds[1])
-            reply["log_end"] = os.lseek(self._log_fd, 0, os.SEEK_END)
+            reply.update(self._logged(log_start))
             os.chdir(saved_cwd)
             sys.path[:] = saved_path
             sys.argv[:] = saved_argv
@@ -289,17 +291,38 @@ class Driver:
         return reply
 
 
-    def _open_log(self, path: str, header: str) -> int:
+    def _open_log(self, path: str, header: str) -> tuple[int, str]:
         """Where the attempt's log starts in ``path`` (opened unless it is the file already open), its first
-        lines written."""
+        lines written; and why this driver must retire after it ('' if it need not): bytes that reached the
+        file since the last attempt ended came from a process an earlier attempt left (a grandchild the
+        children check cannot see), which would write on into this attempt's range and the next ones'."""
         if path != self._log_path:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)  # read: _logged
             if self._log_fd >= 0:
                 os.close(self._log_fd)
-            self._log_path, self._log_fd = path, fd
+            self._log_path, self._log_fd, self._log_end = path, fd, -1
         start = os.lseek(self._log_fd, 0, os.SEEK_END)
-        os.write(self._log_fd, header.encode())
-        return start
+        self._header = header.encode()
+        os.write(self._log_fd, self._header)
+        stray = start - self._log_end if self._log_end >= 0 else 0
+        return start, (f"{stray} bytes reached its log between attempts: a process an earlier attempt left "
+                       "writes to it" if stray else "")
+
+    def _logged(self, start: int) -> dict[str, Any]:
+        """The attempt's bytes of its log file: from ``start`` to the end while its first lines are still where
+        they were written. If not, the attempt truncated or overwrote the file (a program opening /dev/stdout
+        for writing opens it again with O_TRUNC): the ranges of the attempts before it would read this one's
+        output, so the file is set aside whole as this attempt's log (``log_file``; those ranges now name
+        nothing), and the next attempt gets a file of another name from the worker."""
+        end = os.lseek(self._log_fd, 0, os.SEEK_END)
+        if os.pread(self._log_fd, len(self._header), start) == self._header:
+            self._log_end = end
+            return {"log_start": start, "log_end": end}
+        aside = f"{self._log_path.removesuffix('.log')}.overwritten-at-{start}.log"
+        os.rename(self._log_path, aside)
+        os.close(self._log_fd)
+        self._log_path, self._log_fd, self._log_end = "", -1, -1
+        return {"log_start": 0, "log_end": end, "log_file": aside}
 
     @staticmethod
     def _program_exit(threads_before: set[threading.Thread], exit_hooks: ExitHooks) -> None:

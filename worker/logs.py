@@ -9,8 +9,8 @@ Layout: one directory a UTC day under ``<work-dir>/logs``, so writing a log cost
   more than appending to one (an inode per attempt; on ext4 a search among recently freed inodes that
   took 0.1–0.8 ms of kernel time per file on the benchmark machine), and a day of short attempts would
   be millions of files to list and delete;
-* ``<task id>.a<n>.log``: an attempt run in a process of its own (the submit runner, a driver started
-  for one job's conf), the whole file.
+* ``<task id>.a<n>.log``: an attempt run in a process of its own (the submit runner), the whole file. A
+  driver started for one job's conf writes a file of its own as a warm driver does.
 
 Each begins with a first line saying where the attempt runs (its driver or spark-submit process); an
 attempt still queued has none yet. A request names the path the master read from the attempt record
@@ -55,11 +55,15 @@ def attempt_range(path: str, start: int, end: int | None = None) -> str:
     return f"{path}@{start}" if end is None else f"{path}@{start}-{end}"
 
 
+def _number(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
 def parse_range(log_path: str) -> tuple[str, int, int | None]:
     """A log path's file and the attempt's range in it (a whole file: 0 and None)."""
     path, at, span = log_path.rpartition("@")
     start, _, end = span.partition("-")
-    if not at or not start.isdigit() or not (end.isdigit() or not end):
+    if not at or not _number(start) or not (_number(end) or not end):
         return log_path, 0, None
     return path, int(start), int(end) if end else None
 
@@ -176,6 +180,8 @@ class LogFiles:
     async def answer(self, request: pb.LogRequest, current: Callable[[str, int], str | None]) -> pb.LogData:
         """Read the next chunk; in follow mode hold the request while the attempt runs and nothing is new.
         ``current``: the log path of an attempt this worker has (queued or running), else None."""
+        if request.offset < 0:
+            return pb.LogData(request_id=request.request_id, error=f"offset {request.offset} is negative")
         waited = 0.0
         while True:
             log_path = current(request.task_id, request.attempt)
@@ -184,13 +190,13 @@ class LogFiles:
             if where is None:
                 return pb.LogData(request_id=request.request_id, error="path is outside the worker's log directory")
             path, start, end, open_ended = where
-            if open_ended:  # not remembered: up to the next attempt's first line, remembered from now on
-                end = await asyncio.to_thread(_range_end, path, start)
-                if end is not None:
+            if open_ended:  # not remembered: up to the next attempt's first line (remembered from now on)
+                end, found = await asyncio.to_thread(_range_end, path, start)
+                if found:
                     self.ended(request.task_id, request.attempt, attempt_range(str(path), start, end))
             try:
-                size = path.stat().st_size
-            except FileNotFoundError:
+                size = path.stat().st_size if path.is_file() else 0
+            except OSError:
                 size = 0  # not started yet: its file is made when it starts
             size = max(0, (size if end is None else min(size, end)) - start)
             if size > request.offset:
@@ -205,10 +211,10 @@ class LogFiles:
             waited += FOLLOW_CHECK_S
 
 
-def _range_end(path: Path, start: int) -> int | None:
+def _range_end(path: Path, start: int) -> tuple[int, bool]:
     """Where the attempt whose range of ``path`` begins at ``start`` ends: where the next attempt's first line
-    begins (None: none has begun after it). Output of its own that looks like such a line ends it early: never
-    later, into another attempt's."""
+    begins (True), else the end of what was read (False: none had begun; one that begins after the read is not
+    taken in). Output of its own that looks like such a line ends it early: never later, into another's."""
     marker = ATTEMPT_HEADER.encode()
     try:
         with path.open("rb") as f:
@@ -218,12 +224,12 @@ def _range_end(path: Path, start: int) -> int | None:
                 data += chunk
                 found = data.find(marker)
                 if found >= 0:
-                    return base + found
+                    return base + found, True
                 keep = min(len(marker) - 1, len(data))
                 base, data = base + len(data) - keep, data[len(data) - keep:]
-    except OSError:
-        return None
-    return None
+            return base + len(data), False
+    except (OSError, OverflowError, ValueError):  # gone, or a start past any file
+        return start, False
 
 
 def _read(path: Path, offset: int, size: int) -> bytes:

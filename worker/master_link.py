@@ -305,7 +305,11 @@ class MasterLink:
             self._drain_requested.set()
 
     async def _answer_log(self, request: pb.LogRequest) -> None:
-        data = await self._logs.answer(request, self._slots.log_of)
+        try:
+            data = await self._logs.answer(request, self._slots.log_of)
+        except Exception as exc:  # an unreadable file, a path that is no log: the request is answered, saying so
+            log.warning("log request %s for task=%s: %s", request.request_id, request.task_id, exc)
+            data = pb.LogData(request_id=request.request_id, error=f"cannot read the log: {exc}")
         self.connection.send(pb.WorkerMessage(log=data))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:

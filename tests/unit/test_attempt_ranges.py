@@ -13,7 +13,9 @@ import pytest
 
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.logs import LogFiles, attempt_range, parse_range
-from sparkyard.worker.runner.base import log_tail
+from sparkyard.worker.runner.base import AttemptRun, log_tail
+from sparkyard.worker.runner.driver_process import DriverProcess, Job
+from sparkyard.worker.workspace import Workspace
 
 NOW = 1_790_000_000.0
 
@@ -84,3 +86,41 @@ def test_the_tail_of_a_dead_driver_s_attempt_is_of_its_range(tmp_path: Path, clo
     whole = (FIRST + SECOND).decode().rstrip("\n")
     assert log_tail(attempt_range(path, 0, len(FIRST) if closed else None), 9) == (FIRST.decode() if closed else whole)
     assert log_tail(attempt_range(path, len(FIRST)), 9) == SECOND.decode().rstrip("\n")
+
+
+async def test_a_path_that_is_no_log_or_a_bad_offset_is_answered_not_raised(tmp_path: Path) -> None:
+    logs, path, _, _ = two_attempts(tmp_path)
+    folder = str(Path(path).parent)
+    assert (await read(logs, attempt_range(folder, 0, 5), attempt=3)).data == b""  # a directory: no bytes
+    assert parse_range(f"{path}@²") == (f"{path}@²", 0, None)  # a digit int() does not take: no range
+    assert (await read(logs, f"{path}@²", attempt=3)).data == b""
+    assert (await read(logs, attempt_range(path, 10**30), attempt=3)).data == b""  # past any file
+    assert (await read(logs, attempt_range(path, 0, 5), offset=-3)).error == "offset -3 is negative"
+
+
+class Pool:
+    """What a driver process reads of its pool for its attempts' logs."""
+
+    def __init__(self, root: Path) -> None:
+        self.drivers_dir = root / "drivers"
+        self.logs = LogFiles(root)
+
+
+def test_an_attempt_a_driver_did_not_run_names_no_range_and_a_set_aside_file_renames_the_next(
+        tmp_path: Path) -> None:
+    """A refused attempt (for a fresh driver, or its log could not be written) wrote nothing: the range it was
+    handed is the next attempt's, so it names none. One that overwrote the file has it set aside as its log,
+    and the driver's next attempts go to a file of another name (the old ranges must name nothing)."""
+    driver = DriverProcess(Pool(tmp_path), 1)  # type: ignore[arg-type]
+    run = AttemptRun(pb.TaskAssignment(task_id="t", attempt=1), "w", "", "", 1 << 20, Workspace("", "", (), ()))
+    job = Job(run, lambda outcome: None, "k")
+    run.log_path = driver.attempt_log()
+    assert run.log_path.endswith("/driver-1-0.log@0")
+    driver.attempt_logged(job, {"op": "done", "id": "k", "fresh": ["spark.driver.memory"]})
+    assert run.log_path == ""
+    run.log_path = driver.attempt_log()
+    driver.attempt_logged(job, {"op": "done", "id": "k", "ok": True, "log_start": 0, "log_end": 40})
+    assert run.log_path.endswith("/driver-1-0.log@0-40") and driver.attempt_log().endswith("/driver-1-0.log@40")
+    aside = str(tmp_path / "driver-1-0.overwritten-at-40.log")
+    driver.attempt_logged(job, {"op": "done", "id": "k", "ok": True, "log_start": 0, "log_end": 9, "log_file": aside})
+    assert run.log_path == f"{aside}@0-9" and driver.attempt_log().endswith("/driver-1-0-1.log@0")

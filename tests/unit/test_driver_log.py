@@ -33,3 +33,31 @@ def test_an_attempt_whose_log_cannot_be_written_for_want_of_space_is_refused_uns
     assert "cannot be written" in reply["error"] and os.getcwd() == cwd  # nothing of the attempt ran
     failure[0] = PermissionError(errno.EACCES, "Permission denied")
     assert driver._run(task)["no_space"] is False  # another failure fails the attempt, as any start failure does
+
+
+def test_an_attempt_s_bytes_are_its_range_and_a_file_it_overwrote_is_set_aside(tmp_path: Path) -> None:
+    """A driver's attempts append to one file (worker/logs.py). One that truncates it (a program opening
+    /dev/stdout for writing) would make the ranges of those before it read its output: the file is set aside
+    whole as its log, and those ranges name nothing."""
+    run, _ = socket.socketpair()
+    control, _ = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    driver = Driver(run, control, "local[1]", {})
+    path = tmp_path / "driver-1-7.log"
+    start, stray = driver._open_log(str(path), "sparkyard: attempt 1\n")
+    os.write(driver._log_fd, b"first's output\n")
+    assert (start, stray) == (0, "") and driver._logged(start) == {"log_start": 0, "log_end": 36}
+    start, stray = driver._open_log(str(path), "sparkyard: attempt 2\n")
+    assert (start, stray) == (36, "")
+    with open(f"/proc/self/fd/{driver._log_fd}", "w") as stdout:  # as open("/dev/stdout", "w") does to fd 1
+        stdout.write("csv,of,the,second\n")
+    logged = driver._logged(start)
+    aside = tmp_path / "driver-1-7.overwritten-at-36.log"
+    assert logged == {"log_start": 0, "log_end": 18, "log_file": str(aside)}
+    assert aside.read_bytes() == b"csv,of,the,second\n" and not path.exists()
+    # The next attempt begins a new file; bytes that reach a file between attempts retire the driver.
+    start, stray = driver._open_log(str(tmp_path / "driver-1-7-1.log"), "sparkyard: attempt 3\n")
+    assert driver._logged(start)["log_end"] == 21
+    with open(tmp_path / "driver-1-7-1.log", "ab") as left_behind:
+        left_behind.write(b"a grandchild's line\n")
+    assert "20 bytes reached its log between attempts" in driver._open_log(str(tmp_path / "driver-1-7-1.log"),
+                                                                         "sparkyard: attempt 4\n")[1]

@@ -131,6 +131,7 @@ class DriverProcess:
         # The file its attempts' logs go to today and the end of the last attempt's range in it (worker/logs.py).
         self.attempts_log = ""
         self.attempts_log_end = 0
+        self._log_generation = 0  # a file an attempt overwrote is set aside: the next is named anew
         self._log_from = 0
         self.temp_dir = runner.drivers_dir / f"driver-{number}.tmp"  # its JVM's (worker/jvm_temp.py)
         # The --files its SparkContext serves, by name (Spark keys them by name alone, for the context's life).
@@ -140,17 +141,23 @@ class DriverProcess:
     def attempt_log(self) -> str:
         """The log path of the attempt handed to this driver now: its range of the driver's file of today,
         from where the last one ended (worker/logs.py)."""
-        path = self.runner.logs.driver_file(f"driver-{self.number}-{self.proc.pid if self.proc else 0}", time.time())
+        name = f"driver-{self.number}-{self.proc.pid if self.proc else 0}"
+        path = self.runner.logs.driver_file(f"{name}-{self._log_generation}" if self._log_generation else name,
+                                            time.time())
         if path != self.attempts_log:  # a new day (or a file a driver of the same number and pid began before)
             self.attempts_log, self.attempts_log_end = path, _size(path)
         return attempt_range(path, self.attempts_log_end)
 
     def attempt_logged(self, job: Job, done: dict[str, Any]) -> None:
-        """The attempt ``job`` is done: its range as the driver wrote it."""
-        if "log_end" not in done:  # not run (refused before its log was written)
-            return
-        self.attempts_log_end = done["log_end"]
-        job.attempt.log_path = attempt_range(self.attempts_log, done["log_start"], done["log_end"])
+        """The attempt ``job`` is done (or refused): its range as the driver wrote it."""
+        if "log_end" not in done:  # not run: nothing of it is in the file, whose bytes from here are the next's
+            job.attempt.log_path = ""
+        elif "log_file" in done:  # it overwrote the file, now set aside as its log (worker/driver.py _logged)
+            self._log_generation += 1
+            job.attempt.log_path = attempt_range(done["log_file"], 0, done["log_end"])
+        else:
+            self.attempts_log_end = done["log_end"]
+            job.attempt.log_path = attempt_range(self.attempts_log, done["log_start"], done["log_end"])
 
     def clashes(self, files: tuple[str, ...]) -> bool:
         """Whether one of ``files`` has a name this driver already serves from another path."""

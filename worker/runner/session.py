@@ -339,12 +339,12 @@ class SessionRunner:
             return
         driver.job = None
         job.driver = None
+        driver.attempt_logged(job, message)
         if message.get("fresh"):  # refused before running anything: a fresh driver with the job's conf runs it
             self._fresh.refused(driver, job, message["fresh"])
             self._dispatch()
             return
         driver.tasks_run += 1
-        driver.attempt_logged(job, message)
         if driver.dedicated is not None or driver.state == "leaving":
             driver.state = "leaving"
             driver.send({"op": "exit"})
