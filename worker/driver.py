@@ -290,7 +290,6 @@ class Driver:
             imported.forget(task["sys_path"])
         return reply
 
-
     def _open_log(self, path: str, header: str) -> tuple[int, str]:
         """Where the attempt's log starts in ``path`` (opened unless it is the file already open), its first
         lines written; and why this driver must retire after it ('' if it need not): bytes that reached the
@@ -329,8 +328,6 @@ class Driver:
         """What Python does when a program's main code ends, before its process exits (worker/py_state.py)."""
         join_program_threads(threads_before)
         exit_hooks.run()
-
-
 
 
 def worker_stopped(pid: int) -> bool:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
+import stat
 import time
 from collections import OrderedDict
 from collections.abc import Container, Iterable
@@ -195,7 +196,8 @@ class LogFiles:
                 if found:
                     self.ended(request.task_id, request.attempt, attempt_range(str(path), start, end))
             try:
-                size = path.stat().st_size if path.is_file() else 0
+                info = path.stat()
+                size = info.st_size if stat.S_ISREG(info.st_mode) else 0  # a directory: no log
             except OSError:
                 size = 0  # not started yet: its file is made when it starts
             size = max(0, (size if end is None else min(size, end)) - start)
