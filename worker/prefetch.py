@@ -50,6 +50,7 @@ class Prefetch:
         self.refill_s = DEFAULT_REFILL_S
         self._seq = 0
         self._sent: dict[int, float] = {}  # results messages awaiting their refill: seq → monotonic time sent
+        self._refill_asked = False  # results were sent early for a refill that has not arrived yet
 
     def ended(self, duration_s: float) -> None:
         """An attempt ran ``duration_s`` (from its start on a slot to its end)."""
@@ -67,11 +68,22 @@ class Prefetch:
 
     def batch_arrived(self, now: float, reports_seq: int) -> None:
         """A batch built after the master had seen Reports message ``reports_seq``."""
+        self._refill_asked = False
         sent_at = self._sent.pop(reports_seq, None)
         for seq in [s for s in self._sent if s < reports_seq]:
             del self._sent[seq]
         if sent_at is not None and now - sent_at <= MAX_REFILL_SAMPLE_S:
             self.refill_s += ALPHA * (now - sent_at - self.refill_s)
+
+    def running_low(self, queued: int, slots: int) -> bool:
+        """Whether results should leave now: the queue holds no more than the slots run during one refill
+        round trip, so the master (which frees capacity only on results) must hear of them for the next tasks
+        to arrive before it runs dry. True once per refill: until a batch arrives, more results would only
+        add messages."""
+        if self._refill_asked or self.task_s is None or queued * self.task_s > slots * self.refill_s:
+            return False
+        self._refill_asked = True
+        return True
 
     def want(self, slots: int, running_for: Iterable[float]) -> int:
         """Tasks to have queued now, given the ready slots and how long each running attempt has run."""

@@ -1,12 +1,18 @@
 """Worker → master reports, batched: attempts started and results leave in ``Reports`` messages.
 
-A :class:`Batcher` folds what a busy worker finishes within 20 ms into one message; a worker whose last
-running attempt just ended sends at once, as nothing more is coming to share the message. Why 20 ms: the
-master's cost is per message more than per result (a stream read through gRPC, a report script call, an
-acknowledgement), and with 2 ms a worker of 2 slots running no-op tasks sent one or two results a message.
-At 20 ms the master spent about half the CPU per task and Redis a third less, with throughput no lower
-(docs/benchmarks.md, "Worker reports: 20 ms instead of 2 ms"). A busy worker's results reach the master up
-to 20 ms later; the slots do not wait for them (the prefetch queue refills them), nor do leases (seconds).
+A :class:`Batcher` folds what a busy worker finishes within 100 ms into one message. Two things send sooner
+(worker/slots.py): a worker whose last running attempt just ended sends at once, as nothing more is coming to
+share the message; and a worker whose queue of prefetched tasks has fallen to what its slots run during one
+refill round trip sends once per refill, so that the master (which frees capacity only on results) sends
+the next tasks before the queue runs dry (worker/prefetch.py).
+
+Why wait at all: a gRPC message costs each end more CPU than the task it reports (~150 µs a message each way
+on the test machine, against ~10 µs a result inside one), and the master's cost is per message too (a
+stream read, a report script call, an acknowledgement). 2 ms gave one or two results a message; 20 ms
+halved the master's CPU per task (docs/benchmarks.md, "Worker reports: 20 ms instead of 2 ms"); 100 ms with
+the refill trigger cut the master's again and the workers' by a tenth ("2026-11-29 (night)"). A busy
+worker's results reach the master up to 100 ms later; the slots do not wait for them (the prefetch queue
+refills them), nor do leases (seconds), nor the end of a run (its last results leave at once).
 
 While the worker is disconnected the batcher backs off and retries; results also stay pending in the result
 ledger (worker/ledger.py) until the master acknowledges them, and are re-submitted after a reconnect — the
@@ -24,7 +30,7 @@ from sparkyard.v1 import sparkyard_pb2 as pb
 
 # Reports per message, and the longest a report waits for company (well below a heartbeat).
 REPORT_BATCH = 500
-REPORT_DELAY_S = 0.02
+REPORT_DELAY_S = 0.1
 # Reports held while the master is unreachable; beyond it a report is refused and the task's lease
 # expires on the master (it is re-run) — a worker cut off that long has bigger problems.
 REPORT_BUFFER = 100_000

@@ -330,7 +330,9 @@ class AttemptSlots:
         quiet = killed is None or killed.kind == "release"
         self._finish(a, state, outcome, execution.started_ms, finished_ms, log_path, quiet=quiet)
         self.pump()
-        if self.busy == 0:  # nothing more is coming soon to share the message
+        # Results leave now when nothing more is coming soon to share the message, or when the master needs
+        # them to refill the queue in time (worker/reports.py).
+        if self.busy == 0 or self.prefetch.running_low(len(self.queue), self._cfg.slots):
             self._ledger.flush()
 
     def _finish(self, a: pb.TaskAssignment, state: int, outcome: Outcome, started_ms: int, finished_ms: int,

@@ -7,14 +7,14 @@ from typing import Awaitable, Callable, Iterable, Sequence
 
 import pytest
 
-from clocked_store import ClockedStores
+from clocked_store import ClockedStores, settle
 from sparkyard import ids
 from sparkyard.clock import FakeClock
 from sparkyard.master.events import Events
 from sparkyard.master.metrics import MasterMetrics
 from sparkyard.master.outcomes import Outcomes
 from sparkyard.master.redis_store import RedisStore
-from sparkyard.master.reports import ReportSink
+from sparkyard.master.reports import ACK_DELAY_S, ReportSink
 from sparkyard.master.retries import Retries
 from sparkyard.master.registry import WorkerRegistry, WorkerSession
 from sparkyard.master.routing import Routable
@@ -288,3 +288,38 @@ async def test_a_draining_worker_gets_nothing(draining: bool, clocked_stores: Cl
     w1.draining = draining
     await rig.scheduler.dispatch_round()
     assert len(sent(w1)) == (0 if draining else 1)
+
+
+def _succeeded(a: pb.TaskAssignment) -> pb.Reports:
+    return pb.Reports(results=[pb.TaskResult(task_id=a.task_id, fencing_token=a.fencing_token,
+                                             outcome=pb.ATTEMPT_SUCCEEDED)])
+
+
+async def test_results_written_apart_are_acknowledged_together_after_the_ack_delay(
+        clocked_stores: ClockedStores) -> None:
+    rig = await Rig.make(clocked_stores)
+    tasks = await submit(rig.store, 1, tasks=2)
+    w1 = connect(rig.registry, rig.clock, "w1", 2)
+    await rig.reports.start()
+    await rig.scheduler.dispatch_round()
+    for assignment in sent(w1):  # two Reports messages, each written by its own report.lua call
+        rig.reports.accept("w1", _succeeded(assignment))
+        await settle(rig.store)
+    assert await rig.states(tasks) == [TaskState.SUCCEEDED, TaskState.SUCCEEDED]
+    assert w1.outbound.empty()  # written, their slots free, the acknowledgements waiting for company
+    rig.clock.advance(ACK_DELAY_S)
+    acks = w1.outbound.get_nowait().acks.acks
+    assert sorted(a.task_id for a in acks) == tasks and all(a.accepted for a in acks)
+    assert w1.outbound.empty()
+    await rig.reports.close(10.0)
+
+
+async def test_a_closing_sink_sends_the_acknowledgements_it_holds(clocked_stores: ClockedStores) -> None:
+    rig = await Rig.make(clocked_stores)
+    tasks = await submit(rig.store, 1, tasks=1)
+    w1 = connect(rig.registry, rig.clock, "w1", 1)
+    await rig.reports.start()
+    await rig.scheduler.dispatch_round()
+    rig.reports.accept("w1", _succeeded(sent(w1)[0]))
+    await rig.reports.close(10.0)
+    assert [a.task_id for a in w1.outbound.get_nowait().acks.acks] == tasks
