@@ -101,8 +101,9 @@ def parse_instant(text: str, *, field: str = "time") -> float:
 def rfc3339_ms(epoch_ms: int) -> str:
     """RFC 3339 UTC with milliseconds: 2026-11-22T03:00:00.000Z (integer maths: no float rounding)."""
     seconds, millis = divmod(int(epoch_ms), 1000)
-    moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{millis:03d}Z"
+    # isoformat of whole seconds is "YYYY-MM-DDTHH:MM:SS+00:00": the date and time are its first 19 characters
+    # (a third of strftime's cost, and the year always four digits as RFC 3339 wants).
+    return f"{datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat()[:19]}.{millis:03d}Z"
 
 
 def rfc3339(epoch_seconds: float) -> str:

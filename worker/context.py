@@ -84,14 +84,17 @@ class TaskContext:
         raise StepSkipped(reason)
 
     def to_json(self) -> str:
+        return json.dumps(self._fields())
+
+    def _fields(self) -> dict[str, Any]:
         # Written out instead of dataclasses.asdict, which deep-copies every field: this runs per attempt.
-        return json.dumps({
+        return {
             "job_id": self.job_id, "run_id": self.run_id, "task_id": self.task_id, "task_index": self.task_index,
             "task_count": self.task_count, "inputs": [{"value": i.value, "mark": i.mark} for i in self.inputs],
             "args": list(self.args), "attempt": self.attempt, "fencing_token": self.fencing_token,
             "scheduled_at": self.scheduled_at.isoformat(), "worker_id": self.worker_id, "labels": self.labels,
             "fence": self.fence, "upstream": self.upstream,
-        })
+        }
 
     @classmethod
     def from_json(cls, text: str, logger: logging.Logger | None = None) -> TaskContext:
@@ -107,18 +110,25 @@ class TaskContext:
 
     def env(self) -> dict[str, str]:
         """The context as environment variables (submit runner, plain scripts)."""
-        return {
-            ENV_TASK: self.to_json(),
-            "SPARKYARD_JOB_ID": self.job_id,
-            "SPARKYARD_RUN_ID": self.run_id,
-            "SPARKYARD_TASK_ID": self.task_id,
-            "SPARKYARD_TASK_INDEX": str(self.task_index),
-            "SPARKYARD_TASK_COUNT": str(self.task_count),
-            "SPARKYARD_ATTEMPT": str(self.attempt),
-            "SPARKYARD_FENCING_TOKEN": str(self.fencing_token),
-            # The logical time a script's output is about (a cron slot, a backfilled day), not the clock.
-            "SPARKYARD_SCHEDULED_AT": rfc3339_ms(round(self.scheduled_at.timestamp() * 1000)),
-        }
+        return task_env(self._fields(), round(self.scheduled_at.timestamp() * 1000))
+
+
+def task_env(fields: dict[str, Any], scheduled_ms: int) -> dict[str, str]:
+    """A task's environment variables from the fields of its context's JSON (:meth:`TaskContext.to_json`) and
+    its logical time in ms: the worker builds them straight from an assignment (AttemptRun.context_env), with
+    no TaskContext made on the way."""
+    return {
+        ENV_TASK: json.dumps(fields),
+        "SPARKYARD_JOB_ID": fields["job_id"],
+        "SPARKYARD_RUN_ID": fields["run_id"],
+        "SPARKYARD_TASK_ID": fields["task_id"],
+        "SPARKYARD_TASK_INDEX": str(fields["task_index"]),
+        "SPARKYARD_TASK_COUNT": str(fields["task_count"]),
+        "SPARKYARD_ATTEMPT": str(fields["attempt"]),
+        "SPARKYARD_FENCING_TOKEN": str(fields["fencing_token"]),
+        # The logical time a script's output is about (a cron slot, a backfilled day), not the clock.
+        "SPARKYARD_SCHEDULED_AT": rfc3339_ms(scheduled_ms),
+    }
 
 
 _local = threading.local()

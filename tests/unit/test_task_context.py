@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.context import Input, TaskContext, current_context, set_current
+from sparkyard.worker.runner.base import AttemptRun
+from sparkyard.worker.workspace import Workspace
 
 
 def _context() -> TaskContext:
@@ -56,3 +59,19 @@ def test_current_context_is_one_object_in_every_thread_so_outputs_staged_in_one_
         assert seen[0] is first and current_context() is first and first == _context()
     finally:
         set_current(None)
+
+
+@pytest.mark.parametrize("pipeline", [False, True])
+def test_the_env_built_from_an_assignment_is_the_contexts_own(pipeline: bool) -> None:
+    """What a warm driver's attempt gets (AttemptRun.context_env, built straight from the assignment) is what
+    the context of that attempt would give: every field, a pipeline step's logical-date args and upstream."""
+    spec = pb.JobSpec(entrypoint="noop.py:main", args=["--day", "{ds}"], labels={"team": "etl"},
+                      pipeline="p1" if pipeline else "")
+    a = pb.TaskAssignment(task_id="r1-00003", run_id="r1", job_id="j1", index=3, task_count=8, attempt=2,
+                          fencing_token=41, spec=spec, inputs=[pb.SplitInput(value="s3://b/part-1", mark="m1")],
+                          upstream_json='{"extract": {"rows": 3}}' if pipeline else "")
+    a.scheduled_at.FromMilliseconds(1_764_446_400_123)
+    run = AttemptRun(a, "w1", "", "/tmp/attempts", 1 << 20, Workspace("", "", (), ()), fence="127.0.0.1:4444")
+    env = run.context_env()
+    assert env == run.context().env()
+    assert json.loads(env["SPARKYARD_TASK"])["args"] == ["--day", "2025-11-29" if pipeline else "{ds}"]

@@ -62,7 +62,6 @@ def run_message(job: Job, kind: str, notices: list[str], conf: dict[str, str]) -
     attempt = job.attempt
     a = attempt.assignment
     ws = attempt.workspace
-    ctx = attempt.context()
     header = (f"{ATTEMPT_HEADER}{a.attempt} of task {a.task_id} (token {a.fencing_token}) on worker "
               f"{attempt.worker_id}, {kind} {job.driver.number if job.driver else '?'} "
               f"(pid {job.driver.proc.pid if job.driver and job.driver.proc else '?'}), cwd {ws.cwd}\n")
@@ -75,7 +74,7 @@ def run_message(job: Job, kind: str, notices: list[str], conf: dict[str, str]) -
         "archive": ws.archive, "executor_path": list(ws.executor_path), "py_files": list(ws.py_files),
         "files": list(ws.files), "fresh": bool(job.fresh),
         # The context travels once, as the SPARKYARD_TASK variable the driver sets anyway.
-        "env": {**dict(a.spec.env), **ctx.env()}, "conf": conf,
+        "env": {**dict(a.spec.env), **attempt.context_env()}, "conf": conf,
         "context_id": f"{a.task_id}.a{a.attempt}", "log_path": job.driver.attempts_log if job.driver else "",
         "header": header,
         "result_max_bytes": attempt.result_max_bytes,
