@@ -26,6 +26,14 @@ SENTINEL_SCHEME = "redis+sentinel"
 POOL_WAIT_S = 20.0
 # Sentinels answer in milliseconds; a dead one is skipped after this.
 SENTINEL_TIMEOUT_S = 1.0
+# How long a call waits for Redis's reply, and a new connection for Redis to accept it. Without them a Redis
+# that vanished without closing its connections (its host lost power, a link blackholed) held every call in
+# flight until TCP gave up, ~15 minutes, even after Sentinel had promoted a replica. A timed-out call is
+# retried on a new connection (REDIS_RETRIES), which Sentinel points at the new primary. No call of the
+# master waits on purpose: its longest are bulk scripts of a few tens of ms and a WAIT for replicas of at
+# most 1 s (master/scripts.py).
+REDIS_REPLY_TIMEOUT_S = 10.0
+REDIS_CONNECT_TIMEOUT_S = 5.0
 
 
 # A command that fails with a ConnectionError (or TimeoutError) is sent again on a new connection, up to
@@ -73,20 +81,24 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
     return SentinelUrl(tuple(sentinels), service, parts.password, int(db))
 
 
-def connect(url: str, *, decode: bool, max_connections: int, name: str = "") -> Redis:
+def connect(url: str, *, decode: bool, max_connections: int, name: str = "",
+            reply_timeout_s: float = REDIS_REPLY_TIMEOUT_S) -> Redis:
     """A client of the Redis at ``url`` (its connections are made on first use), each connection named
     ``name`` (``CLIENT SETNAME``) if one is given."""
     client_name = name or None
+    connect_timeout_s = min(reply_timeout_s, REDIS_CONNECT_TIMEOUT_S)
     if urlsplit(url).scheme == SENTINEL_SCHEME:
         s = parse_sentinel_url(url)
         sentinel = Sentinel(list(s.sentinels), sentinel_kwargs={"socket_timeout": SENTINEL_TIMEOUT_S})
         client = sentinel.master_for(s.service, decode_responses=decode, password=s.password, db=s.db,
                                      max_connections=max_connections, health_check_interval=30, retry=_retry(),
-                                     client_name=client_name)
+                                     client_name=client_name, socket_timeout=reply_timeout_s,
+                                     socket_connect_timeout=connect_timeout_s)
     else:
         client = Redis(connection_pool=BlockingConnectionPool.from_url(
             url, decode_responses=decode, health_check_interval=30, max_connections=max_connections,
-            timeout=POOL_WAIT_S, retry=_retry(), client_name=client_name))
+            timeout=POOL_WAIT_S, retry=_retry(), client_name=client_name, socket_timeout=reply_timeout_s,
+            socket_connect_timeout=connect_timeout_s))
     pool = client.connection_pool
     pool.connection_class = packing_in_c(pool.connection_class)
     return client
