@@ -42,8 +42,9 @@ REPORT_BUFFER = 100_000
 MAX_ERROR_CHARS = 2000
 MAX_TRACEBACK_CHARS = 64 * 1024
 # Acknowledgements wait this long for company: a worker sends results every 100 ms or sooner, and each
-# message to it costs both ends ~150 µs of CPU; an acknowledgement is never urgent (the worker's slot was
-# freed when its result arrived; an unacknowledged result is only resent after 10 s).
+# message to it costs both ends ~150–200 µs of CPU (tests/bench/bench_grpc_stream.py); an acknowledgement is
+# never urgent (the worker's slot was freed when its result arrived; an unacknowledged result is only resent
+# after 10 s).
 ACK_DELAY_S = 0.1
 
 _OUTCOMES = {

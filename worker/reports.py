@@ -6,13 +6,14 @@ share the message; and a worker whose queue of prefetched tasks has fallen to wh
 refill round trip sends once per refill, so that the master (which frees capacity only on results) sends
 the next tasks before the queue runs dry (worker/prefetch.py).
 
-Why wait at all: a gRPC message costs each end more CPU than the task it reports (~150 µs a message each way
-on the test machine, against ~10 µs a result inside one), and the master's cost is per message too (a
-stream read, a report script call, an acknowledgement). 2 ms gave one or two results a message; 20 ms
-halved the master's CPU per task (docs/benchmarks.md, "Worker reports: 20 ms instead of 2 ms"); 100 ms with
-the refill trigger cut the master's again and the workers' by a tenth ("2026-11-29 (night)"). A busy
-worker's results reach the master up to 100 ms later; the slots do not wait for them (the prefetch queue
-refills them), nor do leases (seconds), nor the end of a run (its last results leave at once).
+Why wait at all: a gRPC message costs each end ~150–200 µs of CPU on the test machine, whatever it carries (a
+result inside one, a few µs: tests/bench/bench_grpc_stream.py), and
+the master's cost is per message too (a stream read, a report script call, an acknowledgement). 2 ms gave one
+or two results a message; 20 ms halved the master's CPU per task (docs/benchmarks.md, "Worker reports: 20 ms
+instead of 2 ms"); 100 ms with the refill trigger, and the master's acknowledgements held as long, halved the
+messages per task again ("2026-11-29 (night)"). A busy worker's results reach the master up to 100 ms later;
+the slots do not wait for them (the prefetch queue refills them), nor do leases (seconds), nor the end of a
+run (its last results leave at once).
 
 While the worker is disconnected the batcher backs off and retries; results also stay pending in the result
 ledger (worker/ledger.py) until the master acknowledges them, and are re-submitted after a reconnect — the
