@@ -26,13 +26,14 @@ SENTINEL_SCHEME = "redis+sentinel"
 POOL_WAIT_S = 20.0
 # Sentinels answer in milliseconds; a dead one is skipped after this.
 SENTINEL_TIMEOUT_S = 1.0
-# How long a call waits for Redis's reply, and a new connection for Redis to accept it. Without them a Redis
-# that vanished without closing its connections (its host lost power, a link blackholed) held every call in
-# flight until TCP gave up, ~15 minutes, even after Sentinel had promoted a replica. A timed-out call is
-# retried on a new connection (REDIS_RETRIES), which Sentinel points at the new primary. No call of the
-# master waits on purpose: its longest are bulk scripts of a few tens of ms and a WAIT for replicas of at
-# most 1 s (master/scripts.py).
-REDIS_REPLY_TIMEOUT_S = 10.0
+# How long a call waits for Redis's reply, and a new connection for Redis to accept it. Set here, not left to
+# redis-py: its releases before 8.0 (which the dependency's floor allows) wait forever by default, and then a
+# Redis that vanished without closing its connections (its host lost power, a link blackholed) held every call
+# in flight until TCP gave up, ~15 minutes, even after Sentinel had promoted a replica; 8.x waits 5 s, as here.
+# A timed-out call is retried on a new connection (REDIS_RETRIES), which Sentinel points at the new primary. No
+# call of the master waits on purpose: its longest are bulk scripts of a few tens of ms and a WAIT for
+# replicas of at most 1 s (master/scripts.py).
+REDIS_REPLY_TIMEOUT_S = 5.0
 REDIS_CONNECT_TIMEOUT_S = 5.0
 
 

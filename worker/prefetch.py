@@ -76,10 +76,13 @@ class Prefetch:
             self.refill_s += ALPHA * (now - sent_at - self.refill_s)
 
     def running_low(self, queued: int, slots: int) -> bool:
-        """Whether results should leave now: the queue holds no more than the slots run during one refill
-        round trip, so the master (which frees capacity only on results) must hear of them for the next tasks
-        to arrive before it runs dry. True once per refill: until a batch arrives, more results would only
-        add messages."""
+        """Whether results should leave now: nothing is queued (the slot that just freed has no task, and the
+        master sends it one only on hearing of it: with no prefetch, or tasks too long for any, every result
+        leaves at once), or the queue holds no more than the slots run during one refill round trip, so the
+        master (which frees capacity only on results) must hear of them for the next tasks to arrive before it
+        runs dry — once per refill: until a batch arrives, more results would only add messages."""
+        if queued == 0:
+            return True
         if self._refill_asked or self.task_s is None or queued * self.task_s > slots * self.refill_s:
             return False
         self._refill_asked = True

@@ -2,9 +2,10 @@
 
 A :class:`Batcher` folds what a busy worker finishes within 100 ms into one message. Two things send sooner
 (worker/slots.py): a worker whose last running attempt just ended sends at once, as nothing more is coming to
-share the message; and a worker whose queue of prefetched tasks has fallen to what its slots run during one
-refill round trip sends once per refill, so that the master (which frees capacity only on results) sends
-the next tasks before the queue runs dry (worker/prefetch.py).
+share the message; a worker whose queue of prefetched tasks is empty sends at once, as a freed slot waits for
+the master to hear of it; and one whose queue has fallen to what its slots run during one refill round trip
+sends once per refill, so that the master (which frees capacity only on results) sends the next tasks before
+the queue runs dry (worker/prefetch.py).
 
 Why wait at all: a gRPC message costs each end ~150–200 µs of CPU on the test machine, whatever it carries (a
 result inside one, a few µs: tests/bench/bench_grpc_stream.py), and

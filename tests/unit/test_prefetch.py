@@ -69,9 +69,17 @@ def test_messages_without_an_answer_are_forgotten_beyond_a_bound() -> None:
 
 def test_results_leave_early_once_per_refill_when_the_queue_falls_to_a_refills_worth() -> None:
     p = _measured(task_s=0.001, refill_s=0.005)  # two slots run 10 tasks during one refill
-    assert not Prefetch(256).running_low(0, 2)  # no task time yet: the batch delay decides
+    assert not Prefetch(256).running_low(1, 2)  # no task time yet: the batch delay decides
     assert not p.running_low(12, 2)
     assert p.running_low(9, 2)
-    assert not p.running_low(3, 2) and not p.running_low(0, 2)  # the refill is on its way: no more messages
+    assert not p.running_low(3, 2) and not p.running_low(1, 2)  # the refill is on its way: no more messages
     p.batch_arrived(200.0, p.next_seq(199.99, has_results=True))
-    assert p.running_low(0, 2)
+    assert p.running_low(5, 2)
+
+
+def test_with_nothing_queued_every_result_leaves_at_once() -> None:
+    """A freed slot with no task waits for the master to hear of it: with no prefetch (or tasks too long for
+    any), the second of two results ending within one round trip must not wait for the batch delay."""
+    p = _measured(task_s=0.3, refill_s=0.005, maximum=0)
+    assert p.running_low(0, 2) and p.running_low(0, 2)
+    assert Prefetch(0).running_low(0, 2)
