@@ -32,7 +32,12 @@ def test_kill_9_of_a_worker_mid_task_reruns_each_task_exactly_once_with_a_higher
     for run in runs:
         assert run.state == pb.RUN_SUCCEEDED
         attempts = run.tasks[0].attempts
-        assert [a.state for a in attempts] == [pb.ATTEMPT_LOST, pb.ATTEMPT_SUCCEEDED]
+        assert [a.state for a in attempts][1:] == [pb.ATTEMPT_SUCCEEDED]
+        # Lost with the victim; or, on a machine so loaded that the victim's lease went unrenewed for lease − 2 s
+        # before the kill (CI once: the survivor's JVMs starting beside three test processes and the soak), handed
+        # back by the victim fencing itself — the re-run is the same either way.
+        assert attempts[0].state == pb.ATTEMPT_LOST or (
+            attempts[0].state == pb.ATTEMPT_RELEASED and "self-fencing" in attempts[0].error), attempts[0]
         assert attempts[0].worker == "victim" and attempts[1].worker == "survivor"
         assert attempts[1].fencing_token > attempts[0].fencing_token
         assert run.tasks[0].fencing_token == attempts[1].fencing_token
