@@ -131,6 +131,12 @@ class Driver:
         self._log_end = -1  # where the last attempt's bytes of it ended
         self._header = b""  # the current attempt's first lines, as written at its start
         self._children = ChildProcesses()
+        # What every attempt starts from and the driver returns to after it, taken once: its working directory,
+        # its own stdout and stderr (duplicates kept open), the modules loaded (marked per attempt) and the
+        # process's settings (before the first attempt: Spark's start sets some).
+        self._home, self._stdio = os.getcwd(), (os.dup(1), os.dup(2))
+        self._modules = ImportedModules()
+        self._process: ProcessState | None = None
         self._kill_lock = threading.Lock()
         self._main_ident = threading.get_ident()
         self.shared: Any = None  # SharedSpark or RemoteSpark: the attempt's Spark
@@ -229,14 +235,15 @@ class Driver:
         except OSError as exc:  # nothing of the attempt ran: a full disk hands it back (worker/disk.py)
             return {"op": "done", "id": attempt_id, "ok": False, "no_space": exc.errno in NO_SPACE_ERRNOS,
                     "error": f"could not start: its log {task['log_path']} cannot be written: {exc}"}
-        saved_cwd, saved_path, saved_argv = os.getcwd(), list(sys.path), list(sys.argv)
+        if self._process is None:
+            self._process = ProcessState()
+        process = self._process
+        saved_path, saved_argv = list(sys.path), list(sys.argv)
         saved_env = _environ_snapshot()
-        imported = ImportedModules()
+        self._modules.mark()
         logging_before, threads_before, exit_hooks = LoggingState(), set(threading.enumerate()), ExitHooks()
-        process_before = ProcessState()
         sys.stdout.flush()
         sys.stderr.flush()
-        saved_fds = os.dup(1), os.dup(2)
         os.dup2(self._log_fd, 1)
         os.dup2(self._log_fd, 2)
         reply: dict[str, Any] = {"op": "done", "id": attempt_id}
@@ -274,20 +281,18 @@ class Driver:
             reply["recycle"] = "; ".join(r for r in (self.shared.dirty(), left_running(threads_before),
                                                      self._children.left_running(), stray) if r)
             logging_before.restore()
-            process_before.restore()
+            process.restore()
             sys.stdout.flush()
             sys.stderr.flush()
-            os.dup2(saved_fds[0], 1)
-            os.dup2(saved_fds[1], 2)
-            os.close(saved_fds[0])
-            os.close(saved_fds[1])
+            os.dup2(self._stdio[0], 1)
+            os.dup2(self._stdio[1], 2)
             reply.update(self._logged(log_start))
-            os.chdir(saved_cwd)
+            os.chdir(self._home)
             sys.path[:] = saved_path
             sys.argv[:] = saved_argv
             _restore_environ(saved_env)
             time.tzset()  # the C library's time zone, which a program's TZ and tzset() changed, as it was
-            imported.forget(task["sys_path"])
+            self._modules.forget(task["sys_path"])
         return reply
 
     def _open_log(self, path: str, header: str) -> tuple[int, str]:

@@ -222,3 +222,28 @@ def test_modules_an_attempt_removed_do_not_hide_the_ones_it_added(tmp_path: Path
     imported.forget([str(tmp_path)])
     assert "sy_new" not in sys.modules and "sy_old_a" in sys.modules
     del sys.modules["sy_old_a"]
+
+
+
+def test_each_mark_counts_only_what_the_next_attempt_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One ImportedModules serves a driver's attempts, marked before each: a library the first one imported (it
+    stays) is not the second's, and after an attempt that left the modules as they were nothing is counted."""
+    own, lib = tmp_path / "own", tmp_path / "lib"
+    own.mkdir()
+    lib.mkdir()
+    for root, name in ((own, "sy_first_own"), (lib, "sy_first_lib"), (own, "sy_second_own")):
+        _module_file(root, name)
+    monkeypatch.syspath_prepend(str(lib))
+    monkeypatch.syspath_prepend(str(own))
+    imported = ImportedModules()
+    import sy_first_own  # noqa: F401
+    import sy_first_lib  # noqa: F401
+    imported.forget([str(own)])
+    assert "sy_first_own" not in sys.modules and "sy_first_lib" in sys.modules
+    imported.mark()
+    import sy_second_own  # noqa: F401
+    assert list(imported.added()) == ["sy_second_own"]
+    imported.forget([str(own)])
+    imported.mark()
+    assert list(imported.added()) == []
+    del sys.modules["sy_first_lib"]
