@@ -297,11 +297,16 @@ class ImportedModules:
 
     One per process, marked before each attempt. The names are copied again only when the modules changed
     since the last mark: sys.modules is a dict, so a new entry goes after every old one, and with as many
-    entries as then and the same newest one nothing was added (but that newest one again, which changes no
-    name) and so nothing removed. An attempt whose own modules were forgotten leaves them so, and a mark
-    costs two lookups instead of a copy of ~1,500 names."""
+    entries as then and the same newest one nothing was added — unless a program removed the newest and
+    imported it again after others (as it did before this mark existed, those others then go unseen). An
+    attempt whose own modules were forgotten leaves them so, and a mark costs two lookups instead of a copy
+    of ~1,500 names.
 
-    def __init__(self) -> None:
+    A thread importing while the names are walked (one the attempt left running) makes the walk raise; it is
+    then done on a copy, which the interpreter makes at once."""
+
+    def __init__(self, modules: dict[str, Any] = sys.modules) -> None:
+        self._modules = modules  # sys.modules; a test gives its own
         self._before: tuple[str, ...] = ()
         self._count = -1
         self._last = ""
@@ -309,8 +314,12 @@ class ImportedModules:
 
     def mark(self) -> None:
         """An attempt starts: what it imports from now on is :meth:`added`."""
-        if len(sys.modules) != self._count or next(reversed(sys.modules)) != self._last:
-            self._before = tuple(sys.modules)
+        try:
+            unchanged = len(self._modules) == self._count and next(reversed(self._modules)) == self._last
+        except RuntimeError:  # a thread imported between the two steps
+            unchanged = False
+        if not unchanged:
+            self._before = tuple(self._modules)
             self._count = len(self._before)
             self._last = self._before[-1]
 
@@ -318,15 +327,22 @@ class ImportedModules:
         """The entries after the newest old one, walked back from the end, while that one is still at its place
         (nothing older was removed); else by the difference of the names (the set difference of ~1,500 names
         was ~70 µs of every attempt, the walk is as long as what the attempt imported)."""
+        try:
+            return self._after(reversed(self._modules), len(self._modules), self._modules)
+        except RuntimeError:  # a thread imported during the walk
+            names = tuple(self._modules)
+            return self._after(reversed(names), len(names), names)
+
+    def _after(self, newest_first: Iterable[str], count: int, names: Iterable[str]) -> Iterable[str]:
         newer: list[str] = []
-        for name in reversed(sys.modules):
+        for name in newest_first:
             if name == self._last:
-                if len(sys.modules) - len(newer) == self._count:
+                if count - len(newer) == self._count:
                     newer.reverse()
                     return newer
                 break
             newer.append(name)
-        return set(sys.modules).difference(self._before)
+        return set(names).difference(self._before)
 
     def forget(self, roots: list[str]) -> None:
         """Drop the added modules whose file is under one of ``roots`` (the attempt's own code)."""
@@ -334,7 +350,7 @@ class ImportedModules:
         if not prefixes:
             return
         for name in self.added():
-            module = sys.modules.get(name)
+            module = self._modules.get(name)
             origin = getattr(module, "__file__", None) or ""
             if origin.startswith(prefixes):
-                del sys.modules[name]
+                del self._modules[name]

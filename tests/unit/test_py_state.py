@@ -14,6 +14,7 @@ import sys
 import threading
 import warnings
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -247,3 +248,26 @@ def test_each_mark_counts_only_what_the_next_attempt_imports(tmp_path: Path, mon
     imported.mark()
     assert list(imported.added()) == []
     del sys.modules["sy_first_lib"]
+
+
+
+class _ImportedDuringWalk(dict[str, None]):
+    """Modules to which a thread adds one each time they are walked past the newest, as one the attempt left may."""
+
+    imports = 0
+
+    def __reversed__(self) -> Iterator[str]:
+        walk = super().__reversed__()
+        yield next(walk)
+        self.imports += 1
+        self[f"sy_thread_{self.imports}"] = None
+        yield from walk  # raises: the dict changed size during iteration
+
+
+def test_a_module_a_thread_imports_during_the_walk_does_not_end_it() -> None:
+    modules = _ImportedDuringWalk({"sy_a": None, "sy_b": None})
+    imported = ImportedModules(modules)
+    modules["sy_own"] = None
+    assert list(imported.added()) == ["sy_own", "sy_thread_1"]  # walked again on a copy
+    del modules["sy_b"]  # the newest old one gone: the difference of the names, on a copy
+    assert set(imported.added()) == {"sy_own", "sy_thread_1", "sy_thread_2"}
