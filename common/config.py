@@ -62,6 +62,7 @@ from sparkyard.defaults import (
     DEFAULT_RETENTION_INTERVAL_S,
     DEFAULT_RUNNER_WAIT_MAX_S,
     DEFAULT_SELF_FENCE_MARGIN_S,
+    DEFAULT_DRIVER_FROZEN_LIMIT_S,
     DEFAULT_SHUTDOWN_GRACE_S,
     DEFAULT_SLOTS,
     DEFAULT_TIMEOUT_GRACE_S,
@@ -292,6 +293,9 @@ class WorkerConfig(_TlsClient):
                                       "(a job's --task-memory wins)")
     driver_max_tasks: int = Field(DEFAULT_DRIVER_MAX_TASKS, description="session runner: a warm driver runs at "
                                   "most this many attempts (1: a fresh driver for every attempt)")
+    driver_frozen_limit_s: Seconds = Field(DEFAULT_DRIVER_FROZEN_LIMIT_S, description="session and connect runners: "
+                                           "a driver that sees this worker stopped (SIGSTOP) this long stops its "
+                                           "attempt itself; keep it well under the master's --lease")
     runner_wait_max_s: Seconds = Field(DEFAULT_RUNNER_WAIT_MAX_S, description="how long an attempt waits for a "
                                        "runner that cannot run it (no driver starts, no Spark Connect server) "
                                        "before it fails with the reason, to be retried")
@@ -317,8 +321,9 @@ class WorkerConfig(_TlsClient):
 
     def validate(self) -> WorkerConfig:
         _positive(self, "slots", "drain_timeout_s", "result_max_bytes", "log_retention_s", "driver_max_tasks",
-                  "runner_wait_max_s", "bundle_cache_bytes")
-        _finite(self, "drain_timeout_s", "self_fence_margin_s", "log_retention_s", "runner_wait_max_s")
+                  "runner_wait_max_s", "bundle_cache_bytes", "driver_frozen_limit_s")
+        _finite(self, "drain_timeout_s", "self_fence_margin_s", "log_retention_s", "runner_wait_max_s",
+                "driver_frozen_limit_s")
         _not_negative(self, "task_memory_mb", "prefetch_max")
         if self.runner not in RUNNER_NAMES:
             raise ConfigError(f"{_named(self, 'runner')} {self.runner!r}: use {', '.join(RUNNER_NAMES[:-1])} or "

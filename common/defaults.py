@@ -95,6 +95,10 @@ DEFAULT_DRAIN_TIMEOUT_S = 60.0
 # Worker: kill a task when its lease could not be renewed for (lease - margin) — before the master
 # can give the task to another worker (self-fencing).
 DEFAULT_SELF_FENCE_MARGIN_S = 2.0
+# Worker, session and connect runners: a driver that sees its worker stopped (SIGSTOP, a frozen container) this
+# long stops the running attempt itself — shorter than any lease a master accepts, long enough that a worker
+# paused for a moment (a debugger's attach, a scheduler hiccup) does not lose its attempt.
+DEFAULT_DRIVER_FROZEN_LIMIT_S = 1.0
 # Worker, session runner: a warm driver process is replaced after this many attempts (bounds what user
 # code can leak into a long-lived process). A replacement costs a JVM start (~10 CPU-seconds on a small
 # machine), so for short tasks this is ~1 ms per task amortised; it warms during the old driver's last

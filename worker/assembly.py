@@ -100,11 +100,11 @@ def build_runners(cfg: WorkerConfig, children: Children, engine: Engine, disk: D
         "session": SessionRunner(cfg.spark_master, cfg.slots, cfg.work_path, children, conf=cfg.conf,
                                  task_memory_mb=cfg.task_memory_mb, max_tasks=cfg.driver_max_tasks,
                                  wait_max_s=cfg.runner_wait_max_s, on_readiness=changed.set, archive=archive,
-                                 logs=logs),
+                                 logs=logs, frozen_limit_s=cfg.driver_frozen_limit_s),
         "connect": ConnectRunner(cfg.connect_url, cfg.spark_master, cfg.slots, cfg.work_path, children,
                                  conf=cfg.conf, task_memory_mb=cfg.task_memory_mb, max_tasks=cfg.driver_max_tasks,
                                  wait_max_s=cfg.runner_wait_max_s, on_readiness=changed.set, archive=archive,
-                                 logs=logs),
+                                 logs=logs, frozen_limit_s=cfg.driver_frozen_limit_s),
     }
     return Runners(cfg, runners, changed, engine, disk)
 

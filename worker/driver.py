@@ -1,6 +1,6 @@
 """A warm driver process: one Python process holding a ready SparkSession, running one attempt at a time.
 
-    python -m sparkyard.worker.driver RUN_FD:CONTROL_FD WORKER_PID SPARK_MASTER CONF_JSON
+    python -m sparkyard.worker.driver RUN_FD:CONTROL_FD WORKER_PID SPARK_MASTER CONF_JSON FROZEN_LIMIT_S
 
 The worker's session runner (worker/runner/session.py) keeps a pool of these. The connect runner keeps
 the same pool with SPARK_MASTER ``connect``: then a driver holds no Spark of its own and each attempt
@@ -36,9 +36,9 @@ a restarted worker ends it if it was left behind.
 A worker that is frozen (``SIGSTOP``, a stopped container) neither dies nor renews its leases: past the
 lease the master runs the task elsewhere, and its cancel would never reach this driver. So a watchdog
 thread looks at the worker's process state while an attempt runs, and a worker seen stopped for
-:data:`FROZEN_LIMIT_S` has its attempt stopped here, as a cancel would (then the process exits if the
-attempt does not end within :data:`FROZEN_KILL_GRACE_S`) — before any lease can lapse, so the task never
-runs twice at once.
+FROZEN_LIMIT_S (the worker's ``--driver-frozen-limit``, 1 s by default) has its attempt stopped here, as a
+cancel would (then the process exits if the attempt does not end within :data:`FROZEN_KILL_GRACE_S`) — before
+any lease can lapse, so the task never runs twice at once.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ import time  # noqa: E402
 import traceback  # noqa: E402
 from typing import Any  # noqa: E402
 
+from sparkyard.defaults import DEFAULT_DRIVER_FROZEN_LIMIT_S  # noqa: E402
 from sparkyard.worker.children import die_with_parent  # noqa: E402
 from sparkyard.worker.context import ENV_TASK, TaskContext, set_current  # noqa: E402
 from sparkyard.worker.disk import NO_SPACE_ERRNOS  # noqa: E402
@@ -93,10 +94,6 @@ CLUSTER_CONF = {"spark.dynamicAllocation.enabled": "true", "spark.dynamicAllocat
                 "spark.dynamicAllocation.shuffleTracking.timeout": "30s",
                 "spark.executor.cores": "1"}
 
-# A worker seen stopped this long has its running attempt stopped by the driver: shorter than any lease a
-# master accepts (a task lease is longer than the leader's lease, 3 s by default), long enough that a
-# worker paused for a moment (a debugger's attach, a scheduler hiccup) does not lose its attempt.
-FROZEN_LIMIT_S = 1.0
 # After stopping the attempt, how long it may take to end before the driver process exits instead.
 FROZEN_KILL_GRACE_S = 2.0
 WATCH_INTERVAL_S = 0.1
@@ -112,7 +109,8 @@ class TaskKilled(BaseException):
 
 
 class Driver:
-    def __init__(self, sock: socket.socket, control: socket.socket, spark_master: str, conf: dict[str, str]) -> None:
+    def __init__(self, sock: socket.socket, control: socket.socket, spark_master: str, conf: dict[str, str],
+                 frozen_limit_s: float = DEFAULT_DRIVER_FROZEN_LIMIT_S) -> None:
         self._sock = sock
         # Reads are buffered (an unbuffered readline costs one recv per byte); writes go out whole, at once.
         self._reader = sock.makefile("rb")
@@ -123,6 +121,7 @@ class Driver:
         self._local = spark_master.startswith("local")
         self._conf = {**DRIVER_CONF, **({} if self._local else CLUSTER_CONF), **conf}
         self._worker_conf = conf
+        self._frozen_limit_s = frozen_limit_s  # a worker seen stopped this long: its attempt is stopped (_watch)
         self._current = ""
         # The file the attempts' logs are appended to, open across attempts (worker/logs.py), until the
         # worker names another (a new day's).
@@ -195,7 +194,7 @@ class Driver:
             now = time.monotonic()
             stopped_since = stopped_since if stopped_since is not None else now
             attempt_id = self._current
-            if not attempt_id or now - stopped_since < FROZEN_LIMIT_S:
+            if not attempt_id or now - stopped_since < self._frozen_limit_s:
                 continue
             log.warning("worker %d stopped for %.1fs: stopping attempt %s before its lease lapses", worker_pid,
                         now - stopped_since, attempt_id)
@@ -369,12 +368,12 @@ def _restore_environ(saved: dict[bytes, bytes]) -> None:
 
 def main(argv: list[str]) -> int:
     run_fd, _, control_fd = argv[1].partition(":")
-    worker_pid, spark_master, conf_json = int(argv[2]), argv[3], argv[4]
+    worker_pid, spark_master, conf_json, frozen_limit_s = int(argv[2]), argv[3], argv[4], float(argv[5])
     die_with_parent(worker_pid)
     own_logging()  # the root logger stays as a fresh interpreter has it, for the programs (worker/py_state.py)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     driver = Driver(socket.socket(fileno=int(run_fd)), socket.socket(fileno=int(control_fd)), spark_master,
-                    json.loads(conf_json))
+                    json.loads(conf_json), frozen_limit_s)
     if not driver.start():
         return 1
     driver.serve(worker_pid)

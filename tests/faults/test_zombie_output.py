@@ -23,7 +23,13 @@ def published(final: Path) -> dict[str, int]:
 
 def test_a_zombie_attempt_woken_after_its_re_run_committed_cannot_publish(make_cluster: object, tmp_path: Path) -> None:
     cluster: Cluster = make_cluster()  # type: ignore[operator]
-    client = cluster.start_with_worker("paused", 1)  # session runner: the attempt runs in a warm driver
+    cluster.start_master()
+    # Session runner: the attempt runs in a warm driver, whose watchdog (worker/driver.py) would stop it a second
+    # after it sees its worker stopped — before it commits, on a loaded machine (CI, twice). Here it must try to
+    # commit: what stops it is the fencing of its output.
+    cluster.start_worker("paused", slots=1, extra=("--driver-frozen-limit", "10m"))
+    cluster.wait_workers("paused")
+    client = cluster.client()
     shared, final = tmp_path / "shared", tmp_path / "out" / "daily"
     shared.mkdir()
     run_id = first_run_id(client.submit(f"{TASKS}:fenced_write", args=[str(shared), str(final)]))
@@ -33,9 +39,6 @@ def test_a_zombie_attempt_woken_after_its_re_run_committed_cannot_publish(make_c
     cluster.start_worker("rerun", slots=1, runner="submit")  # the re-run: a spark-submit of its own
     cluster.wait_workers("rerun")
     worker = cluster.workers["paused"].process
-    # The driver first: its watchdog stops the attempt of a worker it has seen stopped for a second
-    # (worker/driver.py), so it must not see the worker stopped before it is frozen itself — it would stop the
-    # attempt the moment it wakes, before the attempt can try to commit. Woken, it has that second.
     os.killpg(driver_group, signal.SIGSTOP)
     worker.send_signal(signal.SIGSTOP)
     try:
@@ -49,9 +52,7 @@ def test_a_zombie_attempt_woken_after_its_re_run_committed_cannot_publish(make_c
         assert published(final) == {"token": second.fencing_token, "attempt": 2}
 
         # The zombie wakes (the attempt's own process: its JVM and the rest of its group stay frozen until the end,
-        # since refusing the commit needs no Spark, and the woken process then has the CPU to itself rather than
-        # sharing it with a JVM's dozens of threads catching up: its watchdog gives it a second, and under a loaded
-        # CI machine it once did not reach the commit within it); its worker stays paused.
+        # since refusing the commit needs no Spark); its worker stays paused.
         os.kill(int(staged), signal.SIGCONT)
         outcome = wait_for(lambda: (shared / "outcome.a1").exists() and (shared / "outcome.a1").read_text(), 60,
                            "the woken attempt to try to commit")

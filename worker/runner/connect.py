@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparkyard import resources
-from sparkyard.config import DEFAULT_DRIVER_MAX_TASKS, DEFAULT_RUNNER_WAIT_MAX_S
+from sparkyard.config import DEFAULT_DRIVER_FROZEN_LIMIT_S, DEFAULT_DRIVER_MAX_TASKS, DEFAULT_RUNNER_WAIT_MAX_S
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.children import Children
 from sparkyard.worker.logs import LogFiles
@@ -45,9 +45,10 @@ class ConnectRunner(SessionRunner):
                  conf: dict[str, str] | None = None, task_memory_mb: int = 0,
                  max_tasks: int = DEFAULT_DRIVER_MAX_TASKS, wait_max_s: float = DEFAULT_RUNNER_WAIT_MAX_S,
                  on_readiness: Callable[[], None] | None = None, archive: ClassArchive | None = None,
-                 logs: LogFiles) -> None:
+                 logs: LogFiles, frozen_limit_s: float = DEFAULT_DRIVER_FROZEN_LIMIT_S) -> None:
         super().__init__(CONNECT_MODE, slots, work_dir / "connect", children, task_memory_mb=task_memory_mb,
-                         max_tasks=max_tasks, wait_max_s=wait_max_s, on_readiness=on_readiness, logs=logs)
+                         max_tasks=max_tasks, wait_max_s=wait_max_s, on_readiness=on_readiness, logs=logs,
+                         frozen_limit_s=frozen_limit_s)
         self.server = ConnectServer(connect_url, spark_master or f"local[{slots}]", dict(conf or {}),
                                     work_dir / "connect", children, self._server_changed, archive)
 

@@ -97,6 +97,7 @@ class Pool(Protocol):
     pool that imports it."""
 
     spark_master: str
+    frozen_limit_s: float
     children: Children
     drivers_dir: Path
     logs: LogFiles
@@ -176,7 +177,8 @@ class DriverProcess:
             self._log_from = logf.tell()  # the log goes on across drivers of this number: this one's part
             self.proc = await runner.children.spawn(
                 sys.executable, "-m", "sparkyard.worker.driver", f"{theirs.fileno()}:{control_theirs.fileno()}",
-                str(os.getpid()), runner.spark_master, json.dumps(runner.driver_conf(self)), what="session driver",
+                str(os.getpid()), runner.spark_master, json.dumps(runner.driver_conf(self)),
+                str(runner.frozen_limit_s), what="session driver",
                 pass_fds=(theirs.fileno(), control_theirs.fileno()), stdin=asyncio.subprocess.DEVNULL, stdout=logf,
                 stderr=asyncio.subprocess.STDOUT, env=env, cwd=runner.drivers_dir,
             )

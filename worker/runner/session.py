@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sparkyard import resources
-from sparkyard.config import DEFAULT_DRIVER_MAX_TASKS, DEFAULT_RUNNER_WAIT_MAX_S
+from sparkyard.config import DEFAULT_DRIVER_FROZEN_LIMIT_S, DEFAULT_DRIVER_MAX_TASKS, DEFAULT_RUNNER_WAIT_MAX_S
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker import jvm_temp
 from sparkyard.worker.children import Children
@@ -64,8 +64,10 @@ class SessionRunner:
                  conf: dict[str, str] | None = None, task_memory_mb: int = 0,
                  max_tasks: int = DEFAULT_DRIVER_MAX_TASKS, wait_max_s: float = DEFAULT_RUNNER_WAIT_MAX_S,
                  on_readiness: Callable[[], None] | None = None, archive: ClassArchive | None = None,
-                 warm_at_once: int = WARM_AT_ONCE, logs: LogFiles) -> None:
+                 warm_at_once: int = WARM_AT_ONCE, logs: LogFiles,
+                 frozen_limit_s: float = DEFAULT_DRIVER_FROZEN_LIMIT_S) -> None:
         self.spark_master = spark_master or "local[1]"
+        self.frozen_limit_s = frozen_limit_s  # the drivers' (worker/driver.py)
         self._warm_at_once = max(1, warm_at_once)
         self._wait_max_s = wait_max_s
         self.slots = slots
