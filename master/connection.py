@@ -176,6 +176,7 @@ class WorkerConnection:
         ack = pb.HeartbeatAck(
             renewed=[pb.Lease(task_id=t, fencing_token=tok) for t, tok in renewal.renewed],
             lost=[pb.Lease(task_id=t, fencing_token=tok) for t, tok in renewal.lost],
+            heartbeat_sent_us=hb.sent_us,  # the worker counts the renewal from then (worker/master_link.py)
         )
         self._registry.send(session.worker_id, pb.MasterMessage(heartbeat_ack=ack))
         if was_draining != hb.draining:

@@ -166,6 +166,7 @@ class MasterLink:
         async with open_channel(address, self._cfg, options, asynchronous=True) as channel:
             self.connection.opened(channel)
             stream = _Stream()
+            asked_at = self._clock.monotonic()
             stream.outbound.put_nowait(pb.WorkerMessage(register=self._register_message()))
             call = pbg.WorkerServiceStub(channel).Connect(self._requests(stream),
                                                           metadata=self.connection.metadata())
@@ -175,7 +176,7 @@ class MasterLink:
                 stream.outbound.put_nowait(None)  # ends the request stream: gRPC's reader of it must not leak
                 raise
             self._silent.pop(address, None)
-            self._on_registered(first.registered, stream, address)
+            self._on_registered(first.registered, stream, address, asked_at)
             self._heard_at = self._clock.monotonic()
             silent = asyncio.Event()
             heartbeat = asyncio.create_task(self._heartbeat_loop(call, silent, address), name="heartbeat")
@@ -259,9 +260,9 @@ class MasterLink:
             prefetch=self._ask(),
         )
 
-    def _on_registered(self, reg: pb.Registered, stream: _Stream, address: str) -> None:
+    def _on_registered(self, reg: pb.Registered, stream: _Stream, address: str, asked_at: float) -> None:
         self._terms.agreed(reg)
-        self._slots.registered({(lease.task_id, lease.fencing_token) for lease in reg.lost})
+        self._slots.registered({(lease.task_id, lease.fencing_token) for lease in reg.lost}, asked_at)
         self.connection.registered(stream.outbound)
         self.connections += 1
         self.registered.set()
@@ -293,7 +294,11 @@ class MasterLink:
                     room -= 1
             self._slots.pump()
         elif kind == "heartbeat_ack":
-            self._slots.renewed(message.heartbeat_ack.renewed, message.heartbeat_ack.lost)
+            ack = message.heartbeat_ack
+            now = self._clock.monotonic()
+            # From when the answered heartbeat left (an older master echoes nothing: from now, as before).
+            asked_at = min(now, ack.heartbeat_sent_us / 1e6) if ack.heartbeat_sent_us else now
+            self._slots.renewed(ack.renewed, ack.lost, asked_at)
         elif kind == "cancel":
             self._slots.cancel(message.cancel)
         elif kind == "acks":
@@ -323,7 +328,8 @@ class MasterLink:
         readiness, reason, ready = self._runners.readiness()
         self.connection.send(pb.WorkerMessage(heartbeat=pb.Heartbeat(
             free_slots=self._slots.free_slots(), held=self._held(), draining=self._slots.draining,
-            readiness=readiness, readiness_reason=reason, ready_slots=ready, prefetch=self._ask())))
+            readiness=readiness, readiness_reason=reason, ready_slots=ready, prefetch=self._ask(),
+            sent_us=int(self._clock.monotonic() * 1e6))))
 
     def _may_try(self, address: str) -> bool:
         """False for a master this worker left for not answering and probed within the last heartbeat (a

@@ -147,21 +147,23 @@ class AttemptSlots:
         e = self.executions.get(task_id)
         return e.run.log_path if e is not None and e.assignment.attempt == attempt else None
 
-    def registered(self, lost: set[tuple[str, int]]) -> None:
-        """A master took this worker's leases: all renewed but ``lost``, whose attempts are killed."""
-        now = self._clock.monotonic()
+    def registered(self, lost: set[tuple[str, int]], asked_at: float) -> None:
+        """A master took this worker's leases: all renewed but ``lost``, whose attempts are killed. ``asked_at``:
+        when this worker sent its Register (monotonic): the master renewed them after that, so counting from
+        then never makes a lease outlive the master's, however late the answer came."""
         for execution in list(self.executions.values()):
             if (execution.assignment.task_id, execution.assignment.fencing_token) in lost:
                 self.kill(execution, "lost", "the master no longer recognises this lease")
             else:
-                execution.renewed_at = now
+                execution.renewed_at = max(execution.renewed_at, asked_at)
 
-    def renewed(self, leases: Iterable[pb.Lease], lost: Iterable[pb.Lease]) -> None:
-        now = self._clock.monotonic()
+    def renewed(self, leases: Iterable[pb.Lease], lost: Iterable[pb.Lease], asked_at: float) -> None:
+        """A heartbeat's answer: ``leases`` renewed when the master read the heartbeat sent at ``asked_at``
+        (monotonic; see :meth:`registered`), ``lost`` ones killed."""
         for lease in leases:
             execution = self._leased(lease.task_id, lease.fencing_token)
             if execution is not None:
-                execution.renewed_at = now
+                execution.renewed_at = max(execution.renewed_at, asked_at)
         for lease in lost:
             execution = self._leased(lease.task_id, lease.fencing_token)
             if execution is not None:

@@ -772,7 +772,7 @@ class Register(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., group: _Optional[str] = ..., slots: _Optional[int] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., default_runner: _Optional[_Union[Runner, str]] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., version: _Optional[str] = ..., readiness: _Optional[_Union[Readiness, str]] = ..., readiness_reason: _Optional[str] = ..., ready_slots: _Optional[int] = ..., prefetch: _Optional[int] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("free_slots", "held", "draining", "readiness", "readiness_reason", "ready_slots", "prefetch")
+    __slots__ = ("free_slots", "held", "draining", "readiness", "readiness_reason", "ready_slots", "prefetch", "sent_us")
     FREE_SLOTS_FIELD_NUMBER: _ClassVar[int]
     HELD_FIELD_NUMBER: _ClassVar[int]
     DRAINING_FIELD_NUMBER: _ClassVar[int]
@@ -780,6 +780,7 @@ class Heartbeat(_message.Message):
     READINESS_REASON_FIELD_NUMBER: _ClassVar[int]
     READY_SLOTS_FIELD_NUMBER: _ClassVar[int]
     PREFETCH_FIELD_NUMBER: _ClassVar[int]
+    SENT_US_FIELD_NUMBER: _ClassVar[int]
     free_slots: int
     held: _containers.RepeatedCompositeFieldContainer[Lease]
     draining: bool
@@ -787,7 +788,8 @@ class Heartbeat(_message.Message):
     readiness_reason: str
     ready_slots: int
     prefetch: int
-    def __init__(self, free_slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., draining: _Optional[bool] = ..., readiness: _Optional[_Union[Readiness, str]] = ..., readiness_reason: _Optional[str] = ..., ready_slots: _Optional[int] = ..., prefetch: _Optional[int] = ...) -> None: ...
+    sent_us: int
+    def __init__(self, free_slots: _Optional[int] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., draining: _Optional[bool] = ..., readiness: _Optional[_Union[Readiness, str]] = ..., readiness_reason: _Optional[str] = ..., ready_slots: _Optional[int] = ..., prefetch: _Optional[int] = ..., sent_us: _Optional[int] = ...) -> None: ...
 
 class TaskStarted(_message.Message):
     __slots__ = ("task_id", "fencing_token", "started_at", "log_path")
@@ -914,12 +916,14 @@ class TaskBatch(_message.Message):
     def __init__(self, tasks: _Optional[_Iterable[_Union[TaskAssignment, _Mapping]]] = ..., reports_seq: _Optional[int] = ...) -> None: ...
 
 class HeartbeatAck(_message.Message):
-    __slots__ = ("renewed", "lost")
+    __slots__ = ("renewed", "lost", "heartbeat_sent_us")
     RENEWED_FIELD_NUMBER: _ClassVar[int]
     LOST_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_SENT_US_FIELD_NUMBER: _ClassVar[int]
     renewed: _containers.RepeatedCompositeFieldContainer[Lease]
     lost: _containers.RepeatedCompositeFieldContainer[Lease]
-    def __init__(self, renewed: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., lost: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ...) -> None: ...
+    heartbeat_sent_us: int
+    def __init__(self, renewed: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., lost: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., heartbeat_sent_us: _Optional[int] = ...) -> None: ...
 
 class CancelTask(_message.Message):
     __slots__ = ("task_id", "fencing_token", "reason")

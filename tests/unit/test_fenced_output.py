@@ -6,22 +6,16 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
-import time
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import pytest
 
-from sparkyard.clock import FakeClock
-from sparkyard.config import WorkerConfig
-from sparkyard.v1 import sparkyard_pb2 as pb
-from sparkyard.worker.assembly import build_worker
 from sparkyard.startup import StartupError
 from sparkyard.worker.fence_desk import FenceDesk, ask_worker
 from sparkyard.worker.fenced_output import AttemptOutputs, FencedOutput, OutputError, StaleOutput, final_path
-from sparkyard.worker.runner.base import AttemptRun, Kill
-from sparkyard.worker.execution import Execution
-from sparkyard.worker.workspace import Workspace
+from sparkyard.worker.runner.base import Kill
+from worker_rig import running_worker
 
 CURRENT = lambda: (True, "")  # noqa: E731 - the worker's answer for an attempt that holds its token
 
@@ -176,12 +170,7 @@ async def test_the_fence_desk_answers_one_question_per_connection(tmp_path: Path
 
 
 async def test_a_worker_says_not_current_for_attempts_it_knows_are_fenced_and_without_a_master(tmp_path: Path) -> None:
-    clock = FakeClock(start=time.time())
-    worker = build_worker(WorkerConfig(work_dir=str(tmp_path), id="w1").validate(), clock=clock)
-    assignment = pb.TaskAssignment(task_id="t1", attempt=1, fencing_token=5)
-    execution = Execution(assignment, AttemptRun(assignment, "w1", "", str(tmp_path), 1024, Workspace("", "", (), ())),
-                          worker.runners["submit"], renewed_at=clock.monotonic(), not_before=clock.monotonic())
-    worker.slots.executions["t1"] = execution
+    clock, worker, execution = running_worker(tmp_path)
     assert await worker.link.answer_fence("t2", 5) == (False, "worker w1 no longer runs task t2 with fencing token 5")
     assert (await worker.link.answer_fence("t1", 4))[0] is False
     assert await worker.link.answer_fence("t1", 5) == (
