@@ -14,7 +14,7 @@ properties, a thread still running: worker/spark_reset.py; on a cluster, Hadoop 
 worker/runtime_hadoop.py), and when an attempt's ``--files`` use a name its
 SparkContext already serves from another path. An attempt whose job's conf a warm driver's JVM cannot take
 runs on a fresh driver started for it alone (worker/runner/fresh.py). The pool's readiness — drivers that can
-take an attempt now — is what the worker offers the master as slots.
+take an attempt now — is what the worker offers the master as slots (worker/runner/pool_health.py).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from sparkyard.worker.runner.base import ERROR_TAIL_LINES, AttemptRun, Outcome, 
 from sparkyard.worker.runner.driver_process import (KILL_GRACE_S, DriverProcess, Job, describe_exit, outcome_of,
                                                     run_message)
 from sparkyard.worker.runner.fresh import FreshDrivers
+from sparkyard.worker.runner.pool_health import PoolHealth
 from sparkyard.worker.warm_conf import master_notice
 
 log = logging.getLogger(__name__)
@@ -46,9 +47,6 @@ log = logging.getLogger(__name__)
 WARM_AT_ONCE = max(1, (os.cpu_count() or 1) // 2)
 # How often the memory of busy drivers is measured.
 MEMORY_CHECK_S = 0.5
-# A driver that failed to start is tried again after this pause, doubling up to the maximum.
-RESTART_BACKOFF_S = 1.0
-RESTART_BACKOFF_MAX_S = 60.0
 # How long close() lets drivers exit on their own before killing them.
 CLOSE_TIMEOUT_S = 10.0
 
@@ -83,12 +81,9 @@ class SessionRunner:
         self._queue: deque[Job] = deque()
         self._jobs: dict[str, Job] = {}  # by attempt tag: every attempt begun here and not yet done
         self._numbers = 0
-        self._failures = 0  # drivers in a row that failed to start
-        self._last_error = ""
+        self._health = PoolHealth(slots, self.name, self.drivers)
         self._started = False
-        self._warm = False  # every driver was ready once (before that the pool is STARTING, after DEGRADED)
         self._closing = False
-        self._engine_problem = ""  # the cluster manager does not answer: no driver is started (worker/engine.py)
         self._tasks: set[asyncio.Task[None]] = set()
         self._monitor: asyncio.Task[None] | None = None
         # Drivers started for one attempt whose job's conf a warm driver's JVM cannot take (never slots).
@@ -126,7 +121,7 @@ class SessionRunner:
         return [d for d in self._drivers if d.dedicated is None]
 
     def _spawn_driver(self, delay: float = 0.0, dedicated: Job | None = None) -> None:
-        if self._engine_problem:  # it could not register its application; started when the manager is back
+        if self._health.engine_problem:  # it could not register its application; started when it is back
             return
         self._numbers += 1
         driver = DriverProcess(self, self._numbers, dedicated)
@@ -136,7 +131,7 @@ class SessionRunner:
     async def _start_driver(self, driver: DriverProcess, delay: float) -> None:
         if delay:
             await asyncio.sleep(delay)
-        if self._closing or self._engine_problem:
+        if self._closing or self._health.engine_problem:
             self._drivers.remove(driver)
             return
         try:
@@ -167,14 +162,16 @@ class SessionRunner:
     def engine_changed(self, problem: str) -> None:
         """Without its cluster manager a driver's application is lost for good (Spark does not register it
         again with a restarted master): every driver goes now, and a fresh pool warms once it answers."""
-        self._engine_problem = problem
+        if problem:
+            self._health.engine_problem = problem
+        else:
+            self._health.engine_back()
         if not self._started or self._closing:
             return
         if problem:
             for driver in list(self._drivers):
                 driver.kill()
             return
-        self._failures, self._last_error, self._warm = 0, "", False
         if not any(d.state != "leaving" for d in self._pool()):
             self._warm_first()
 
@@ -182,17 +179,7 @@ class SessionRunner:
 
     def readiness(self) -> tuple[int, str, int]:
         """(pb.Readiness, reason, slots that can take an attempt now)."""
-        if not self._started:
-            return pb.READINESS_STARTING, f"{self.name} runner not started", 0
-        ready = min(self.slots, sum(1 for d in self._pool() if d.state in ("ready", "busy")))
-        if ready >= self.slots:
-            return pb.READINESS_READY, "", self.slots
-        if self._failures:
-            return (pb.READINESS_DEGRADED, f"{ready} of {self.slots} {self.drivers} ready; one failed to "
-                    f"start ({self._last_error}), retrying", ready)
-        if not self._warm:
-            return pb.READINESS_STARTING, f"warming {self.drivers}, {ready} of {self.slots} ready", ready
-        return pb.READINESS_DEGRADED, f"{ready} of {self.slots} {self.drivers} ready (replacements warming)", ready
+        return self._health.readiness(self._started, sum(1 for d in self._pool() if d.state in ("ready", "busy")))
 
     # ---- attempts ------------------------------------------------------------------------------------------
 
@@ -310,14 +297,13 @@ class SessionRunner:
     def driver_ready(self, driver: DriverProcess) -> None:
         if self._fresh.warmed(driver):  # started for one job's conf: it runs that attempt alone, then leaves
             return
-        self._failures = 0
-        self._last_error = ""
-        if not self._warm:
+        self._health.started()
+        if not self._health.warm:
             if len(self._pool()) < self.slots:
                 self._spawn_driver()
             else:
-                self._warm = all(d.state in ("ready", "busy") for d in self._pool())
-                if self._warm and self._archive is not None:  # now, not to slow the pool's first warm-up
+                self._health.warm = all(d.state in ("ready", "busy") for d in self._pool())
+                if self._health.warm and self._archive is not None:  # now, not to slow the pool's first warm-up
                     self._archive.make_soon()
         if self._archive is not None and driver.class_archive is not None and driver.proc is not None:
             self._archive.check(driver.proc.pid, driver.class_archive)
@@ -382,16 +368,14 @@ class SessionRunner:
             driver.log_path.unlink(missing_ok=True)
         if self._closing or driver.dedicated is not None:
             return
-        if self._engine_problem:  # killed with its lost application: replaced when the manager is back
+        if self._health.engine_problem:  # killed with its lost application: replaced when the manager is back
             self._on_readiness()
             return
         if not was_ready and driver.tasks_run == 0:
-            self._failures += 1
             tail = log_tail(str(driver.log_path), 3).replace("\n", " | ")
-            self._last_error = driver.start_error or f"driver {describe_exit(code)}: {tail}"
-            delay = min(RESTART_BACKOFF_MAX_S, RESTART_BACKOFF_S * 2 ** (self._failures - 1))
-            log.error("session driver %d failed to start (%s); retrying in %.0fs", driver.number, self._last_error,
-                      delay)
+            delay = self._health.failed(driver.start_error or f"driver {describe_exit(code)}: {tail}")
+            log.error("session driver %d failed to start (%s); retrying in %.0fs", driver.number,
+                      self._health.last_error, delay)
             self._spawn_driver(delay)
         elif len([d for d in self._pool() if d.state != "leaving"]) < self.slots:
             if job is not None:
