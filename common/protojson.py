@@ -31,49 +31,63 @@ def enum_name(field: FieldDescriptor, number: int) -> str:
     return name
 
 
-def _converter(field: FieldDescriptor) -> Callable[[Any], Any]:
-    """How a value of ``field`` reads in JSON."""
+def _timestamp(v: Any) -> str | None:
+    # Not ToMilliseconds(): protobuf's Python helper checks the range on every call (wellformed.py did on input).
+    return rfc3339_ms(v.seconds * 1000 + v.nanos // 1_000_000) if (v.seconds or v.nanos) else None
+
+
+def _converter(field: FieldDescriptor) -> Callable[[Any], Any] | None:
+    """How a value of ``field`` reads in JSON; None: as it is."""
     if field.type == FieldDescriptor.TYPE_MESSAGE:
         full = field.message_type.full_name
         if full == "google.protobuf.Timestamp":
-            return lambda v: rfc3339_ms(v.ToMilliseconds()) if (v.seconds or v.nanos) else None
+            return _timestamp
         if full == "google.protobuf.Duration":
             return lambda v: v.ToMilliseconds() / 1000
         return to_dict
     if field.type == FieldDescriptor.TYPE_ENUM:
-        return lambda v: enum_name(field, v)
+        names = {value.number: enum_name(field, value.number) for value in field.enum_type.values}
+        return lambda v: names[v] if v in names else str(v)
     if field.type == FieldDescriptor.TYPE_BYTES:
         return lambda v: v.decode(errors="replace")
-    return lambda v: v
+    return None
 
 
-_MAP, _REPEATED, _MESSAGE, _ONEOF, _PLAIN = range(5)
+_MAP, _REPEATED, _MESSAGE, _ONEOF, _PLAIN, _AS_IS = range(6)
 
 
 @functools.cache
 def _plan(descriptor: Descriptor) -> tuple[tuple[str, int, Callable[[Any], Any], str], ...]:
     """Each field of a message type, decided once per type (the console's jobs page converts a hundred jobs
-    and their runs on every refresh): its name, how it is written, how its values (a map's: its entries'
-    values) convert, and a oneof's name."""
+    and their runs on every refresh, ``submit --wait --json`` a run's thousands of tasks): its name, how it is
+    written, how its values (a map's: its entries' values) convert, and a oneof's name."""
     out = []
     for field in descriptor.fields:
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            out.append((field.name, _MAP, _converter(field.message_type.fields_by_name["value"]), ""))
-        elif field.is_repeated:
-            out.append((field.name, _REPEATED, _converter(field), ""))
+            out.append((field.name, _MAP, _converter(field.message_type.fields_by_name["value"]) or _same, ""))
+            continue
+        convert = _converter(field)
+        if field.is_repeated:
+            out.append((field.name, _REPEATED, convert or _same, ""))
         elif field.type == FieldDescriptor.TYPE_MESSAGE:
-            out.append((field.name, _MESSAGE, _converter(field), ""))
+            out.append((field.name, _MESSAGE, convert or _same, ""))
         elif field.containing_oneof is not None:
-            out.append((field.name, _ONEOF, _converter(field), field.containing_oneof.name))
+            out.append((field.name, _ONEOF, convert or _same, field.containing_oneof.name))
         else:
-            out.append((field.name, _PLAIN, _converter(field), ""))
+            out.append((field.name, _PLAIN if convert else _AS_IS, convert or _same, ""))
     return tuple(out)
+
+
+def _same(v: Any) -> Any:
+    return v
 
 
 def to_dict(message: Message) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, kind, convert, oneof in _plan(message.DESCRIPTOR):
-        if kind == _MAP:
+        if kind == _AS_IS:
+            out[name] = getattr(message, name)
+        elif kind == _MAP:
             out[name] = {k: convert(v) for k, v in getattr(message, name).items()}
         elif kind == _REPEATED:
             out[name] = [convert(v) for v in getattr(message, name)]

@@ -217,3 +217,17 @@ def test_a_workers_readiness_is_named_without_its_prefix_as_every_enum_is() -> N
     worker = pb.WorkerInfo(id="w1", readiness=pb.READINESS_READY)
     assert to_dict(worker)["readiness"] == "READY"
     assert to_dict(pb.WorkerInfo(id="w2", readiness=pb.READINESS_DEGRADED))["readiness"] == "DEGRADED"
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_json_is_indented_for_a_terminal_and_one_line_for_a_pipe(terminal: bool, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from sparkyard.cli import render
+
+    monkeypatch.setattr("sys.stdout.isatty", lambda: terminal)
+    render.print_json(to_dict(_run()))
+    text = capsys.readouterr().out
+    assert json.loads(text) == to_dict(_run())
+    lines = text.splitlines()
+    assert (len(lines) > 1 and lines[1].startswith('  "id": ')) if terminal else lines == [json.dumps(
+        to_dict(_run()), separators=(",", ":"))]
