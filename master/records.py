@@ -99,6 +99,14 @@ def inputs_from_json(text: str | None) -> list[pb.SplitInput]:
     return [pb.SplitInput(value=v, mark=m) for v, m in json.loads(text)]
 
 
+def add_inputs(inputs: Any, text: str | None) -> None:
+    """Add the inputs stored as ``text`` to the repeated field ``inputs`` in place: a list of messages made
+    first would be copied into it again (the scheduler fills every assignment it sends this way)."""
+    if text:
+        for value, mark in json.loads(text):
+            inputs.add(value=value, mark=mark)
+
+
 def _int(value: str | None, default: int = 0) -> int:
     if value is None or value == "":
         return default

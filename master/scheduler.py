@@ -42,7 +42,7 @@ from collections import OrderedDict, defaultdict
 from typing import Awaitable, Callable
 
 from sparkyard.clock import Clock
-from sparkyard.master.records import inputs_from_json
+from sparkyard.master.records import add_inputs
 from sparkyard.master.registry import WorkerRegistry
 from sparkyard.master.routing import Router
 from sparkyard.master.scripts import log_failure
@@ -210,10 +210,12 @@ class SlotScheduler:
         for claim in claims:
             by_worker[claim.worker].append(claim)
         undeliverable: list[Claim] = []
-        batches: list[tuple[str, list[pb.TaskAssignment], list[Claim]]] = []
+        batches: list[tuple[str, pb.MasterMessage, list[Claim]]] = []
         now_ms = int(self._clock.now() * 1000)
         for worker_id, batch in by_worker.items():
-            assignments = []
+            # Built in the message (a TaskBatch made from a list copies every assignment and its spec again).
+            message = pb.MasterMessage()
+            tasks = message.batch.tasks
             built: list[Claim] = []
             for claim in batch:
                 key = (claim.job_id, claim.spec_version)
@@ -221,21 +223,20 @@ class SlotScheduler:
                 if spec is None:
                     undeliverable.append(claim)
                     continue
-                assignments.append(self._assignment(claim, self._wire.of(key, spec), now_ms))
+                self._assignment(tasks.add(), claim, self._wire.of(key, spec), now_ms)
                 built.append(claim)
             if built:
-                batches.append((worker_id, assignments, built))
+                batches.append((worker_id, message, built))
         delivered = list(claims)
         claims.clear()
-        for worker_id, assignments, built in batches:
+        for worker_id, message, built in batches:
             session = self._registry.get(worker_id)
-            message = pb.MasterMessage(batch=pb.TaskBatch(tasks=assignments,
-                                                          reports_seq=session.reports_seq if session else 0))
+            message.batch.reports_seq = session.reports_seq if session else 0
             if not self._registry.send(worker_id, message):
                 undeliverable.extend(built)
                 continue
-            self.dispatched += len(assignments)
-            log.debug("worker=%s batch of %d tasks", worker_id, len(assignments))
+            self.dispatched += len(built)
+            log.debug("worker=%s batch of %d tasks", worker_id, len(built))
         if undeliverable:
             log.info("returning %d undeliverable tasks to the ready queue", len(undeliverable))
             self._unreserve(undeliverable)
@@ -243,22 +244,20 @@ class SlotScheduler:
         if self._on_claimed is not None:
             await self._on_claimed(delivered)
 
-    def _assignment(self, claim: Claim, spec: pb.JobSpec, now_ms: int) -> pb.TaskAssignment:
-        a = pb.TaskAssignment(
-            task_id=claim.task_id,
-            run_id=claim.run_id,
-            job_id=claim.job_id,
-            index=claim.index,
-            task_count=claim.task_count,
-            attempt=claim.attempt,
-            fencing_token=claim.token,
-            spec=spec,
-            inputs=inputs_from_json(claim.inputs_json),
-            upstream_json=claim.upstream_json,
-        )
+    def _assignment(self, a: pb.TaskAssignment, claim: Claim, spec: pb.JobSpec, now_ms: int) -> None:
+        """Fill the batch's new assignment ``a`` for ``claim``."""
+        a.task_id = claim.task_id
+        a.run_id = claim.run_id
+        a.job_id = claim.job_id
+        a.index = claim.index
+        a.task_count = claim.task_count
+        a.attempt = claim.attempt
+        a.fencing_token = claim.token
+        a.spec.CopyFrom(spec)
+        add_inputs(a.inputs, claim.inputs_json)
+        a.upstream_json = claim.upstream_json
         a.scheduled_at.FromMilliseconds(claim.scheduled_ms)
         a.lease.FromMilliseconds(self._lease_ms)
         early_ms = min(claim.scheduled_ms - now_ms, self._start_after_max_ms)
         if early_ms > 0:
             a.start_after.FromMilliseconds(early_ms)
-        return a
