@@ -91,6 +91,52 @@ def outcome_of(done: dict[str, Any]) -> Outcome:
     return Outcome("FAILED", error=done.get("error", "failed"), traceback=done.get("traceback", ""))
 
 
+class _Channel(asyncio.Protocol):
+    """The driver's socket, a JSON message a line, each handed to ``on_message`` as its bytes arrive: in the
+    event loop's read callback, where a StreamReader's ``readline`` took a future and a task's wake-up per
+    line (~10 % of the runner's own time per attempt, throughput_ceiling.py under py-spy). ``closed`` is
+    set when the socket is: None at its end, else what broke it."""
+
+    def __init__(self, number: int, on_message: Callable[[dict[str, Any]], None]) -> None:
+        self._number = number
+        self._on_message = on_message
+        self._buffer = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self.closed: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        start = 0
+        while (end := buffer.find(b"\n", start)) >= 0:
+            try:
+                message = json.loads(buffer[start:end])
+            except ValueError as exc:
+                self._broken(exc)
+                return
+            start = end + 1
+            self._on_message(message)
+        del buffer[:start]
+        if len(buffer) > MAX_MESSAGE_BYTES:
+            self._broken(ValueError(f"a message over {MAX_MESSAGE_BYTES} bytes"))
+
+    def _broken(self, exc: BaseException) -> None:
+        log.warning("session driver %d: broken channel: %s", self._number, exc)
+        self._buffer.clear()
+        if self.transport is not None:
+            self.transport.close()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if exc is not None:
+            log.warning("session driver %d: broken channel: %s", self._number, exc)
+        if not self.closed.done():
+            self.closed.set_result(exc)
+
+
 class Pool(Protocol):
     """What a driver process needs of its pool (the session runner, worker/runner/session.py): where and
     with what it starts, and who hears of its events. A protocol, so that this module does not import the
@@ -120,7 +166,7 @@ class DriverProcess:
         # The one job this driver was started for, with its conf (worker/runner/fresh.py); None: a pool driver.
         self.dedicated = dedicated
         self.proc: asyncio.subprocess.Process | None = None
-        self.writer: asyncio.StreamWriter | None = None
+        self._channel: _Channel | None = None  # the driver's socket
         self._control: socket.socket | None = None
         self.state = "starting"  # starting | ready | busy | leaving (told to exit) | dead
         self.retiring = False  # ran its share of attempts: leaves once a replacement is warm
@@ -184,37 +230,33 @@ class DriverProcess:
             )
         theirs.close()
         control_theirs.close()
-        reader, self.writer = await asyncio.open_unix_connection(sock=ours, limit=MAX_MESSAGE_BYTES)
+        channel = self._channel = _Channel(self.number, self._message)
+        await asyncio.get_running_loop().create_unix_connection(lambda: channel, sock=ours)
         log.info("session driver %d starting (pid %d)", self.number, self.proc.pid)
-        await self._read(reader)
-
-    async def _read(self, reader: asyncio.StreamReader) -> None:
-        """Messages from the driver until it ends; then the runner hears of its end."""
         try:
-            while line := await reader.readline():
-                message = json.loads(line)
-                op = message.get("op")
-                if op == "ready":
-                    self.state = "ready"
-                    log.info("session driver %d ready (pid %d, Spark %s)", self.number, message.get("pid", 0),
-                             message.get("version", "?"))
-                    self.runner.driver_ready(self)
-                elif op == "start_failed":
-                    self.start_error = message.get("error", "unknown error")
-                    reason = jvm_reason(str(self.log_path), self._log_from)
-                    if reason and reason not in self.start_error:
-                        self.start_error += f" ({reason})"
-                elif op == "done":
-                    self.runner.driver_done(self, message)
-        except (ConnectionError, ValueError) as exc:
-            log.warning("session driver %d: broken channel: %s", self.number, exc)
+            await channel.closed  # the driver's messages arrive meanwhile (_message)
         finally:
             code = await self._ended()
             self.runner.driver_ended(self, code)
 
+    def _message(self, message: dict[str, Any]) -> None:
+        op = message.get("op")
+        if op == "done":
+            self.runner.driver_done(self, message)
+        elif op == "ready":
+            self.state = "ready"
+            log.info("session driver %d ready (pid %d, Spark %s)", self.number, message.get("pid", 0),
+                     message.get("version", "?"))
+            self.runner.driver_ready(self)
+        elif op == "start_failed":
+            self.start_error = message.get("error", "unknown error")
+            reason = jvm_reason(str(self.log_path), self._log_from)
+            if reason and reason not in self.start_error:
+                self.start_error += f" ({reason})"
+
     async def _ended(self) -> int | None:
-        if self.writer is not None:
-            self.writer.close()
+        if self._channel is not None and self._channel.transport is not None:
+            self._channel.transport.close()
         if self._control is not None:
             self._control.close()
         proc = self.proc
@@ -239,8 +281,9 @@ class DriverProcess:
                     self._control.send(data)
                 except OSError:  # gone (its end is being handled) or frozen: the kill after the grace stops it
                     pass
-        elif self.writer is not None and not self.writer.is_closing():
-            self.writer.write(data)
+        elif self._channel is not None and self._channel.transport is not None \
+                and not self._channel.transport.is_closing():
+            self._channel.transport.write(data)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
