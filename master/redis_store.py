@@ -1,5 +1,5 @@
 """The Redis implementation of :class:`~sparkyard.master.store.Store`: every mutation one Lua script call,
-every read a pipeline.
+every read a pipeline or a read-only script (redis_reads.py).
 
 RedisStore holds no state of its own (beyond an immutable job-spec cache), so any number of masters can
 use the same Redis; the scripts' invariants make concurrent use safe.
@@ -60,10 +60,10 @@ class RedisStore(RedisReads, Store):
                  min_replicas: int = 0, *, observe: Callable[[str, float], None] | None = None,
                  test_clock: Clock | None = None) -> None:
         """``test_clock``, for tests only, replaces Redis ``TIME`` as the store's clock (ScriptLibrary)."""
-        super().__init__(redis, keys, test_clock)
+        scripts = ScriptLibrary(redis, keys, observe=observe, test_clock=test_clock, min_replicas=min_replicas)
+        super().__init__(redis, keys, scripts, test_clock)
         self.priority_aging_ms = priority_aging_ms
-        self._lua = self.scripts = ScriptLibrary(redis, keys, observe=observe, test_clock=test_clock,
-                                                 min_replicas=min_replicas)
+        self._lua = self.scripts = scripts
 
     # ---- submit and fire -------------------------------------------------------------------------
 

@@ -41,12 +41,12 @@ from sparkyard.states import lua_tables
 SCRIPT_NAMES = (
     "submit", "fire", "peek", "claim", "renew", "report", "release", "reap", "cancel", "job_state",
     "reschedule", "update", "bundle_gc", "bundle_upload", "bundle_hold", "leader", "master", "worker", "delete_job",
-    "retention", "backfill", "queue_depth", "webhook",
+    "retention", "backfill", "queue_depth", "webhook", "tasks",
 )
 # How long a write waits for --redis-min-replicas replicas to have it before it is refused (ScriptLibrary.execute).
 REPLICA_WAIT_MS = 1_000
 # Scripts that only read: not fenced (tests/contract/test_one_door.py checks they write nothing).
-READ_ONLY = frozenset({"peek", "queue_depth"})
+READ_ONLY = frozenset({"peek", "queue_depth", "tasks"})
 # The only writes not fenced, and why: the allow-list tests/contract/test_one_door.py holds every write to.
 UNFENCED_WRITES: dict[str, str] = {
     "leader": "the election itself: it is what makes an epoch, so nothing can fence it",

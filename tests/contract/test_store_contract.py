@@ -997,6 +997,22 @@ async def test_runs_are_listed_with_their_tasks_on_request(store: Store) -> None
         ids.task_id(run_id, 1), ids.task_id(run_id, 0)]
 
 
+async def test_tasks_read_in_several_calls_come_back_whole_and_in_the_order_asked(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sparkyard.master.redis_reads.TASKS_PER_READ", 2)  # Redis: one tasks.lua call per 2
+    run_id = await fire_now(store, tasks=5)
+    task_ids = [ids.task_id(run_id, i) for i in range(5)]
+    (claim,) = await lease(store, [task_ids[3]])
+    await store.report([Report(claim.task_id, claim.token, "SUCCEEDED", result_json='"three"', log_path="l@0-9")])
+    asked = [task_ids[4], "nope", task_ids[0], task_ids[3], "nope", task_ids[2], task_ids[1]]
+    read = await store.get_tasks(asked)
+    assert [t.id for t in read] == [t for t in asked if t != "nope"]
+    assert read == [await store.get_task(t) for t in asked if t != "nope"]
+    (three,) = [t for t in read if t.id == task_ids[3]]
+    assert [(a.number, a.state, a.result, a.log_path) for a in three.attempts] == [
+        (1, "SUCCEEDED", '"three"', "l@0-9")]
+
+
 async def test_worker_records_are_kept_as_given(store: Store) -> None:
     await store.put_worker("w1", {"host": "h1", "slots": 2, "alive": True})
     await store.put_worker("w1", {"host": "h1", "slots": 4, "alive": False})
