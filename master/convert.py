@@ -39,56 +39,59 @@ def job_to_proto(job: JobRecord, with_spec: bool = True, last_run_state: RunStat
     return out
 
 
-def attempt_to_proto(a: AttemptRecord, task_id: str) -> pb.Attempt:
-    out = pb.Attempt(
-        number=a.number,
-        worker=a.worker,
-        fencing_token=a.token,
-        state=pb.AttemptState.Value(to_proto(a.state)),
-        result_json=a.result,
-        error=a.error,
-        traceback=a.traceback,
-        log_path=a.log_path,
-    )
+def attempt_to_proto(a: AttemptRecord, task_id: str, out: pb.Attempt | None = None) -> pb.Attempt:
+    """``a`` as the API shows it, filled into ``out`` (a repeated field's new item) if given."""
+    out = pb.Attempt() if out is None else out
+    out.number = a.number
+    out.worker = a.worker
+    out.fencing_token = a.token
+    out.state = pb.AttemptState.Value(to_proto(a.state))
+    out.result_json = a.result
+    out.error = a.error
+    out.traceback = a.traceback
+    out.log_path = a.log_path
     _set_ms(out.leased_at, a.leased_ms, task_id)
     _set_ms(out.started_at, a.started_ms, task_id)
     _set_ms(out.finished_at, a.finished_ms, task_id)
     return out
 
 
-def task_to_proto(t: TaskRecord) -> pb.Task:
-    out = pb.Task(
-        id=t.id,
-        run_id=t.run_id,
-        index=t.index,
-        state=pb.TaskState.Value(to_proto(t.state)),
-        inputs=t.inputs,
-        worker=t.worker,
-        fencing_token=t.token,
-        attempts=[attempt_to_proto(a, t.id) for a in t.attempts],
-        result_json=t.result,
-        error=t.error,
-    )
+def task_to_proto(t: TaskRecord, out: pb.Task | None = None) -> pb.Task:
+    """``t`` as the API shows it, filled into ``out`` if given: a run's thousands of tasks (and their attempts)
+    are built where they are sent, not built and then copied into it (as a message's constructor does)."""
+    out = pb.Task() if out is None else out
+    out.id = t.id
+    out.run_id = t.run_id
+    out.index = t.index
+    out.state = pb.TaskState.Value(to_proto(t.state))
+    out.inputs.extend(t.inputs)
+    out.worker = t.worker
+    out.fencing_token = t.token
+    for a in t.attempts:
+        attempt_to_proto(a, t.id, out.attempts.add())
+    out.result_json = t.result
+    out.error = t.error
     _set_ms(out.not_before, t.not_before_ms, t.id)
     return out
 
 
-def run_to_proto(r: RunRecord) -> pb.Run:
-    out = pb.Run(
-        id=r.id,
-        job_id=r.job_id,
-        state=pb.RunState.Value(to_proto(r.state)),
-        task_count=r.task_count,
-        tasks_succeeded=r.succeeded,
-        tasks_failed=r.dead,
-        tasks_cancelled=r.cancelled,
-        tasks=[task_to_proto(t) for t in r.tasks],
-        reason=r.reason,
-        spec_version=r.spec_version,
-        rerun_of=r.rerun_of,
-        backfill=r.backfill,
-        after_run=r.after_run,
-    )
+def run_to_proto(r: RunRecord, out: pb.Run | None = None) -> pb.Run:
+    """``r`` as the API shows it, filled into ``out`` (a reply's field) if given."""
+    out = pb.Run() if out is None else out
+    out.id = r.id
+    out.job_id = r.job_id
+    out.state = pb.RunState.Value(to_proto(r.state))
+    out.task_count = r.task_count
+    out.tasks_succeeded = r.succeeded
+    out.tasks_failed = r.dead
+    out.tasks_cancelled = r.cancelled
+    for t in r.tasks:
+        task_to_proto(t, out.tasks.add())
+    out.reason = r.reason
+    out.spec_version = r.spec_version
+    out.rerun_of = r.rerun_of
+    out.backfill = r.backfill
+    out.after_run = r.after_run
     if r.state == RunState.SUCCEEDED and r.tasks and len(r.tasks) == r.task_count:
         out.result_json = "[" + ",".join(t.result or "null" for t in sorted(r.tasks, key=lambda t: t.index)) + "]"
     _set_ms(out.scheduled_at, r.scheduled_ms, r.id)

@@ -57,7 +57,8 @@ _OUTCOMES = {
 
 
 def _ms(ts: Timestamp) -> int:
-    return ts.ToMilliseconds() if ts.seconds or ts.nanos else 0
+    # Not ToMilliseconds(): protobuf's Python helper checks the range again (the request guard did, wellformed.py).
+    return ts.seconds * 1000 + ts.nanos // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -150,7 +150,9 @@ class JobService(pbg.JobServiceServicer):
 
     @mapped
     async def TriggerJob(self, request: pb.JobIdRequest, context: grpc.aio.ServicerContext) -> pb.TriggerJobResponse:
-        return pb.TriggerJobResponse(run=run_to_proto(await self._jobs.trigger(request.job_id)))
+        reply = pb.TriggerJobResponse()
+        run_to_proto(await self._jobs.trigger(request.job_id), reply.run)
+        return reply
 
     @mapped
     async def Backfill(self, request: pb.BackfillRequest, context: grpc.aio.ServicerContext) -> pb.BackfillResponse:
@@ -171,7 +173,10 @@ class JobService(pbg.JobServiceServicer):
     @mapped
     async def ListRuns(self, request: pb.ListRunsRequest, context: grpc.aio.ServicerContext) -> pb.ListRunsResponse:
         runs = await self._jobs.list_runs(request.job_id, request.limit, request.with_tasks)
-        return pb.ListRunsResponse(runs=[run_to_proto(r) for r in runs])
+        reply = pb.ListRunsResponse()
+        for r in runs:
+            run_to_proto(r, reply.runs.add())
+        return reply
 
     @mapped
     async def GetRun(self, request: pb.GetRunRequest, context: grpc.aio.ServicerContext) -> pb.Run:
@@ -184,7 +189,9 @@ class JobService(pbg.JobServiceServicer):
         if run is None:  # not fired yet: only its identity is known
             return pb.WaitRunResponse(run=pb.Run(id=request.run_id, job_id=request.run_id.split(".", 1)[0]),
                                       timed_out=True)
-        return pb.WaitRunResponse(run=run_to_proto(run), timed_out=timed_out)
+        reply = pb.WaitRunResponse(timed_out=timed_out)
+        run_to_proto(run, reply.run)  # built in the reply: a copy of thousands of tasks otherwise
+        return reply
 
     async def StreamTaskLog(self, request: pb.StreamTaskLogRequest,
                             context: grpc.aio.ServicerContext) -> AsyncIterator[pb.LogChunk]:
