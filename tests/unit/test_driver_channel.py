@@ -14,10 +14,16 @@ from sparkyard.worker.runner import driver_process
 from sparkyard.worker.runner.driver_process import _Channel
 
 
-async def _channel() -> tuple[_Channel, list[dict[str, Any]], socket.socket]:
+async def _channel(fail_on: str = "") -> tuple[_Channel, list[dict[str, Any]], socket.socket]:
     ours, theirs = socket.socketpair()
     messages: list[dict[str, Any]] = []
-    channel = _Channel(1, messages.append)
+
+    def handle(message: dict[str, Any]) -> None:
+        if message.get("op") == fail_on:
+            raise RuntimeError("handler failed")
+        messages.append(message)
+
+    channel = _Channel(1, handle)
     await asyncio.get_running_loop().create_unix_connection(lambda: channel, sock=ours)
     return channel, messages, theirs
 
@@ -60,16 +66,30 @@ def test_a_line_that_is_not_json_breaks_the_channel_and_nothing_after_it_is_hand
     assert "session driver 1: broken channel" in caplog.text
 
 
-def test_a_message_over_the_limit_breaks_the_channel(monkeypatch: pytest.MonkeyPatch,
-                                                     caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("ended", [False, True])
+def test_a_message_over_the_limit_breaks_the_channel_whether_or_not_its_end_came_in_the_same_read(
+        ended: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(driver_process, "MAX_MESSAGE_BYTES", 1000)
 
     async def main() -> None:
         channel, messages, theirs = await _channel()
-        theirs.sendall(b'{"op": "ready"}\n{"op": "done", "result_json": "' + b"x" * 2000)
+        theirs.sendall(b'{"op": "ready"}\n{"op": "done", "result_json": "' + b"x" * 2000
+                       + (b'"}\n{"op": "done"}\n' if ended else b""))
         await asyncio.wait_for(channel.closed, 10)
         assert messages == [{"op": "ready"}]
         theirs.close()
 
     asyncio.run(main())
     assert "a message over 1000 bytes" in caplog.text
+
+
+def test_a_message_its_handler_fails_on_breaks_the_channel(caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        channel, messages, theirs = await _channel(fail_on="done")
+        theirs.sendall(b'{"op": "ready"}\n{"op": "done"}\n{"op": "ready"}\n')
+        await asyncio.wait_for(channel.closed, 10)
+        assert messages == [{"op": "ready"}]
+        theirs.close()
+
+    asyncio.run(main())
+    assert "its 'done' message could not be handled" in caplog.text and "RuntimeError: handler failed" in caplog.text

@@ -94,15 +94,17 @@ def outcome_of(done: dict[str, Any]) -> Outcome:
 class _Channel(asyncio.Protocol):
     """The driver's socket, a JSON message a line, each handed to ``on_message`` as its bytes arrive: in the
     event loop's read callback, where a StreamReader's ``readline`` took a future and a task's wake-up per
-    line (~10 % of the runner's own time per attempt, throughput_ceiling.py under py-spy). ``closed`` is
-    set when the socket is: None at its end, else what broke it."""
+    line (~10 % of the runner's own time per attempt, throughput_ceiling.py under py-spy). A line that is not
+    JSON, one over MAX_MESSAGE_BYTES or a message its handler fails on breaks the channel: it is closed at once
+    (the driver is then replaced) and nothing after it is handed on. ``closed`` is set when the socket is."""
 
     def __init__(self, number: int, on_message: Callable[[dict[str, Any]], None]) -> None:
         self._number = number
         self._on_message = on_message
         self._buffer = bytearray()
+        self._scanned = 0  # the buffer's bytes already searched for a newline (none there)
         self.transport: asyncio.Transport | None = None
-        self.closed: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -112,29 +114,43 @@ class _Channel(asyncio.Protocol):
         buffer = self._buffer
         buffer += data
         start = 0
-        while (end := buffer.find(b"\n", start)) >= 0:
+        while (end := buffer.find(b"\n", max(start, self._scanned))) >= 0:
+            if end - start > MAX_MESSAGE_BYTES:
+                self._broken(f"a message over {MAX_MESSAGE_BYTES} bytes")
+                return
             try:
                 message = json.loads(buffer[start:end])
             except ValueError as exc:
-                self._broken(exc)
+                self._broken(str(exc))
                 return
             start = end + 1
-            self._on_message(message)
+            try:
+                self._on_message(message)
+            except Exception:
+                log.exception("session driver %d: its %r message could not be handled", self._number,
+                              message.get("op") if isinstance(message, dict) else message)
+                self._broken("a message could not be handled")
+                return
         del buffer[:start]
+        self._scanned = len(buffer)
         if len(buffer) > MAX_MESSAGE_BYTES:
-            self._broken(ValueError(f"a message over {MAX_MESSAGE_BYTES} bytes"))
+            self._broken(f"a message over {MAX_MESSAGE_BYTES} bytes")
 
-    def _broken(self, exc: BaseException) -> None:
-        log.warning("session driver %d: broken channel: %s", self._number, exc)
+    def _broken(self, why: str) -> None:
+        log.warning("session driver %d: broken channel: %s", self._number, why)
         self._buffer.clear()
+        self._scanned = 0
         if self.transport is not None:
-            self.transport.close()
+            self.transport.abort()  # at once: close() would wait for writes a frozen driver never reads
 
     def connection_lost(self, exc: BaseException | None) -> None:
         if exc is not None:
             log.warning("session driver %d: broken channel: %s", self._number, exc)
+        elif self._buffer:  # killed mid-message: its end never came
+            log.warning("session driver %d: its channel ended within a message (%d bytes)", self._number,
+                        len(self._buffer))
         if not self.closed.done():
-            self.closed.set_result(exc)
+            self.closed.set_result(None)
 
 
 class Pool(Protocol):
