@@ -16,7 +16,7 @@ from typing import Any, Callable
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from sparkyard.timeutil import rfc3339_ms
+from sparkyard.timeutil import rfc3339_ms, timestamp_ms
 
 _ENUM_PREFIXES = ("JOB_STATE_", "RUN_STATE_", "TASK_STATE_", "ATTEMPT_STATE_", "JOB_", "RUN_", "TASK_", "ATTEMPT_",
                   "RUNNER_", "ROUTING_", "MISFIRE_", "OVERLAP_", "STEP_STATE_", "STEP_", "READINESS_")
@@ -32,8 +32,7 @@ def enum_name(field: FieldDescriptor, number: int) -> str:
 
 
 def _timestamp(v: Any) -> str | None:
-    # Not ToMilliseconds(): protobuf's Python helper checks the range on every call (wellformed.py did on input).
-    return rfc3339_ms(v.seconds * 1000 + v.nanos // 1_000_000) if (v.seconds or v.nanos) else None
+    return rfc3339_ms(timestamp_ms(v)) if (v.seconds or v.nanos) else None
 
 
 def _converter(field: FieldDescriptor) -> Callable[[Any], Any] | None:

@@ -19,7 +19,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import redis.exceptions
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from sparkyard.batcher import Batcher
 from sparkyard.batching import Item, Outcome
@@ -30,6 +29,7 @@ from sparkyard.master.registry import WorkerRegistry
 from sparkyard.master.store import Store
 from sparkyard.master.store_values import Claim, Report
 from sparkyard.states import VerdictKind
+from sparkyard.timeutil import timestamp_ms
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -54,11 +54,6 @@ _OUTCOMES = {
     pb.ATTEMPT_CANCELLED: "CANCELLED",
     pb.ATTEMPT_RELEASED: "RELEASED",
 }
-
-
-def _ms(ts: Timestamp) -> int:
-    # Not ToMilliseconds(): protobuf's Python helper checks the range again (the request guard did, wellformed.py).
-    return ts.seconds * 1000 + ts.nanos // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +98,8 @@ class ReportSink:
 
     def accept(self, worker_id: str, reports: pb.Reports) -> None:
         for started in reports.started:
-            report = Report(started.task_id, started.fencing_token, "STARTED", started_ms=_ms(started.started_at),
-                            log_path=started.log_path)
+            report = Report(started.task_id, started.fencing_token, "STARTED",
+                            started_ms=timestamp_ms(started.started_at), log_path=started.log_path)
             self._submit(("started", started.task_id, started.fencing_token), Incoming(worker_id, report, False, False))
         for result in reports.results:
             # The attempt is over on the worker: its slot can take the next task while this result is
@@ -135,8 +130,9 @@ class ReportSink:
             outcome, result_json = "FAILED", ""
             error = f"result is {len(result.result_json.encode())} bytes, over the {limit}-byte limit"
         return Report(result.task_id, result.fencing_token, outcome, result_json=result_json, error=error,
-                      traceback=result.traceback[-MAX_TRACEBACK_CHARS:], started_ms=_ms(result.started_at),
-                      finished_ms=_ms(result.finished_at), log_path=result.log_path)
+                      traceback=result.traceback[-MAX_TRACEBACK_CHARS:],
+                      started_ms=timestamp_ms(result.started_at), finished_ms=timestamp_ms(result.finished_at),
+                      log_path=result.log_path)
 
     async def _process(self, batch: list[Item[Incoming]]) -> Outcome:
         try:
