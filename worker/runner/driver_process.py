@@ -136,6 +136,15 @@ class _Channel(asyncio.Protocol):
         if len(buffer) > MAX_MESSAGE_BYTES:
             self._broken(f"a message over {MAX_MESSAGE_BYTES} bytes")
 
+    def write(self, data: bytes) -> None:
+        """Send ``data`` unless the socket is gone or going (a message to an ended driver is moot)."""
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
     def _broken(self, why: str) -> None:
         log.warning("session driver %d: broken channel: %s", self._number, why)
         self._buffer.clear()
@@ -271,8 +280,8 @@ class DriverProcess:
                 self.start_error += f" ({reason})"
 
     async def _ended(self) -> int | None:
-        if self._channel is not None and self._channel.transport is not None:
-            self._channel.transport.close()
+        if self._channel is not None:
+            self._channel.close()
         if self._control is not None:
             self._control.close()
         proc = self.proc
@@ -297,9 +306,8 @@ class DriverProcess:
                     self._control.send(data)
                 except OSError:  # gone (its end is being handled) or frozen: the kill after the grace stops it
                     pass
-        elif self._channel is not None and self._channel.transport is not None \
-                and not self._channel.transport.is_closing():
-            self._channel.transport.write(data)
+        elif self._channel is not None:
+            self._channel.write(data)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.returncode is None:
