@@ -77,6 +77,7 @@ class WorkerConnection:
         )
         session.set_readiness(reg.readiness, reg.readiness_reason, reg.ready_slots)
         session.set_prefetch(reg)
+        session.heard_us = reg.sent_us
         registered = await self._register(session, reg)
         self._registry.add(session)
         await self._persist(session, alive=True)
@@ -147,6 +148,7 @@ class WorkerConnection:
                     await self._heartbeat(session, message.heartbeat)
                 elif kind == "reports":
                     session.reports_seq = max(session.reports_seq, message.reports.seq)
+                    session.heard_us = max(session.heard_us, message.reports.sent_us)
                     if session.set_prefetch(message.reports):
                         self._outcomes.work_ready()
                     self._reports.accept(session.worker_id, message.reports)
@@ -166,6 +168,7 @@ class WorkerConnection:
         return None
 
     async def _heartbeat(self, session: WorkerSession, hb: pb.Heartbeat) -> None:
+        session.heard_us = max(session.heard_us, hb.sent_us)
         was_draining = session.draining
         session.draining = hb.draining
         readiness_changed = session.set_readiness(hb.readiness, hb.readiness_reason, hb.ready_slots)

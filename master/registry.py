@@ -52,6 +52,9 @@ class WorkerSession:
     ready_slots: int = -1  # slots its runner can run a task on now (-1: all; an older worker says nothing)
     prefetch: int = 0  # tasks it asked for beyond its ready slots (queued on the worker)
     reports_seq: int = 0  # the last Reports message received from it (echoed in each TaskBatch)
+    # The latest send time (its own monotonic µs) of its messages read here: a batch tells the worker the one read
+    # before its tasks were leased (TaskBatch.asked_us; master/scheduler.py).
+    heard_us: int = 0
     closed: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property

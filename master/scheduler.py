@@ -110,6 +110,7 @@ class SlotScheduler:
         self._task: asyncio.Task[None] | None = None
         self._wire = WireSpecs()
         self._pending: list[Claim] = []  # a round's claims the next round sends (dispatch_round)
+        self._pending_asked: dict[str, int] = {}  # their workers' send times read before the claim (_deliver)
         self.dispatched = 0
 
     def wake(self) -> None:
@@ -152,8 +153,10 @@ class SlotScheduler:
         its claims to be built and sent by the next round, while Redis runs that round's claim; every other
         round sends its own before it returns. Claimed tasks hold their slots from the claim on."""
         pending, self._pending = self._pending, []
+        pending_asked, self._pending_asked = self._pending_asked, {}
         specs = self._specs_of(pending) if pending else None  # asked for with this round's first peek
         claimed: list[Claim] = []
+        asked: dict[str, int] = {}  # per worker, what it had said before the round's first claim for it
         claiming: asyncio.Future[list[Claim]] | None = None
         more = False
         try:
@@ -168,11 +171,14 @@ class SlotScheduler:
                 pairs = self._router.assign(group, ready, self._registry.loads(group))
                 if not pairs:
                     continue
+                for worker_id in {worker for _, worker in pairs}:
+                    session = self._registry.get(worker_id)
+                    asked.setdefault(worker_id, session.heard_us if session else 0)
                 claiming = asyncio.ensure_future(self._store.claim(group, pairs, lease_ms=self._lease_ms,
                                                                    timeout_grace_ms=self._grace_ms))
                 if specs is not None:
                     await asyncio.sleep(0)  # the claim goes out; the round before is built while Redis runs it
-                    await self._deliver(pending, await specs)
+                    await self._deliver(pending, await specs, pending_asked)
                     specs = None
                 claims = await claiming
                 for claim in claims:
@@ -181,12 +187,12 @@ class SlotScheduler:
                 if len(ready) == want and claims and self._registry.idle_slots(group):
                     more = True
             if specs is not None:
-                await self._deliver(pending, await specs)
+                await self._deliver(pending, await specs, pending_asked)
                 specs = None
             if more:
-                self._pending, claimed = claimed, []
+                self._pending, self._pending_asked, claimed = claimed, asked, []
             elif claimed:
-                await self._deliver(claimed, await self._specs_of(claimed))
+                await self._deliver(claimed, await self._specs_of(claimed), asked)
         except BaseException:
             self._unreserve(pending + claimed)  # still LEASED in Redis: their leases expire, the reaper requeues
             if specs is not None:
@@ -203,9 +209,12 @@ class SlotScheduler:
         for claim in claims:
             self._registry.release(claim.worker, claim.task_id, claim.token)
 
-    async def _deliver(self, claims: list[Claim], specs: dict[tuple[str, int], pb.JobSpec]) -> None:
+    async def _deliver(self, claims: list[Claim], specs: dict[tuple[str, int], pb.JobSpec],
+                       asked: dict[str, int]) -> None:
         """Build every worker's batch, then send them. ``claims`` is emptied once the batches are built: from
-        then on its tasks are the workers' (or handed back), not the round's to free if something fails."""
+        then on its tasks are the workers' (or handed back), not the round's to free if something fails.
+        ``asked``: per worker, the send time of its latest message read before its tasks were claimed (the lease
+        began after it: the worker counts the first lease from then, TaskBatch.asked_us)."""
         by_worker: dict[str, list[Claim]] = defaultdict(list)
         for claim in claims:
             by_worker[claim.worker].append(claim)
@@ -232,6 +241,7 @@ class SlotScheduler:
         for worker_id, message, built in batches:
             session = self._registry.get(worker_id)
             message.batch.reports_seq = session.reports_seq if session else 0
+            message.batch.asked_us = asked.get(worker_id, 0)
             if not self._registry.send(worker_id, message):
                 undeliverable.extend(built)
                 continue

@@ -167,7 +167,7 @@ class MasterLink:
             self.connection.opened(channel)
             stream = _Stream()
             asked_at = self._clock.monotonic()
-            stream.outbound.put_nowait(pb.WorkerMessage(register=self._register_message()))
+            stream.outbound.put_nowait(pb.WorkerMessage(register=self._register_message(asked_at)))
             call = pbg.WorkerServiceStub(channel).Connect(self._requests(stream),
                                                           metadata=self.connection.metadata())
             try:
@@ -235,14 +235,16 @@ class MasterLink:
 
     async def _requests(self, stream: _Stream) -> AsyncIterator[pb.WorkerMessage]:
         """The messages to the master as they leave; a Reports message is stamped with the prefetch (the
-        results in it free slots, the prefetch says how many more tasks to send) and its number."""
+        results in it free slots, the prefetch says how many more tasks to send), its number and its send time."""
         while True:
             message = await stream.outbound.get()
             if message is None:
                 return
             if message.WhichOneof("kind") == "reports":
+                now = self._clock.monotonic()
                 message.reports.prefetch = self._ask()
-                message.reports.seq = self._prefetch.next_seq(self._clock.monotonic(), bool(message.reports.results))
+                message.reports.seq = self._prefetch.next_seq(now, bool(message.reports.results))
+                message.reports.sent_us = int(now * 1e6)
             yield message
 
     def _held(self) -> list[pb.Lease]:
@@ -250,14 +252,14 @@ class MasterLink:
         result the master has not acknowledged."""
         return self._slots.held() + self._ledger.held()
 
-    def _register_message(self) -> pb.Register:
+    def _register_message(self, sent_at: float) -> pb.Register:
         readiness, reason, ready = self._runners.readiness()
         cfg = self._cfg
         return pb.Register(
             worker_id=cfg.worker_id, group=cfg.group, slots=cfg.slots, host=socket.gethostname(),
             pid=os.getpid(), labels=cfg.labels, version=__version__, default_runner=RUNNERS[cfg.runner],
             held=self._held(), readiness=readiness, readiness_reason=reason, ready_slots=ready,
-            prefetch=self._ask(),
+            prefetch=self._ask(), sent_us=int(sent_at * 1e6),
         )
 
     def _on_registered(self, reg: pb.Registered, stream: _Stream, address: str, asked_at: float) -> None:
@@ -284,13 +286,17 @@ class MasterLink:
     def _on_message(self, message: pb.MasterMessage) -> None:
         kind = message.WhichOneof("kind")
         if kind == "batch":
-            self._prefetch.batch_arrived(self._clock.monotonic(), message.batch.reports_seq)
+            now = self._clock.monotonic()
+            self._prefetch.batch_arrived(now, message.batch.reports_seq)
+            # Leased after the master read the message this worker sent then (an older master says nothing: from
+            # the arrival, as before), however long the batch was on its way.
+            leased_at = min(now, message.batch.asked_us / 1e6) if message.batch.asked_us else now
             # Room for what this worker asked for: its ready slots and its last prefetch. A master that
             # sends more worked from an older figure; the excess goes straight back.
             ready = 0 if self._slots.draining else self._runners.readiness()[2]
             room = ready + max(self._asked, self._asked_before) - len(self._slots.executions) if ready else 0
             for assignment in message.batch.tasks:
-                if self._slots.accept(assignment, room > 0):
+                if self._slots.accept(assignment, room > 0, leased_at):
                     room -= 1
             self._slots.pump()
         elif kind == "heartbeat_ack":

@@ -180,9 +180,11 @@ class AttemptSlots:
 
     # ---- attempts ----------------------------------------------------------------------------------------
 
-    def accept(self, assignment: pb.TaskAssignment, have_room: bool) -> bool:
+    def accept(self, assignment: pb.TaskAssignment, have_room: bool, leased_at: float) -> bool:
         """Queue an attempt for a slot (True), or hand it straight back when it is a duplicate or the
-        worker has no room (the master's view of its capacity was out of date)."""
+        worker has no room (the master's view of its capacity was out of date). ``leased_at`` (monotonic): when
+        this worker sent the last message the master had read before it leased the task — its lease is counted
+        from then (see :meth:`registered`)."""
         if assignment.task_id in self.executions:
             log.warning("task=%s already running here; duplicate assignment ignored", assignment.task_id)
             return False
@@ -194,7 +196,7 @@ class AttemptSlots:
                          _UNPLACED, fence=self._fence_address)
         now = self._clock.monotonic()
         wait_s = assignment.start_after.ToMilliseconds() / 1000
-        execution = Execution(assignment, run, self._runners.for_spec(assignment.spec), renewed_at=now,
+        execution = Execution(assignment, run, self._runners.for_spec(assignment.spec), renewed_at=leased_at,
                               not_before=now + wait_s)
         if wait_s > 0:
             self._clock.call_later(wait_s, self.pump)

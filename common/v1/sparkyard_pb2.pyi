@@ -735,7 +735,7 @@ class Lease(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., fencing_token: _Optional[int] = ...) -> None: ...
 
 class Register(_message.Message):
-    __slots__ = ("worker_id", "group", "slots", "host", "pid", "labels", "default_runner", "held", "version", "readiness", "readiness_reason", "ready_slots", "prefetch")
+    __slots__ = ("worker_id", "group", "slots", "host", "pid", "labels", "default_runner", "held", "version", "readiness", "readiness_reason", "ready_slots", "prefetch", "sent_us")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -756,6 +756,7 @@ class Register(_message.Message):
     READINESS_REASON_FIELD_NUMBER: _ClassVar[int]
     READY_SLOTS_FIELD_NUMBER: _ClassVar[int]
     PREFETCH_FIELD_NUMBER: _ClassVar[int]
+    SENT_US_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     group: str
     slots: int
@@ -769,7 +770,8 @@ class Register(_message.Message):
     readiness_reason: str
     ready_slots: int
     prefetch: int
-    def __init__(self, worker_id: _Optional[str] = ..., group: _Optional[str] = ..., slots: _Optional[int] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., default_runner: _Optional[_Union[Runner, str]] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., version: _Optional[str] = ..., readiness: _Optional[_Union[Readiness, str]] = ..., readiness_reason: _Optional[str] = ..., ready_slots: _Optional[int] = ..., prefetch: _Optional[int] = ...) -> None: ...
+    sent_us: int
+    def __init__(self, worker_id: _Optional[str] = ..., group: _Optional[str] = ..., slots: _Optional[int] = ..., host: _Optional[str] = ..., pid: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., default_runner: _Optional[_Union[Runner, str]] = ..., held: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., version: _Optional[str] = ..., readiness: _Optional[_Union[Readiness, str]] = ..., readiness_reason: _Optional[str] = ..., ready_slots: _Optional[int] = ..., prefetch: _Optional[int] = ..., sent_us: _Optional[int] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("free_slots", "held", "draining", "readiness", "readiness_reason", "ready_slots", "prefetch", "sent_us")
@@ -840,16 +842,18 @@ class LogData(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., data: _Optional[bytes] = ..., offset: _Optional[int] = ..., eof: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
 
 class Reports(_message.Message):
-    __slots__ = ("started", "results", "prefetch", "seq")
+    __slots__ = ("started", "results", "prefetch", "seq", "sent_us")
     STARTED_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     PREFETCH_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    SENT_US_FIELD_NUMBER: _ClassVar[int]
     started: _containers.RepeatedCompositeFieldContainer[TaskStarted]
     results: _containers.RepeatedCompositeFieldContainer[TaskResult]
     prefetch: int
     seq: int
-    def __init__(self, started: _Optional[_Iterable[_Union[TaskStarted, _Mapping]]] = ..., results: _Optional[_Iterable[_Union[TaskResult, _Mapping]]] = ..., prefetch: _Optional[int] = ..., seq: _Optional[int] = ...) -> None: ...
+    sent_us: int
+    def __init__(self, started: _Optional[_Iterable[_Union[TaskStarted, _Mapping]]] = ..., results: _Optional[_Iterable[_Union[TaskResult, _Mapping]]] = ..., prefetch: _Optional[int] = ..., seq: _Optional[int] = ..., sent_us: _Optional[int] = ...) -> None: ...
 
 class WorkerMessage(_message.Message):
     __slots__ = ("register", "heartbeat", "log", "reports")
@@ -908,12 +912,14 @@ class Registered(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., lease: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., heartbeat_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., lost: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., liveness_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class TaskBatch(_message.Message):
-    __slots__ = ("tasks", "reports_seq")
+    __slots__ = ("tasks", "reports_seq", "asked_us")
     TASKS_FIELD_NUMBER: _ClassVar[int]
     REPORTS_SEQ_FIELD_NUMBER: _ClassVar[int]
+    ASKED_US_FIELD_NUMBER: _ClassVar[int]
     tasks: _containers.RepeatedCompositeFieldContainer[TaskAssignment]
     reports_seq: int
-    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskAssignment, _Mapping]]] = ..., reports_seq: _Optional[int] = ...) -> None: ...
+    asked_us: int
+    def __init__(self, tasks: _Optional[_Iterable[_Union[TaskAssignment, _Mapping]]] = ..., reports_seq: _Optional[int] = ..., asked_us: _Optional[int] = ...) -> None: ...
 
 class HeartbeatAck(_message.Message):
     __slots__ = ("renewed", "lost", "heartbeat_sent_us")

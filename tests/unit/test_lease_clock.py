@@ -1,14 +1,20 @@
 """A worker counts a renewed lease from when it asked for the renewal (its heartbeat or its Register left), not
 from when the master's answer arrived: the master renewed it in between, so an answer held up on the way (a
 master paused after renewing, a slow network) never makes the worker's lease outlive the master's, and the
-worker still fences itself before the master can give the task to another (docs/reliability.md)."""
+worker still fences itself before the master can give the task to another (docs/reliability.md). The same for a
+task's first lease: from the send time of the worker's last message the master had read before it leased the task,
+which its batch names."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
+from sparkyard.clock import FakeClock
+from sparkyard.config import WorkerConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
+from sparkyard.worker.assembly import build_worker
 from worker_rig import running_worker
 
 
@@ -46,3 +52,28 @@ async def test_registering_renews_from_when_the_register_left(tmp_path: Path) ->
     assert execution.renewed_at == asked_at
     worker.slots.registered(set(), asked_at - 1.0)  # an older ask never takes a renewal back
     assert execution.renewed_at == asked_at
+
+
+async def test_a_batch_held_up_on_the_way_counts_its_leases_from_the_last_message_the_master_had_read(
+        tmp_path: Path) -> None:
+    clock = FakeClock(start=time.time())
+    cfg = WorkerConfig(work_dir=str(tmp_path), id="w1", runner="submit", class_archive_dir="off").validate()
+    worker = build_worker(cfg, clock=clock)
+    await worker.runners["submit"].start()  # finds spark-submit; starts nothing
+    asked_us = int(clock.monotonic() * 1e6)  # a message of the worker's, read by the master before it leased
+    clock.advance(3.0)  # the batch was 3 s on its way
+
+    def batch(task_id: str, asked_us: int) -> pb.MasterMessage:
+        a = pb.TaskAssignment(task_id=task_id, attempt=1, fencing_token=7)
+        a.start_after.FromSeconds(3600)  # waits in the queue: nothing is started here
+        return pb.MasterMessage(batch=pb.TaskBatch(tasks=[a], asked_us=asked_us))
+
+    worker.link._on_message(batch("t1", asked_us))
+    late = worker.slots.executions["t1"]
+    assert late.renewed_at == asked_us / 1e6
+    lease_s, margin_s = worker.link.connection.terms.lease_s, cfg.self_fence_margin_s
+    worker.link._on_message(batch("t2", 0))  # an older master names nothing: from the arrival, as before
+    assert worker.slots.executions["t2"].renewed_at == clock.monotonic()
+    clock.advance(lease_s - margin_s - 3.0 + 0.1)  # past lease - margin since the master read it, not since arrival
+    assert worker.slots.fence_verdict("t1", 7).startswith("the attempt's lease was not renewed for")
+    assert worker.slots.fence_verdict("t2", 7) == ""

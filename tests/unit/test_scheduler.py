@@ -190,6 +190,37 @@ async def test_a_round_whose_store_fails_frees_the_slots_of_what_it_had_not_sent
     assert (await rig.states(tasks))[:2] == [TaskState.LEASED] * 2
 
 
+async def test_a_batch_names_the_workers_last_message_read_before_its_tasks_were_leased(
+        clocked_stores: ClockedStores) -> None:
+    """The worker counts a task's first lease from the send time the batch names (TaskBatch.asked_us): it must be
+    one the master had read before the claim, never one read while the claim ran or before the batch left."""
+    registries: list[WorkerRegistry] = []
+
+    class HeardDuringClaim(RedisStore):
+        """A heartbeat of the worker is read while its claim is on its way to Redis."""
+
+        async def claim(self, group: str, pairs: Sequence[tuple[str, str]], *, lease_ms: int,
+                        timeout_grace_ms: int) -> list[Claim]:
+            claims = await super().claim(group, pairs, lease_ms=lease_ms, timeout_grace_ms=timeout_grace_ms)
+            for worker in {worker for _, worker in pairs}:
+                session = registries[0].get(worker)
+                assert session is not None
+                session.heard_us += 1_000_000
+            return claims
+
+    rig = await Rig.make(clocked_stores, store_class=HeardDuringClaim, batch=2)
+    registries.append(rig.registry)
+    await submit(rig.store, 1, tasks=4)
+    w1 = connect(rig.registry, rig.clock, "w1", 4)
+    w1.heard_us = 5_000_000
+    # A burst: the first round claims 2 and leaves them to the next round to send, which claims the other 2.
+    assert await rig.scheduler.dispatch_round()
+    assert w1.outbound.empty()
+    assert not await rig.scheduler.dispatch_round()
+    batches = [w1.outbound.get_nowait().batch for _ in range(w1.outbound.qsize())]
+    assert [(len(b.tasks), b.asked_us) for b in batches] == [(2, 5_000_000), (2, 6_000_000)]
+
+
 async def test_claims_the_worker_cannot_receive_go_straight_back_to_the_ready_queue(
         clocked_stores: ClockedStores) -> None:
     registries: list[WorkerRegistry] = []

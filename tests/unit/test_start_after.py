@@ -85,8 +85,8 @@ def assignment(task_id: str, start_after_ms: int = 0) -> pb.TaskAssignment:
 def test_a_task_sent_to_start_later_begins_then_and_does_not_hold_up_one_sent_to_start_now(
         slots: AttemptSlots, runner: Recording, clock: FakeClock) -> None:
     t0 = clock.monotonic()
-    assert slots.accept(assignment("later", 250), have_room=True)
-    assert slots.accept(assignment("now"), have_room=True)
+    assert slots.accept(assignment("later", 250), have_room=True, leased_at=clock.monotonic())
+    assert slots.accept(assignment("now"), have_room=True, leased_at=clock.monotonic())
     slots.pump()
     assert list(runner.begun) == ["now"]
     clock.advance(0.249)
@@ -97,7 +97,7 @@ def test_a_task_sent_to_start_later_begins_then_and_does_not_hold_up_one_sent_to
 
 def test_a_task_waiting_for_its_time_is_not_handed_back_as_stuck_and_a_cancel_ends_it_unstarted(
         slots: AttemptSlots, runner: Recording, clock: FakeClock) -> None:
-    slots.accept(assignment("later", int((HANDBACK_AFTER_S + 1) * 1000)), have_room=True)
+    slots.accept(assignment("later", int((HANDBACK_AFTER_S + 1) * 1000)), have_room=True, leased_at=clock.monotonic())
     clock.advance(HANDBACK_AFTER_S + 0.5)
     slots._hand_back_stuck()
     assert "later" in slots.executions and runner.begun == {}
