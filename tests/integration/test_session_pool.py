@@ -10,6 +10,7 @@ import asyncio
 import logging
 from pathlib import Path
 
+import psutil
 import pytest
 
 from harness import TEST_CLASS_ARCHIVE_DIR, TEST_DRIVER_CONF, shared_class_archive
@@ -47,3 +48,27 @@ async def test_a_pool_told_to_warm_two_at_once_starts_both_before_either_is_read
     starting = [i for i, m in enumerate(events) if " starting (pid" in m]
     ready = [i for i, m in enumerate(events) if " ready (pid" in m]
     assert len(starting) == 2 and len(ready) == 2 and max(starting) < min(ready), events
+
+
+async def test_a_driver_the_pool_cannot_open_a_channel_to_is_killed_and_counted_as_a_failed_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spawned, but the socket to it cannot be wrapped: the process must not be left running beside the pool."""
+    loop = asyncio.get_running_loop()
+    spawned: list[int] = []
+
+    async def no_channel(*args: object, **kwargs: object) -> None:
+        spawned.extend(p.pid for p in psutil.Process().children() if "sparkyard.worker.driver" in p.cmdline())
+        raise OSError("no channel (the test's)")
+
+    monkeypatch.setattr(loop, "create_unix_connection", no_channel)
+    runner = SessionRunner("local[1]", 1, tmp_path, Children(tmp_path), logs=LogFiles(tmp_path))
+    try:
+        await runner.start()
+        deadline = loop.time() + 60  # one spawn and its kill: well under a second here
+        while "no channel" not in runner.readiness()[1]:
+            assert loop.time() < deadline, runner.readiness()
+            await asyncio.sleep(0.05)
+        assert runner.readiness()[0] == pb.READINESS_DEGRADED and len(spawned) == 1
+        assert not psutil.pid_exists(spawned[0]), "the spawned driver was left running"
+    finally:
+        await runner.close()

@@ -256,7 +256,13 @@ class DriverProcess:
         theirs.close()
         control_theirs.close()
         channel = self._channel = _Channel(self.number, self._message)
-        await asyncio.get_running_loop().create_unix_connection(lambda: channel, sock=ours)
+        try:
+            await asyncio.get_running_loop().create_unix_connection(lambda: channel, sock=ours)
+        except BaseException:  # spawned, but no channel to it: it goes now (the pool counts a failed start)
+            ours.close()
+            self.kill()
+            await self._ended()
+            raise
         log.info("session driver %d starting (pid %d)", self.number, self.proc.pid)
         try:
             await channel.closed  # the driver's messages arrive meanwhile (_message)
