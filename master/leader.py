@@ -212,12 +212,20 @@ class Leadership:
                 elif not self._stopping and (await self.acquire() or await self.take_over_if_gone()):
                     log.info("leading (epoch %d) as %s at %s", self.epoch, self.master_id, self.address)
                     try:
-                        await self._on_elected(self.epoch)
+                        kept = await self._starting(self._on_elected(self.epoch))
+                    except _LeaseRanOut:
+                        raise
                     except Exception as exc:
                         # Redis failed while the wheel was being rebuilt: leading half started, this master
                         # would hold the lease and renew it without ever dispatching or reaping. A fresh
                         # process starts over (and, with the same id, takes its own lease back at once).
                         await self._depose(f"could not start leading: {exc!r}")
+                        return
+                    if not kept:
+                        if self._stopping:
+                            return
+                        await self._depose(f"the lease was taken over while it started leading (leader now "
+                                           f"{self.view.leader_id or 'nobody'}, epoch {self.view.epoch})")
                         return
                 await (self._within_lease(self._advertise()) if self.leading else self._advertise())
             except _LeaseRanOut:
@@ -230,6 +238,32 @@ class Leadership:
                 await self._depose(f"the lease could not be renewed for {self.lease_ms} ms")
                 return
             await self._clock.sleep(self.lease_ms / (6000 if self.leading else 12000))
+
+    async def _starting(self, start: Awaitable[None]) -> bool:
+        """Run ``start`` (the master's start as leader: the wheel rebuilt from Redis, its services started), renewing
+        the lease meanwhile as a leader does: a start longer than the lease (a large wheel on a loaded machine)
+        must not let the lease lapse while this master begins to lead. False when the lease was lost meanwhile
+        (``start`` is cancelled); raises what ``start`` raised, or _LeaseRanOut when Redis stops answering."""
+        starting = asyncio.ensure_future(start)
+        try:
+            while True:
+                pause = asyncio.ensure_future(self._clock.sleep(self.lease_ms / 6000))
+                await asyncio.wait({starting, pause}, return_when=asyncio.FIRST_COMPLETED)
+                pause.cancel()
+                if starting.done():
+                    starting.result()
+                    return True
+                try:
+                    if not await self._within_lease(self.renew()):
+                        return False
+                except redis.exceptions.RedisError as exc:
+                    log.warning("leader election: redis unreachable while starting to lead: %s", exc)
+                    if self._clock.monotonic() - self._renewed_at > self.lease_ms / 1000:
+                        raise _LeaseRanOut() from None
+        finally:
+            if not starting.done():
+                starting.cancel()
+                await asyncio.gather(starting, return_exceptions=True)
 
     async def _within_lease(self, call: Awaitable[T]) -> T:
         """A leader's call to Redis, given what is left of its lease (at least RENEW_MIN_S): a Redis that stops

@@ -134,6 +134,56 @@ async def test_a_leader_that_could_not_start_leading_steps_down(redis: Redis, ke
     assert a.events == ["elected 1", "deposed"] and not a.leadership.leading and a.store.scripts.epoch == 0
 
 
+async def test_a_start_as_leader_longer_than_the_lease_keeps_the_lease_meanwhile(redis: Redis, keys: Keys) -> None:
+    """Rebuilding a large wheel on a loaded machine can take longer than the lease: the new leader renews it
+    meanwhile, as it does when leading, so that no standby takes over while it starts."""
+    a, b = Master(redis, keys, "a"), Master(redis, keys, "b")
+
+    async def slow_start(epoch: int) -> None:
+        await asyncio.sleep(4 * LEASE_S)
+        a.events.append(f"elected {epoch}")
+
+    a.leadership._on_elected = slow_start
+    loop = asyncio.create_task(a.leadership.run())
+    try:
+        while not a.leadership.leading:
+            await asyncio.sleep(0.01)
+        taken = False
+        while not a.events:  # the whole start: 4 leases
+            taken = taken or await b.leadership.acquire()
+            await asyncio.sleep(LEASE_S / 5)
+        assert a.events == ["elected 1"] and a.leadership.leading and not taken
+    finally:
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+
+
+async def test_a_leader_whose_lease_is_taken_while_it_starts_stops_starting_and_steps_down(
+        redis: Redis, keys: Keys) -> None:
+    a, b = Master(redis, keys, "a"), Master(redis, keys, "b")
+    started = asyncio.Event()
+
+    async def start(epoch: int) -> None:
+        a.events.append("starting")
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            a.events.append("start cancelled")
+            raise
+
+    a.leadership._on_elected = start
+    loop = asyncio.create_task(a.leadership.run())
+    try:
+        await asyncio.wait_for(started.wait(), 10 * LEASE_S)
+        await redis.delete(keys.leader)
+        assert await b.leadership.acquire()
+        await asyncio.wait_for(loop, 10 * LEASE_S)  # the loop ends once deposed
+        assert a.events == ["starting", "start cancelled", "deposed"] and a.store.scripts.epoch == 0
+    finally:
+        loop.cancel()
+
+
 async def test_a_standby_takes_over_from_a_leader_whose_process_is_gone_before_its_lease_ends(
         redis_server: RedisServer, keys: Keys) -> None:
     """A leader's connections carry its name; once Redis has had none of them for half a lease, a standby
