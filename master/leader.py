@@ -239,6 +239,19 @@ class Leadership:
                 return
             await self._clock.sleep(self.lease_ms / (6000 if self.leading else 12000))
 
+    async def lead_first(self, start: Awaitable[None]) -> None:
+        """After :meth:`first_election` won: run ``start`` (the master's start as leader, before its port opens),
+        renewing the lease meanwhile as :meth:`run` does for a standby that takes over — else a start longer than
+        the lease (a large wheel) would find the lease lapsed at its first renewal, and the master would restart
+        and start again for ever. A lease lost meanwhile deposes this master."""
+        try:
+            kept = await self._starting(start)
+        except _LeaseRanOut:
+            kept = False
+        if not kept:
+            await self._depose(f"the lease was lost while it started leading (leader now "
+                               f"{self.view.leader_id or 'nobody'}, epoch {self.view.epoch})")
+
     async def _starting(self, start: Awaitable[None]) -> bool:
         """Run ``start`` (the master's start as leader: the wheel rebuilt from Redis, its services started), renewing
         the lease meanwhile as a leader does: a start longer than the lease (a large wheel on a loaded machine)

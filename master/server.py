@@ -178,7 +178,7 @@ class MasterServer:
         leadership = self.leadership
         assert leadership is not None
         if await leadership.first_election():  # lead before the port opens when nobody else leads
-            await master.lead(leadership.epoch)
+            await leadership.lead_first(master.lead(leadership.epoch))
         await server.start()
         self._election = asyncio.create_task(leadership.run(), name="leader-election")
         assert self._health is not None

@@ -158,6 +158,15 @@ async def test_a_start_as_leader_longer_than_the_lease_keeps_the_lease_meanwhile
         await asyncio.gather(loop, return_exceptions=True)
 
 
+async def test_a_first_start_as_leader_longer_than_the_lease_keeps_the_lease(redis: Redis, keys: Keys) -> None:
+    """A master's start as leader before its port opens (its wheel rebuilt): renewed meanwhile, or its first
+    renewal would find the lease lapsed and the master would restart and start again for ever."""
+    a = Master(redis, keys, "a")
+    assert await a.leadership.first_election()
+    await a.leadership.lead_first(asyncio.sleep(4 * LEASE_S))
+    assert a.leadership.leading and a.events == [] and await a.leadership.renew()
+
+
 async def test_a_leader_whose_lease_is_taken_while_it_starts_stops_starting_and_steps_down(
         redis: Redis, keys: Keys) -> None:
     a, b = Master(redis, keys, "a"), Master(redis, keys, "b")
