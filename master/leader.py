@@ -249,6 +249,7 @@ class Leadership:
         except _LeaseRanOut:
             kept = False
         if not kept:
+            self._stopping = True  # it restarts as a standby: this process never takes the lease again
             await self._depose(f"the lease was lost while it started leading (leader now "
                                f"{self.view.leader_id or 'nobody'}, epoch {self.view.epoch})")
 
@@ -261,8 +262,10 @@ class Leadership:
         try:
             while True:
                 pause = asyncio.ensure_future(self._clock.sleep(self.lease_ms / 6000))
-                await asyncio.wait({starting, pause}, return_when=asyncio.FIRST_COMPLETED)
-                pause.cancel()
+                try:
+                    await asyncio.wait({starting, pause}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    pause.cancel()
                 if starting.done():
                     starting.result()
                     return True

@@ -108,7 +108,8 @@ async def _run(cfg: MasterConfig, argv: list[str]) -> int:
         await _end_leftover_tasks(2)
         return 2
     gc.freeze()  # start-up objects (modules, config, gRPC) never need collecting
-    print(f"sparkyard-master listening on {server.address} (redis {redact(server.redis_url)})", flush=True)
+    if not server.deposed.is_set():  # else it lost the lease while it started: it restarts below
+        print(f"sparkyard-master listening on {server.address} (redis {redact(server.redis_url)})", flush=True)
     signalled = asyncio.ensure_future(stop.wait())
     deposed = asyncio.ensure_future(server.deposed.wait())
     await asyncio.wait({signalled, deposed}, return_when=asyncio.FIRST_COMPLETED)

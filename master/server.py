@@ -179,6 +179,8 @@ class MasterServer:
         assert leadership is not None
         if await leadership.first_election():  # lead before the port opens when nobody else leads
             await leadership.lead_first(master.lead(leadership.epoch))
+            if self.deposed.is_set():  # lost the lease while starting: no port, no election; main restarts it
+                return
         await server.start()
         self._election = asyncio.create_task(leadership.run(), name="leader-election")
         assert self._health is not None

@@ -134,25 +134,53 @@ async def test_a_leader_that_could_not_start_leading_steps_down(redis: Redis, ke
     assert a.events == ["elected 1", "deposed"] and not a.leadership.leading and a.store.scripts.epoch == 0
 
 
+START_LEASE_S = 3.0  # the default leader lease: a stall of the loop under 2.5 s loses nothing
+RENEWALS_IN_A_START = 8  # every lease/6: a start of 8 renewals lasts 1.33 leases
+
+
+def renewals_counted(master: Master) -> list[int]:
+    """Count ``master``'s renewals that kept the lease (in the list's only element)."""
+    count = [0]
+    renew = master.leadership.renew
+
+    async def counted() -> bool:
+        held = await renew()
+        count[0] += held
+        return held
+
+    master.leadership.renew = counted  # type: ignore[method-assign]
+    return count
+
+
+async def start_lasting(renewals: list[int]) -> None:
+    """A start as leader that lasts until the lease was renewed RENEWALS_IN_A_START times (longer than the lease)."""
+    deadline = asyncio.get_running_loop().time() + 60 * START_LEASE_S  # ~50x the typical; a hang fails here
+    while renewals[0] < RENEWALS_IN_A_START:
+        assert asyncio.get_running_loop().time() < deadline, f"{renewals[0]} renewals while it started"
+        await asyncio.sleep(0.05)
+
+
 async def test_a_start_as_leader_longer_than_the_lease_keeps_the_lease_meanwhile(redis: Redis, keys: Keys) -> None:
     """Rebuilding a large wheel on a loaded machine can take longer than the lease: the new leader renews it
     meanwhile, as it does when leading, so that no standby takes over while it starts."""
-    a, b = Master(redis, keys, "a"), Master(redis, keys, "b")
+    a, b = Master(redis, keys, "a", START_LEASE_S), Master(redis, keys, "b", START_LEASE_S)
+    renewals = renewals_counted(a)
+    taken: list[bool] = []
 
-    async def slow_start(epoch: int) -> None:
-        await asyncio.sleep(4 * LEASE_S)
+    async def start(epoch: int) -> None:
+        taken.append(await b.leadership.acquire())  # another master tries, while the lease is fresh
+        await start_lasting(renewals)
+        taken.append(await b.leadership.acquire())  # and again, more than a lease after it was taken
         a.events.append(f"elected {epoch}")
 
-    a.leadership._on_elected = slow_start
+    a.leadership._on_elected = start
     loop = asyncio.create_task(a.leadership.run())
     try:
-        while not a.leadership.leading:
-            await asyncio.sleep(0.01)
-        taken = False
-        while not a.events:  # the whole start: 4 leases
-            taken = taken or await b.leadership.acquire()
-            await asyncio.sleep(LEASE_S / 5)
-        assert a.events == ["elected 1"] and a.leadership.leading and not taken
+        deadline = asyncio.get_running_loop().time() + 120 * START_LEASE_S
+        while not a.events:  # the start: ~1.3 leases
+            assert asyncio.get_running_loop().time() < deadline and not loop.done(), a.events
+            await asyncio.sleep(0.05)
+        assert a.events == ["elected 1"] and a.leadership.leading and taken == [False, False]
     finally:
         loop.cancel()
         await asyncio.gather(loop, return_exceptions=True)
@@ -161,9 +189,10 @@ async def test_a_start_as_leader_longer_than_the_lease_keeps_the_lease_meanwhile
 async def test_a_first_start_as_leader_longer_than_the_lease_keeps_the_lease(redis: Redis, keys: Keys) -> None:
     """A master's start as leader before its port opens (its wheel rebuilt): renewed meanwhile, or its first
     renewal would find the lease lapsed and the master would restart and start again for ever."""
-    a = Master(redis, keys, "a")
+    a = Master(redis, keys, "a", START_LEASE_S)
+    renewals = renewals_counted(a)
     assert await a.leadership.first_election()
-    await a.leadership.lead_first(asyncio.sleep(4 * LEASE_S))
+    await a.leadership.lead_first(start_lasting(renewals))
     assert a.leadership.leading and a.events == [] and await a.leadership.renew()
 
 
@@ -191,6 +220,7 @@ async def test_a_leader_whose_lease_is_taken_while_it_starts_stops_starting_and_
         assert a.events == ["starting", "start cancelled", "deposed"] and a.store.scripts.epoch == 0
     finally:
         loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
 
 
 async def test_a_standby_takes_over_from_a_leader_whose_process_is_gone_before_its_lease_ends(
