@@ -43,7 +43,7 @@ from typing import Awaitable, Callable
 
 from sparkyard.clock import Clock
 from sparkyard.master.records import add_inputs
-from sparkyard.master.registry import WorkerRegistry
+from sparkyard.master.registry import WorkerRegistry, WorkerSession
 from sparkyard.master.routing import Router
 from sparkyard.master.scripts import log_failure
 from sparkyard.master.store import Store
@@ -51,6 +51,9 @@ from sparkyard.master.store_values import Claim
 from sparkyard.v1 import sparkyard_pb2 as pb
 
 log = logging.getLogger(__name__)
+
+# A worker's connection, and the send time of its latest message read on it (its own monotonic clock, µs).
+_Asked = tuple[WorkerSession, int]
 
 # After an unexpected error (Redis down) the loop waits this long before trying again, doubling up to
 # the maximum, so a broken Redis is not hammered; any wake() during the pause is kept.
@@ -110,7 +113,7 @@ class SlotScheduler:
         self._task: asyncio.Task[None] | None = None
         self._wire = WireSpecs()
         self._pending: list[Claim] = []  # a round's claims the next round sends (dispatch_round)
-        self._pending_asked: dict[str, int] = {}  # their workers' send times read before the claim (_deliver)
+        self._pending_asked: dict[str, _Asked] = {}  # what their workers had said before the claim (_deliver)
         self.dispatched = 0
 
     def wake(self) -> None:
@@ -156,7 +159,7 @@ class SlotScheduler:
         pending_asked, self._pending_asked = self._pending_asked, {}
         specs = self._specs_of(pending) if pending else None  # asked for with this round's first peek
         claimed: list[Claim] = []
-        asked: dict[str, int] = {}  # per worker, what it had said before the round's first claim for it
+        asked: dict[str, _Asked] = {}  # per worker, what it had said before the round's first claim for it
         claiming: asyncio.Future[list[Claim]] | None = None
         more = False
         try:
@@ -173,7 +176,8 @@ class SlotScheduler:
                     continue
                 for worker_id in {worker for _, worker in pairs}:
                     session = self._registry.get(worker_id)
-                    asked.setdefault(worker_id, session.heard_us if session else 0)
+                    if session is not None:
+                        asked.setdefault(worker_id, (session, session.heard_us))
                 claiming = asyncio.ensure_future(self._store.claim(group, pairs, lease_ms=self._lease_ms,
                                                                    timeout_grace_ms=self._grace_ms))
                 if specs is not None:
@@ -210,11 +214,13 @@ class SlotScheduler:
             self._registry.release(claim.worker, claim.task_id, claim.token)
 
     async def _deliver(self, claims: list[Claim], specs: dict[tuple[str, int], pb.JobSpec],
-                       asked: dict[str, int]) -> None:
+                       asked: dict[str, _Asked]) -> None:
         """Build every worker's batch, then send them. ``claims`` is emptied once the batches are built: from
         then on its tasks are the workers' (or handed back), not the round's to free if something fails.
-        ``asked``: per worker, the send time of its latest message read before its tasks were claimed (the lease
-        began after it: the worker counts the first lease from then, TaskBatch.asked_us)."""
+        ``asked``: per worker, its connection and the send time of its latest message read on it before its tasks
+        were claimed (the lease began after it: the worker counts the first lease from then, TaskBatch.asked_us).
+        A worker that connected again since gets none of them (they go back to the ready queue): that time was on
+        the clock of the connection it had then, perhaps another process's on another host."""
         by_worker: dict[str, list[Claim]] = defaultdict(list)
         for claim in claims:
             by_worker[claim.worker].append(claim)
@@ -240,8 +246,12 @@ class SlotScheduler:
         claims.clear()
         for worker_id, message, built in batches:
             session = self._registry.get(worker_id)
-            message.batch.reports_seq = session.reports_seq if session else 0
-            message.batch.asked_us = asked.get(worker_id, 0)
+            said = asked.get(worker_id)
+            if session is None or said is None or said[0] is not session:
+                undeliverable.extend(built)
+                continue
+            message.batch.reports_seq = session.reports_seq
+            message.batch.asked_us = said[1]
             if not self._registry.send(worker_id, message):
                 undeliverable.extend(built)
                 continue

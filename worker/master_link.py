@@ -60,6 +60,9 @@ SILENT_HEARTBEATS = 3
 # after this many of them without a word: 2 s with today's masters, inside the default leader lease, so
 # the worker already waits at a standby when the standby takes over.
 SILENT_INTERVALS = 4
+# A batch whose tasks' leases count from a message of this worker's older than this many heartbeats (the master
+# had read nothing newer when it leased them) is followed by a heartbeat at once, which renews them.
+STALE_ASK_HEARTBEATS = 0.25
 # How often the prefetch asked for is compared with what it would be now (sent when it changed).
 PREFETCH_CHECK_S = 0.25
 KEEPALIVE_MS = 10_000
@@ -295,10 +298,17 @@ class MasterLink:
             # sends more worked from an older figure; the excess goes straight back.
             ready = 0 if self._slots.draining else self._runners.readiness()[2]
             room = ready + max(self._asked, self._asked_before) - len(self._slots.executions) if ready else 0
+            accepted = 0
             for assignment in message.batch.tasks:
                 if self._slots.accept(assignment, room > 0, leased_at):
                     room -= 1
+                    accepted += 1
             self._slots.pump()
+            if accepted and now - leased_at > self._terms.heartbeat_s * STALE_ASK_HEARTBEATS:
+                # Counted from a message the master read a while ago (an idle worker says little but heartbeats):
+                # renewed now, from about their arrival, rather than up to a heartbeat later — else a task's first
+                # renewal could come up to two heartbeats after the time its lease counts from.
+                self.send_heartbeat()
         elif kind == "heartbeat_ack":
             ack = message.heartbeat_ack
             now = self._clock.monotonic()

@@ -15,6 +15,7 @@ from sparkyard.clock import FakeClock
 from sparkyard.config import WorkerConfig
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.worker.assembly import build_worker
+from sparkyard.worker.master_link import _Stream
 from worker_rig import running_worker
 
 
@@ -68,12 +69,32 @@ async def test_a_batch_held_up_on_the_way_counts_its_leases_from_the_last_messag
         a.start_after.FromSeconds(3600)  # waits in the queue: nothing is started here
         return pb.MasterMessage(batch=pb.TaskBatch(tasks=[a], asked_us=asked_us))
 
+    outbound: asyncio.Queue[pb.WorkerMessage | None] = asyncio.Queue()
+    worker.link.connection.registered(outbound)
     worker.link._on_message(batch("t1", asked_us))
     late = worker.slots.executions["t1"]
     assert late.renewed_at == asked_us / 1e6
+    # Counted from 3 s back: a heartbeat leaves at once to renew it, not up to a heartbeat later.
+    beat = outbound.get_nowait()
+    assert beat is not None and [lease.task_id for lease in beat.heartbeat.held] == ["t1"]
     lease_s, margin_s = worker.link.connection.terms.lease_s, cfg.self_fence_margin_s
     worker.link._on_message(batch("t2", 0))  # an older master names nothing: from the arrival, as before
-    assert worker.slots.executions["t2"].renewed_at == clock.monotonic()
+    assert worker.slots.executions["t2"].renewed_at == clock.monotonic() and outbound.empty()
     clock.advance(lease_s - margin_s - 3.0 + 0.1)  # past lease - margin since the master read it, not since arrival
     assert worker.slots.fence_verdict("t1", 7).startswith("the attempt's lease was not renewed for")
     assert worker.slots.fence_verdict("t2", 7) == ""
+
+
+async def test_register_and_reports_say_when_they_left(tmp_path: Path) -> None:
+    """What the master names in a batch (TaskBatch.asked_us) is one of these, read before it leased the tasks."""
+    clock, worker, _ = running_worker(tmp_path)
+    asked_at = clock.monotonic()
+    assert worker.link._register_message(asked_at).sent_us == int(asked_at * 1e6)
+    stream = _Stream()
+    leaving = worker.link._requests(stream)
+    clock.advance(1.5)
+    stream.outbound.put_nowait(pb.WorkerMessage(reports=pb.Reports()))
+    message = await anext(leaving)
+    assert message.reports.sent_us == int(clock.monotonic() * 1e6) and message.reports.seq == 1
+    stream.outbound.put_nowait(None)
+    assert await anext(leaving, None) is None

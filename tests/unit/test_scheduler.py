@@ -221,6 +221,36 @@ async def test_a_batch_names_the_workers_last_message_read_before_its_tasks_were
     assert [(len(b.tasks), b.asked_us) for b in batches] == [(2, 5_000_000), (2, 6_000_000)]
 
 
+async def test_claims_of_a_worker_that_connected_again_meanwhile_go_back_to_the_ready_queue(
+        clocked_stores: ClockedStores) -> None:
+    """The send time a batch names was read on the worker's connection of the claim: a new connection of the same
+    worker id (perhaps a process on another host, another clock) must not be told it."""
+    registries: list[WorkerRegistry] = []
+    clocks: list[FakeClock] = []
+
+    class Reconnected(RedisStore):
+        async def claim(self, group: str, pairs: Sequence[tuple[str, str]], *, lease_ms: int,
+                        timeout_grace_ms: int) -> list[Claim]:
+            claims = await super().claim(group, pairs, lease_ms=lease_ms, timeout_grace_ms=timeout_grace_ms)
+            for worker in {worker for _, worker in pairs}:
+                connect(registries[0], clocks[0], worker, 2).heard_us = 1  # its new connection, another clock
+            return claims
+
+    rig = await Rig.make(clocked_stores, store_class=Reconnected)
+    registries.append(rig.registry)
+    clocks.append(rig.clock)
+    tasks = await submit(rig.store, 1, tasks=2)
+    connect(rig.registry, rig.clock, "w1", 2).heard_us = 5_000_000
+    await rig.reports.start()
+    await rig.scheduler.dispatch_round()
+    now = rig.registry.get("w1")
+    assert now is not None and sent(now) == [] and rig.scheduler.dispatched == 0
+    await rig.reports.close(10.0)  # what it was handed is written
+    assert await rig.states(tasks) == [TaskState.READY, TaskState.READY]
+    for task in await rig.store.get_tasks(tasks):
+        assert [(a.state, a.error) for a in task.attempts] == [(AttemptState.RELEASED, "undeliverable")]
+
+
 async def test_claims_the_worker_cannot_receive_go_straight_back_to_the_ready_queue(
         clocked_stores: ClockedStores) -> None:
     registries: list[WorkerRegistry] = []
