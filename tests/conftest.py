@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, settings
 
 # Property tests assert nothing about wall time (docs: no test does beyond a bound that holds on a loaded 2-core
 # machine): Hypothesis's per-example deadline (200 ms) and its too-slow check would fail one on a starved machine.
+# A test's own suppress_health_check replaces this list: it names too_slow again.
 settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("suite")
 

@@ -65,7 +65,8 @@ def _source(name: str, files: dict[str, str]) -> st.SearchStrategy[tuple[str, An
     )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_the_plain_loader_loads_what_client_config_loads(data: st.DataObject, files: dict[str, str]) -> None:
     overrides: dict[str, Any] = {}
