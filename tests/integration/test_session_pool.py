@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -54,14 +55,21 @@ async def test_a_driver_the_pool_cannot_open_a_channel_to_is_killed_and_counted_
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Spawned, but the socket to it cannot be wrapped: the process must not be left running beside the pool."""
     loop = asyncio.get_running_loop()
+    children = Children(tmp_path)
+    spawn = children.spawn
     spawned: list[int] = []
 
+    async def recorded(*cmd: str, what: str, **kwargs: Any) -> asyncio.subprocess.Process:
+        proc = await spawn(*cmd, what=what, **kwargs)
+        spawned.append(proc.pid)
+        return proc
+
     async def no_channel(*args: object, **kwargs: object) -> None:
-        spawned.extend(p.pid for p in psutil.Process().children() if "sparkyard.worker.driver" in p.cmdline())
         raise OSError("no channel (the test's)")
 
+    monkeypatch.setattr(children, "spawn", recorded)
     monkeypatch.setattr(loop, "create_unix_connection", no_channel)
-    runner = SessionRunner("local[1]", 1, tmp_path, Children(tmp_path), logs=LogFiles(tmp_path))
+    runner = SessionRunner("local[1]", 1, tmp_path, children, logs=LogFiles(tmp_path))
     try:
         await runner.start()
         deadline = loop.time() + 60  # one spawn and its kill: well under a second here
