@@ -203,11 +203,16 @@ class Leadership:
         while not self._stopping:
             try:
                 if self.leading:
+                    sent = self._clock.monotonic()
                     if not await self._within_lease(self.renew()):
                         if self._stopping:
                             return
+                        # How late it was says why: a renewal that left late (its loop starved or blocked) or one
+                        # that took long (Redis, or the connection pool, slow to take it).
                         await self._depose(f"the lease was taken over (leader now {self.view.leader_id or 'nobody'}, "
-                                           f"epoch {self.view.epoch})")
+                                           f"epoch {self.view.epoch}; this renewal left {sent - self._renewed_at:.1f}s "
+                                           f"after the last that kept it and took "
+                                           f"{self._clock.monotonic() - sent:.1f}s)")
                         return
                 elif not self._stopping and (await self.acquire() or await self.take_over_if_gone()):
                     log.info("leading (epoch %d) as %s at %s", self.epoch, self.master_id, self.address)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 from typing import AsyncIterator
 
 import pytest
@@ -30,12 +31,14 @@ class Master:
                  clock: SystemClock | FakeClock | None = None) -> None:
         self.store = RedisStore(redis, keys)
         self.events: list[str] = []
+        self.why: list[str] = []  # each deposal's reason
 
         async def elected(epoch: int) -> None:
             self.events.append(f"elected {epoch}")
 
         async def deposed(why: str) -> None:
             self.events.append("deposed")
+            self.why.append(why)
 
         self.leadership = Leadership(self.store, name, f"{name}:7070", lease_s, clock or SystemClock(), elected,
                                      deposed)
@@ -116,6 +119,8 @@ async def test_the_loop_deposes_a_leader_whose_lease_was_taken(redis: Redis, key
         assert await b.leadership.acquire()
         await asyncio.wait_for(loop, 10 * LEASE_S)  # the loop ends once deposed
         assert a.events == ["elected 1", "deposed"] and a.store.scripts.epoch == 0
+        # How late the failed renewal was, for a log reader to tell a starved loop from a slow Redis.
+        assert re.search(r"this renewal left [0-9.]+s after the last that kept it and took [0-9.]+s", a.why[0])
     finally:
         loop.cancel()
 
