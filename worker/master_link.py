@@ -15,27 +15,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Coroutine
 
 import grpc
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
-from sparkyard import __version__
 from sparkyard.channel import open_channel
 from sparkyard.clock import Clock
 from sparkyard.config import WorkerConfig
 from sparkyard.errors import LEADER_METADATA
 from sparkyard.lifecycle import cancel_until_done
-from sparkyard.runners import RUNNERS
 from sparkyard.v1 import sparkyard_pb2 as pb
 from sparkyard.v1 import sparkyard_pb2_grpc as pbg
 from sparkyard.worker.connection import Connection
 from sparkyard.worker.ledger import ResultLedger
 from sparkyard.worker.logs import LogFiles
 from sparkyard.worker.runners import Runners
+from sparkyard.worker.self_report import SelfReport
 from sparkyard.worker.slots import AttemptSlots
 from sparkyard.worker.unreachable import UnreachableLog, unreachable_text
 
@@ -99,8 +96,7 @@ class MasterLink:
         self.registered = asyncio.Event()
         self.connections = 0
         self._readiness: tuple[int, str, int] = (pb.READINESS_STARTING, "starting", 0)  # as last told
-        self._asked = 0  # the prefetch last told to the master
-        self._asked_before = 0  # the one before it (the master may still be working from it)
+        self.report = SelfReport(cfg, clock, slots, ledger, runners)  # what it says of itself
         self._master_index = 0
         self._leader_hint = ""  # the leader a standby named: the next connection goes there
         self._silent: dict[str, float] = {}  # masters left for not answering → next probe (monotonic)
@@ -170,7 +166,7 @@ class MasterLink:
             self.connection.opened(channel)
             stream = _Stream()
             asked_at = self._clock.monotonic()
-            stream.outbound.put_nowait(pb.WorkerMessage(register=self._register_message(asked_at)))
+            stream.outbound.put_nowait(pb.WorkerMessage(register=self.report.register(asked_at)))
             call = pbg.WorkerServiceStub(channel).Connect(self._requests(stream),
                                                           metadata=self.connection.metadata())
             try:
@@ -245,25 +241,10 @@ class MasterLink:
                 return
             if message.WhichOneof("kind") == "reports":
                 now = self._clock.monotonic()
-                message.reports.prefetch = self._ask()
+                message.reports.prefetch = self.report.ask()
                 message.reports.seq = self._prefetch.next_seq(now, bool(message.reports.results))
                 message.reports.sent_us = int(now * 1e6)
             yield message
-
-    def _held(self) -> list[pb.Lease]:
-        """The leases to renew and to declare on (re)registering: running attempts, and ended ones whose
-        result the master has not acknowledged."""
-        return self._slots.held() + self._ledger.held()
-
-    def _register_message(self, sent_at: float) -> pb.Register:
-        readiness, reason, ready = self._runners.readiness()
-        cfg = self._cfg
-        return pb.Register(
-            worker_id=cfg.worker_id, group=cfg.group, slots=cfg.slots, host=socket.gethostname(),
-            pid=os.getpid(), labels=cfg.labels, version=__version__, default_runner=RUNNERS[cfg.runner],
-            held=self._held(), readiness=readiness, readiness_reason=reason, ready_slots=ready,
-            prefetch=self._ask(), sent_us=int(sent_at * 1e6),
-        )
 
     def _on_registered(self, reg: pb.Registered, stream: _Stream, address: str, asked_at: float) -> None:
         self._terms.agreed(reg)
@@ -275,14 +256,6 @@ class MasterLink:
                  address, self._unreachable.registered(), self._cfg.worker_id, self._cfg.slots, self._cfg.group,
                  self._terms.lease_s, self._terms.heartbeat_s, pb.Readiness.Name(self._readiness[0]).removeprefix("READINESS_"))
         self._ledger.resend_all()
-
-    def _ask(self) -> int:
-        """The prefetch to ask the master for now (and remember it was asked)."""
-        ready = self._runners.readiness()[2]
-        asked = 0 if self._slots.draining else self._prefetch.want(ready, self._slots.running_for(self._clock.monotonic()))
-        if asked != self._asked:
-            self._asked_before, self._asked = self._asked, asked
-        return asked
 
     # ---- messages from the master ----------------------------------------------------------------------
 
@@ -296,8 +269,7 @@ class MasterLink:
             leased_at = min(now, message.batch.asked_us / 1e6) if message.batch.asked_us else now
             # Room for what this worker asked for: its ready slots and its last prefetch. A master that
             # sends more worked from an older figure; the excess goes straight back.
-            ready = 0 if self._slots.draining else self._runners.readiness()[2]
-            room = ready + max(self._asked, self._asked_before) - len(self._slots.executions) if ready else 0
+            room = self.report.room()
             accepted = 0
             for assignment in message.batch.tasks:
                 if self._slots.accept(assignment, room > 0, leased_at):
@@ -341,11 +313,7 @@ class MasterLink:
     # ---- heartbeats, readiness and prefetch ------------------------------------------------------------
 
     def send_heartbeat(self) -> None:
-        readiness, reason, ready = self._runners.readiness()
-        self.connection.send(pb.WorkerMessage(heartbeat=pb.Heartbeat(
-            free_slots=self._slots.free_slots(), held=self._held(), draining=self._slots.draining,
-            readiness=readiness, readiness_reason=reason, ready_slots=ready, prefetch=self._ask(),
-            sent_us=int(self._clock.monotonic() * 1e6))))
+        self.connection.send(pb.WorkerMessage(heartbeat=self.report.heartbeat()))
 
     def _may_try(self, address: str) -> bool:
         """False for a master this worker left for not answering and probed within the last heartbeat (a
@@ -396,9 +364,9 @@ class MasterLink:
     async def _prefetch_loop(self) -> None:
         """The prefetch, sent on its own (an empty Reports message) when it changes with no result to carry it."""
         while True:
-            asked = self._asked
-            if self.registered.is_set() and self._ask() != asked:
-                log.debug("prefetch %d → %d (task %.2f ms, refill %.2f ms)", asked, self._asked,
+            asked = self.report.asked
+            if self.registered.is_set() and self.report.ask() != asked:
+                log.debug("prefetch %d → %d (task %.2f ms, refill %.2f ms)", asked, self.report.asked,
                           (self._prefetch.task_s or 0) * 1000, self._prefetch.refill_s * 1000)
                 self.connection.send(pb.WorkerMessage(reports=pb.Reports()))
             await self._clock.sleep(PREFETCH_CHECK_S)

@@ -89,7 +89,7 @@ async def test_register_and_reports_say_when_they_left(tmp_path: Path) -> None:
     """What the master names in a batch (TaskBatch.asked_us) is one of these, read before it leased the tasks."""
     clock, worker, _ = running_worker(tmp_path)
     asked_at = clock.monotonic()
-    assert worker.link._register_message(asked_at).sent_us == int(asked_at * 1e6)
+    assert worker.link.report.register(asked_at).sent_us == int(asked_at * 1e6)
     stream = _Stream()
     leaving = worker.link._requests(stream)
     clock.advance(1.5)
