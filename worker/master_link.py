@@ -264,9 +264,8 @@ class MasterLink:
         if kind == "batch":
             now = self._clock.monotonic()
             self._prefetch.batch_arrived(now, message.batch.reports_seq)
-            # Leased after the master read the message this worker sent then (an older master says nothing: from
-            # the arrival, as before), however long the batch was on its way.
-            leased_at = min(now, message.batch.asked_us / 1e6) if message.batch.asked_us else now
+            # Leased after the master read the message this worker sent then, however long the batch was on its way.
+            leased_at = _sent_at(message.batch.asked_us, now)
             # Room for what this worker asked for: its ready slots and its last prefetch. A master that
             # sends more worked from an older figure; the excess goes straight back.
             room = self.report.room()
@@ -283,10 +282,8 @@ class MasterLink:
                 self.send_heartbeat()
         elif kind == "heartbeat_ack":
             ack = message.heartbeat_ack
-            now = self._clock.monotonic()
-            # From when the answered heartbeat left (an older master echoes nothing: from now, as before).
-            asked_at = min(now, ack.heartbeat_sent_us / 1e6) if ack.heartbeat_sent_us else now
-            self._slots.renewed(ack.renewed, ack.lost, asked_at)
+            # From when the answered heartbeat left, not when the answer came.
+            self._slots.renewed(ack.renewed, ack.lost, _sent_at(ack.heartbeat_sent_us, self._clock.monotonic()))
         elif kind == "cancel":
             self._slots.cancel(message.cancel)
         elif kind == "acks":
@@ -370,3 +367,9 @@ class MasterLink:
                           (self._prefetch.task_s or 0) * 1000, self._prefetch.refill_s * 1000)
                 self.connection.send(pb.WorkerMessage(reports=pb.Reports()))
             await self._clock.sleep(PREFETCH_CHECK_S)
+
+
+def _sent_at(sent_us: int, now: float) -> float:
+    """When the message of this worker's that the master names (its ``sent_us``) left, on the monotonic clock: never
+    later than ``now``; 0 (a liveness message, an older master naming nothing) counts as ``now``, as before."""
+    return min(now, sent_us / 1e6) if sent_us else now
