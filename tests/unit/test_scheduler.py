@@ -56,6 +56,20 @@ def sent(session: WorkerSession) -> list[pb.TaskAssignment]:
     return out
 
 
+def after_claims(act: Callable[[set[str]], None]) -> type[RedisStore]:
+    """A store that calls ``act`` with the ids of the workers a claim was for once it is back, before the round
+    builds and sends their batch (a worker's stream closing, a heartbeat read, a reconnect in between)."""
+
+    class AfterClaims(RedisStore):
+        async def claim(self, group: str, pairs: Sequence[tuple[str, str]], *, lease_ms: int,
+                        timeout_grace_ms: int) -> list[Claim]:
+            claims = await super().claim(group, pairs, lease_ms=lease_ms, timeout_grace_ms=timeout_grace_ms)
+            act({worker for _, worker in pairs})
+            return claims
+
+    return AfterClaims
+
+
 class Rig:
     """A scheduler over a store, a registry and a fake clock (:meth:`make`: ``store_class`` may wrap the store)."""
 
@@ -194,22 +208,14 @@ async def test_a_batch_names_the_workers_last_message_read_before_its_tasks_were
         clocked_stores: ClockedStores) -> None:
     """The worker counts a task's first lease from the send time the batch names (TaskBatch.asked_us): it must be
     one the master had read before the claim, never one read while the claim ran or before the batch left."""
-    registries: list[WorkerRegistry] = []
+    def heard_during_claim(workers: set[str]) -> None:
+        """A heartbeat of each worker is read while its claim is on its way to Redis."""
+        for worker in workers:
+            session = rig.registry.get(worker)
+            assert session is not None
+            session.heard_us += 1_000_000
 
-    class HeardDuringClaim(RedisStore):
-        """A heartbeat of the worker is read while its claim is on its way to Redis."""
-
-        async def claim(self, group: str, pairs: Sequence[tuple[str, str]], *, lease_ms: int,
-                        timeout_grace_ms: int) -> list[Claim]:
-            claims = await super().claim(group, pairs, lease_ms=lease_ms, timeout_grace_ms=timeout_grace_ms)
-            for worker in {worker for _, worker in pairs}:
-                session = registries[0].get(worker)
-                assert session is not None
-                session.heard_us += 1_000_000
-            return claims
-
-    rig = await Rig.make(clocked_stores, store_class=HeardDuringClaim, batch=2)
-    registries.append(rig.registry)
+    rig = await Rig.make(clocked_stores, store_class=after_claims(heard_during_claim), batch=2)
     await submit(rig.store, 1, tasks=4)
     w1 = connect(rig.registry, rig.clock, "w1", 4)
     w1.heard_us = 5_000_000
@@ -225,20 +231,11 @@ async def test_claims_of_a_worker_that_connected_again_meanwhile_go_back_to_the_
         clocked_stores: ClockedStores) -> None:
     """The send time a batch names was read on the worker's connection of the claim: a new connection of the same
     worker id (perhaps a process on another host, another clock) must not be told it."""
-    registries: list[WorkerRegistry] = []
-    clocks: list[FakeClock] = []
+    def reconnected(workers: set[str]) -> None:
+        for worker in workers:
+            connect(rig.registry, rig.clock, worker, 2).heard_us = 1  # its new connection, another clock
 
-    class Reconnected(RedisStore):
-        async def claim(self, group: str, pairs: Sequence[tuple[str, str]], *, lease_ms: int,
-                        timeout_grace_ms: int) -> list[Claim]:
-            claims = await super().claim(group, pairs, lease_ms=lease_ms, timeout_grace_ms=timeout_grace_ms)
-            for worker in {worker for _, worker in pairs}:
-                connect(registries[0], clocks[0], worker, 2).heard_us = 1  # its new connection, another clock
-            return claims
-
-    rig = await Rig.make(clocked_stores, store_class=Reconnected)
-    registries.append(rig.registry)
-    clocks.append(rig.clock)
+    rig = await Rig.make(clocked_stores, store_class=after_claims(reconnected))
     tasks = await submit(rig.store, 1, tasks=2)
     connect(rig.registry, rig.clock, "w1", 2).heard_us = 5_000_000
     await rig.reports.start()
@@ -253,22 +250,14 @@ async def test_claims_of_a_worker_that_connected_again_meanwhile_go_back_to_the_
 
 async def test_claims_the_worker_cannot_receive_go_straight_back_to_the_ready_queue(
         clocked_stores: ClockedStores) -> None:
-    registries: list[WorkerRegistry] = []
-
-    class VanishingWorker(RedisStore):
+    def vanish(workers: set[str]) -> None:
         """The worker's stream closes while the claim is on its way (between routing and sending)."""
+        for worker in workers:
+            session = rig.registry.get(worker)
+            assert session is not None
+            session.close("gone")
 
-        async def claim(self, group: str, pairs: Sequence[tuple[str, str]], *, lease_ms: int,
-                        timeout_grace_ms: int) -> list[Claim]:
-            claims = await super().claim(group, pairs, lease_ms=lease_ms, timeout_grace_ms=timeout_grace_ms)
-            for _, worker in pairs:
-                session = registries[0].get(worker)
-                assert session is not None
-                session.close("gone")
-            return claims
-
-    rig = await Rig.make(clocked_stores, store_class=VanishingWorker)
-    registries.append(rig.registry)
+    rig = await Rig.make(clocked_stores, store_class=after_claims(vanish))
     tasks = await submit(rig.store, 1, tasks=2)
     w1 = connect(rig.registry, rig.clock, "w1", 2)
     await rig.reports.start()
