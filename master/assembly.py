@@ -82,8 +82,10 @@ class Master:
         """Start leading: rebuild the wheel and retry timers from Redis, then fire, dispatch, reap, collect
         bundles and delete history beyond the retention bounds."""
         for service in self.leading:
-            await service.start()
+            # Counted as started before its start runs: a start cancelled halfway (the lease lost meanwhile,
+            # leader.py) may have begun work of its own, which stop_leading must end too.
             self._started.append(service)
+            await service.start()
         log.info("leading as epoch %d", epoch)
 
     async def stop_leading(self) -> None:

@@ -37,6 +37,9 @@ class Retries:
         self._flushing: asyncio.Task[None] | None = None
         self._sweep: TimerTask | None = None
         self._sweeping: asyncio.Task[None] | None = None
+        # Bumped by stop: a backoff armed while leading, whose timer expires after this master stopped leading,
+        # is left to the next leader's start (which arms every backoff recorded in Redis).
+        self._leadership = 0
 
     async def start(self) -> None:
         """A leadership starts: every backoff recorded in Redis gets its timer."""
@@ -44,6 +47,8 @@ class Retries:
             self.arm(task_id, not_before_ms)
 
     async def stop(self) -> None:
+        self._leadership += 1
+        self._pending.clear()
         if self._sweep is not None:
             self._sweep.cancel()
             self._sweep = None
@@ -54,7 +59,11 @@ class Retries:
 
     def arm(self, task_id: str, not_before_ms: int) -> None:
         """Release a FAILED task to its ready queue when its backoff ends."""
+        leadership = self._leadership
+
         def due() -> None:
+            if leadership != self._leadership:
+                return
             self._pending.add(task_id)
             self._flush_soon()
 

@@ -8,7 +8,7 @@ from typing import Any, Awaitable, Iterable
 
 import pytest
 
-from clocked_store import ClockedStores
+from clocked_store import ClockedStores, settle
 from sparkyard import ids
 from sparkyard.clock import FakeClock
 from sparkyard.config import MasterConfig
@@ -189,4 +189,28 @@ async def test_the_reaper_sweeps_every_interval_on_its_timer_until_stopped(clock
         assert len(rig.background.tasks) == 2 and rig.reaper.sweeps == 2
     finally:
         await rig.reaper.stop()
+        rig.timer.close()
+
+
+async def test_a_backoff_whose_timer_expires_after_the_leadership_stopped_releases_nothing(
+        clocked_stores: ClockedStores) -> None:
+    rig = await Rig.make(clocked_stores)
+    rig.timer.start()
+    try:
+        policy = pb.RetryPolicy(max_attempts=2)
+        policy.initial_backoff.FromSeconds(5)
+        (task_id,) = await rig.leased(retry=policy)
+        task = await rig.store.get_task(task_id)
+        assert task is not None
+        await rig.store.report([Report(task_id, task.token, "FAILED", error="boom")])
+        rig.retries.arm(task_id, round(rig.clock.now() * 1000) + 5_000)  # as the report's outcome arms it
+        await rig.retries.stop()
+        rig.advance_ms(5_001)
+        await settle(rig.store)
+        assert rig.wakes == [] and await rig.state(task_id) is TaskState.FAILED
+        await rig.retries.start()  # the next leadership arms every backoff recorded in Redis
+        rig.advance_ms(1)
+        await settle(rig.store)
+        assert len(rig.wakes) == 1 and await rig.state(task_id) is TaskState.READY
+    finally:
         rig.timer.close()
