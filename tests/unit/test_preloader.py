@@ -15,9 +15,11 @@ from master_rig import HORIZON_MS, MasterRig
 from sparkyard import ids
 from sparkyard.clock import FakeClock
 from sparkyard.config import MasterConfig
+from sparkyard.master import preloader as preloader_module
 from sparkyard.master.jobs import PAUSE_WITHDRAWS_MS
 from sparkyard.master.preloader import RETRY_BACKOFF_S
 from sparkyard.master.redis_store import RedisStore
+from sparkyard.master.store_outcomes import ScheduleEntry
 from sparkyard.master.store_values import NewJob, Report
 from sparkyard.spec import normalize
 from sparkyard.states import RunState
@@ -337,3 +339,26 @@ async def test_a_top_up_that_failed_for_want_of_redis_is_followed_by_another(
         assert await turns(lambda: rig.arming.armed == 1)
         rig.clock.advance(80 - HORIZON_MS / 2000)
         assert await turns(lambda: rig.has_runs("j1", [(due, RunState.SCHEDULED)]))
+
+
+async def test_a_load_lets_the_event_loop_run_between_chunks_and_arms_every_entry(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(preloader_module, "ARM_CHUNK", 2)
+    order: list[str] = []
+    entries = [ScheduleEntry(f"j{i}", rig.now_ms() + 1_000) for i in range(5)]
+
+    async def due_schedule(until_ms: int, limit: int = 0) -> list[ScheduleEntry]:
+        return entries
+
+    async def elsewhere() -> None:
+        order.append("elsewhere")  # e.g. the lease's renewal while a new leader starts
+
+    monkeypatch.setattr(rig.store, "due_schedule", due_schedule)
+    monkeypatch.setattr(rig.arming, "consider", lambda job_id, due_ms: order.append(job_id))
+    other = asyncio.ensure_future(elsewhere())
+    await rig.preloader.start()
+    try:
+        await other
+        assert order == ["j0", "j1", "elsewhere", "j2", "j3", "j4"]
+    finally:
+        await rig.preloader.stop()
