@@ -193,7 +193,8 @@ class MasterConfig(_Secrets):
     priority_aging_s: Seconds = DEFAULT_PRIORITY_AGING_S
     outbound_queue: int = DEFAULT_OUTBOUND_QUEUE
     shutdown_grace_s: Seconds = DEFAULT_SHUTDOWN_GRACE_S
-    result_max_bytes: Bytes = DEFAULT_RESULT_MAX_BYTES
+    result_max_bytes: Bytes = Field(DEFAULT_RESULT_MAX_BYTES, description="largest task result (a task's "
+                                    "returned JSON) the master stores, e.g. 1m: a larger one fails its attempt")
     max_bundle_bytes: Bytes = Field(DEFAULT_MAX_BUNDLE_BYTES, description="largest bundle of shipped code a job "
                                     "may upload, e.g. 64m")
     keep_runs: int = Field(DEFAULT_KEEP_RUNS, description="ended runs each job keeps, newest first; older ones "
@@ -286,7 +287,8 @@ class WorkerConfig(_TlsClient):
     drain_timeout_s: Seconds = Field(DEFAULT_DRAIN_TIMEOUT_S, description="how long running tasks may take to "
                                      "finish on SIGTERM before they are handed back")
     self_fence_margin_s: Seconds = DEFAULT_SELF_FENCE_MARGIN_S
-    result_max_bytes: Bytes = DEFAULT_RESULT_MAX_BYTES
+    result_max_bytes: Bytes = Field(DEFAULT_RESULT_MAX_BYTES, description="largest task result a task may "
+                                    "return, e.g. 1m: a larger one fails its attempt")
     log_retention_s: Seconds = Field(DEFAULT_LOG_RETENTION_S, description="how long attempt logs and scratch "
                                      "directories are kept, e.g. 7d")
     task_memory_mb: Megabytes = Field(0, description="memory limit of one attempt's processes, e.g. 2g; 0 = none "
