@@ -19,6 +19,10 @@ P:jobs:paused                         zset    the PAUSED jobs of P:jobs, same sc
                                               this, not every job (kept by job_state.lua, cancel.lua,
                                               reschedule.lua and unlink_job; retention.lua adds a paused
                                               job missing from it, as an earlier version left them)
+P:jobs:pipelines                      zset    the pipelines of P:jobs (jobs with steps), same scores: `apply
+                                              --prune` and `jobs --pipelines` read this, not every job (kept
+                                              by submit.lua and unlink_job; retention.lua adds a pipeline
+                                              missing from it, as an earlier version left them)
 P:name:{name}                         zset    ids of the jobs named {name}, score created_ms (not a pipeline's step jobs):
                                               a job's name resolves to its id with one read (the job
                                               hash keeps it as field name, to drop it on update/delete)
@@ -209,6 +213,10 @@ class Keys:
         return f"{self.namespace}:jobs:paused"
 
     @property
+    def jobs_pipelines(self) -> str:
+        return f"{self.namespace}:jobs:pipelines"
+
+    @property
     def backfills(self) -> str:
         return f"{self.namespace}:backfills"
 
@@ -288,7 +296,7 @@ class Keys:
             lines.append(
                 f"K.{name} = function(id) return '{self.namespace}:{head}' .. id .. '{tail}' end"
             )
-        for name in ("jobs", "jobs_paused", "schedule", "awaiting", "purge", "groups", "delayed", "leases", "timeouts", "workers",
+        for name in ("jobs", "jobs_paused", "jobs_pipelines", "schedule", "awaiting", "purge", "groups", "delayed", "leases", "timeouts", "workers",
                      "fence", "bundles", "leader", "epoch", "masters", "backfills", "parents", "webhooks",
                      "webhook_tries", "webhook_defaults", "running_pipelines"):
             lines.append(f"K.{name} = '{getattr(self, name)}'")

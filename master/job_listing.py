@@ -37,16 +37,17 @@ def check_cursor(after: str) -> str:
 
 
 async def job_page(store: Store, limit: int, keep: Callable[[JobRecord], bool], after: str,
-                   budget: int, *, paused: bool = False) -> JobPage:
+                   budget: int, *, paused: bool = False, pipelines: bool = False) -> JobPage:
     """Up to ``limit`` jobs that ``keep`` accepts, newest first after cursor ``after``, from at most
     ``budget`` index entries (at least ``limit``); ``paused``: from the index of the paused jobs, which a
-    filter on that state reads instead of every job."""
+    filter on that state reads instead of every job; ``pipelines``: from the index of the pipelines (when
+    not ``paused``)."""
     cursor, scanned = check_cursor(after), 0
     out: list[JobRecord] = []
     budget = max(budget, limit)
     while scanned < budget:
         count = min(max(_ROUND, limit - len(out)), budget - scanned)
-        jobs, following = await store.scan_jobs(cursor, count, paused=paused)
+        jobs, following = await store.scan_jobs(cursor, count, paused=paused, pipelines=pipelines)
         scanned += count if following else len(jobs)
         for job, after_it in jobs:
             if keep(job):

@@ -85,20 +85,23 @@ class JobManager:
         return job
 
     async def list_jobs(self, limit: int, state: JobState | None, group: str, name: str = "", *,
-                        after: str = "", budget: int = LIST_SCAN_BUDGET,
+                        after: str = "", budget: int = LIST_SCAN_BUDGET, pipelines: bool = False,
                         keep: Callable[[JobRecord], bool] = lambda _: True) -> JobPage:
         """Newest first. By name: the name index, whole. Otherwise a page from at most ``budget`` index
         entries after cursor ``after`` (of the paused jobs' index for that state, so that the few paused
-        jobs among a million are one request away); ``keep`` filters further (the console's search)."""
+        jobs among a million are one request away; of the pipelines' index for ``pipelines``, likewise);
+        ``keep`` filters further (the console's search)."""
         if name:
             named = await jobs_named(self._store, name, self._limit(limit), state, group)
+            named = [j for j in named if j.spec.steps] if pipelines else named
             return JobPage(named, "", len(named))
 
         def wanted(job: JobRecord) -> bool:
-            return (state is None or job.state == state) and (not group or job.spec.group == group) and keep(job)
+            return ((state is None or job.state == state) and (not group or job.spec.group == group)
+                    and (not pipelines or bool(job.spec.steps)) and keep(job))
 
         return await job_page(self._store, self._limit(limit), wanted, after, budget,
-                              paused=state is JobState.PAUSED)
+                              paused=state is JobState.PAUSED, pipelines=pipelines)
 
     async def last_run_states(self, jobs: Sequence[JobRecord]) -> list[RunState | None]:
         """Each job's last run's state (None when it has none): what a reader needs to tell a COMPLETED job

@@ -163,11 +163,13 @@ class RedisReads:
                 break
         return out[:limit]
 
-    async def scan_jobs(self, after: str, count: int, *, paused: bool = False) -> tuple[list[tuple[JobRecord, str]], str]:
+    async def scan_jobs(self, after: str, count: int, *, paused: bool = False,
+                        pipelines: bool = False) -> tuple[list[tuple[JobRecord, str]], str]:
         """The ``count`` entries of the jobs index after cursor ``after`` (newest first; '' from the newest):
         a count and a range, whatever the number of jobs, plus the jobs made in the cursor's millisecond.
         The cursor (``created_ms:job_id``) holds its place even when its job was deleted since."""
-        index, start = self.keys.jobs_paused if paused else self.keys.jobs, 0
+        k = self.keys
+        index, start = k.jobs_paused if paused else k.jobs_pipelines if pipelines else k.jobs, 0
         if after:
             ms, job_id = after.split(":")
             higher = await self.redis.zcount(index, f"({ms}", "+inf")

@@ -131,7 +131,7 @@ class JobService(pbg.JobServiceServicer):
     @mapped
     async def ListJobs(self, request: pb.ListJobsRequest, context: grpc.aio.ServicerContext) -> pb.ListJobsResponse:
         page = await self._jobs.list_jobs(request.limit, _state_filter(request.state), request.group, request.name,
-                                          after=request.page_token)
+                                          after=request.page_token, pipelines=request.pipelines)
         states = await self._jobs.last_run_states(page.jobs)
         return pb.ListJobsResponse(jobs=[job_to_proto(j, last_run_state=s) for j, s in zip(page.jobs, states)],
                                    next_page_token=page.next)

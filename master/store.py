@@ -261,12 +261,14 @@ class Store(Protocol):
         """Newest first; filters are applied before ``limit`` counts."""
         ...
 
-    async def scan_jobs(self, after: str, count: int, *, paused: bool = False) -> tuple[list[tuple[JobRecord, str]], str]:
+    async def scan_jobs(self, after: str, count: int, *, paused: bool = False,
+                        pipelines: bool = False) -> tuple[list[tuple[JobRecord, str]], str]:
         """``count`` entries of the jobs index after cursor ``after`` ('' from the newest), newest first, as
         records (a pipeline's step jobs left out) each with the cursor that goes on after it; and the cursor
         after the last entry ('' at the end). ``paused``: the index of the paused jobs only (same cursors),
         so listing them does not read every job; an entry whose job is no longer paused is still returned
-        (the caller's filter on the state holds)."""
+        (the caller's filter on the state holds). ``pipelines`` (unless ``paused``): the index of the
+        pipelines only, likewise."""
         ...
 
     async def get_run(self, run_id: str, *, with_tasks: bool = True) -> RunRecord | None:

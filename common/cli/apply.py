@@ -20,8 +20,8 @@ from sparkyard.pipeline_spec import normalize_pipeline, same_version
 from sparkyard.spec import SpecError
 from sparkyard.v1 import sparkyard_pb2 as pb
 
-# The jobs looked through for pipelines already on the master (the listing's maximum page).
-LISTED = 1000
+# ListJobsRequest.limit's maximum: every pipeline on the master, read page by page from their own index.
+EVERY_PIPELINE = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -57,10 +57,10 @@ def _pipelines(jobs: Sequence[pb.Job]) -> list[pb.Job]:
 def apply(client: Client, paths: Sequence[str], *, prune: bool = False, dry_run: bool = False) -> list[Change]:
     pipelines = load(paths)
     # Each pipeline is found by its name (one read of the master's name index, at any number of jobs); only
-    # --prune needs the list of every pipeline, from the newest LISTED jobs.
+    # --prune needs the list of every pipeline (the master's index of pipelines: other jobs are not read).
     existing: dict[str, list[pb.Job]] = {p.name: _pipelines(client.jobs(name=p.name)) for p in pipelines}
     if prune:
-        for job in _pipelines(client.jobs(limit=LISTED)):
+        for job in _pipelines(client.jobs(limit=EVERY_PIPELINE, pipelines=True)):
             existing.setdefault(job.spec.name, [])
             if all(j.id != job.id for j in existing[job.spec.name]):
                 existing[job.spec.name].append(job)

@@ -157,7 +157,8 @@ def dispatch(args: argparse.Namespace) -> int:
             out(job, lambda c: c.print(f"updated job {job.id} to spec version {job.spec_version} "
                                        f"({render.field_words(fields)}); from its next firing on"))
         elif verb == "jobs":
-            jobs = client.jobs(limit=args.limit, state=args.state, group=args.group, name=args.name)
+            jobs = client.jobs(limit=args.limit, state=args.state, group=args.group, name=args.name,
+                               pipelines=args.pipelines)
             out(jobs, lambda c: render.jobs_table(c, jobs))
         elif verb in ("job", "pause", "resume"):
             job = {"job": client.job, "pause": client.pause, "resume": client.resume}[verb](args.job_id)

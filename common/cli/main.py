@@ -100,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="failed: completed jobs (they fire no more) whose last run failed")
     j.add_argument("--group", default="")
     j.add_argument("--name", default="", help="only the jobs with this name")
+    j.add_argument("--pipelines", action="store_true", help="only pipelines")
     j.add_argument("--limit", type=int, default=50)
 
     for verb, text in (("job", "show a job"), ("pause", "pause a job"), ("resume", "resume a job"),

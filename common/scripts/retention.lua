@@ -16,7 +16,8 @@
 -- timeouts, a worker's leases, its run's gate, its job's runs); a run with more tasks than the budget loses
 -- them from the highest index down over several calls (its task_count follows).
 --
--- A paused job missing from jobs:paused (paused by a version that kept no such index) is added to it.
+-- A paused job missing from jobs:paused, and a pipeline missing from jobs:pipelines (made by a version that kept
+-- no such index), is added to it.
 --
 -- A job updated since its submit (spec_v > 1) then loses the replaced specs (spec@{version}) that none of
 -- its remaining runs was made from (a run without spec_v was made from version 1).
@@ -101,6 +102,9 @@ for _, job_id in ipairs(page) do
     keys_deleted, budget = keys_deleted + 1, budget - 1
   else
     if j[1] == 'PAUSED' then redis.call('ZADD', K.jobs_paused, 'NX', redis.call('ZSCORE', KEYS[1], job_id), job_id) end
+    if redis.call('EXISTS', K.job_steps(job_id)) == 1 then
+      redis.call('ZADD', K.jobs_pipelines, 'NX', redis.call('ZSCORE', KEYS[1], job_id), job_id)
+    end
     local excess = redis.call('ZCARD', runs) - active - keep
     local complete = true
     local listed = redis.call('ZRANGE', runs, 0, budget - 1, 'WITHSCORES')

@@ -96,6 +96,7 @@ for i, j in ipairs(bulk.jobs) do
       redis.call('HSET', job_key, 'name', name)
     end
     -- A pipeline's step jobs (j[10]: [id, spec index, bundle digest] each) are stored with it, never alone.
+    if j[10] and #j[10] > 0 then redis.call('ZADD', K.jobs_pipelines, now, id) end
     for _, step in ipairs(j[10] or {}) do
       redis.call('HSET', K.job(step[1]), 'spec', bulk.specs[step[2] + 1], 'state', 'ACTIVE', 'created_ms', now,
                  'updated_ms', now, 'pipeline', id)

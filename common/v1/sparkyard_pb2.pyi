@@ -555,18 +555,20 @@ class GetJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("limit", "state", "group", "name", "page_token")
+    __slots__ = ("limit", "state", "group", "name", "page_token", "pipelines")
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PIPELINES_FIELD_NUMBER: _ClassVar[int]
     limit: int
     state: JobState
     group: str
     name: str
     page_token: str
-    def __init__(self, limit: _Optional[int] = ..., state: _Optional[_Union[JobState, str]] = ..., group: _Optional[str] = ..., name: _Optional[str] = ..., page_token: _Optional[str] = ...) -> None: ...
+    pipelines: bool
+    def __init__(self, limit: _Optional[int] = ..., state: _Optional[_Union[JobState, str]] = ..., group: _Optional[str] = ..., name: _Optional[str] = ..., page_token: _Optional[str] = ..., pipelines: _Optional[bool] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token")

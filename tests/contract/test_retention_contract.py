@@ -121,3 +121,21 @@ async def test_retention_puts_a_paused_job_missing_from_the_paused_index_back(st
     assert (await store.scan_jobs("", 10, paused=True))[0] == []
     await purge_all(store, bounds(keep_runs=100))
     assert [(j.id, j.state) for j, _ in (await store.scan_jobs("", 10, paused=True))[0]] == [(job_id(2), JobState.PAUSED)]
+
+
+async def test_retention_puts_a_pipeline_missing_from_the_pipelines_index_back(store: Store) -> None:
+    """A pipeline made by a version that kept no index of pipelines is found by `apply --prune` after one pass;
+    a deleted one leaves the index."""
+    assert isinstance(store, RedisStore)
+    await recurring(store, 1)
+    step = spec()
+    pipeline = spec(trigger=every(1))
+    pipeline.steps.add(name="a", spec=step)
+    await store.submit_many([NewJob(job_id(2), pipeline, "abs", FAR_FUTURE_MS, steps=((job_id(3), step),))], TTL_MS)
+    listed = await store.scan_jobs("", 10, pipelines=True)
+    assert [j.id for j, _ in listed[0]] == [job_id(2)]
+    await store.redis.zrem(store.keys.jobs_pipelines, job_id(2))
+    await purge_all(store, bounds(keep_runs=100))
+    assert [j.id for j, _ in (await store.scan_jobs("", 10, pipelines=True))[0]] == [job_id(2)]
+    await store.delete_job(job_id(2))
+    assert (await store.scan_jobs("", 10, pipelines=True))[0] == []

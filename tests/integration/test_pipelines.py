@@ -64,8 +64,11 @@ def test_apply_run_update_and_prune_a_pipeline(shared_cluster: Cluster, tmp_path
     assert (code, out.strip()) == (0, f"= unchanged pipeline it-etl ({pipeline_id})")
     code, out = cli(capsys, shared_cluster, "job", pipeline_id)
     assert code == 0 and "(pipeline, 9 steps)" in out and "one_failed" in out and "fan, dated" in out
-    # Its step jobs are not listed as jobs of their own.
+    # Its step jobs are not listed as jobs of their own; `jobs --pipelines` lists pipelines alone.
     assert [j.spec.name for j in client.jobs(limit=1000) if j.spec.name.startswith("it-etl")] == ["it-etl"]
+    code, out = cli(capsys, shared_cluster, "jobs", "--pipelines", "--json")
+    listed = json.loads(out)
+    assert code == 0 and pipeline_id in [j["id"] for j in listed] and all(j["spec"]["steps"] for j in listed)
 
     first = client.trigger(pipeline_id)
     run, timed_out = client.wait(first.id, timeout=WAIT_S)

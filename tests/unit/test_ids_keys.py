@@ -178,6 +178,7 @@ ID_KEYS = {
 FIXED_KEYS = {
     "jobs": "P:jobs",
     "jobs_paused": "P:jobs:paused",
+    "jobs_pipelines": "P:jobs:pipelines",
     "schedule": "P:schedule",
     "awaiting": "P:awaiting",
     "purge": "P:purge",

@@ -11,6 +11,7 @@ from master_rig import MasterRig
 from sparkyard import errors
 from sparkyard.master.records import JobRecord
 from sparkyard.states import JobState
+from sparkyard.v1 import sparkyard_pb2 as pb
 from test_job_names import rig, spec  # noqa: F401 - the same rig fixture and job spec
 
 
@@ -81,3 +82,21 @@ async def test_the_paused_jobs_among_many_are_one_request_away(rig: MasterRig) -
     await rig.master.jobs.resume(newer[0])
     again = await rig.master.jobs.list_jobs(10, JobState.PAUSED, "", budget=10)
     assert [j.id for j in again.jobs] == [older[1]]
+
+
+async def test_pipelines_are_listed_from_their_own_index_whatever_the_number_of_other_jobs(rig: MasterRig) -> None:
+    def pipeline(name: str) -> pb.JobSpec:
+        out = pb.JobSpec(name=name, trigger=pb.Trigger(manual=True))
+        out.steps.add(name="a", spec=pb.JobSpec(entrypoint="/jobs/a.py:main"))
+        return out
+
+    first = (await rig.master.jobs.submit(pipeline("first"))).job.id
+    rig.clock.advance(0.01)
+    await submit(rig, 30)
+    second = (await rig.master.jobs.submit(pipeline("second"))).job.id
+    page = await rig.master.jobs.list_jobs(10, None, "", pipelines=True, budget=2)
+    assert ([j.id for j in page.jobs], page.scanned, page.next) == ([second, first], 2, "")  # no other job read
+    named = await rig.master.jobs.list_jobs(10, None, "", "first", pipelines=True)
+    assert [j.id for j in named.jobs] == [first]
+    await rig.master.jobs.delete(first)
+    assert [j.id for j in (await rig.master.jobs.list_jobs(10, None, "", pipelines=True)).jobs] == [second]
