@@ -21,8 +21,8 @@ P:jobs:paused                         zset    the PAUSED jobs of P:jobs, same sc
                                               job missing from it, as an earlier version left them)
 P:jobs:pipelines                      zset    the pipelines of P:jobs (jobs with steps), same scores: `apply
                                               --prune` and `jobs --pipelines` read this, not every job (kept
-                                              by submit.lua and unlink_job; retention.lua adds a pipeline
-                                              missing from it, as an earlier version left them)
+                                              by submit.lua and unlink_job; update.lua and retention.lua add
+                                              a pipeline missing from it, as an earlier version left them)
 P:name:{name}                         zset    ids of the jobs named {name}, score created_ms (not a pipeline's step jobs):
                                               a job's name resolves to its id with one read (the job
                                               hash keeps it as field name, to drop it on update/delete)

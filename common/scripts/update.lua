@@ -28,15 +28,21 @@ local bundle = ARGV[5]
 if bundle ~= '' and redis.call('EXISTS', K.bundle(bundle)) == 0 then
   return {'bundle_missing', v[1], version, next_fire}
 end
-if bundle ~= '' then redis.call('SADD', K.bundle_jobs(bundle), ARGV[1]) end
 local now = now_ms()
--- A pipeline's new version comes with new step jobs (a run in progress keeps the ones it was fired with).
-for _, step in ipairs(cjson.decode(ARGV[6])) do
+-- A pipeline's new version comes with new step jobs (a run in progress keeps the ones it was fired with). (An
+-- update cannot make a job a pipeline nor a pipeline a job: one has an entrypoint, the other steps.) A pipeline
+-- made by a version before the index of pipelines joins it here, as at retention's next pass.
+local steps = cjson.decode(ARGV[6])
+for _, step in ipairs(steps) do
   if step[3] ~= '' and redis.call('EXISTS', K.bundle(step[3])) == 0 then
     return {'bundle_missing', v[1], version, next_fire}
   end
 end
-for _, step in ipairs(cjson.decode(ARGV[6])) do
+if bundle ~= '' then redis.call('SADD', K.bundle_jobs(bundle), ARGV[1]) end
+if #steps > 0 then
+  redis.call('ZADD', K.jobs_pipelines, 'NX', redis.call('ZSCORE', K.jobs, ARGV[1]) or now, ARGV[1])
+end
+for _, step in ipairs(steps) do
   redis.call('HSET', K.job(step[1]), 'spec', step[2], 'state', 'ACTIVE', 'created_ms', now, 'updated_ms', now,
              'pipeline', ARGV[1])
   redis.call('ZADD', K.jobs, now, step[1])

@@ -84,12 +84,13 @@ async def test_the_paused_jobs_among_many_are_one_request_away(rig: MasterRig) -
     assert [j.id for j in again.jobs] == [older[1]]
 
 
-async def test_pipelines_are_listed_from_their_own_index_whatever_the_number_of_other_jobs(rig: MasterRig) -> None:
-    def pipeline(name: str) -> pb.JobSpec:
-        out = pb.JobSpec(name=name, trigger=pb.Trigger(manual=True))
-        out.steps.add(name="a", spec=pb.JobSpec(entrypoint="/jobs/a.py:main"))
-        return out
+def pipeline(name: str) -> pb.JobSpec:
+    out = pb.JobSpec(name=name, trigger=pb.Trigger(manual=True))
+    out.steps.add(name="a", spec=pb.JobSpec(entrypoint="/jobs/a.py:main"))
+    return out
 
+
+async def test_pipelines_are_listed_from_their_own_index_whatever_the_number_of_other_jobs(rig: MasterRig) -> None:
     first = (await rig.master.jobs.submit(pipeline("first"))).job.id
     rig.clock.advance(0.01)
     await submit(rig, 30)
@@ -100,3 +101,12 @@ async def test_pipelines_are_listed_from_their_own_index_whatever_the_number_of_
     assert [j.id for j in named.jobs] == [first]
     await rig.master.jobs.delete(first)
     assert [j.id for j in (await rig.master.jobs.list_jobs(10, None, "", pipelines=True)).jobs] == [second]
+
+
+
+async def test_a_pipeline_an_earlier_version_left_out_of_the_index_joins_it_when_updated(rig: MasterRig) -> None:
+    job = (await rig.master.jobs.submit(pipeline("etl"))).job.id
+    await rig.store.redis.zrem(rig.store.keys.jobs_pipelines, job)
+    assert (await rig.master.jobs.list_jobs(10, None, "", pipelines=True)).jobs == []
+    await rig.master.jobs.update(job, pb.JobSpec(priority=5), ["priority"])
+    assert [j.id for j in (await rig.master.jobs.list_jobs(10, None, "", pipelines=True)).jobs] == [job]
