@@ -12,9 +12,9 @@ it) with the worker's ``--conf``, and logs to ``<work_dir>/connect/server.log``.
 started in its own process group and recorded (worker/children.py); it is tied to the worker by
 ``PR_SET_PDEATHSIG`` (set by a Python step that then execs spark-submit, which execs the JVM: one pid
 throughout), so a worker killed with -9 takes it along. It is ready once its port accepts a connection;
-when it dies it is started again after ``RESTART_BACKOFF_S``, doubling up to ``RESTART_BACKOFF_MAX_S``
-while it keeps failing to come up. Until it is ready the runner offers no slot. When the worker's Spark
-cluster manager stops answering (worker/engine.py) the server is stopped — its application is lost with the
+when it dies it is started again after the pause a pool's driver waits (worker/backoff.py: 1 s
+after a server that was ready, doubling up to a minute while it keeps failing to come up). Until it is
+ready the runner offers no slot. When the worker's Spark cluster manager stops answering (worker/engine.py) the server is stopped — its application is lost with the
 manager — and started again once the manager answers. It loads the command plugin that lets an attempt's
 cancel reach every Spark job of its session (worker/connect_plugin.py), when the worker could build it.
 
@@ -41,6 +41,7 @@ from typing import Callable
 
 from sparkyard.config import connect_address
 from sparkyard.worker import connect_plugin, jvm_temp, py_daemon
+from sparkyard.worker.backoff import restart_pause
 from sparkyard.worker.class_archive import ClassArchive
 from sparkyard.worker.children import Children, tied_command
 from sparkyard.worker.engine import answers
@@ -53,10 +54,6 @@ SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 START_TIMEOUT_S = 180.0
 # How often a starting server's port is tried.
 START_POLL_S = 0.2
-# A server that died (or never came up) is started again after this pause, doubling up to the maximum
-# while starts keep failing; one that was ready is restarted after the first pause.
-RESTART_BACKOFF_S = 1.0
-RESTART_BACKOFF_MAX_S = 60.0
 # How long a stopping server may take after SIGTERM before its process group is killed.
 STOP_GRACE_S = 10.0
 # How often a server given by --connect-url is probed.
@@ -198,7 +195,7 @@ class ConnectServer:
             except OSError as exc:  # cannot even be started (no pyspark home, an unusable work directory)
                 came_up, how = False, f"could not be started ({exc})"
             failures = 0 if came_up else failures + 1
-            delay = min(RESTART_BACKOFF_MAX_S, RESTART_BACKOFF_S * 2 ** failures)
+            delay = restart_pause(failures + 1)  # a server that came up and then died: the first pause
             log.error("Spark Connect server %s; starting it again in %.0fs (log: %s)", how, delay,
                       self._dir / "server.log")
             self._set(False, f"Spark Connect server {how}; restarting in {delay:.0f}s")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from sparkyard.v1 import sparkyard_pb2 as pb
-from sparkyard.worker.runner.pool_health import RESTART_BACKOFF_MAX_S, PoolHealth
+from sparkyard.worker.backoff import RESTART_BACKOFF_MAX_S
+from sparkyard.worker.runner.pool_health import PoolHealth
 
 
 def test_a_pool_is_starting_until_every_driver_was_ready_once_then_degraded_when_one_is_missing() -> None:

@@ -8,10 +8,7 @@ what an attempt waiting for a runner that cannot start is failed with; none of i
 from __future__ import annotations
 
 from sparkyard.v1 import sparkyard_pb2 as pb
-
-# A driver that failed to start is tried again after this pause, doubling up to the maximum.
-RESTART_BACKOFF_S = 1.0
-RESTART_BACKOFF_MAX_S = 60.0
+from sparkyard.worker.backoff import restart_pause
 
 
 class PoolHealth:
@@ -36,7 +33,7 @@ class PoolHealth:
         """A driver failed to start with ``error``: the pause before the next is tried."""
         self.failures += 1
         self.last_error = error
-        return min(RESTART_BACKOFF_MAX_S, RESTART_BACKOFF_S * 2 ** (self.failures - 1))
+        return restart_pause(self.failures)
 
     def engine_back(self) -> None:
         """The cluster manager answers again: a new pool warms as the first did."""
