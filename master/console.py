@@ -180,15 +180,16 @@ class ConsoleApi:
         return "FAILED" if last is not None and last.state is RunState.FAILED else job.state.value
 
     async def list_jobs(self, request: web.Request) -> web.Response:
-        """``state``, ``group``, ``name`` (part of it), ``label`` (K or K=V), ``q`` (part of the id, name,
-        entrypoint or an argument), ``limit``, ``after`` (the ``next`` of the previous page); each job with
-        its schedule in words and its latest runs. A filtered page looks at JOBS_SCANNED jobs at most."""
+        """``state``, ``pipelines`` (1: pipelines only, from their index), ``group``, ``name`` (part of it),
+        ``label`` (K or K=V), ``q`` (part of the id, name, entrypoint or an argument), ``limit``, ``after``
+        (the ``next`` of the previous page); each job with its schedule in words and its latest runs. A
+        filtered page looks at JOBS_SCANNED jobs at most."""
         limit = int_param(request, "limit", JOBS_DEFAULT, 1, JOBS_MAX)
         state, label, group = state_param(request), label_param(request), request.query.get("group", "")
-        name, text = request.query.get("name", ""), request.query.get("q", "")
+        name, text, pipelines = request.query.get("name", ""), request.query.get("q", ""), flag_param(request, "pipelines")
         filtered = bool(name or text or label or state or group)
         page = await self._jobs.list_jobs(limit, state, group, after=request.query.get("after", ""),
-                                          budget=JOBS_SCANNED if filtered else limit,
+                                          budget=JOBS_SCANNED if filtered else limit, pipelines=pipelines,
                                           keep=lambda j: matches(j, name, text, label))
         recent = await self._store.recent_runs([j.id for j in page.jobs], RECENT_RUNS)
         views = await asyncio.gather(*(self._job_view(j, runs) for j, runs in zip(page.jobs, recent)))

@@ -224,7 +224,7 @@ function sparkline(values) {
 
 async function jobsPage(_, query) {
   const params = new URLSearchParams();
-  for (const key of ["state", "group", "name", "label", "q"]) if (query.get(key)) params.set(key, query.get(key));
+  for (const key of ["state", "pipelines", "group", "name", "label", "q"]) if (query.get(key)) params.set(key, query.get(key));
   if (query.get("limit")) params.set("limit", query.get("limit"));  // jobs a page shows (100 unless given)
   const filters = params.toString();
   if (query.get("after")) params.set("after", query.get("after"));
@@ -232,12 +232,15 @@ async function jobsPage(_, query) {
   const field = (name, placeholder) => h("input", { name, placeholder, value: query.get(name) || "" });
   const state = h("select", { name: "state" }, ["", "active", "paused", "completed", "cancelled"].map(
     (v) => h("option", { value: v, selected: query.get("state") === v }, v || "any state")));
+  // Pipelines alone come from the master's index of them: a page of them reads no other job.
+  const pipelines = h("label", {}, h("input", { type: "checkbox", name: "pipelines", value: "1",
+    checked: query.get("pipelines") === "1" }), " pipelines only");
   const form = h("form", { class: "filters", onsubmit: (e) => {
     e.preventDefault();
     const chosen = new URLSearchParams();
     for (const [k, v] of new FormData(e.target)) if (v) chosen.set(k, v);
     location.hash = `#/jobs?${chosen}`;
-  } }, state, field("group", "group"), field("name", "name"), field("label", "label K or K=V"),
+  } }, state, pipelines, field("group", "group"), field("name", "name"), field("label", "label K or K=V"),
   field("q", "search id, name, entrypoint, args"), h("button", { type: "submit" }, "Filter"));
   const rows = data.jobs.map(({ job, schedule, runs, shown_state }) => {
     const oldest = [...runs].reverse();
