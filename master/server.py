@@ -177,17 +177,22 @@ class MasterServer:
             raise StartupError(f"cannot listen on {cfg.listen} (address in use?)")
         leadership = self.leadership
         assert leadership is not None
+        if cfg.http:
+            # Before the lease is taken: its imports (aiohttp, the console) hold the event loop for a third of a
+            # start's CPU — seconds on a starved machine — and no renewal runs meanwhile.
+            await self._start_http(store, master, leadership)
         if await leadership.first_election():  # lead before the port opens when nobody else leads
             await leadership.lead_first(master.lead(leadership.epoch))
             if self.deposed.is_set():  # lost the lease while starting: no port, no election; main restarts it
                 return
-        await server.start()
+        # Renewals from here on, the port's opening included: a leader whose first renewal waited for it (and for
+        # the HTTP start) found its lease lapsed right after starting on a starved machine, and restarted into the
+        # same start again.
         self._election = asyncio.create_task(leadership.run(), name="leader-election")
+        await server.start()
         assert self._health is not None
         for name in ["", *names]:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        if cfg.http:
-            await self._start_http(store, master, leadership)
         log.info("master %s listening on %s:%d as %s (redis %s)", leadership.master_id, host, self.port,
                  leadership.role, redact(self.redis_url))
 
