@@ -35,7 +35,7 @@ def redis_retrying(seconds: float = REDIS_RETRY_SECONDS) -> AsyncRetrying:
     """An AsyncRetrying for one Redis operation: transport errors only, jittered exponential backoff."""
     return AsyncRetrying(
         retry=retry_if_exception_type(REDIS_TRANSIENT) & retry_if_not_exception_type(REDIS_REFUSED),
-        wait=wait_exponential_jitter(initial=REDIS_RETRY_INITIAL_S, max=REDIS_RETRY_MAX_S),
+        wait=wait_exponential_jitter(multiplier=REDIS_RETRY_INITIAL_S, max=REDIS_RETRY_MAX_S),
         stop=stop_after_delay(seconds),
         reraise=True,
     )

@@ -125,7 +125,7 @@ class MasterLink:
 
     async def _connect_loop(self) -> None:
         while True:
-            backoff = wait_exponential_jitter(initial=RECONNECT_INITIAL_S, max=RECONNECT_MAX_S)
+            backoff = wait_exponential_jitter(multiplier=RECONNECT_INITIAL_S, max=RECONNECT_MAX_S)
 
             def pause(state: RetryCallState) -> float:
                 failure = state.outcome.exception() if state.outcome else None
