@@ -119,7 +119,7 @@ class Preloader:
         for first in range(0, len(entries), ARM_CHUNK):
             if first:
                 # An entry fired meanwhile and read here before it moved is armed again at its old time: its
-                # firing then finds its run made (EXISTS) and arms the next time, as a second master's would.
+                # firing then finds the entry moved (stale) and arms it where it is now (_fire).
                 await asyncio.sleep(0)
             for job_id, due_ms in entries[first:first + ARM_CHUNK]:
                 self._arming.consider(job_id, due_ms)
@@ -246,6 +246,10 @@ class Preloader:
                 log.log(logging.DEBUG if quiet else logging.INFO, "job=%s run=%s fire %s (%+d ms from its time)%s",
                         request.job_id, run_id, res.status.value, res.fired_ms - request.scheduled_ms,
                         f": {request.skip_reason}" if request.skip_reason else "")
+                if res.status is FireStatus.STALE and request.expected_ms is not None and res.due_ms >= 0:
+                    # The entry moved since this firing was planned (fired meanwhile: a load that read it before, or
+                    # a second master): arm where it is now — the stale time may have displaced that timer.
+                    self._arming.consider(request.job_id, res.due_ms)
                 if res.status is FireStatus.CHANGED and request.expected_ms is not None:
                     # The job was updated after this step was planned: plan its entry again, now, with the
                     # new spec (if the update moved the entry, the old time is refused as stale).

@@ -161,6 +161,8 @@ class RedisStore(RedisReads, Store):
             fire_status = outcomes.FireStatus(status)
             if fire_status is outcomes.FireStatus.FAILED:
                 out.append(Fired(run, FireResult(fire_status, int(fired_ms), None, error=state)))
+            elif fire_status is outcomes.FireStatus.STALE:
+                out.append(Fired(run, FireResult(fire_status, int(fired_ms), None, due_ms=int(state) if state else -1)))
             else:
                 out.append(Fired(run, FireResult(fire_status, int(fired_ms), RunState(state) if state else None)))
         return out

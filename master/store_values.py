@@ -88,6 +88,7 @@ class FireResult:
     fired_ms: int
     run_state: RunState | None  # the run's state (created, skipped, exists), else None
     error: str = ""  # why the firing failed (status failed)
+    due_ms: int = -1  # status stale: the schedule entry's time now (-1: the job has none)
 
 
 class Fired(NamedTuple):

@@ -19,7 +19,8 @@
 --   max active: with overlap 'forbid', how many runs of the job may be active before a firing is skipped
 -- Returns per firing a flat group of 3: status, fired_ms, run state; status: created | skipped | exists | stale |
 -- inactive | exhausted | changed (the job's spec was updated since the firing was planned: plan it again) |
--- failed (the firing raised an error, which takes the run state's place). A
+-- failed (the firing raised an error, which takes the run state's place; for stale, the entry's time now, '' for
+-- none, takes it: the caller arms that). A
 -- created run is SCHEDULED, or SUCCEEDED when it has no tasks (it ended as it was created: see create_run).
 -- `exists`: the run was made already (a manual trigger on the same millisecond, or a firing whose reply was
 -- lost); a scheduled firing still advances the schedule past it. `exhausted`: the job has made its max runs
@@ -44,7 +45,7 @@ local function fire(f, block, now)
   else
     if job_state ~= 'ACTIVE' then return {'inactive', now, ''} end
     local due = redis.call('ZSCORE', K.schedule, job_id)
-    if not due or tonumber(due) ~= tonumber(expected) then return {'stale', now, ''} end
+    if not due or tonumber(due) ~= tonumber(expected) then return {'stale', now, due or ''} end
   end
   if tonumber(redis.call('HGET', job_key, 'spec_v') or '1') ~= tonumber(f[10]) then
     return {'changed', now, ''}

@@ -362,3 +362,20 @@ async def test_a_load_lets_the_event_loop_run_between_chunks_and_arms_every_entr
         assert order == ["j0", "j1", "elsewhere", "j2", "j3", "j4"]
     finally:
         await rig.preloader.stop()
+
+
+async def test_an_entry_armed_again_at_its_old_time_after_it_fired_is_armed_where_it_is_now(rig: Rig) -> None:
+    """A load that read an entry before it fired arms it at its old time, displacing the next time's timer: the
+    stale firing arms the entry where the schedule says it is now."""
+    due = rig.now_ms() + 100
+    await rig.submit("j1", due)
+    await rig.preloader.fire_batch([("j1", due)])  # fired: armed at due + EVERY_MS
+    rig.arming.consider("j1", due)  # a load's later chunk, read before the firing
+    rig.clock.advance(1)
+    stale = []
+    while not rig.arming.due.empty():
+        stale.append(rig.arming.due.get_nowait())
+    assert stale == [("j1", due)]
+    await rig.preloader.fire_batch(stale)
+    assert await rig.runs("j1") == [(due, RunState.SCHEDULED)]
+    assert ("j1", due + EVERY_MS) in rig.armed()
