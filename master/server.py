@@ -122,8 +122,8 @@ def tls_credentials(cfg: MasterConfig) -> grpc.ServerCredentials | None:
 
 
 class MasterServer:
-    """The process around one master (:func:`sparkyard.master.assembly.build_master`): Redis, the gRPC port,
-    the election, the HTTP endpoint; started in that order and stopped in reverse."""
+    """The process around one master (:func:`sparkyard.master.assembly.build_master`): Redis, the gRPC port
+    (bound), the HTTP endpoint, the election, the gRPC port's opening; started in that order."""
 
     def __init__(self, cfg: MasterConfig, clock: Clock | None = None) -> None:
         self.cfg = cfg

@@ -192,8 +192,8 @@ def test_a_second_master_on_a_taken_port_refuses_to_start_naming_the_address(mak
 
 
 def test_a_master_whose_http_address_is_taken_exits_2_naming_it(make_cluster: object) -> None:
-    """The console's port is bound after the master has started leading: its start-up error must still end the
-    process (its background loops once kept it alive, and `sparkyard local --http` on a taken port hung)."""
+    """The console's port is bound as the master starts (before it takes the lease): its start-up error must end
+    the process (its background loops once kept it alive, and `sparkyard local --http` on a taken port hung)."""
     cluster: Cluster = make_cluster()  # type: ignore[operator]
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
