@@ -9,7 +9,7 @@ values are pydantic's: a ``*_s`` setting takes seconds or a duration (``15s``, `
 ``*_bytes`` setting bytes or a size (``64m``, ``2g``), labels and Spark conf ``k=v,k2=v2`` or a TOML table.
 Every bad value is one :class:`ConfigError` line naming where it came from. The defaults are in
 :mod:`sparkyard.defaults`, the loading in :mod:`sparkyard.config_load` (its sources in
-:mod:`sparkyard.config_source`). The client loads :class:`ClientConfig`'s fields without pydantic, from data
+:mod:`sparkyard.config_source`), how a value's text is read in :mod:`sparkyard.config_values`. The client loads :class:`ClientConfig`'s fields without pydantic, from data
 generated out of them (:mod:`sparkyard.client_settings`).
 """
 
@@ -18,14 +18,14 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Mapping, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from pydantic import BeforeValidator, Field
-from pydantic_settings import NoDecode
+from pydantic import Field
 
 from sparkyard.addresses import check_host_port, connect_address, master_addresses
 from sparkyard.config_load import Settings, load
 from sparkyard.config_source import ConfigError, check_cert_and_key, check_tls_client, read_file, read_secret
+from sparkyard.config_values import Bytes, Labels, Megabytes, Seconds, SparkConf
 from sparkyard.defaults import (
     DEFAULT_BUNDLE_CACHE_BYTES,
     DEFAULT_CALL_TIMEOUT_S,
@@ -71,8 +71,8 @@ from sparkyard.defaults import (
 from sparkyard.flags import env_of, flag_of
 from sparkyard.keys import DEFAULT_NAMESPACE
 from sparkyard.runners import DEFAULT_RUNNER, RUNNER_NAMES
-from sparkyard.spec import DEFAULT_GROUP, parse_conf, webhook_problem
-from sparkyard.timeutil import format_duration, parse_duration, parse_size
+from sparkyard.spec import DEFAULT_GROUP, webhook_problem
+from sparkyard.timeutil import format_duration
 
 # Imported from here by callers that load a config: the loading (config_load) and address parsing
 # (addresses) live in their own modules.
@@ -82,45 +82,6 @@ __all__ = ["ClientConfig", "ConfigError", "MasterConfig", "WorkerConfig", "conne
 
 S = TypeVar("S", bound="_Secrets")
 
-
-def _seconds(value: Any) -> Any:
-    return parse_duration(value) if isinstance(value, str) else value
-
-
-def _bytes(value: Any) -> Any:
-    return parse_size(value) if isinstance(value, str) else value
-
-
-def _pairs(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): str(v) for k, v in value.items()}
-    if isinstance(value, str):
-        pairs = [p.strip() for p in value.split(",") if p.strip()]
-        if any("=" not in p for p in pairs):
-            raise ValueError(f"{value!r}: use key=value,key2=value2")
-        return {k.strip(): v.strip() for k, v in (p.split("=", 1) for p in pairs)}
-    return value
-
-
-def _megabytes(value: Any) -> Any:
-    return parse_size(value, default_unit="m") >> 20 if isinstance(value, str) else value
-
-
-def _labels(value: Any) -> Any:
-    """Labels; from repeated flags a list, each item itself ``k=v`` or ``k=v,k2=v2``."""
-    return _pairs(",".join(value) if isinstance(value, list) else value)
-
-
-def _conf(value: Any) -> Any:
-    """Spark conf; from repeated flags a list, each item one ``k=v`` (a value may hold commas)."""
-    return parse_conf([str(item) for item in value], field="pairs") if isinstance(value, list) else _pairs(value)
-
-
-Seconds = Annotated[float, BeforeValidator(_seconds)]
-Bytes = Annotated[int, BeforeValidator(_bytes)]
-Megabytes = Annotated[int, BeforeValidator(_megabytes)]
-Labels = Annotated[dict[str, str], NoDecode, BeforeValidator(_labels)]
-SparkConf = Annotated[dict[str, str], NoDecode, BeforeValidator(_conf)]
 
 
 class _Secrets(Settings):

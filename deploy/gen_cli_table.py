@@ -74,12 +74,12 @@ def _kind(name: str, field: Any) -> str:
     """How sparkyard.client_settings reads a field: the kinds it knows, or a failure naming the field."""
     from pydantic import BeforeValidator
 
-    from sparkyard import config
+    from sparkyard import config_values
 
     parsers = [m.func for m in field.metadata if isinstance(m, BeforeValidator)]
     if field.annotation is str and not parsers:
         return "str"
-    if field.annotation is float and parsers == [config._seconds]:
+    if field.annotation is float and parsers == [config_values._seconds]:
         return "seconds"
     raise SystemExit(f"ClientConfig.{name}: a kind of setting sparkyard.client_settings does not read; "
                      "teach it there (and its test) first")
